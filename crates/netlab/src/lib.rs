@@ -1,0 +1,566 @@
+//! Private network namespaces for zcnet's tests and benchmarks.
+//!
+//! A [`Netns`] is a named network namespace (`ip netns add zcnet-<pid>-<n>`) deleted when the
+//! value drops, on success, error and panic alike. Devices live inside namespaces only: the
+//! host's interfaces and sysctls are never touched. The labs of the design build on it:
+//!
+//! - [`LoopbackLab`]: a fresh namespace's `lo`, with the MTU asked for;
+//! - [`VethLab`]: two namespaces joined by a veth pair, IPv4 and IPv6 on both ends;
+//! - [`SinkLab`]: a namespace whose route leads into an `ifb` device, which drops every locally
+//!   generated packet in its transmit routine (counted as RX-dropped), so that UDP zero-copy
+//!   sends complete without a copy.
+//!
+//! Every lab sets TCP congestion control to `reno` inside its namespaces: the host default here
+//! is BBR, which distorts loopback and veth figures (design.md, section 4).
+//!
+//! `setns(2)` is per thread: [`Netns::spawn`] and [`Netns::run`] run a closure on a new thread
+//! inside the namespace. Sockets keep the namespace they were created in, so a socket made there
+//! can be used from any thread afterwards.
+//!
+//! Addresses come from the benchmarking ranges (198.18.0.0/15, RFC 2544; 2001:2::/48, RFC 5180),
+//! which exist only inside these namespaces.
+//!
+//! A process killed before its labs drop leaves named namespaces behind; the next
+//! [`Netns::new`] in any process removes namespaces named after a pid that no longer runs.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread::JoinHandle;
+
+use nix::sched::{CloneFlags, setns};
+
+pub mod skip;
+
+/// Errors of building or using a lab.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// The process lacks the privilege to create namespaces or devices.
+    #[error("network labs need root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create namespaces: {0}")]
+    NotPrivileged(String),
+    /// `ip` is not installed.
+    #[error("the `ip` command (Debian package iproute2) is needed to build labs: {0}")]
+    NoIpCommand(#[source] std::io::Error),
+    /// An `ip` command failed.
+    #[error("`{cmd}` failed: {stderr}")]
+    Command {
+        /// The command line.
+        cmd: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
+    /// A system call or file operation failed.
+    #[error("{op}: {source}")]
+    Io {
+        /// What was being done.
+        op: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io_err(op: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError {
+    let op = op.into();
+    move |source| LabError::Io { op, source }
+}
+
+/// Address family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// IPv4.
+    V4,
+    /// IPv6.
+    V6,
+}
+
+impl Family {
+    /// Both families, IPv4 first.
+    pub const ALL: [Family; 2] = [Family::V4, Family::V6];
+
+    /// `"ipv4"` or `"ipv6"`, as results name them.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::V4 => "ipv4",
+            Family::V6 => "ipv6",
+        }
+    }
+
+    /// The loopback address of this family.
+    pub fn loopback(self) -> IpAddr {
+        match self {
+            Family::V4 => Ipv4Addr::LOCALHOST.into(),
+            Family::V6 => Ipv6Addr::LOCALHOST.into(),
+        }
+    }
+}
+
+/// Whether this process can build labs; the reason when it cannot.
+pub fn check_privileges() -> Result<(), LabError> {
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let caps = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let (sys_admin, net_admin) = (caps & (1 << 21) != 0, caps & (1 << 12) != 0);
+    if sys_admin && net_admin {
+        Ok(())
+    } else {
+        Err(LabError::NotPrivileged(format!(
+            "running as uid {} without {}",
+            nix::unistd::geteuid(),
+            match (sys_admin, net_admin) {
+                (false, false) => "CAP_SYS_ADMIN and CAP_NET_ADMIN",
+                (false, true) => "CAP_SYS_ADMIN",
+                _ => "CAP_NET_ADMIN",
+            }
+        )))
+    }
+}
+
+/// Runs `ip` with `args`; returns its stdout.
+pub fn ip(args: &[&str]) -> Result<String, LabError> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(LabError::NoIpCommand)?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(LabError::Command {
+            cmd: format!("ip {}", args.join(" ")),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
+    }
+}
+
+const PREFIX: &str = "zcnet-";
+const NETNS_DIR: &str = "/run/netns";
+
+/// A named network namespace of this process, deleted on drop.
+#[derive(Debug)]
+pub struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// Creates a namespace named `zcnet-<pid>-<n>` with `lo` down, as the kernel makes it.
+    ///
+    /// # Errors
+    /// [`LabError::NotPrivileged`] without root, or the failing `ip` call.
+    pub fn new() -> Result<Netns, LabError> {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        check_privileges()?;
+        remove_stale();
+        let name = format!(
+            "{PREFIX}{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        ip(&["netns", "add", &name])?;
+        Ok(Netns { name })
+    }
+
+    /// The namespace's name (`ip netns exec NAME ...` reaches it while it lives).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs `ip -n NAME args...` inside this namespace.
+    pub fn ip(&self, args: &[&str]) -> Result<String, LabError> {
+        let mut all = vec!["-n", self.name.as_str()];
+        all.extend_from_slice(args);
+        ip(&all)
+    }
+
+    /// A command that runs `program` inside this namespace (`ip netns exec NAME program`), for
+    /// real peers such as socat, iperf3 or tcpdump.
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, program]);
+        c
+    }
+
+    /// Starts `f` on a new thread that has entered this namespace.
+    ///
+    /// # Errors
+    /// The `setns` failure, reported before `f` runs.
+    pub fn spawn<F, T>(&self, f: F) -> Result<JoinHandle<T>, LabError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let path = format!("{NETNS_DIR}/{}", self.name);
+        let file = File::open(&path).map_err(io_err(format!("open {path}")))?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name(format!("netns {}", self.name))
+            .spawn(move || {
+                match setns(&file, CloneFlags::CLONE_NEWNET) {
+                    Ok(()) => {
+                        drop(file);
+                        let _ = tx.send(Ok(()));
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(std::io::Error::from(e)));
+                        // Never run `f` in the wrong namespace.
+                        panic!("setns failed");
+                    }
+                }
+                f()
+            })
+            .map_err(io_err("spawn thread"))?;
+        match rx.recv() {
+            Ok(Ok(())) => Ok(handle),
+            Ok(Err(e)) => {
+                let _ = handle.join();
+                Err(io_err(format!("setns({path})"))(e))
+            }
+            Err(_) => Err(LabError::Io {
+                op: "thread entering the namespace".into(),
+                source: std::io::Error::other("thread ended before setns"),
+            }),
+        }
+    }
+
+    /// Runs `f` inside this namespace and returns its result; a panic in `f` is resumed here.
+    pub fn run<F, T>(&self, f: F) -> Result<T, LabError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let handle = self.spawn(f)?;
+        Ok(handle
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    }
+
+    /// Sets a sysctl of this namespace (`net.ipv4.tcp_congestion_control`, ...), writing
+    /// `/proc/sys` from a thread inside it: network sysctls are per namespace.
+    pub fn set_sysctl(&self, key: &str, value: &str) -> Result<(), LabError> {
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        let value = value.to_owned();
+        let p = path.clone();
+        self.run(move || {
+            fs::OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .and_then(|mut f| f.write_all(value.as_bytes()))
+        })?
+        .map_err(io_err(format!("write {path} in {}", self.name)))
+    }
+
+    /// Reads a sysctl of this namespace.
+    pub fn sysctl(&self, key: &str) -> Result<String, LabError> {
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        let p = path.clone();
+        self.run(move || fs::read_to_string(&p))?
+            .map(|s| s.trim().to_owned())
+            .map_err(io_err(format!("read {path} in {}", self.name)))
+    }
+
+    /// Counters of device `dev` in this namespace (`ip -s -j link show`).
+    pub fn link_stats(&self, dev: &str) -> Result<LinkStats, LabError> {
+        let out = self.ip(&["-s", "-j", "link", "show", "dev", dev])?;
+        LinkStats::parse(&out).ok_or_else(|| LabError::Command {
+            cmd: format!("ip -n {} -s -j link show dev {dev}", self.name),
+            stderr: format!("unexpected output: {out}"),
+        })
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        if let Err(e) = ip(&["netns", "del", &self.name]) {
+            eprintln!("netlab: could not delete namespace {}: {e}", self.name);
+        }
+    }
+}
+
+/// Deletes namespaces named after a process of ours that no longer runs (killed before its
+/// labs dropped). Names of live processes are left alone.
+fn remove_stale() {
+    let Ok(entries) = fs::read_dir(NETNS_DIR) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = ip(&["netns", "del", &name]);
+        }
+    }
+}
+
+/// Names of this process's live namespaces (for tests that check nothing is left behind).
+pub fn namespaces_of_this_process() -> Vec<String> {
+    let mine = format!("{PREFIX}{}-", std::process::id());
+    fs::read_dir(NETNS_DIR)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&mine))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Device counters, as `ip -s -j link` reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Packets dropped on receive (an `ifb` counts what it discards on transmit here).
+    pub rx_dropped: u64,
+    /// Packets transmitted.
+    pub tx_packets: u64,
+    /// Packets dropped on transmit.
+    pub tx_dropped: u64,
+}
+
+impl LinkStats {
+    /// Parses the JSON of `ip -s -j link show dev X`.
+    pub fn parse(json: &str) -> Option<LinkStats> {
+        let v: serde_json::Value = serde_json::from_str(json).ok()?;
+        let stats = v.get(0)?.get("stats64")?;
+        let n = |dir: &str, key: &str| stats.get(dir)?.get(key)?.as_u64();
+        Some(LinkStats {
+            rx_packets: n("rx", "packets")?,
+            rx_dropped: n("rx", "dropped")?,
+            tx_packets: n("tx", "packets")?,
+            tx_dropped: n("tx", "dropped")?,
+        })
+    }
+}
+
+/// The congestion control every lab sets inside its namespaces.
+pub const CONGESTION: &str = "reno";
+
+fn prepare(ns: &Netns, lo_mtu: Option<u32>) -> Result<(), LabError> {
+    match lo_mtu {
+        Some(mtu) => ns.ip(&["link", "set", "lo", "mtu", &mtu.to_string(), "up"])?,
+        None => ns.ip(&["link", "set", "lo", "up"])?,
+    };
+    ns.set_sysctl("net.ipv4.tcp_congestion_control", CONGESTION)
+}
+
+/// A fresh namespace's loopback, with the MTU asked for (default 65536).
+#[derive(Debug)]
+pub struct LoopbackLab {
+    /// The namespace.
+    pub ns: Netns,
+    /// MTU of its `lo`.
+    pub mtu: u32,
+}
+
+impl LoopbackLab {
+    /// Builds the lab; `mtu` `None` keeps the kernel's 65536.
+    pub fn new(mtu: Option<u32>) -> Result<LoopbackLab, LabError> {
+        let ns = Netns::new()?;
+        prepare(&ns, mtu)?;
+        Ok(LoopbackLab {
+            ns,
+            mtu: mtu.unwrap_or(65536),
+        })
+    }
+
+    /// The address to use for `family` (127.0.0.1 or ::1).
+    pub fn addr(&self, family: Family) -> IpAddr {
+        family.loopback()
+    }
+}
+
+/// Two namespaces, `a` and `b`, joined by a veth pair.
+#[derive(Debug)]
+pub struct VethLab {
+    /// Side A (device [`VethLab::DEV_A`]).
+    pub a: Netns,
+    /// Side B (device [`VethLab::DEV_B`]).
+    pub b: Netns,
+    /// MTU of both ends.
+    pub mtu: u32,
+}
+
+impl VethLab {
+    /// Device name in `a`.
+    pub const DEV_A: &'static str = "veth-a";
+    /// Device name in `b`.
+    pub const DEV_B: &'static str = "veth-b";
+
+    /// Builds the lab with `mtu` on both ends (`None`: 1500).
+    pub fn new(mtu: Option<u32>) -> Result<VethLab, LabError> {
+        let (a, b) = (Netns::new()?, Netns::new()?);
+        prepare(&a, None)?;
+        prepare(&b, None)?;
+        let mtu = mtu.unwrap_or(1500);
+        // Created inside `a` with its peer placed in `b`: the pair never exists on the host.
+        a.ip(&[
+            "link",
+            "add",
+            Self::DEV_A,
+            "mtu",
+            &mtu.to_string(),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            Self::DEV_B,
+            "mtu",
+            &mtu.to_string(),
+            "netns",
+            b.name(),
+        ])?;
+        for (ns, dev, side) in [(&a, Self::DEV_A, Side::A), (&b, Self::DEV_B, Side::B)] {
+            let v4 = format!("{}/24", Self::addr(side, Family::V4));
+            let v6 = format!("{}/64", Self::addr(side, Family::V6));
+            ns.ip(&["addr", "add", &v4, "dev", dev])?;
+            ns.ip(&["addr", "add", &v6, "dev", dev, "nodad"])?;
+            ns.ip(&["link", "set", dev, "up"])?;
+        }
+        Ok(VethLab { a, b, mtu })
+    }
+
+    /// The address of `side` in `family`.
+    pub fn addr(side: Side, family: Family) -> IpAddr {
+        let host = match side {
+            Side::A => 1,
+            Side::B => 2,
+        };
+        match family {
+            Family::V4 => Ipv4Addr::new(198, 18, 0, host as u8).into(),
+            Family::V6 => Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, host).into(),
+        }
+    }
+
+    /// The namespace of `side`.
+    pub fn ns(&self, side: Side) -> &Netns {
+        match side {
+            Side::A => &self.a,
+            Side::B => &self.b,
+        }
+    }
+}
+
+/// One end of a [`VethLab`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The first namespace.
+    A,
+    /// The second namespace.
+    B,
+}
+
+/// A namespace whose route leads into an `ifb` device that drops what it transmits.
+#[derive(Debug)]
+pub struct SinkLab {
+    /// The namespace.
+    pub ns: Netns,
+}
+
+impl SinkLab {
+    /// The sink device.
+    pub const DEV: &'static str = "sink0";
+    /// Its MTU: large enough for 64000-byte datagrams unfragmented.
+    pub const MTU: u32 = 65535;
+    const LLADDR: &'static str = "02:00:5e:00:00:02";
+
+    /// Builds the lab.
+    pub fn new() -> Result<SinkLab, LabError> {
+        let ns = Netns::new()?;
+        prepare(&ns, None)?;
+        ns.ip(&[
+            "link",
+            "add",
+            Self::DEV,
+            "mtu",
+            &Self::MTU.to_string(),
+            "type",
+            "ifb",
+        ])?;
+        ns.ip(&["addr", "add", "198.19.0.1/24", "dev", Self::DEV])?;
+        ns.ip(&[
+            "addr",
+            "add",
+            "2001:2:0:ff::1/64",
+            "dev",
+            Self::DEV,
+            "nodad",
+        ])?;
+        ns.ip(&["link", "set", Self::DEV, "up"])?;
+        // Permanent neighbours, so nothing waits on resolution before reaching the device.
+        for family in Family::ALL {
+            let target = Self::target(family).to_string();
+            ns.ip(&[
+                "neigh",
+                "replace",
+                &target,
+                "lladdr",
+                Self::LLADDR,
+                "dev",
+                Self::DEV,
+                "nud",
+                "permanent",
+            ])?;
+        }
+        Ok(SinkLab { ns })
+    }
+
+    /// The address to send to: routed into the sink device, where every packet is dropped.
+    pub fn target(family: Family) -> IpAddr {
+        match family {
+            Family::V4 => Ipv4Addr::new(198, 19, 0, 2).into(),
+            Family::V6 => Ipv6Addr::new(0x2001, 2, 0, 0xff, 0, 0, 0, 2).into(),
+        }
+    }
+
+    /// Packets the sink has dropped so far (its RX-dropped counter).
+    pub fn dropped(&self) -> Result<u64, LabError> {
+        Ok(self.ns.link_stats(Self::DEV)?.rx_dropped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_stats_parse_fixture() {
+        let json = r#"[{"ifindex":2,"ifname":"sink0","stats64":{"rx":{"bytes":0,"packets":0,"errors":0,"dropped":17,"over_errors":0,"multicast":0},"tx":{"bytes":10,"packets":3,"errors":0,"dropped":1,"carrier_errors":0,"collisions":0}}}]"#;
+        assert_eq!(
+            LinkStats::parse(json),
+            Some(LinkStats {
+                rx_packets: 0,
+                rx_dropped: 17,
+                tx_packets: 3,
+                tx_dropped: 1
+            })
+        );
+        assert_eq!(LinkStats::parse("[]"), None);
+        assert_eq!(LinkStats::parse("not json"), None);
+    }
+
+    #[test]
+    fn lab_addresses_are_in_the_benchmarking_ranges() {
+        for side in [Side::A, Side::B] {
+            match VethLab::addr(side, Family::V4) {
+                IpAddr::V4(a) => assert_eq!(a.octets()[..2], [198, 18]),
+                IpAddr::V6(_) => panic!("v4 expected"),
+            }
+            match VethLab::addr(side, Family::V6) {
+                IpAddr::V6(a) => assert_eq!(a.segments()[..2], [0x2001, 2]),
+                IpAddr::V4(_) => panic!("v6 expected"),
+            }
+        }
+    }
+}

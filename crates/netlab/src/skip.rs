@@ -1,0 +1,59 @@
+//! Tests that cannot run here say so, visibly and countably.
+//!
+//! libtest has no run-time skip, so a test that lacks root or a kernel feature calls [`skip`]
+//! and returns. [`skip`] prints `SKIPPED <test>: <reason>` on stderr and, when the environment
+//! variable `ZCNET_SKIP_LOG` names a file, appends the same line there; `.ci/run` counts those
+//! lines and prints them with the totals.
+
+use std::io::Write;
+
+/// Records that the current test was skipped for `reason`. The caller returns right after.
+pub fn skip(reason: &str) {
+    let current = std::thread::current();
+    let test = current.name().unwrap_or("<unnamed test>");
+    let line = format!("SKIPPED {test}: {reason}");
+    eprintln!("{line}");
+    if let Some(path) = std::env::var_os("ZCNET_SKIP_LOG") {
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| writeln!(f, "{line}"));
+        if let Err(e) = appended {
+            eprintln!(
+                "netlab: cannot append to ZCNET_SKIP_LOG {}: {e}",
+                path.to_string_lossy()
+            );
+        }
+    }
+}
+
+/// Returns from the calling test, recorded as skipped, when this process cannot build labs.
+#[macro_export]
+macro_rules! require_lab {
+    () => {
+        if let Err(e) = $crate::check_privileges() {
+            $crate::skip::skip(&e.to_string());
+            return;
+        }
+    };
+}
+
+/// Returns from the calling test, recorded as skipped, when `program` is not on the PATH.
+#[macro_export]
+macro_rules! require_program {
+    ($program:expr) => {
+        if !$crate::skip::on_path($program) {
+            $crate::skip::skip(&format!("{} is not installed", $program));
+            return;
+        }
+    };
+}
+
+/// Whether `program` is an executable file on the `PATH`.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths)
+            .any(|dir| std::fs::metadata(dir.join(program)).is_ok_and(|m| m.is_file()))
+    })
+}

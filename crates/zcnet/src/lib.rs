@@ -1,0 +1,26 @@
+//! zcnet: the Linux kernel's zero-copy socket paths, made safe and measurable.
+//!
+//! # Layers
+//! - [`sys`] holds the kernel ABI the `libc` crate lacks and every raw call; it is the only
+//!   module with `unsafe` code, each block carrying a `SAFETY:` line.
+//! - One module per mechanism, named as the kernel names it: [`msg_zerocopy`] (with
+//!   [`errqueue`], where its completions arrive); the others join as they are built.
+//! - [`probe`] decides at run time, by trying each operation, what this kernel, these limits
+//!   and these privileges allow, and says why not where it says no.
+//!
+//! # Example
+//! ```
+//! use zcnet::probe::{self, CheckId};
+//!
+//! let f = probe::features();
+//! let rx = f.check(CheckId::RxTcpZerocopyReceive);
+//! println!("{}: {:?} ({})", rx.id.name(), rx.status, rx.reason);
+//! assert!(!f.host.kernel.is_empty());
+//! ```
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod errqueue;
+pub mod msg_zerocopy;
+pub mod probe;
+pub mod sys;

@@ -1,0 +1,159 @@
+//! Kernel UAPI constants and structures, spelled as the kernel headers spell them.
+//!
+//! Values come from `include/uapi/linux/*.h`; they are part of the stable ABI, so they are
+//! defined here once instead of depending on which of them a given `libc` release exports.
+
+/// `SO_ZEROCOPY` (`asm-generic/socket.h`, Linux 4.14).
+pub const SO_ZEROCOPY: i32 = 60;
+/// `SO_PEEK_OFF` (`asm-generic/socket.h`; TCP since Linux 6.9).
+pub const SO_PEEK_OFF: i32 = 42;
+/// `MSG_ZEROCOPY` (`linux/socket.h`).
+pub const MSG_ZEROCOPY: i32 = 0x0400_0000;
+/// `TCP_ZEROCOPY_RECEIVE` (`linux/tcp.h`, Linux 4.18).
+pub const TCP_ZEROCOPY_RECEIVE: i32 = 35;
+
+/// `SO_EE_ORIGIN_ICMP` (`linux/errqueue.h`).
+pub const SO_EE_ORIGIN_ICMP: u8 = 2;
+/// `SO_EE_ORIGIN_ICMP6` (`linux/errqueue.h`).
+pub const SO_EE_ORIGIN_ICMP6: u8 = 3;
+/// `SO_EE_ORIGIN_ZEROCOPY` (`linux/errqueue.h`).
+pub const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
+/// `SO_EE_CODE_ZEROCOPY_COPIED` (`linux/errqueue.h`).
+pub const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
+
+/// `SOL_IP`.
+pub const SOL_IP: i32 = 0;
+/// `SOL_IPV6`.
+pub const SOL_IPV6: i32 = 41;
+/// `IP_RECVERR`.
+pub const IP_RECVERR: i32 = 11;
+/// `IPV6_RECVERR`.
+pub const IPV6_RECVERR: i32 = 25;
+
+/// `SOL_PACKET`.
+pub const SOL_PACKET: i32 = 263;
+/// `PACKET_RX_RING` (`linux/if_packet.h`).
+pub const PACKET_RX_RING: i32 = 5;
+/// `PACKET_VERSION`.
+pub const PACKET_VERSION: i32 = 10;
+/// `PACKET_TX_RING`.
+pub const PACKET_TX_RING: i32 = 13;
+/// `PACKET_FANOUT`.
+pub const PACKET_FANOUT: i32 = 18;
+/// `TPACKET_V3` (`enum tpacket_versions`).
+pub const TPACKET_V3: i32 = 2;
+/// `PACKET_FANOUT_HASH`.
+pub const PACKET_FANOUT_HASH: u32 = 0;
+/// `ETH_P_ALL` (`linux/if_ether.h`), host byte order.
+pub const ETH_P_ALL: u16 = 0x0003;
+/// `AF_XDP` (`linux/socket.h`, Linux 4.18).
+pub const AF_XDP: i32 = 44;
+
+/// `IORING_SEND_ZC_REPORT_USAGE` (`linux/io_uring.h`, Linux 6.2): the notification's `res`
+/// says whether the kernel copied.
+pub const IORING_SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
+/// `IORING_NOTIF_USAGE_ZC_COPIED`: set in a notification's `res` when data was copied.
+pub const IORING_NOTIF_USAGE_ZC_COPIED: u32 = 1 << 31;
+/// `IORING_CQE_F_MORE`: another CQE (the notification) follows for this request.
+pub const IORING_CQE_F_MORE: u32 = 1 << 1;
+/// `IORING_CQE_F_NOTIF`: this CQE is a zero-copy notification.
+pub const IORING_CQE_F_NOTIF: u32 = 1 << 3;
+
+/// `struct tcp_zerocopy_receive` (`linux/tcp.h`) in its largest known form (Linux 5.12+).
+///
+/// The struct grew over releases; [`TcpZerocopyReceive::FIELDS`] lists which fields a given
+/// returned `optlen` covers. Always zero it before use: `reserved` must be 0 and the kernel
+/// rejects a too-large struct whose tail is not zero.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpZerocopyReceive {
+    /// In: address of the mapping to fill.
+    pub address: u64,
+    /// In: bytes requested; out: bytes mapped and consumed.
+    pub length: u32,
+    /// Out: bytes at the head that could not be mapped and must be read by copy.
+    pub recv_skip_hint: u32,
+    /// Out (5.7): bytes still queued after this call.
+    pub inq: u32,
+    /// Out (5.7): pending socket error, as a negative errno.
+    pub err: i32,
+    /// In (5.11): buffer for copying the unmappable head in the same call.
+    pub copybuf_address: u64,
+    /// In/out (5.11): size of that buffer; bytes copied into it (or -errno).
+    pub copybuf_len: i32,
+    /// In (5.11): `TCP_RECEIVE_ZEROCOPY_FLAG_*`.
+    pub flags: u32,
+    /// In (5.12): ancillary data buffer.
+    pub msg_control: u64,
+    /// In/out (5.12).
+    pub msg_controllen: u64,
+    /// Out (5.12).
+    pub msg_flags: u32,
+    /// Must be zero.
+    pub reserved: u32,
+}
+
+impl TcpZerocopyReceive {
+    /// Each field group with the kernel release that added it and the `optlen` that covers it.
+    pub const FIELDS: [(&'static str, &'static str, u32); 11] = [
+        ("address", "4.18", 8),
+        ("length", "4.18", 12),
+        ("recv_skip_hint", "4.18", 16),
+        ("inq", "5.7", 20),
+        ("err", "5.7", 24),
+        ("copybuf_address", "5.11", 32),
+        ("copybuf_len", "5.11", 36),
+        ("flags", "5.11", 40),
+        ("msg_control", "5.12", 48),
+        ("msg_controllen", "5.12", 56),
+        ("msg_flags", "5.12", 60),
+    ];
+}
+
+/// `struct tpacket_req3` (`linux/if_packet.h`, Linux 3.2).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TpacketReq3 {
+    /// Minimal size of a contiguous block; a multiple of the page size.
+    pub tp_block_size: u32,
+    /// Number of blocks.
+    pub tp_block_nr: u32,
+    /// Size of a frame.
+    pub tp_frame_size: u32,
+    /// Total number of frames.
+    pub tp_frame_nr: u32,
+    /// Block retire timeout in ms (RX only).
+    pub tp_retire_blk_tov: u32,
+    /// Private area at the start of each block (RX only).
+    pub tp_sizeof_priv: u32,
+    /// Feature request bits (RX only).
+    pub tp_feature_req_word: u32,
+}
+
+/// Marker for plain-old-data structs that may be passed to the kernel by pointer and length.
+///
+/// # Safety
+/// Implementors must be `repr(C)` (or primitive), valid for any bit pattern and without
+/// interior pointers the kernel could dereference.
+pub unsafe trait Pod: Copy + Default {}
+// SAFETY: primitive integers are valid for every bit pattern.
+unsafe impl Pod for i32 {}
+// SAFETY: primitive integers are valid for every bit pattern.
+unsafe impl Pod for u32 {}
+// SAFETY: repr(C) struct of integers only.
+unsafe impl Pod for TcpZerocopyReceive {}
+// SAFETY: repr(C) struct of integers only.
+unsafe impl Pod for TpacketReq3 {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn struct_sizes_match_the_uapi() {
+        assert_eq!(size_of::<TcpZerocopyReceive>(), 64);
+        assert_eq!(size_of::<TpacketReq3>(), 28);
+        // The FIELDS table ends where the 5.12 struct's last meaningful field ends.
+        assert_eq!(TcpZerocopyReceive::FIELDS.last().unwrap().2, 60);
+    }
+}

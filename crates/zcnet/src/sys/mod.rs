@@ -1,0 +1,416 @@
+//! Kernel ABI and raw system calls: the only module of the crate with `unsafe` code.
+//!
+//! Every function here is a thin, safe wrapper over one C call. They return
+//! [`std::io::Result`] with the `errno` intact and leave `EINTR` and retry policy to the caller,
+//! as socket2 and mio do. Every `unsafe` block says why it is sound.
+#![allow(unsafe_code)]
+
+pub mod abi;
+pub mod uring;
+
+use std::ffi::CString;
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+
+use abi::Pod;
+
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn cvt_size(ret: libc::ssize_t) -> io::Result<usize> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// `socket(2)` with `SOCK_CLOEXEC`.
+pub fn socket(domain: i32, ty: i32, protocol: i32) -> io::Result<OwnedFd> {
+    // SAFETY: socket() takes no pointers; a non-negative return is a new descriptor we own.
+    let fd = cvt(unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, protocol) })?;
+    // SAFETY: `fd` was just returned by socket() and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `setsockopt(2)` with a plain-old-data value.
+pub fn setsockopt<T: Pod>(fd: BorrowedFd<'_>, level: i32, name: i32, value: &T) -> io::Result<()> {
+    // SAFETY: `value` points to size_of::<T>() readable bytes for the duration of the call.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// `getsockopt(2)` into a plain-old-data value; returns the `optlen` the kernel wrote back.
+///
+/// `len` may be smaller than `size_of::<T>()` (to pass an older, shorter struct version).
+pub fn getsockopt<T: Pod>(
+    fd: BorrowedFd<'_>,
+    level: i32,
+    name: i32,
+    value: &mut T,
+    len: usize,
+) -> io::Result<usize> {
+    let mut optlen = len.min(size_of::<T>()) as libc::socklen_t;
+    // SAFETY: `value` is valid for writes of size_of::<T>() >= optlen bytes and T accepts any
+    // bit pattern (Pod); `optlen` is a valid socklen_t for the kernel to update.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (value as *mut T).cast(),
+            &mut optlen,
+        )
+    })?;
+    Ok(optlen as usize)
+}
+
+/// `getsockopt(2)` of an `int` option.
+pub fn getsockopt_int(fd: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<i32> {
+    let mut v = 0i32;
+    getsockopt(fd, level, name, &mut v, size_of::<i32>())?;
+    Ok(v)
+}
+
+/// Storage for a `sockaddr_in`/`sockaddr_in6` built from a [`SocketAddr`].
+fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain data for which all-zero is a valid value.
+    let mut storage: libc::sockaddr_storage = unsafe { zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and suitably aligned for sockaddr_in.
+            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
+            size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and suitably aligned for sockaddr_in6.
+            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
+            size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
+}
+
+/// `sendto(2)` (or `send(2)` when `dest` is `None`) with `flags`.
+///
+/// With `MSG_ZEROCOPY` in `flags` the kernel keeps reading `buf` after this returns; callers in
+/// this crate only pass buffers whose ownership they hold until the completion arrives.
+pub fn sendto(
+    fd: BorrowedFd<'_>,
+    buf: &[u8],
+    flags: i32,
+    dest: Option<&SocketAddr>,
+) -> io::Result<usize> {
+    let ret = match dest {
+        None => {
+            // SAFETY: `buf` is valid for reads of buf.len() bytes during the call.
+            unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), flags) }
+        }
+        Some(addr) => {
+            let (storage, len) = sockaddr(addr);
+            // SAFETY: `buf` is readable for its length; `storage` holds a sockaddr of `len` bytes.
+            unsafe {
+                libc::sendto(
+                    fd.as_raw_fd(),
+                    buf.as_ptr().cast(),
+                    buf.len(),
+                    flags,
+                    (&storage as *const libc::sockaddr_storage).cast(),
+                    len,
+                )
+            }
+        }
+    };
+    cvt_size(ret)
+}
+
+/// `recv(2)` with `flags`.
+pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], flags: i32) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of buf.len() bytes during the call.
+    cvt_size(unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) })
+}
+
+/// `recvmsg(2)` with `MSG_ERRQUEUE | MSG_DONTWAIT`: reads one error-queue message's ancillary
+/// data into `control`. Returns `Ok(None)` when the queue is empty (`EAGAIN`), else the number
+/// of control bytes and whether they were truncated (`MSG_CTRUNC`).
+pub fn recv_errqueue(fd: BorrowedFd<'_>, control: &mut [u8]) -> io::Result<Option<(usize, bool)>> {
+    // SAFETY: msghdr is plain data for which all-zero is valid (no name, no iovecs).
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control.len() as _;
+    // SAFETY: `msg` points only at `control`, valid for writes of its length during the call.
+    let ret = unsafe {
+        libc::recvmsg(
+            fd.as_raw_fd(),
+            &mut msg,
+            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+        )
+    };
+    match cvt_size(ret) {
+        Ok(_) => Ok(Some((
+            msg.msg_controllen as usize,
+            msg.msg_flags & libc::MSG_CTRUNC != 0,
+        ))),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `poll(2)` on one descriptor; returns `revents` (0 on timeout).
+pub fn poll(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> io::Result<i16> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    cvt(unsafe { libc::poll(&mut pfd, 1, timeout_ms) })?;
+    Ok(pfd.revents)
+}
+
+/// A shared mapping of a descriptor (`mmap(2)`), unmapped on drop.
+#[derive(Debug)]
+pub struct Mmap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; access goes through &self/&mut self.
+unsafe impl Send for Mmap {}
+// SAFETY: shared access only reads through the pointer.
+unsafe impl Sync for Mmap {}
+
+impl Mmap {
+    /// `mmap(NULL, len, prot, MAP_SHARED, fd, 0)`.
+    pub fn shared(fd: BorrowedFd<'_>, len: usize, prot: i32) -> io::Result<Mmap> {
+        // SAFETY: a fresh mapping chosen by the kernel aliases no Rust object.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                prot,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mmap {
+            ptr: NonNull::new(ptr.cast()).expect("mmap returned NULL without MAP_FIXED"),
+            len,
+        })
+    }
+
+    /// Start address of the mapping.
+    pub fn addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
+    /// Length of the mapping in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a zero-length mapping (never produced by [`Mmap::shared`]).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len describe a mapping this value created and nobody else unmaps.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// `getsockopt(TCP_ZEROCOPY_RECEIVE)`: maps received pages at `zc.address`.
+///
+/// Returns the `optlen` the kernel wrote back (how much of the struct it knows).
+pub fn tcp_zerocopy_receive(
+    fd: BorrowedFd<'_>,
+    zc: &mut abi::TcpZerocopyReceive,
+) -> io::Result<usize> {
+    getsockopt(
+        fd,
+        libc::IPPROTO_TCP,
+        abi::TCP_ZEROCOPY_RECEIVE,
+        zc,
+        size_of::<abi::TcpZerocopyReceive>(),
+    )
+}
+
+/// `sendfile(2)` from `in_fd` at `*offset` to `out_fd`.
+pub fn sendfile(
+    out_fd: BorrowedFd<'_>,
+    in_fd: BorrowedFd<'_>,
+    offset: &mut i64,
+    count: usize,
+) -> io::Result<usize> {
+    let mut off = *offset as libc::off_t;
+    // SAFETY: `off` is a valid off_t for the kernel to update; no other pointers.
+    let n = cvt_size(unsafe {
+        libc::sendfile(out_fd.as_raw_fd(), in_fd.as_raw_fd(), &mut off, count)
+    })?;
+    *offset = off as i64;
+    Ok(n)
+}
+
+/// `splice(2)`; `off_in` is used when the input is a file (not a pipe).
+pub fn splice(
+    fd_in: BorrowedFd<'_>,
+    off_in: Option<&mut i64>,
+    fd_out: BorrowedFd<'_>,
+    len: usize,
+    flags: u32,
+) -> io::Result<usize> {
+    let mut off = off_in.as_ref().map(|o| **o as libc::loff_t);
+    let off_ptr = off
+        .as_mut()
+        .map_or(std::ptr::null_mut(), |o| o as *mut libc::loff_t);
+    // SAFETY: `off_ptr` is null or points at a live loff_t for the duration of the call.
+    let n = cvt_size(unsafe {
+        libc::splice(
+            fd_in.as_raw_fd(),
+            off_ptr,
+            fd_out.as_raw_fd(),
+            std::ptr::null_mut(),
+            len,
+            flags,
+        )
+    })?;
+    if let (Some(o), Some(v)) = (off_in, off) {
+        *o = v as i64;
+    }
+    Ok(n)
+}
+
+/// `pipe2(O_CLOEXEC)`: returns (read end, write end).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `fcntl(F_SETPIPE_SZ)`: returns the size the kernel actually set.
+pub fn set_pipe_size(fd: BorrowedFd<'_>, size: usize) -> io::Result<usize> {
+    // SAFETY: F_SETPIPE_SZ takes an int argument, no pointers.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, size as libc::c_int) })
+        .map(|n| n as usize)
+}
+
+/// `memfd_create(2)` with `MFD_CLOEXEC`.
+pub fn memfd(name: &str) -> io::Result<OwnedFd> {
+    let name = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `name` is a valid NUL-terminated string for the duration of the call.
+    let fd = cvt(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) })?;
+    // SAFETY: freshly created descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `bind(2)` of an `AF_PACKET` socket to an interface index and protocol (host byte order).
+pub fn bind_packet(fd: BorrowedFd<'_>, ifindex: u32, protocol: u16) -> io::Result<()> {
+    // SAFETY: sockaddr_ll is plain data for which all-zero is valid.
+    let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = protocol.to_be();
+    sll.sll_ifindex = ifindex as i32;
+    // SAFETY: `sll` is a complete sockaddr_ll of the length passed.
+    cvt(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// `if_nametoindex(3)`.
+pub fn if_nametoindex(name: &str) -> io::Result<u32> {
+    let name = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: valid NUL-terminated string.
+    match unsafe { libc::if_nametoindex(name.as_ptr()) } {
+        0 => Err(io::Error::last_os_error()),
+        i => Ok(i),
+    }
+}
+
+/// `uname(2)`: the kernel release string.
+pub fn kernel_release() -> io::Result<String> {
+    // SAFETY: utsname is plain data for which all-zero is valid.
+    let mut u: libc::utsname = unsafe { zeroed() };
+    // SAFETY: `u` is a valid utsname to fill.
+    cvt(unsafe { libc::uname(&mut u) })?;
+    let bytes: Vec<u8> = u
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// `sysconf(_SC_PAGESIZE)`.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf takes no pointers.
+    match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as usize,
+        _ => 4096,
+    }
+}
+
+/// `getrlimit(RLIMIT_MEMLOCK)`: (soft, hard); `None` is `RLIM_INFINITY`.
+pub fn memlock_limit() -> io::Result<(Option<u64>, Option<u64>)> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid rlimit to fill.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) })?;
+    let f = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v as u64);
+    Ok((f(r.rlim_cur), f(r.rlim_max)))
+}
+
+/// `geteuid(2)`.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail and takes no pointers.
+    unsafe { libc::geteuid() }
+}
