@@ -1,1 +1,43 @@
-fn main() {}
+//! `zcnet`: probe, benchmark and use the Linux kernel's zero-copy socket paths.
+#![forbid(unsafe_code)]
+
+use zcnet_cli::{bench, probe};
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Probe, benchmark and use the Linux kernel's zero-copy socket paths.
+#[derive(Debug, Parser)]
+#[command(name = "zcnet", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Report which zero-copy paths this kernel, these limits and these privileges allow.
+    Probe(probe::Opt),
+    /// Benchmark zero-copy paths against their copying twins (no name: the whole suite).
+    Bench(bench::Opt),
+}
+
+fn main() -> ExitCode {
+    // clap exits with status 2 on bad arguments.
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Probe(opt) => probe::run(opt),
+        Command::Bench(opt) => bench::run(opt),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("zcnet: error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}

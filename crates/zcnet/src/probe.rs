@@ -241,12 +241,13 @@ impl Features {
     pub fn detect() -> Features {
         let privileges = Privileges::detect();
         let host = Host::detect();
-        let mut checks = Vec::new();
-        checks.push(rx_check());
-        checks.push(tx_tcp_check());
-        checks.push(tx_udp_check());
-        checks.push(sendfile_check());
-        checks.push(splice_check());
+        let mut checks = vec![
+            rx_check(),
+            tx_tcp_check(),
+            tx_udp_check(),
+            sendfile_check(),
+            splice_check(),
+        ];
         checks.extend(uring_checks(&host, &privileges));
         checks.push(peek_check(false));
         checks.push(peek_check(true));
@@ -411,7 +412,8 @@ impl Probe {
             Some(libc::EPERM | libc::EACCES) => (
                 Status::Blocked,
                 format!(
-                    "{what}: not permitted ({err}); needs the privilege named, or a seccomp/LSM policy refuses it"
+                    "{what}: {}, so not checked; run with that privilege (a seccomp or LSM policy can also refuse it)",
+                    name.unwrap_or("not permitted")
                 ),
             ),
             Some(libc::ENOSYS) => (

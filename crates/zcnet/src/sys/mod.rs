@@ -299,7 +299,7 @@ pub fn splice(
     len: usize,
     flags: u32,
 ) -> io::Result<usize> {
-    let mut off = off_in.as_ref().map(|o| **o as libc::loff_t);
+    let mut off: Option<libc::loff_t> = off_in.as_ref().map(|o| **o);
     let off_ptr = off
         .as_mut()
         .map_or(std::ptr::null_mut(), |o| o as *mut libc::loff_t);
@@ -315,7 +315,7 @@ pub fn splice(
         )
     })?;
     if let (Some(o), Some(v)) = (off_in, off) {
-        *o = v as i64;
+        *o = v;
     }
     Ok(n)
 }
@@ -405,7 +405,7 @@ pub fn memlock_limit() -> io::Result<(Option<u64>, Option<u64>)> {
     };
     // SAFETY: `r` is a valid rlimit to fill.
     cvt(unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) })?;
-    let f = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v as u64);
+    let f = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
     Ok((f(r.rlim_cur), f(r.rlim_max)))
 }
 

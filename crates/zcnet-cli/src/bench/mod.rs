@@ -1,0 +1,105 @@
+//! `zcnet bench`: each bench in its own module, all sharing the flags and the report of
+//! [`crate::measure`]. Without a name, the suite: every bench in a short mode, then one summary
+//! table, a row per seed experiment.
+
+use serde::Serialize;
+
+use crate::measure::Report;
+
+/// Flags every bench takes (design.md section 4, "One shape for every benchmark").
+#[derive(Clone, Debug, clap::Args)]
+pub struct Common {
+    /// Lab to run in (repeatable): loopback, veth, sink. Default: the labs the bench names.
+    #[arg(long = "lab", value_name = "LAB")]
+    pub labs: Vec<String>,
+    /// Alternations per mode (A B A B ...).
+    #[arg(long, value_name = "N")]
+    pub runs: Option<usize>,
+    /// Length of one run, in seconds.
+    #[arg(long, value_name = "S")]
+    pub seconds: Option<f64>,
+    /// Print one JSON document (the report schema of design.md) instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `zcnet bench`.
+#[derive(Debug, clap::Args)]
+pub struct Opt {
+    #[command(flatten)]
+    common: Common,
+}
+
+/// One row of the suite's summary: a seed experiment, copy vs zero-copy.
+#[derive(Clone, Debug, Serialize)]
+pub struct SummaryRow {
+    /// The experiment (`tcp-rx loopback ipv6 mtu 61512`, ...).
+    pub experiment: String,
+    /// The metric compared.
+    pub metric: String,
+    /// Copy-mode median.
+    pub copy: f64,
+    /// Zero-copy-mode median.
+    pub zero_copy: f64,
+    /// Median of the pairwise zc/copy ratios.
+    pub ratio: f64,
+    /// Share really zero-copied (median).
+    pub zero_copy_share: Option<f64>,
+    /// Whether the acceptance bound of the issue holds.
+    pub verdict: String,
+}
+
+/// What `zcnet bench --json` prints: the probe, every bench's report, and the summary.
+#[derive(Debug, Serialize)]
+struct Suite<'a> {
+    probe: &'a zcnet::probe::Features,
+    reports: Vec<Report>,
+    summary: Vec<SummaryRow>,
+}
+
+/// Runs the suite.
+pub fn run(opt: Opt) -> anyhow::Result<()> {
+    let probe = zcnet::probe::features();
+    // Benches join here as they are built; each returns its report and summary rows.
+    let reports: Vec<Report> = Vec::new();
+    let summary: Vec<SummaryRow> = Vec::new();
+    if opt.common.json {
+        let suite = Suite { probe, reports, summary };
+        println!("{}", serde_json::to_string_pretty(&suite)?);
+        return Ok(());
+    }
+    print!("{}", crate::probe::render(probe));
+    for r in &reports {
+        println!("\n{}", crate::measure::render(r));
+    }
+    println!("\n{}", render_summary(&summary));
+    Ok(())
+}
+
+/// The suite's closing table.
+pub fn render_summary(rows: &[SummaryRow]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("summary (copy vs zero-copy, medians of alternating runs)\n");
+    let _ = writeln!(
+        out,
+        "{:<44} {:<16} {:>10} {:>10} {:>7} {:>7}  verdict",
+        "experiment", "metric", "copy", "zc", "ratio", "zc %"
+    );
+    if rows.is_empty() {
+        let _ = writeln!(out, "(no benchmark is built yet: the probe above is the whole suite)");
+    }
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{:<44} {:<16} {:>10.1} {:>10.1} {:>7.3} {:>7}  {}",
+            r.experiment,
+            r.metric,
+            r.copy,
+            r.zero_copy,
+            r.ratio,
+            r.zero_copy_share.map_or_else(|| "-".into(), |s| format!("{:.2}", s * 100.0)),
+            r.verdict
+        );
+    }
+    out
+}

@@ -1,0 +1,676 @@
+//! The measurement core every benchmark shares: CPU accounting, run records, repetition with
+//! A/B alternation, medians and spreads, ratio pairs, the JSON report and the human table.
+//!
+//! CPU comes from two places, as design.md section 4 asks: `getrusage(RUSAGE_THREAD)` of the
+//! thread doing the work (user, sys, voluntary and involuntary context switches), and the
+//! whole-machine deltas of `/proc/stat` (user, sys, softirq), because on loopback much of the
+//! receive work is charged to the sender or to softirq. "MB" is 2^20 bytes, as the kernel's
+//! reference program `tcp_mmap` counts it.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use nix::sys::resource::{UsageWho, getrusage};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+const MB: f64 = (1u64 << 20) as f64;
+
+/// CPU time and context switches of the calling thread (`getrusage(RUSAGE_THREAD)`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ThreadCpu {
+    /// User time, seconds.
+    pub user_s: f64,
+    /// System time, seconds.
+    pub sys_s: f64,
+    /// Voluntary context switches.
+    pub voluntary: i64,
+    /// Involuntary context switches.
+    pub involuntary: i64,
+}
+
+impl ThreadCpu {
+    /// Reads the calling thread's counters.
+    pub fn now() -> ThreadCpu {
+        match getrusage(UsageWho::RUSAGE_THREAD) {
+            Ok(u) => {
+                let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
+                ThreadCpu {
+                    user_s: secs(u.user_time()),
+                    sys_s: secs(u.system_time()),
+                    voluntary: u.voluntary_context_switches(),
+                    involuntary: u.involuntary_context_switches(),
+                }
+            }
+            // getrusage(RUSAGE_THREAD) cannot fail for the calling thread on Linux 2.6.26+.
+            Err(_) => ThreadCpu::default(),
+        }
+    }
+
+    /// Counters accumulated since `earlier`.
+    pub fn since(&self, earlier: &ThreadCpu) -> ThreadCpu {
+        ThreadCpu {
+            user_s: self.user_s - earlier.user_s,
+            sys_s: self.sys_s - earlier.sys_s,
+            voluntary: self.voluntary - earlier.voluntary,
+            involuntary: self.involuntary - earlier.involuntary,
+        }
+    }
+}
+
+/// The aggregate `cpu` line of `/proc/stat`, in clock ticks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MachineCpu {
+    /// user + nice.
+    pub user: u64,
+    /// system.
+    pub system: u64,
+    /// irq.
+    pub irq: u64,
+    /// softirq.
+    pub softirq: u64,
+    /// idle + iowait.
+    pub idle: u64,
+    /// steal.
+    pub steal: u64,
+}
+
+/// Parses the first (`cpu `) line of `/proc/stat`.
+pub fn parse_proc_stat(s: &str) -> Option<MachineCpu> {
+    let line = s.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    // user nice system idle iowait irq softirq steal [guest guest_nice]
+    if v.len() < 8 {
+        return None;
+    }
+    Some(MachineCpu {
+        user: v[0] + v[1],
+        system: v[2],
+        idle: v[3] + v[4],
+        irq: v[5],
+        softirq: v[6],
+        steal: v[7],
+    })
+}
+
+impl MachineCpu {
+    /// Reads `/proc/stat` now; `None` where it cannot be read.
+    pub fn now() -> Option<MachineCpu> {
+        parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    /// (user, sys incl. irq, softirq) seconds since `earlier`, all CPUs summed.
+    pub fn since(&self, earlier: &MachineCpu, ticks_per_s: f64) -> (f64, f64, f64) {
+        let d = |a: u64, b: u64| a.saturating_sub(b) as f64 / ticks_per_s;
+        (
+            d(self.user, earlier.user),
+            d(self.system + self.irq, earlier.system + earlier.irq),
+            d(self.softirq, earlier.softirq),
+        )
+    }
+}
+
+fn ticks_per_second() -> f64 {
+    use nix::unistd::{SysconfVar, sysconf};
+    match sysconf(SysconfVar::CLK_TCK) {
+        Ok(Some(t)) if t > 0 => t as f64,
+        _ => 100.0,
+    }
+}
+
+/// One measured run: the field names are the JSON schema of design.md section 4.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Run {
+    /// Payload bytes moved.
+    pub bytes: u64,
+    /// Wall time.
+    pub seconds: f64,
+    /// Payload rate in Gbit/s (10^9 bits).
+    pub gbit: f64,
+    /// Send calls or packets per second, where that is the unit of work.
+    pub requests_per_s: Option<f64>,
+    /// User CPU of the measured thread.
+    pub cpu_user_s: f64,
+    /// System CPU of the measured thread.
+    pub cpu_sys_s: f64,
+    /// Measured thread's CPU µs per MB (2^20 bytes).
+    pub cpu_us_per_mb: f64,
+    /// Whole-machine busy CPU µs per MB (user + sys + irq + softirq, all CPUs).
+    pub machine_cpu_us_per_mb: Option<f64>,
+    /// Whole-machine user seconds.
+    pub machine_user_s: Option<f64>,
+    /// Whole-machine system (incl. hard irq) seconds.
+    pub machine_sys_s: Option<f64>,
+    /// Whole-machine softirq seconds.
+    pub machine_softirq_s: Option<f64>,
+    /// Voluntary + involuntary context switches of the measured thread.
+    pub ctx_switches: i64,
+    /// Voluntary context switches.
+    pub voluntary_ctx_switches: i64,
+    /// Involuntary context switches.
+    pub involuntary_ctx_switches: i64,
+    /// Fraction of bytes that really went zero-copy; `None` where it does not apply.
+    pub zero_copy_share: Option<f64>,
+    /// Whether the receiver checked every byte; `None` when verification was off.
+    pub verified: Option<bool>,
+}
+
+/// What a run did, as the bench knows it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Work {
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Requests (send calls, packets), where that is the unit of work.
+    pub requests: Option<u64>,
+    /// Fraction really zero-copied, where it applies.
+    pub zero_copy_share: Option<f64>,
+    /// Verification outcome, when verification ran.
+    pub verified: Option<bool>,
+}
+
+/// Measures one run. Create it on the thread that does the work, call [`Meter::finish`] on
+/// the same thread: `RUSAGE_THREAD` counts only the calling thread.
+#[derive(Debug)]
+pub struct Meter {
+    start: Instant,
+    thread: ThreadCpu,
+    machine: Option<MachineCpu>,
+}
+
+impl Meter {
+    /// Starts measuring.
+    pub fn start() -> Meter {
+        Meter {
+            machine: MachineCpu::now(),
+            thread: ThreadCpu::now(),
+            start: Instant::now(),
+        }
+    }
+
+    /// Ends the run and computes its record.
+    pub fn finish(self, work: Work) -> Run {
+        let seconds = self.start.elapsed().as_secs_f64();
+        let cpu = ThreadCpu::now().since(&self.thread);
+        let machine = match (MachineCpu::now(), self.machine) {
+            (Some(now), Some(then)) => Some(now.since(&then, ticks_per_second())),
+            _ => None,
+        };
+        record(work, seconds, cpu, machine)
+    }
+}
+
+/// Computes a [`Run`] from raw measurements (separate from [`Meter`] so it can be tested).
+pub fn record(work: Work, seconds: f64, cpu: ThreadCpu, machine: Option<(f64, f64, f64)>) -> Run {
+    let mb = work.bytes as f64 / MB;
+    let per_mb = |s: f64| if mb > 0.0 { s * 1e6 / mb } else { 0.0 };
+    let rate = |x: f64| if seconds > 0.0 { x / seconds } else { 0.0 };
+    Run {
+        bytes: work.bytes,
+        seconds,
+        gbit: rate(work.bytes as f64 * 8.0) / 1e9,
+        requests_per_s: work.requests.map(|r| rate(r as f64)),
+        cpu_user_s: cpu.user_s,
+        cpu_sys_s: cpu.sys_s,
+        cpu_us_per_mb: per_mb(cpu.user_s + cpu.sys_s),
+        machine_cpu_us_per_mb: machine.map(|(u, s, si)| per_mb(u + s + si)),
+        machine_user_s: machine.map(|m| m.0),
+        machine_sys_s: machine.map(|m| m.1),
+        machine_softirq_s: machine.map(|m| m.2),
+        ctx_switches: cpu.voluntary + cpu.involuntary,
+        voluntary_ctx_switches: cpu.voluntary,
+        involuntary_ctx_switches: cpu.involuntary,
+        zero_copy_share: work.zero_copy_share,
+        verified: work.verified,
+    }
+}
+
+/// Median of `v` (mean of the middle two for an even count); `None` for an empty slice.
+pub fn median(v: &[f64]) -> Option<f64> {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
+    if s.is_empty() {
+        return None;
+    }
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    Some(if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 })
+}
+
+/// Median, minimum and maximum of every field over `runs`, each an object with a run's fields.
+///
+/// A numeric field that is `null` in any run is `null`; `verified` is true only if every run
+/// verified, `null` if none did.
+pub fn summarize(runs: &[Run]) -> (Value, Value, Value) {
+    let objs: Vec<Map<String, Value>> = runs
+        .iter()
+        .filter_map(|r| match serde_json::to_value(r) {
+            Ok(Value::Object(m)) => Some(m),
+            _ => None,
+        })
+        .collect();
+    let (mut med, mut min, mut max) = (Map::new(), Map::new(), Map::new());
+    let Some(first) = objs.first() else {
+        return (Value::Null, Value::Null, Value::Null);
+    };
+    for key in first.keys() {
+        let vals: Vec<&Value> = objs.iter().map(|o| &o[key]).collect();
+        if vals.iter().all(|v| v.is_boolean()) {
+            let all = Value::Bool(vals.iter().all(|v| v.as_bool() == Some(true)));
+            for m in [&mut med, &mut min, &mut max] {
+                m.insert(key.clone(), all.clone());
+            }
+            continue;
+        }
+        let nums: Option<Vec<f64>> = vals.iter().map(|v| v.as_f64()).collect();
+        let (a, b, c) = match nums {
+            Some(n) if !n.is_empty() => (
+                median(&n).map_or(Value::Null, Value::from),
+                Value::from(n.iter().copied().fold(f64::INFINITY, f64::min)),
+                Value::from(n.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
+            ),
+            _ => (Value::Null, Value::Null, Value::Null),
+        };
+        med.insert(key.clone(), a);
+        min.insert(key.clone(), b);
+        max.insert(key.clone(), c);
+    }
+    (Value::Object(med), Value::Object(min), Value::Object(max))
+}
+
+/// Reads numeric field `metric` of a run.
+pub fn field(run: &Run, metric: &str) -> Option<f64> {
+    serde_json::to_value(run).ok()?.get(metric)?.as_f64()
+}
+
+/// Ratios `a[i] / b[i]` of `metric`, pair by pair (runs made side by side, alternating).
+pub fn ratio_pairs(a: &[Run], b: &[Run], metric: &str) -> Vec<f64> {
+    a.iter()
+        .zip(b)
+        .filter_map(|(x, y)| {
+            let (x, y) = (field(x, metric)?, field(y, metric)?);
+            (y != 0.0).then_some(x / y)
+        })
+        .collect()
+}
+
+/// A set of runs of one mode under one condition.
+#[derive(Clone, Debug, Serialize)]
+pub struct ResultSet {
+    /// The lab (`loopback`, `veth`, `sink`).
+    pub lab: String,
+    /// `ipv4` or `ipv6`.
+    pub family: String,
+    /// TCP congestion control in the lab, or `null` where no TCP is involved.
+    pub congestion: Option<String>,
+    /// The bench's parameters (MTU, MSS, sizes, ...).
+    pub params: Value,
+    /// The mode (`copy`, `zc`, ...).
+    pub mode: String,
+    /// Every run, in the order made.
+    pub runs: Vec<Run>,
+    /// Per-field median.
+    pub median: Value,
+    /// Per-field minimum.
+    pub min: Value,
+    /// Per-field maximum.
+    pub max: Value,
+}
+
+impl ResultSet {
+    /// Builds the set and its summaries.
+    pub fn new(
+        lab: &str,
+        family: &str,
+        congestion: Option<&str>,
+        params: Value,
+        mode: &str,
+        runs: Vec<Run>,
+    ) -> ResultSet {
+        let (median, min, max) = summarize(&runs);
+        ResultSet {
+            lab: lab.to_owned(),
+            family: family.to_owned(),
+            congestion: congestion.map(str::to_owned),
+            params,
+            mode: mode.to_owned(),
+            runs,
+            median,
+            min,
+            max,
+        }
+    }
+}
+
+/// The ratio of one metric between two modes of the same condition.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    /// The lab.
+    pub lab: String,
+    /// The family.
+    pub family: String,
+    /// The parameters shared by both sets.
+    pub params: Value,
+    /// Numerator mode.
+    pub a: String,
+    /// Denominator mode.
+    pub b: String,
+    /// The metric compared.
+    pub metric: String,
+    /// Median of the pairwise ratios.
+    pub ratio_median: f64,
+    /// Smallest pairwise ratio.
+    pub ratio_min: f64,
+    /// Largest pairwise ratio.
+    pub ratio_max: f64,
+}
+
+impl Comparison {
+    /// Compares `metric` of set `a` over set `b`, pair by pair; `None` without pairs.
+    pub fn new(a: &ResultSet, b: &ResultSet, metric: &str) -> Option<Comparison> {
+        let r = ratio_pairs(&a.runs, &b.runs, metric);
+        Some(Comparison {
+            lab: a.lab.clone(),
+            family: a.family.clone(),
+            params: a.params.clone(),
+            a: a.mode.clone(),
+            b: b.mode.clone(),
+            metric: metric.to_owned(),
+            ratio_median: median(&r)?,
+            ratio_min: r.iter().copied().fold(f64::INFINITY, f64::min),
+            ratio_max: r.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        })
+    }
+}
+
+/// The machine a report was made on.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostInfo {
+    /// Kernel release.
+    pub kernel: String,
+    /// CPUs available.
+    pub cpus: usize,
+    /// Page size.
+    pub page_size: usize,
+}
+
+impl HostInfo {
+    /// This machine, from the probe.
+    pub fn this() -> HostInfo {
+        let h = &zcnet::probe::features().host;
+        HostInfo {
+            kernel: h.kernel.clone(),
+            cpus: h.cpus,
+            page_size: h.page_size,
+        }
+    }
+}
+
+/// The one JSON document every `zcnet bench <name> --json` prints.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Bench name.
+    pub bench: String,
+    /// zcnet version.
+    pub zcnet_version: &'static str,
+    /// The machine.
+    pub host: HostInfo,
+    /// One set per (condition, mode).
+    pub results: Vec<ResultSet>,
+    /// Ratios between modes.
+    pub comparisons: Vec<Comparison>,
+}
+
+impl Report {
+    /// An empty report for `bench` on this machine.
+    pub fn new(bench: &str) -> Report {
+        Report {
+            bench: bench.to_owned(),
+            zcnet_version: env!("CARGO_PKG_VERSION"),
+            host: HostInfo::this(),
+            results: Vec::new(),
+            comparisons: Vec::new(),
+        }
+    }
+}
+
+/// Runs `runs` rounds of every mode, alternating A B A B, so that drift on a shared machine
+/// falls on both modes alike. Returns the runs per mode, in `modes` order.
+pub fn alternate<M: Copy, E>(
+    modes: &[M],
+    runs: usize,
+    progress: &Progress,
+    mut one: impl FnMut(M, usize) -> Result<Run, E>,
+) -> Result<Vec<Vec<Run>>, E> {
+    let mut out = vec![Vec::with_capacity(runs); modes.len()];
+    for i in 0..runs {
+        for (m, mode) in modes.iter().enumerate() {
+            out[m].push(one(*mode, i)?);
+            progress.inc();
+        }
+    }
+    Ok(out)
+}
+
+/// A progress bar on stderr, shown only on a terminal and only for work expected to last over
+/// a second.
+pub struct Progress(Option<ProgressBar>);
+
+impl Progress {
+    /// A bar of `steps` steps expected to take `expected` in all.
+    pub fn new(label: &str, steps: u64, expected: Duration) -> Progress {
+        if !std::io::stderr().is_terminal() || expected < Duration::from_secs(1) {
+            return Progress(None);
+        }
+        let bar = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} runs, {elapsed}") {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(label.to_owned());
+        Progress(Some(bar))
+    }
+
+    /// A bar that never draws.
+    pub fn hidden() -> Progress {
+        Progress(None)
+    }
+
+    /// One step done.
+    pub fn inc(&self) {
+        if let Some(b) = &self.0 {
+            b.inc(1);
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(b) = &self.0 {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn num(v: &Value, key: &str) -> Option<f64> {
+    v.get(key)?.as_f64()
+}
+
+fn fmt(v: Option<f64>, prec: usize) -> String {
+    v.map_or_else(|| "-".to_owned(), |x| format!("{x:.prec$}"))
+}
+
+/// The human table: one row per result set (medians, with the spread of the thread's CPU per
+/// MB), then the comparisons.
+pub fn render(report: &Report) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: Linux {}, {} CPUs, medians of {} sets",
+        report.bench,
+        report.host.kernel,
+        report.host.cpus,
+        report.results.len()
+    );
+    let _ = writeln!(
+        out,
+        "{:<9} {:<5} {:<22} {:<9} {:>8} {:>11} {:>17} {:>12} {:>7} {:>9}",
+        "lab", "fam", "params", "mode", "Gbit", "req/s", "us/MB (min-max)", "machine us/MB", "zc %", "c-switch"
+    );
+    for r in &report.results {
+        let params = match &r.params {
+            Value::Object(m) => m
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            _ => String::new(),
+        };
+        let spread = format!(
+            "{} ({}-{})",
+            fmt(num(&r.median, "cpu_us_per_mb"), 1),
+            fmt(num(&r.min, "cpu_us_per_mb"), 0),
+            fmt(num(&r.max, "cpu_us_per_mb"), 0)
+        );
+        let _ = writeln!(
+            out,
+            "{:<9} {:<5} {:<22} {:<9} {:>8} {:>11} {:>17} {:>12} {:>7} {:>9}",
+            r.lab,
+            r.family,
+            params,
+            r.mode,
+            fmt(num(&r.median, "gbit"), 2),
+            fmt(num(&r.median, "requests_per_s"), 0),
+            spread,
+            fmt(num(&r.median, "machine_cpu_us_per_mb"), 1),
+            fmt(num(&r.median, "zero_copy_share").map(|s| s * 100.0), 2),
+            fmt(num(&r.median, "ctx_switches"), 0),
+        );
+    }
+    for c in &report.comparisons {
+        let _ = writeln!(
+            out,
+            "{} {} {}: {}/{} {} = {:.3} (pairs {:.3}-{:.3})",
+            c.lab, c.family, c.params, c.a, c.b, c.metric, c.ratio_median, c.ratio_min, c.ratio_max
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROC_STAT: &str = "cpu  10132153 290696 3084719 46828483 16683 0 25195 0 175628 0\n\
+cpu0 1393280 32966 572056 13343292 6130 0 17875 0 23933 0\n\
+intr 1462898 ...\nctxt 1990473\n";
+
+    #[test]
+    fn proc_stat_fixture() {
+        let c = parse_proc_stat(PROC_STAT).unwrap();
+        assert_eq!(c.user, 10132153 + 290696);
+        assert_eq!(c.system, 3084719);
+        assert_eq!(c.idle, 46828483 + 16683);
+        assert_eq!(c.softirq, 25195);
+        assert_eq!(parse_proc_stat("cpu0 1 2 3\n"), None);
+        assert_eq!(parse_proc_stat("cpu  1 2 x 4 5 6 7 8\n"), None);
+        let later = MachineCpu { user: c.user + 100, system: c.system + 50, irq: 10, softirq: c.softirq + 25, ..c };
+        assert_eq!(later.since(&c, 100.0), (1.0, 0.6, 0.25));
+    }
+
+    #[test]
+    fn medians_odd_even_and_empty() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[f64::NAN, 5.0]), Some(5.0));
+    }
+
+    fn run(cpu_us: f64, gbit: f64, verified: Option<bool>) -> Run {
+        Run { cpu_us_per_mb: cpu_us, gbit, verified, bytes: 1 << 20, ..Default::default() }
+    }
+
+    #[test]
+    fn ratio_pairs_follow_the_alternation() {
+        let zc = [run(50.0, 30.0, None), run(60.0, 30.0, None), run(45.0, 30.0, None)];
+        let copy = [run(100.0, 30.0, None), run(100.0, 30.0, None), run(90.0, 30.0, None)];
+        assert_eq!(ratio_pairs(&zc, &copy, "cpu_us_per_mb"), vec![0.5, 0.6, 0.5]);
+        let a = ResultSet::new("loopback", "ipv6", Some("reno"), Value::Null, "zc", zc.to_vec());
+        let b = ResultSet::new("loopback", "ipv6", Some("reno"), Value::Null, "copy", copy.to_vec());
+        let c = Comparison::new(&a, &b, "cpu_us_per_mb").unwrap();
+        assert_eq!((c.ratio_median, c.ratio_min, c.ratio_max), (0.5, 0.5, 0.6));
+        // A null metric gives no pairs and so no comparison.
+        assert!(Comparison::new(&a, &b, "requests_per_s").is_none());
+    }
+
+    #[test]
+    fn summaries_keep_the_run_fields() {
+        let (med, min, max) = summarize(&[run(10.0, 1.0, Some(true)), run(30.0, 3.0, Some(true)), run(20.0, 2.0, Some(false))]);
+        assert_eq!(med["cpu_us_per_mb"], 20.0);
+        assert_eq!(min["gbit"], 1.0);
+        assert_eq!(max["gbit"], 3.0);
+        assert_eq!(med["verified"], false, "one unverified run makes the set unverified");
+        assert!(med["requests_per_s"].is_null());
+        assert!(med["zero_copy_share"].is_null());
+        let all_fields = serde_json::to_value(Run::default()).unwrap();
+        assert_eq!(med.as_object().unwrap().len(), all_fields.as_object().unwrap().len());
+    }
+
+    #[test]
+    fn record_computes_rates_in_tcp_mmap_units() {
+        let cpu = ThreadCpu { user_s: 0.03, sys_s: 1.40, voluntary: 65000, involuntary: 447 };
+        let r = record(
+            Work { bytes: 32768 << 20, requests: Some(1000), zero_copy_share: Some(0.9999), verified: Some(true) },
+            7.98,
+            cpu,
+            Some((0.5, 2.0, 0.5)),
+        );
+        assert!((r.cpu_us_per_mb - 43.64).abs() < 0.01, "{}", r.cpu_us_per_mb);
+        assert!((r.gbit - 34.45).abs() < 0.01, "{}", r.gbit);
+        assert_eq!(r.ctx_switches, 65447);
+        assert!((r.machine_cpu_us_per_mb.unwrap() - 91.55).abs() < 0.01);
+        assert!((r.requests_per_s.unwrap() - 125.31).abs() < 0.01);
+        // No bytes: no division by zero.
+        let empty = record(Work::default(), 0.0, cpu, None);
+        assert_eq!((empty.cpu_us_per_mb, empty.gbit), (0.0, 0.0));
+        assert_eq!(empty.machine_cpu_us_per_mb, None);
+    }
+
+    #[test]
+    fn alternation_order_is_a_b_a_b() {
+        let mut order = Vec::new();
+        let out: Result<_, ()> = alternate(&['a', 'b'], 3, &Progress::hidden(), |m, i| {
+            order.push((m, i));
+            Ok(run(i as f64, 0.0, None))
+        });
+        assert_eq!(order, vec![('a', 0), ('b', 0), ('a', 1), ('b', 1), ('a', 2), ('b', 2)]);
+        let out = out.unwrap();
+        assert_eq!(out[0].len(), 3);
+        assert_eq!(out[1][2].cpu_us_per_mb, 2.0);
+    }
+
+    #[test]
+    fn thread_cpu_counts_this_threads_work() {
+        let m = Meter::start();
+        let start = ThreadCpu::now();
+        let mut x = 0u64;
+        let wall = Instant::now();
+        // Spin until this thread has used 20 ms of CPU (bounded by wall time).
+        while ThreadCpu::now().since(&start).user_s < 0.02 && wall.elapsed() < Duration::from_secs(20) {
+            for _ in 0..10_000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+        }
+        std::hint::black_box(x);
+        let r = m.finish(Work { bytes: 1 << 20, ..Default::default() });
+        assert!(r.cpu_user_s >= 0.02, "{r:?}");
+        // 1 MiB moved: µs per MB equals the CPU µs spent.
+        assert!((r.cpu_us_per_mb - (r.cpu_user_s + r.cpu_sys_s) * 1e6).abs() < 1e-6);
+        assert!(r.seconds >= r.cpu_user_s * 0.5, "wall time cannot be far below one thread's CPU");
+    }
+}

@@ -1,0 +1,85 @@
+//! The `zcnet` binary as a user runs it.
+
+use std::process::Command;
+
+fn zcnet() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_zcnet"))
+}
+
+#[test]
+fn probe_json_is_the_documented_document() {
+    let out = zcnet().args(["probe", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(v["schema"], "zcnet-probe/1");
+    assert_eq!(v["checks"].as_array().unwrap().len(), 16);
+}
+
+#[test]
+fn probe_table_lists_every_mechanism() {
+    let out = zcnet().arg("probe").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for mech in ["RX ", "TX ", "FILE ", "URING ", "PEEK ", "RING ", "XDP "] {
+        assert!(text.contains(mech), "{mech} missing:\n{text}");
+    }
+    assert!(text.contains("host: Linux"));
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    let out = zcnet().args(["probe", "--no-such-flag"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = zcnet().arg("no-such-command").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn bench_suite_json_carries_probe_and_summary() {
+    let out = zcnet().args(["bench", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["probe"]["schema"], "zcnet-probe/1");
+    assert!(v["summary"].is_array());
+    assert!(v["reports"].is_array());
+}
+
+/// Run as `nobody`, the probe still works and says which checks it could not run and why.
+#[test]
+fn probe_without_root_says_what_it_could_not_check() {
+    if !netlab::skip::on_path("setpriv") {
+        netlab::skip::skip("setpriv (util-linux) is not installed");
+        return;
+    }
+    if nix::unistd::geteuid().as_raw() != 0 {
+        netlab::skip::skip("needs root to switch to an unprivileged user");
+        return;
+    }
+    // A copy nobody can execute, outside a tree it may not traverse.
+    let dir = std::env::temp_dir().join(format!("zcnet-nobody-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("zcnet");
+    std::fs::copy(env!("CARGO_BIN_EXE_zcnet"), &bin).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .arg(&bin)
+        .args(["probe", "--json"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["privileges"]["euid"], 65534);
+    assert_eq!(v["privileges"]["cap_net_raw"], false);
+    let checks = v["checks"].as_array().unwrap();
+    let ring_rx = checks.iter().find(|c| c["id"] == "ring.tpacket_v3_rx").unwrap();
+    assert_eq!(ring_rx["status"], "blocked", "{ring_rx}");
+    assert_eq!(ring_rx["errno"], "EPERM");
+    assert!(ring_rx["reason"].as_str().unwrap().contains("CAP_NET_RAW"));
+    // What needs no privilege is still decided.
+    let tx = checks.iter().find(|c| c["id"] == "tx.msg_zerocopy_udp").unwrap();
+    assert_ne!(tx["status"], "blocked", "{tx}");
+}
