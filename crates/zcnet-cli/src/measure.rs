@@ -35,7 +35,8 @@ impl ThreadCpu {
     pub fn now() -> ThreadCpu {
         match getrusage(UsageWho::RUSAGE_THREAD) {
             Ok(u) => {
-                let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
+                let secs =
+                    |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
                 ThreadCpu {
                     user_s: secs(u.user_time()),
                     sys_s: secs(u.system_time()),
@@ -238,7 +239,11 @@ pub fn median(v: &[f64]) -> Option<f64> {
     }
     s.sort_by(f64::total_cmp);
     let n = s.len();
-    Some(if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 })
+    Some(if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    })
 }
 
 /// Median, minimum and maximum of every field over `runs`, each an object with a run's fields.
@@ -467,7 +472,9 @@ impl Progress {
             return Progress(None);
         }
         let bar = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} runs, {elapsed}") {
+        if let Ok(style) =
+            ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} runs, {elapsed}")
+        {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_prefix(label.to_owned());
@@ -519,7 +526,16 @@ pub fn render(report: &Report) -> String {
     let _ = writeln!(
         out,
         "{:<9} {:<5} {:<22} {:<9} {:>8} {:>11} {:>17} {:>12} {:>7} {:>9}",
-        "lab", "fam", "params", "mode", "Gbit", "req/s", "us/MB (min-max)", "machine us/MB", "zc %", "c-switch"
+        "lab",
+        "fam",
+        "params",
+        "mode",
+        "Gbit",
+        "req/s",
+        "us/MB (min-max)",
+        "machine us/MB",
+        "zc %",
+        "c-switch"
     );
     for r in &report.results {
         let params = match &r.params {
@@ -579,7 +595,13 @@ intr 1462898 ...\nctxt 1990473\n";
         assert_eq!(c.softirq, 25195);
         assert_eq!(parse_proc_stat("cpu0 1 2 3\n"), None);
         assert_eq!(parse_proc_stat("cpu  1 2 x 4 5 6 7 8\n"), None);
-        let later = MachineCpu { user: c.user + 100, system: c.system + 50, irq: 10, softirq: c.softirq + 25, ..c };
+        let later = MachineCpu {
+            user: c.user + 100,
+            system: c.system + 50,
+            irq: 10,
+            softirq: c.softirq + 25,
+            ..c
+        };
         assert_eq!(later.since(&c, 100.0), (1.0, 0.6, 0.25));
     }
 
@@ -592,16 +614,47 @@ intr 1462898 ...\nctxt 1990473\n";
     }
 
     fn run(cpu_us: f64, gbit: f64, verified: Option<bool>) -> Run {
-        Run { cpu_us_per_mb: cpu_us, gbit, verified, bytes: 1 << 20, ..Default::default() }
+        Run {
+            cpu_us_per_mb: cpu_us,
+            gbit,
+            verified,
+            bytes: 1 << 20,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn ratio_pairs_follow_the_alternation() {
-        let zc = [run(50.0, 30.0, None), run(60.0, 30.0, None), run(45.0, 30.0, None)];
-        let copy = [run(100.0, 30.0, None), run(100.0, 30.0, None), run(90.0, 30.0, None)];
-        assert_eq!(ratio_pairs(&zc, &copy, "cpu_us_per_mb"), vec![0.5, 0.6, 0.5]);
-        let a = ResultSet::new("loopback", "ipv6", Some("reno"), Value::Null, "zc", zc.to_vec());
-        let b = ResultSet::new("loopback", "ipv6", Some("reno"), Value::Null, "copy", copy.to_vec());
+        let zc = [
+            run(50.0, 30.0, None),
+            run(60.0, 30.0, None),
+            run(45.0, 30.0, None),
+        ];
+        let copy = [
+            run(100.0, 30.0, None),
+            run(100.0, 30.0, None),
+            run(90.0, 30.0, None),
+        ];
+        assert_eq!(
+            ratio_pairs(&zc, &copy, "cpu_us_per_mb"),
+            vec![0.5, 0.6, 0.5]
+        );
+        let a = ResultSet::new(
+            "loopback",
+            "ipv6",
+            Some("reno"),
+            Value::Null,
+            "zc",
+            zc.to_vec(),
+        );
+        let b = ResultSet::new(
+            "loopback",
+            "ipv6",
+            Some("reno"),
+            Value::Null,
+            "copy",
+            copy.to_vec(),
+        );
         let c = Comparison::new(&a, &b, "cpu_us_per_mb").unwrap();
         assert_eq!((c.ratio_median, c.ratio_min, c.ratio_max), (0.5, 0.5, 0.6));
         // A null metric gives no pairs and so no comparison.
@@ -610,27 +663,51 @@ intr 1462898 ...\nctxt 1990473\n";
 
     #[test]
     fn summaries_keep_the_run_fields() {
-        let (med, min, max) = summarize(&[run(10.0, 1.0, Some(true)), run(30.0, 3.0, Some(true)), run(20.0, 2.0, Some(false))]);
+        let (med, min, max) = summarize(&[
+            run(10.0, 1.0, Some(true)),
+            run(30.0, 3.0, Some(true)),
+            run(20.0, 2.0, Some(false)),
+        ]);
         assert_eq!(med["cpu_us_per_mb"], 20.0);
         assert_eq!(min["gbit"], 1.0);
         assert_eq!(max["gbit"], 3.0);
-        assert_eq!(med["verified"], false, "one unverified run makes the set unverified");
+        assert_eq!(
+            med["verified"], false,
+            "one unverified run makes the set unverified"
+        );
         assert!(med["requests_per_s"].is_null());
         assert!(med["zero_copy_share"].is_null());
         let all_fields = serde_json::to_value(Run::default()).unwrap();
-        assert_eq!(med.as_object().unwrap().len(), all_fields.as_object().unwrap().len());
+        assert_eq!(
+            med.as_object().unwrap().len(),
+            all_fields.as_object().unwrap().len()
+        );
     }
 
     #[test]
     fn record_computes_rates_in_tcp_mmap_units() {
-        let cpu = ThreadCpu { user_s: 0.03, sys_s: 1.40, voluntary: 65000, involuntary: 447 };
+        let cpu = ThreadCpu {
+            user_s: 0.03,
+            sys_s: 1.40,
+            voluntary: 65000,
+            involuntary: 447,
+        };
         let r = record(
-            Work { bytes: 32768 << 20, requests: Some(1000), zero_copy_share: Some(0.9999), verified: Some(true) },
+            Work {
+                bytes: 32768 << 20,
+                requests: Some(1000),
+                zero_copy_share: Some(0.9999),
+                verified: Some(true),
+            },
             7.98,
             cpu,
             Some((0.5, 2.0, 0.5)),
         );
-        assert!((r.cpu_us_per_mb - 43.64).abs() < 0.01, "{}", r.cpu_us_per_mb);
+        assert!(
+            (r.cpu_us_per_mb - 43.64).abs() < 0.01,
+            "{}",
+            r.cpu_us_per_mb
+        );
         assert!((r.gbit - 34.45).abs() < 0.01, "{}", r.gbit);
         assert_eq!(r.ctx_switches, 65447);
         assert!((r.machine_cpu_us_per_mb.unwrap() - 91.55).abs() < 0.01);
@@ -648,7 +725,10 @@ intr 1462898 ...\nctxt 1990473\n";
             order.push((m, i));
             Ok(run(i as f64, 0.0, None))
         });
-        assert_eq!(order, vec![('a', 0), ('b', 0), ('a', 1), ('b', 1), ('a', 2), ('b', 2)]);
+        assert_eq!(
+            order,
+            vec![('a', 0), ('b', 0), ('a', 1), ('b', 1), ('a', 2), ('b', 2)]
+        );
         let out = out.unwrap();
         assert_eq!(out[0].len(), 3);
         assert_eq!(out[1][2].cpu_us_per_mb, 2.0);
@@ -661,16 +741,24 @@ intr 1462898 ...\nctxt 1990473\n";
         let mut x = 0u64;
         let wall = Instant::now();
         // Spin until this thread has used 20 ms of CPU (bounded by wall time).
-        while ThreadCpu::now().since(&start).user_s < 0.02 && wall.elapsed() < Duration::from_secs(20) {
+        while ThreadCpu::now().since(&start).user_s < 0.02
+            && wall.elapsed() < Duration::from_secs(20)
+        {
             for _ in 0..10_000 {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             }
         }
         std::hint::black_box(x);
-        let r = m.finish(Work { bytes: 1 << 20, ..Default::default() });
+        let r = m.finish(Work {
+            bytes: 1 << 20,
+            ..Default::default()
+        });
         assert!(r.cpu_user_s >= 0.02, "{r:?}");
         // 1 MiB moved: µs per MB equals the CPU µs spent.
         assert!((r.cpu_us_per_mb - (r.cpu_user_s + r.cpu_sys_s) * 1e6).abs() < 1e-6);
-        assert!(r.seconds >= r.cpu_user_s * 0.5, "wall time cannot be far below one thread's CPU");
+        assert!(
+            r.seconds >= r.cpu_user_s * 0.5,
+            "wall time cannot be far below one thread's CPU"
+        );
     }
 }

@@ -28,7 +28,8 @@ fn kib(v: Option<u64>) -> String {
 }
 
 fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
-    v.as_ref().map_or_else(|| "?".to_owned(), ToString::to_string)
+    v.as_ref()
+        .map_or_else(|| "?".to_owned(), ToString::to_string)
 }
 
 /// The human table.
@@ -46,21 +47,33 @@ pub fn render(f: &Features) -> String {
     .filter(|(has, _)| *has)
     .map(|(_, n)| *n)
     .collect();
-    let who = if p.euid == 0 { "root".to_owned() } else { format!("uid {}", p.euid) };
+    let who = if p.euid == 0 {
+        "root".to_owned()
+    } else {
+        format!("uid {}", p.euid)
+    };
     let _ = writeln!(
         out,
         "host: Linux {}, {} CPUs, page {} B, {who} ({})",
         h.kernel,
         h.cpus,
         h.page_size,
-        if caps.is_empty() { "no capabilities".to_owned() } else { caps.join(" ") }
+        if caps.is_empty() {
+            "no capabilities".to_owned()
+        } else {
+            caps.join(" ")
+        }
     );
     let _ = writeln!(
         out,
         "limits: RLIMIT_MEMLOCK {} (hard {}){}, optmem_max {}, lo MTU {}, THP {}, tcp cc {}, pipe-max-size {}, io_uring_disabled {}",
         kib(h.memlock_soft),
         kib(h.memlock_hard),
-        if p.cap_ipc_lock { ", exempt by CAP_IPC_LOCK" } else { "" },
+        if p.cap_ipc_lock {
+            ", exempt by CAP_IPC_LOCK"
+        } else {
+            ""
+        },
         opt(&h.optmem_max),
         opt(&h.lo_mtu),
         opt(&h.transparent_hugepages),
@@ -81,7 +94,12 @@ pub fn render(f: &Features) -> String {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        let _ = writeln!(out, "{mech:<5} {:<25} {status:<11} {}", c.id.name(), c.reason);
+        let _ = writeln!(
+            out,
+            "{mech:<5} {:<25} {status:<11} {}",
+            c.id.name(),
+            c.reason
+        );
         let _ = writeln!(out, "{:<43} how: {}", "", c.method);
     }
     let counts = |s: Status| f.checks.iter().filter(|c| c.status == s).count();

@@ -9,7 +9,11 @@ fn zcnet() -> Command {
 #[test]
 fn probe_json_is_the_documented_document() {
     let out = zcnet().args(["probe", "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     assert_eq!(v["schema"], "zcnet-probe/1");
     assert_eq!(v["checks"].as_array().unwrap().len(), 16);
@@ -37,7 +41,11 @@ fn bad_arguments_exit_2() {
 #[test]
 fn bench_suite_json_carries_probe_and_summary() {
     let out = zcnet().args(["bench", "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["probe"]["schema"], "zcnet-probe/1");
     assert!(v["summary"].is_array());
@@ -64,22 +72,37 @@ fn probe_without_root_says_what_it_could_not_check() {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
         .arg(&bin)
         .args(["probe", "--json"])
         .output()
         .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["privileges"]["euid"], 65534);
     assert_eq!(v["privileges"]["cap_net_raw"], false);
     let checks = v["checks"].as_array().unwrap();
-    let ring_rx = checks.iter().find(|c| c["id"] == "ring.tpacket_v3_rx").unwrap();
+    let ring_rx = checks
+        .iter()
+        .find(|c| c["id"] == "ring.tpacket_v3_rx")
+        .unwrap();
     assert_eq!(ring_rx["status"], "blocked", "{ring_rx}");
     assert_eq!(ring_rx["errno"], "EPERM");
     assert!(ring_rx["reason"].as_str().unwrap().contains("CAP_NET_RAW"));
     // What needs no privilege is still decided.
-    let tx = checks.iter().find(|c| c["id"] == "tx.msg_zerocopy_udp").unwrap();
+    let tx = checks
+        .iter()
+        .find(|c| c["id"] == "tx.msg_zerocopy_udp")
+        .unwrap();
     assert_ne!(tx["status"], "blocked", "{tx}");
 }

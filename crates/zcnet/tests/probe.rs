@@ -22,7 +22,11 @@ fn every_check_once_with_reason_and_method() {
             Status::Available => assert!(c.errno.is_none(), "{}: errno on success", c.id.name()),
             Status::Skipped => {}
             Status::Unavailable | Status::Blocked => {
-                assert!(!c.method.is_empty(), "{}: says no without saying how", c.id.name())
+                assert!(
+                    !c.method.is_empty(),
+                    "{}: says no without saying how",
+                    c.id.name()
+                )
             }
         }
     }
@@ -39,10 +43,23 @@ fn features_are_computed_once() {
 fn json_has_the_documented_shape() {
     let v = serde_json::to_value(probe::features()).unwrap();
     assert_eq!(v["schema"], "zcnet-probe/1");
-    for key in ["kernel", "page_size", "cpus", "memlock_soft", "optmem_max", "lo_mtu"] {
+    for key in [
+        "kernel",
+        "page_size",
+        "cpus",
+        "memlock_soft",
+        "optmem_max",
+        "lo_mtu",
+    ] {
         assert!(v["host"].get(key).is_some(), "host.{key}");
     }
-    for key in ["euid", "cap_net_admin", "cap_net_raw", "cap_ipc_lock", "cap_sys_admin"] {
+    for key in [
+        "euid",
+        "cap_net_admin",
+        "cap_net_raw",
+        "cap_ipc_lock",
+        "cap_sys_admin",
+    ] {
         assert!(v["privileges"].get(key).is_some(), "privileges.{key}");
     }
     let c = &v["checks"][0];
@@ -61,11 +78,15 @@ fn available_udp_zerocopy_really_completes() {
         return;
     }
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let c = zcnet::msg_zerocopy::udp_send_once(rx.local_addr().unwrap(), 32000, Duration::from_secs(5))
-        .expect("the probe said UDP zero-copy works");
+    let c =
+        zcnet::msg_zerocopy::udp_send_once(rx.local_addr().unwrap(), 32000, Duration::from_secs(5))
+            .expect("the probe said UDP zero-copy works");
     assert_eq!((c.first, c.last), (0, 0));
     // Over loopback the kernel must copy for local delivery, and must say so.
-    assert!(c.copied, "a loopback completion not flagged copied would be a lie");
+    assert!(
+        c.copied,
+        "a loopback completion not flagged copied would be a lie"
+    );
     let mut buf = vec![0u8; 65536];
     assert_eq!(rx.recv(&mut buf).unwrap(), 32000);
     assert!(buf[..32000].iter().all(|&b| b == 0xa5));

@@ -64,7 +64,11 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let reports: Vec<Report> = Vec::new();
     let summary: Vec<SummaryRow> = Vec::new();
     if opt.common.json {
-        let suite = Suite { probe, reports, summary };
+        let suite = Suite {
+            probe,
+            reports,
+            summary,
+        };
         println!("{}", serde_json::to_string_pretty(&suite)?);
         return Ok(());
     }
@@ -86,7 +90,10 @@ pub fn render_summary(rows: &[SummaryRow]) -> String {
         "experiment", "metric", "copy", "zc", "ratio", "zc %"
     );
     if rows.is_empty() {
-        let _ = writeln!(out, "(no benchmark is built yet: the probe above is the whole suite)");
+        let _ = writeln!(
+            out,
+            "(no benchmark is built yet: the probe above is the whole suite)"
+        );
     }
     for r in rows {
         let _ = writeln!(
@@ -97,7 +104,8 @@ pub fn render_summary(rows: &[SummaryRow]) -> String {
             r.copy,
             r.zero_copy,
             r.ratio,
-            r.zero_copy_share.map_or_else(|| "-".into(), |s| format!("{:.2}", s * 100.0)),
+            r.zero_copy_share
+                .map_or_else(|| "-".into(), |s| format!("{:.2}", s * 100.0)),
             r.verdict
         );
     }
