@@ -34,6 +34,7 @@ use std::thread::JoinHandle;
 
 use nix::sched::{CloneFlags, setns};
 
+pub mod pattern;
 pub mod skip;
 
 /// Errors of building or using a lab.

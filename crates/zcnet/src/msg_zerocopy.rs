@@ -124,3 +124,154 @@ pub fn udp_send_once(
     enable(&socket)?;
     send_once(&socket, Some(&dest), len, timeout)
 }
+
+/// What a [`StaticSender`] has done so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendCounters {
+    /// Send calls made with `MSG_ZEROCOPY` (each takes one completion id).
+    pub zerocopy_calls: u64,
+    /// Bytes sent by those calls.
+    pub zerocopy_bytes: u64,
+    /// Send calls made by copy (below the threshold, zero-copy off, or after `ENOBUFS`).
+    pub copy_calls: u64,
+    /// Bytes sent by copy.
+    pub copy_bytes: u64,
+    /// Zero-copy calls whose completion has arrived.
+    pub completed_calls: u64,
+    /// Completed calls the kernel flagged as copied (`SO_EE_CODE_ZEROCOPY_COPIED`).
+    pub copied_calls: u64,
+    /// `ENOBUFS` answers (optmem or locked-memory limit) that fell back to a copying send.
+    pub enobufs_fallbacks: u64,
+}
+
+impl SendCounters {
+    /// Completed zero-copy calls not flagged copied, as a fraction of completed calls.
+    pub fn not_copied_share(&self) -> Option<f64> {
+        (self.completed_calls > 0).then(|| {
+            (self.completed_calls - self.copied_calls) as f64 / self.completed_calls as f64
+        })
+    }
+}
+
+/// A `MSG_ZEROCOPY` sender of immutable `'static` data, such as a pattern generated once.
+///
+/// Data that is never freed and never changes can be loaned to the kernel without tracking
+/// which call it belongs to, so this sender is safe without owning buffers; it still reaps the
+/// error queue, counting completions and the copies the kernel reports. Sends of fewer than
+/// `threshold` bytes use a plain copying send (the kernel documentation puts the break-even
+/// near 10 KB).
+#[derive(Debug)]
+pub struct StaticSender<S: AsFd> {
+    socket: S,
+    zerocopy: bool,
+    threshold: usize,
+    counters: SendCounters,
+}
+
+/// Default size below which a send copies: 16 KiB.
+pub const DEFAULT_THRESHOLD: usize = 16 * 1024;
+
+impl<S: AsFd> StaticSender<S> {
+    /// A sender on `socket`; with `zerocopy`, `SO_ZEROCOPY` is enabled first.
+    ///
+    /// # Errors
+    /// [`ZerocopyError::Unsupported`] when zero-copy was asked for and the kernel refuses it.
+    pub fn new(socket: S, zerocopy: bool) -> Result<Self, ZerocopyError> {
+        if zerocopy {
+            enable(&socket)?;
+        }
+        Ok(StaticSender {
+            socket,
+            zerocopy,
+            threshold: DEFAULT_THRESHOLD,
+            counters: SendCounters::default(),
+        })
+    }
+
+    /// Sets the size below which sends copy.
+    pub fn set_threshold(&mut self, bytes: usize) {
+        self.threshold = bytes;
+    }
+
+    /// The socket.
+    pub fn get_ref(&self) -> &S {
+        &self.socket
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> SendCounters {
+        self.counters
+    }
+
+    /// One `send(2)` of `data` (blocking as the socket is), with `MSG_ZEROCOPY` when enabled and
+    /// `data` is at least the threshold; `extra_flags` are added (`MSG_EOR`, ...). Returns the
+    /// bytes sent, which for TCP may be fewer than asked.
+    ///
+    /// # Errors
+    /// The `send` error (`EPIPE`, `ECONNRESET`, ...). `ENOBUFS` is not an error: the call is
+    /// repeated as a copying send and counted.
+    pub fn send(&mut self, data: &'static [u8], extra_flags: i32) -> io::Result<usize> {
+        let c = &mut self.counters;
+        if self.zerocopy && data.len() >= self.threshold {
+            match sys::sendto(
+                self.socket.as_fd(),
+                data,
+                abi::MSG_ZEROCOPY | extra_flags,
+                None,
+            ) {
+                Ok(n) => {
+                    c.zerocopy_calls += 1;
+                    c.zerocopy_bytes += n as u64;
+                    return Ok(n);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => c.enobufs_fallbacks += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        let n = sys::sendto(self.socket.as_fd(), data, extra_flags, None)?;
+        c.copy_calls += 1;
+        c.copy_bytes += n as u64;
+        Ok(n)
+    }
+
+    /// Reads every completion now queued, without blocking; returns how many calls completed.
+    ///
+    /// # Errors
+    /// The `recvmsg(MSG_ERRQUEUE)` error.
+    pub fn reap(&mut self) -> io::Result<u64> {
+        let mut done = 0;
+        for entry in errqueue::read_all(&self.socket)? {
+            if let Entry::Zerocopy(c) = entry {
+                done += c.count();
+                if c.copied {
+                    self.counters.copied_calls += c.count();
+                }
+            }
+        }
+        self.counters.completed_calls += done;
+        Ok(done)
+    }
+
+    /// Waits up to `timeout` until every zero-copy call has completed; returns whether all did.
+    ///
+    /// # Errors
+    /// The `poll` or `recvmsg` error.
+    pub fn drain(&mut self, timeout: Duration) -> io::Result<bool> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.reap()?;
+            if self.counters.completed_calls >= self.counters.zerocopy_calls {
+                return Ok(true);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            sys::poll(
+                self.socket.as_fd(),
+                0,
+                left.as_millis().clamp(1, 100) as i32,
+            )?;
+        }
+    }
+}

@@ -135,7 +135,7 @@ pub struct TpacketReq3 {
 /// # Safety
 /// Implementors must be `repr(C)` (or primitive), valid for any bit pattern and without
 /// interior pointers the kernel could dereference.
-pub unsafe trait Pod: Copy + Default {}
+pub unsafe trait Pod: Copy {}
 // SAFETY: primitive integers are valid for every bit pattern.
 unsafe impl Pod for i32 {}
 // SAFETY: primitive integers are valid for every bit pattern.
@@ -144,6 +144,8 @@ unsafe impl Pod for u32 {}
 unsafe impl Pod for TcpZerocopyReceive {}
 // SAFETY: repr(C) struct of integers only.
 unsafe impl Pod for TpacketReq3 {}
+// SAFETY: `struct linger` is two C ints.
+unsafe impl Pod for libc::linger {}
 
 #[cfg(test)]
 mod tests {

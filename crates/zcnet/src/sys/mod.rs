@@ -6,6 +6,7 @@
 #![allow(unsafe_code)]
 
 pub mod abi;
+pub mod tcp_zerocopy;
 pub mod uring;
 
 use std::ffi::CString;
@@ -155,6 +156,25 @@ pub fn sendto(
         }
     };
     cvt_size(ret)
+}
+
+/// `connect(2)`.
+pub fn connect(fd: BorrowedFd<'_>, addr: &SocketAddr) -> io::Result<()> {
+    let (storage, len) = sockaddr(addr);
+    loop {
+        // SAFETY: `storage` holds a sockaddr of `len` bytes.
+        let r = unsafe {
+            libc::connect(
+                fd.as_raw_fd(),
+                (&storage as *const libc::sockaddr_storage).cast(),
+                len,
+            )
+        };
+        match cvt(r) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r.map(drop),
+        }
+    }
 }
 
 /// `recv(2)` with `flags`.

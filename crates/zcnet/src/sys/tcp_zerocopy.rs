@@ -1,0 +1,212 @@
+//! The TCP zero-copy receive window: a read-only mapping reserved on a TCP socket, filled by
+//! `getsockopt(TCP_ZEROCOPY_RECEIVE)` and emptied with `madvise(MADV_DONTNEED)`.
+//!
+//! The socket's VMA has no fault handler: touching a page the kernel did not map raises
+//! `SIGBUS`. [`ZcWindow::mapped`] therefore lends exactly the bytes the last call reported as
+//! mapped, and only until the next call or release, which need `&mut self`.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr::NonNull;
+
+use super::abi::TcpZerocopyReceive;
+
+/// `TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT` (`linux/tcp.h`, 5.11): the caller promises the
+/// target range holds no pages, so the kernel skips its own zap.
+pub const TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT: u32 = 0x1;
+
+/// How mapped pages are released after use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// `madvise(MADV_DONTNEED)` right after use, and `TLB_CLEAN_HINT` on the next call.
+    Madvise,
+    /// Leave the pages mapped; the next `TCP_ZEROCOPY_RECEIVE` zaps the range itself.
+    KernelZap,
+}
+
+/// What one `TCP_ZEROCOPY_RECEIVE` call did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZcOutcome {
+    /// Bytes mapped into the window (whole pages).
+    pub mapped: usize,
+    /// Bytes copied into the copy buffer in the same call (`copybuf`, 5.11+).
+    pub copied: usize,
+    /// Bytes at the head still to be read by copy (`recv_skip_hint` after `copybuf`).
+    pub skip_hint: usize,
+    /// Bytes still queued after the call (`inq`, 5.7+), when the kernel reports it.
+    pub inq: Option<u32>,
+    /// A pending socket error (`err`, 5.7+), as a positive errno.
+    pub err: Option<i32>,
+}
+
+/// A receive window reserved on one TCP socket.
+#[derive(Debug)]
+pub struct ZcWindow {
+    raw: NonNull<u8>,
+    raw_len: usize,
+    addr: usize,
+    len: usize,
+    /// Bytes of the window holding pages from the last call (not yet released).
+    mapped: usize,
+    /// Whether the range is known to hold no pages (released by madvise).
+    clean: bool,
+    release: Release,
+}
+
+// SAFETY: the window is plain memory owned by this value; pages are only read through `&self`.
+unsafe impl Send for ZcWindow {}
+
+impl ZcWindow {
+    /// Reserves `len` bytes (a page multiple) on `fd` at an address aligned to `align` (a power
+    /// of two; 2 MiB keeps page-table locks of different windows apart, as `tcp_mmap` does).
+    pub fn new(
+        fd: BorrowedFd<'_>,
+        len: usize,
+        align: usize,
+        release: Release,
+    ) -> io::Result<ZcWindow> {
+        let raw_len = len + align;
+        // SAFETY: a fresh mapping chosen by the kernel aliases no Rust object.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                raw_len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let raw = NonNull::new(raw.cast::<u8>()).expect("mmap returned NULL without MAP_FIXED");
+        let addr = (raw.as_ptr() as usize + align - 1) & !(align - 1);
+        Ok(ZcWindow {
+            raw,
+            raw_len,
+            addr,
+            len,
+            mapped: 0,
+            clean: true,
+            release,
+        })
+    }
+
+    /// Window size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty window.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Releases the pages of the last call, as the window's [`Release`] policy says.
+    pub fn release(&mut self) {
+        if self.mapped == 0 {
+            return;
+        }
+        if self.release == Release::Madvise {
+            // SAFETY: [addr, addr + mapped) lies inside our own mapping; no slice of it is
+            // alive (lending one needs `&self`, this call `&mut self`).
+            let r = unsafe {
+                libc::madvise(
+                    self.addr as *mut libc::c_void,
+                    self.mapped,
+                    libc::MADV_DONTNEED,
+                )
+            };
+            self.clean = r == 0;
+        } else {
+            self.clean = false;
+        }
+        self.mapped = 0;
+    }
+
+    /// One `getsockopt(TCP_ZEROCOPY_RECEIVE)` of up to the window's size, copying unmappable
+    /// bytes into `copybuf` in the same call when `use_copybuf` (the kernel has the field).
+    ///
+    /// Releases the previous call's pages first. `optlen` says how much of the struct to pass
+    /// (what the probe found the kernel to know).
+    pub fn receive(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        copybuf: &mut [u8],
+        use_copybuf: bool,
+        optlen: usize,
+    ) -> io::Result<ZcOutcome> {
+        self.release();
+        let mut zc = TcpZerocopyReceive {
+            address: self.addr as u64,
+            length: self.len as u32,
+            ..Default::default()
+        };
+        if use_copybuf {
+            zc.copybuf_address = copybuf.as_mut_ptr() as u64;
+            zc.copybuf_len = copybuf.len().min(i32::MAX as usize) as i32;
+            if self.clean {
+                zc.flags = TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT;
+            }
+        }
+        let mut len = optlen.min(size_of::<TcpZerocopyReceive>()) as libc::socklen_t;
+        // SAFETY: `zc` is valid for `len` bytes; the addresses in it point at our own window
+        // (whose pages the kernel replaces) and at `copybuf`, valid for writes of copybuf_len
+        // bytes during the call.
+        let r = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                super::abi::TCP_ZEROCOPY_RECEIVE,
+                (&mut zc as *mut TcpZerocopyReceive).cast(),
+                &mut len,
+            )
+        };
+        if r < 0 {
+            // The kernel may have zapped the range before failing.
+            self.clean = false;
+            return Err(io::Error::last_os_error());
+        }
+        let len = len as usize;
+        let covers = |end: usize| len >= end;
+        let copied = if use_copybuf && covers(36) {
+            if zc.copybuf_len < 0 {
+                return Err(io::Error::from_raw_os_error(-zc.copybuf_len));
+            }
+            zc.copybuf_len as usize
+        } else {
+            0
+        };
+        let mapped = (zc.length as usize).min(self.len);
+        self.mapped = mapped;
+        if mapped > 0 {
+            self.clean = false;
+        }
+        Ok(ZcOutcome {
+            mapped,
+            copied,
+            skip_hint: zc.recv_skip_hint as usize,
+            inq: covers(20).then_some(zc.inq),
+            err: (covers(24) && zc.err != 0).then_some(-zc.err),
+        })
+    }
+
+    /// The bytes the last [`ZcWindow::receive`] mapped, valid until the next call or release.
+    pub fn mapped(&self) -> &[u8] {
+        if self.mapped == 0 {
+            return &[];
+        }
+        // SAFETY: the kernel reported `mapped` bytes (whole pages) mapped at `addr`, inside our
+        // mapping, read-only and not changed while mapped; they stay until `release` or the next
+        // `receive`, both of which take `&mut self` and so end this borrow first.
+        unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.mapped) }
+    }
+}
+
+impl Drop for ZcWindow {
+    fn drop(&mut self) {
+        // SAFETY: raw/raw_len describe the mapping this value created; no slice outlives `self`.
+        unsafe { libc::munmap(self.raw.as_ptr().cast(), self.raw_len) };
+    }
+}

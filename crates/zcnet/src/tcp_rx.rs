@@ -1,0 +1,404 @@
+//! TCP zero-copy receive (`TCP_ZEROCOPY_RECEIVE`, Linux 4.18): received pages are mapped into
+//! the process instead of copied.
+//!
+//! [`TcpZerocopyReceiver`] reserves one read-only mapping on a connected TCP socket (aligned to
+//! 2 MiB, sized to the window, 512 KiB by default) and, on each [`recv`](TcpZerocopyReceiver::recv),
+//! asks the kernel to map whole received pages into it. Bytes that cannot be mapped (a partial
+//! page, a header) are read by copy: in the same call through the `copybuf` fields where the
+//! kernel has them (5.11+), else by `recv(2)`. Received data is lent as `&[u8]` slices valid
+//! until the next receive; mapped pages are released right after.
+//!
+//! The `copybuf` given to the kernel is kept below one page: since 5.11 the kernel copies the
+//! whole queue into it whenever the queue fits ("hybrid copy" for small RPCs), mappable pages
+//! included, and a copy that ends inside a page misaligns the stream so that the following
+//! calls cannot map either. With a window-sized copy buffer and `SO_RCVLOWAT` at the window,
+//! that took the mapped share on loopback from 100 % to 0-97 %, varying run to run.
+//!
+//! Where the kernel lacks the feature, the socket cannot be mapped, or copying is forced, the
+//! same API reads with plain `recv(2)` and [`TcpZerocopyReceiver::fallback_reason`] says why.
+//! [`RxStats`] always says how many bytes were mapped and how many copied.
+//!
+//! Only whole 4 KiB pages at offset 0 of a segment's payload can be mapped: on loopback that
+//! needs an MSS of 4108 (4096 + 12 timestamp bytes) or a loopback MTU of 61512, and a sender
+//! using `MSG_ZEROCOPY` (a plain sender's payload sits at unaligned offsets); on a NIC, header
+//! split or a 4 KiB-payload MTU. Otherwise everything silently takes the copy path, which is why
+//! the mapped share is always reported.
+//!
+//! # References
+//! - `getsockopt(2)`, `tcp(7)`; the kernel's `tools/testing/selftests/net/tcp_mmap.c`
+//! - "tcp: add TCP_ZEROCOPY_RECEIVE support for zerocopy receive" (Linux 4.18)
+
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+use crate::probe::{self, CheckId, Status};
+use crate::sys::{self, tcp_zerocopy::ZcWindow};
+
+pub use crate::sys::tcp_zerocopy::Release;
+
+/// Default window: 512 KiB, as `tcp_mmap` uses.
+pub const DEFAULT_WINDOW: usize = 512 * 1024;
+/// Alignment of the window: 2 MiB keeps page-table locks of different windows apart.
+pub const WINDOW_ALIGN: usize = 2 * 1024 * 1024;
+
+/// How a [`TcpZerocopyReceiver`] is set up.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Bytes mapped per call at most (rounded up to whole pages).
+    pub window: usize,
+    /// How pages are released after use. [`Release::Madvise`] measured faster here (see the
+    /// README's tcp-rx results), as `tcp_mmap`'s comment predicts.
+    pub release: Release,
+    /// `SO_RCVLOWAT`: wake the receiver only when this many bytes are queued (or at EOF).
+    /// Batching pays for zero-copy; `None` leaves the socket's setting alone.
+    pub rcvlowat: Option<usize>,
+    /// Read by copy even where zero-copy works (the copying twin, with the same API).
+    pub force_copy: bool,
+    /// Give up when no data arrives for this long; `None` waits forever.
+    pub timeout: Option<Duration>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            window: DEFAULT_WINDOW,
+            release: Release::Madvise,
+            rcvlowat: Some(DEFAULT_WINDOW),
+            force_copy: false,
+            timeout: None,
+        }
+    }
+}
+
+/// Errors of setting up or running a receiver.
+#[derive(Debug, thiserror::Error)]
+pub enum RxError {
+    /// A setup call failed (`SO_RCVLOWAT`, ...).
+    #[error("{op}: {source}")]
+    Setup {
+        /// The call.
+        op: &'static str,
+        /// The kernel's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The connection failed while receiving (reset, ...). Everything returned before was
+    /// really received.
+    #[error("receive failed after {received} bytes: {source}")]
+    Receive {
+        /// Bytes received and handed out before the error.
+        received: u64,
+        /// The kernel's error (`ConnectionReset`, ...).
+        #[source]
+        source: io::Error,
+    },
+    /// Nothing arrived within the configured timeout.
+    #[error("no data for {0:?}")]
+    TimedOut(Duration),
+    /// Writing received data out failed ([`TcpZerocopyReceiver::copy_to`]).
+    #[error("writing received data: {0}")]
+    Write(#[source] io::Error),
+}
+
+/// What a receiver has done so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxStats {
+    /// Bytes received by page mapping.
+    pub bytes_mapped: u64,
+    /// Bytes received by copy (`copybuf`, `recv`).
+    pub bytes_copied: u64,
+    /// Pages mapped.
+    pub pages_mapped: u64,
+    /// `getsockopt(TCP_ZEROCOPY_RECEIVE)` calls.
+    pub zc_calls: u64,
+    /// `recv(2)` calls.
+    pub recv_calls: u64,
+}
+
+impl RxStats {
+    /// All bytes received.
+    pub fn bytes(&self) -> u64 {
+        self.bytes_mapped + self.bytes_copied
+    }
+
+    /// Fraction of bytes received by mapping (0 when nothing was received).
+    pub fn mapped_share(&self) -> f64 {
+        match self.bytes() {
+            0 => 0.0,
+            n => self.bytes_mapped as f64 / n as f64,
+        }
+    }
+}
+
+/// One receive: mapped bytes first, then copied ones, in stream order.
+#[derive(Debug)]
+pub struct Received<'a> {
+    /// Bytes mapped from the kernel's pages (read-only, valid until the next receive).
+    pub mapped: &'a [u8],
+    /// Bytes that followed them, read by copy.
+    pub copied: &'a [u8],
+}
+
+impl Received<'_> {
+    /// Bytes in this receive.
+    pub fn len(&self) -> usize {
+        self.mapped.len() + self.copied.len()
+    }
+
+    /// Never true for a receive returned by [`TcpZerocopyReceiver::recv`].
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The two parts in stream order.
+    pub fn parts(&self) -> [&[u8]; 2] {
+        [self.mapped, self.copied]
+    }
+}
+
+/// How the kernel's struct is passed, from the probe.
+#[derive(Clone, Copy, Debug)]
+struct KernelStruct {
+    optlen: usize,
+    copybuf: bool,
+}
+
+/// A receiver on a connected TCP socket that maps received pages where it can.
+#[derive(Debug)]
+pub struct TcpZerocopyReceiver<S: AsFd> {
+    socket: S,
+    window: Option<ZcWindow>,
+    kernel: KernelStruct,
+    buf: Vec<u8>,
+    stats: RxStats,
+    fallback: Option<String>,
+    pending_error: Option<io::Error>,
+    timeout: Option<Duration>,
+}
+
+impl<S: AsFd> TcpZerocopyReceiver<S> {
+    /// Sets up a receiver on `socket`, a connected TCP socket.
+    ///
+    /// # Errors
+    /// [`RxError::Setup`] when `SO_RCVLOWAT` cannot be set. A socket that cannot be mapped is
+    /// not an error: the receiver falls back to copying and says why.
+    pub fn new(socket: S, config: Config) -> Result<Self, RxError> {
+        let page = sys::page_size();
+        let window_len = config.window.max(page).next_multiple_of(page);
+        if let Some(lowat) = config.rcvlowat {
+            let lowat = lowat.min(i32::MAX as usize) as i32;
+            sys::setsockopt(socket.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, &lowat).map_err(
+                |source| RxError::Setup {
+                    op: "setsockopt(SO_RCVLOWAT)",
+                    source,
+                },
+            )?;
+        }
+        let check = probe::features().check(CheckId::RxTcpZerocopyReceive);
+        let kernel = KernelStruct {
+            optlen: check
+                .detail
+                .get("struct_len")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(16) as usize,
+            copybuf: check
+                .detail
+                .get("copybuf")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false),
+        };
+        let (window, fallback) = if config.force_copy {
+            (None, Some("copy mode requested".to_owned()))
+        } else if check.status != Status::Available {
+            (
+                None,
+                Some(format!(
+                    "TCP_ZEROCOPY_RECEIVE unavailable: {}",
+                    check.reason
+                )),
+            )
+        } else {
+            match ZcWindow::new(socket.as_fd(), window_len, WINDOW_ALIGN, config.release) {
+                Ok(w) => (Some(w), None),
+                Err(e) => (None, Some(format!("mmap on this socket failed: {e}"))),
+            }
+        };
+        Ok(TcpZerocopyReceiver {
+            socket,
+            window,
+            kernel,
+            buf: vec![0; window_len],
+            stats: RxStats::default(),
+            fallback,
+            pending_error: None,
+            timeout: config.timeout,
+        })
+    }
+
+    /// Why this receiver copies instead of mapping, if it does.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> RxStats {
+        self.stats
+    }
+
+    /// The socket.
+    pub fn get_ref(&self) -> &S {
+        &self.socket
+    }
+
+    /// Gives the socket back (the window is unmapped).
+    pub fn into_inner(self) -> S {
+        self.socket
+    }
+
+    fn fail(&self, source: io::Error) -> RxError {
+        RxError::Receive {
+            received: self.stats.bytes(),
+            source,
+        }
+    }
+
+    /// Waits until the socket is readable (data, EOF or error) or the timeout passes.
+    fn wait(&self) -> Result<(), RxError> {
+        let ms = self
+            .timeout
+            .map_or(-1, |t| t.as_millis().clamp(1, i32::MAX as u128) as i32);
+        loop {
+            match sys::poll(self.socket.as_fd(), libc::POLLIN, ms) {
+                Ok(0) => return Err(RxError::TimedOut(self.timeout.unwrap_or_default())),
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.fail(e)),
+            }
+        }
+    }
+
+    /// `recv(MSG_DONTWAIT)` into `buf[at..at + len]`; `Ok(None)` when nothing is queued.
+    fn recv_into(&mut self, at: usize, len: usize) -> Result<Option<usize>, RxError> {
+        let end = (at + len).min(self.buf.len());
+        self.stats.recv_calls += 1;
+        match sys::recv(
+            self.socket.as_fd(),
+            &mut self.buf[at..end],
+            libc::MSG_DONTWAIT,
+        ) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(None),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// Receives the next bytes: `Ok(None)` at end of stream.
+    ///
+    /// The returned slices stay valid until the next call; mapped pages are released then.
+    ///
+    /// # Errors
+    /// [`RxError::Receive`] when the connection fails (a reset: `ConnectionReset`), after every
+    /// byte received before the failure has been returned; [`RxError::TimedOut`].
+    pub fn recv(&mut self) -> Result<Option<Received<'_>>, RxError> {
+        if let Some(e) = self.pending_error.take() {
+            return Err(self.fail(e));
+        }
+        loop {
+            self.wait()?;
+            let Some(window) = self.window.as_mut() else {
+                // The copying path.
+                let len = self.buf.len();
+                match self.recv_into(0, len)? {
+                    None => continue,
+                    Some(0) => return Ok(None),
+                    Some(n) => {
+                        self.stats.bytes_copied += n as u64;
+                        return Ok(Some(Received {
+                            mapped: &[],
+                            copied: &self.buf[..n],
+                        }));
+                    }
+                }
+            };
+            self.stats.zc_calls += 1;
+            // The copy buffer must stay below one page: the kernel (5.11+) copies *everything*
+            // queued into it whenever it all fits, mappable pages included, and a copy that ends
+            // inside a page misaligns the stream for the calls after it.
+            let copybuf_len = if self.kernel.copybuf {
+                sys::page_size() - 1
+            } else {
+                0
+            };
+            let copybuf = &mut self.buf[..copybuf_len];
+            let out = match window.receive(
+                self.socket.as_fd(),
+                copybuf,
+                self.kernel.copybuf,
+                self.kernel.optlen,
+            ) {
+                Ok(out) => out,
+                // EIO: nothing queued and the peer is done; recv tells EOF from a real error.
+                Err(e) if e.raw_os_error() == Some(libc::EIO) => {
+                    match self.recv_into(0, self.buf.len())? {
+                        Some(0) => return Ok(None),
+                        Some(n) => {
+                            self.stats.bytes_copied += n as u64;
+                            return Ok(Some(Received {
+                                mapped: &[],
+                                copied: &self.buf[..n],
+                            }));
+                        }
+                        None => continue,
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.fail(e)),
+            };
+            let mut copied = out.copied;
+            if out.skip_hint > 0 && copied < self.buf.len() {
+                // The unmappable bytes the copy buffer did not take: read them now, in order.
+                if let Some(n) = self.recv_into(copied, out.skip_hint)? {
+                    copied += n;
+                }
+            }
+            let got = out.mapped + copied;
+            if let Some(errno) = out.err {
+                let e = io::Error::from_raw_os_error(errno);
+                if got == 0 {
+                    return Err(self.fail(e));
+                }
+                // Hand out what arrived first; report the error on the next call.
+                self.pending_error = Some(e);
+            }
+            if got == 0 {
+                continue;
+            }
+            self.stats.bytes_mapped += out.mapped as u64;
+            self.stats.pages_mapped += (out.mapped / sys::page_size()) as u64;
+            self.stats.bytes_copied += copied as u64;
+            let window = self.window.as_ref().expect("zero-copy path has a window");
+            return Ok(Some(Received {
+                mapped: window.mapped(),
+                copied: &self.buf[..copied],
+            }));
+        }
+    }
+
+    /// Receives until end of stream, writing everything to `out`; returns the bytes received.
+    ///
+    /// # Errors
+    /// As [`recv`](Self::recv), plus [`RxError::Write`].
+    pub fn copy_to(&mut self, out: &mut impl Write) -> Result<u64, RxError> {
+        let mut total = 0u64;
+        while let Some(r) = self.recv()? {
+            for part in r.parts() {
+                out.write_all(part).map_err(RxError::Write)?;
+            }
+            total += r.len() as u64;
+        }
+        out.flush().map_err(RxError::Write)?;
+        Ok(total)
+    }
+}
