@@ -6,3 +6,4 @@
 pub mod bench;
 pub mod measure;
 pub mod probe;
+pub mod recv;

@@ -1,7 +1,7 @@
 //! `zcnet`: probe, benchmark and use the Linux kernel's zero-copy socket paths.
 #![forbid(unsafe_code)]
 
-use zcnet_cli::{bench, probe};
+use zcnet_cli::{bench, probe, recv};
 
 use std::process::ExitCode;
 
@@ -21,6 +21,8 @@ enum Command {
     Probe(probe::Opt),
     /// Benchmark zero-copy paths against their copying twins (no name: the whole suite).
     Bench(bench::Opt),
+    /// Receive one TCP stream on the zero-copy path into a file or stdout (netcat-like).
+    Recv(recv::Opt),
 }
 
 fn main() -> ExitCode {
@@ -29,14 +31,13 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Probe(opt) => probe::run(opt),
         Command::Bench(opt) => bench::run(opt),
+        Command::Recv(opt) => recv::run(opt),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("zcnet: error: {e}");
-            for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
-            }
+            // The whole cause chain, on one line: "cannot listen on [::1]:9000: Address in use".
+            eprintln!("zcnet: error: {e:#}");
             ExitCode::FAILURE
         }
     }

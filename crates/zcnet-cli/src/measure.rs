@@ -424,6 +424,8 @@ pub struct Report {
     pub zcnet_version: &'static str,
     /// The machine.
     pub host: HostInfo,
+    /// Settings shared by every result (window, verification, CPU placement, ...).
+    pub settings: Value,
     /// One set per (condition, mode).
     pub results: Vec<ResultSet>,
     /// Ratios between modes.
@@ -437,6 +439,7 @@ impl Report {
             bench: bench.to_owned(),
             zcnet_version: env!("CARGO_PKG_VERSION"),
             host: HostInfo::this(),
+            settings: Value::Null,
             results: Vec::new(),
             comparisons: Vec::new(),
         }
@@ -517,11 +520,12 @@ pub fn render(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{}: Linux {}, {} CPUs, medians of {} sets",
+        "{}: Linux {}, {} CPUs, medians of {} sets; {}",
         report.bench,
         report.host.kernel,
         report.host.cpus,
-        report.results.len()
+        report.results.len(),
+        report.settings
     );
     let _ = writeln!(
         out,

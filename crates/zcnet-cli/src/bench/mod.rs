@@ -2,6 +2,9 @@
 //! [`crate::measure`]. Without a name, the suite: every bench in a short mode, then one summary
 //! table, a row per seed experiment.
 
+pub mod tcp_rx;
+
+use anyhow::Context;
 use serde::Serialize;
 
 use crate::measure::Report;
@@ -25,9 +28,19 @@ pub struct Common {
 
 /// Options of `zcnet bench`.
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Opt {
+    #[command(subcommand)]
+    name: Option<Name>,
     #[command(flatten)]
     common: Common,
+}
+
+/// The benches.
+#[derive(Debug, clap::Subcommand)]
+enum Name {
+    /// TCP zero-copy receive (TCP_ZEROCOPY_RECEIVE) vs recv into a 512 KiB buffer.
+    TcpRx(tcp_rx::Opt),
 }
 
 /// One row of the suite's summary: a seed experiment, copy vs zero-copy.
@@ -57,26 +70,61 @@ struct Suite<'a> {
     summary: Vec<SummaryRow>,
 }
 
-/// Runs the suite.
+/// Runs one bench, or the suite.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
+    match opt.name {
+        Some(Name::TcpRx(o)) => tcp_rx::run(o),
+        None => suite(opt.common),
+    }
+}
+
+/// The main job: every bench in a short mode, then one summary table.
+fn suite(common: Common) -> anyhow::Result<()> {
     let probe = zcnet::probe::features();
-    // Benches join here as they are built; each returns its report and summary rows.
-    let reports: Vec<Report> = Vec::new();
-    let summary: Vec<SummaryRow> = Vec::new();
-    if opt.common.json {
+    if !common.json {
+        print!("{}", crate::probe::render(probe));
+    }
+    let runs = common.runs.unwrap_or(3);
+    let seconds = common.seconds.unwrap_or(1.5);
+    let quiet = common.json;
+    let mut reports = Vec::new();
+    let mut summary = Vec::new();
+    match netlab::check_privileges() {
+        Err(e) => eprintln!("zcnet bench: benches skipped: {e}"),
+        Ok(()) => {
+            // tcp-rx: the two loopback conditions the acceptance names, IPv6.
+            let conds: Vec<_> = tcp_rx::conditions()
+                .into_iter()
+                .filter(|c| c.lab == "loopback" && c.family == netlab::Family::V6)
+                .collect();
+            if !quiet {
+                println!("\n== tcp-rx ({runs} alternations of {seconds} s per mode)");
+            }
+            let settings = tcp_rx::Settings {
+                runs,
+                seconds,
+                verify: true,
+                release: zcnet::tcp_rx::Release::Madvise,
+                window: zcnet::tcp_rx::DEFAULT_WINDOW,
+            };
+            let out = tcp_rx::bench(&conds, &settings, quiet).context("bench tcp-rx")?;
+            if !quiet {
+                println!("\n{}", crate::measure::render(&out.report));
+            }
+            reports.push(out.report);
+            summary.extend(out.summary);
+        }
+    }
+    if common.json {
         let suite = Suite {
             probe,
             reports,
             summary,
         };
         println!("{}", serde_json::to_string_pretty(&suite)?);
-        return Ok(());
+    } else {
+        println!("{}", render_summary(&summary));
     }
-    print!("{}", crate::probe::render(probe));
-    for r in &reports {
-        println!("\n{}", crate::measure::render(r));
-    }
-    println!("\n{}", render_summary(&summary));
     Ok(())
 }
 

@@ -1,0 +1,110 @@
+//! `zcnet recv`: a netcat-like receiver on the TCP zero-copy receive path.
+//!
+//! It accepts one connection, receives until the sender closes, writes everything to a file or
+//! stdout, and says how much of it the kernel mapped instead of copying. Any sender works
+//! (socat, nc, `zcnet send`); pages get mapped only when the payload arrives in whole 4 KiB
+//! pages (see `zcnet::tcp_rx`). Writing the data out is itself a copy into the file's pages:
+//! "mapped" speaks of the receive side only.
+
+use std::fs::File;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::time::Instant;
+
+use anyhow::{Context, anyhow};
+use serde_json::json;
+use zcnet::tcp_rx::{Config, TcpZerocopyReceiver};
+
+/// Options of `zcnet recv`.
+#[derive(Debug, clap::Args)]
+pub struct Opt {
+    /// Address to listen on, HOST:PORT (`[::1]:9000`, `127.0.0.1:9000`, `localhost:9000`).
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: String,
+    /// Where the received bytes go: a file, or `-` for stdout.
+    #[arg(short, long, value_name = "FILE", default_value = "-")]
+    output: String,
+    /// TCP_MAXSEG on the listening socket (4108 gives 4 KiB payloads on loopback).
+    #[arg(long, value_name = "BYTES")]
+    mss: Option<i32>,
+    /// Receive window in KiB (also SO_RCVLOWAT: the receiver wakes per window or at the end).
+    #[arg(long, value_name = "KIB", default_value_t = 512)]
+    window_kib: usize,
+    /// Read by copy instead of mapping (the copying twin, for comparison).
+    #[arg(long)]
+    copy: bool,
+    /// Print the summary as JSON (on stdout, or on stderr when the data goes to stdout).
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_addr(s: &str) -> anyhow::Result<SocketAddr> {
+    s.to_socket_addrs()
+        .map_err(|e| anyhow!("bad address {s:?}: {e} (expected HOST:PORT, e.g. [::1]:9000)"))?
+        .next()
+        .ok_or_else(|| anyhow!("bad address {s:?}: it resolves to nothing"))
+}
+
+/// Runs `zcnet recv`.
+pub fn run(opt: Opt) -> anyhow::Result<()> {
+    let addr = parse_addr(&opt.listen)?;
+    // Open the output before listening, so that a bad path fails before any peer connects.
+    let mut out: Box<dyn Write> = if opt.output == "-" {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(File::create(&opt.output).with_context(|| format!("cannot write {}", opt.output))?)
+    };
+    let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+    if let Some(m) = opt.mss {
+        zcnet::sys::setsockopt(
+            std::os::fd::AsFd::as_fd(&listener),
+            libc::IPPROTO_TCP,
+            libc::TCP_MAXSEG,
+            &m,
+        )
+        .context("setsockopt(TCP_MAXSEG)")?;
+    }
+    let (conn, peer) = listener.accept().context("accept")?;
+    drop(listener);
+    let window = opt.window_kib.max(4) * 1024;
+    let config = Config {
+        window,
+        rcvlowat: Some(window),
+        force_copy: opt.copy,
+        ..Config::default()
+    };
+    let mut rx = TcpZerocopyReceiver::new(conn, config)?;
+    if let Some(why) = rx.fallback_reason() {
+        eprintln!("zcnet recv: receiving by copy: {why}");
+    }
+    let start = Instant::now();
+    let result = rx.copy_to(&mut out);
+    let seconds = start.elapsed().as_secs_f64();
+    let stats = rx.stats();
+    let bytes = stats.bytes();
+    let gbit = if seconds > 0.0 {
+        bytes as f64 * 8.0 / seconds / 1e9
+    } else {
+        0.0
+    };
+    let summary = json!({
+        "peer": peer.to_string(), "bytes": bytes, "seconds": seconds, "gbit": gbit,
+        "mapped_share": stats.mapped_share(), "bytes_mapped": stats.bytes_mapped,
+        "bytes_copied": stats.bytes_copied, "complete": result.is_ok(),
+    });
+    let line = format!(
+        "received {bytes} bytes ({:.2} % mmap'ed) in {seconds:.2} s, {gbit:.2} Gbit, from {peer}",
+        100.0 * stats.mapped_share()
+    );
+    if opt.json {
+        if opt.output == "-" {
+            eprintln!("{summary}");
+        } else {
+            println!("{summary}");
+        }
+    } else {
+        eprintln!("{line}");
+    }
+    result.with_context(|| format!("receiving from {peer}"))?;
+    Ok(())
+}
