@@ -20,7 +20,7 @@ enum Command {
     /// Report which zero-copy paths this kernel, these limits and these privileges allow.
     Probe(probe::Opt),
     /// Benchmark zero-copy paths against their copying twins (no name: the whole suite).
-    Bench(bench::Opt),
+    Bench(Box<bench::Opt>),
     /// Receive one TCP stream on the zero-copy path into a file or stdout (netcat-like).
     Recv(recv::Opt),
 }
@@ -30,7 +30,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Probe(opt) => probe::run(opt),
-        Command::Bench(opt) => bench::run(opt),
+        Command::Bench(opt) => bench::run(*opt),
         Command::Recv(opt) => recv::run(opt),
     };
     match result {

@@ -175,6 +175,8 @@ pub struct TcpZerocopyReceiver<S: AsFd> {
     fallback: Option<String>,
     pending_error: Option<io::Error>,
     timeout: Option<Duration>,
+    /// Bytes the kernel said were still queued after the last call (`inq`, 5.7+).
+    queued: usize,
 }
 
 impl<S: AsFd> TcpZerocopyReceiver<S> {
@@ -233,6 +235,7 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
             fallback,
             pending_error: None,
             timeout: config.timeout,
+            queued: 0,
         })
     }
 
@@ -306,7 +309,12 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
             return Err(self.fail(e));
         }
         loop {
-            self.wait()?;
+            // When the last call left a whole window queued, call again at once: polling would
+            // only return immediately.
+            if self.queued < self.buf.len() {
+                self.wait()?;
+            }
+            self.queued = 0;
             let Some(window) = self.window.as_mut() else {
                 // The copying path.
                 let len = self.buf.len();
@@ -356,6 +364,7 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(self.fail(e)),
             };
+            self.queued = out.inq.map_or(0, |n| n as usize);
             let mut copied = out.copied;
             if out.skip_hint > 0 && copied < self.buf.len() {
                 // The unmappable bytes the copy buffer did not take: read them now, in order.

@@ -104,7 +104,7 @@ fn suite(common: Common) -> anyhow::Result<()> {
                 runs,
                 seconds,
                 verify: true,
-                release: zcnet::tcp_rx::Release::Madvise,
+                modes: vec![tcp_rx::Mode::Copy, tcp_rx::Mode::Zc],
                 window: zcnet::tcp_rx::DEFAULT_WINDOW,
             };
             let out = tcp_rx::bench(&conds, &settings, quiet).context("bench tcp-rx")?;

@@ -30,15 +30,6 @@ use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, 
 const CHUNK: usize = 512 * 1024;
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Page release policy, as a flag.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ReleaseArg {
-    /// `madvise(MADV_DONTNEED)` after use, `TLB_CLEAN_HINT` on the next call.
-    Madvise,
-    /// No madvise: the next call zaps the range.
-    KernelZap,
-}
-
 /// Address family, as a flag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum FamilyArg {
@@ -68,9 +59,10 @@ pub struct Opt {
     /// Do not check the received bytes (measures the bare path).
     #[arg(long)]
     pub no_verify: bool,
-    /// How mapped pages are released after use.
-    #[arg(long, value_enum, default_value = "madvise")]
-    pub release: ReleaseArg,
+    /// Receiver modes to alternate (repeatable). Default: copy and zc; add zc-kernel-zap to
+    /// compare page-release policies side by side.
+    #[arg(long = "mode", value_enum)]
+    pub modes: Vec<Mode>,
     /// Receiver only: accept the runs of a remote `--connect` sender on ADDR.
     #[arg(long, value_name = "ADDR", conflicts_with = "connect")]
     pub listen: Option<SocketAddr>,
@@ -80,18 +72,24 @@ pub struct Opt {
     /// TCP_MAXSEG for --listen/--connect (4108 makes 4 KiB payloads with timestamps).
     #[arg(long, value_name = "BYTES")]
     pub mss: Option<i32>,
+    /// With --connect: connections to make (default: runs × modes, one per receiver run).
+    #[arg(long, value_name = "N", requires = "connect")]
+    pub connections: Option<usize>,
     /// Receive window (bytes mapped or read per call, and SO_RCVLOWAT), in KiB.
     #[arg(long, value_name = "KIB", default_value_t = 512)]
     pub window_kib: usize,
 }
 
 /// Receiver mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
-    /// `recv(2)` into a 512 KiB buffer.
+    /// `recv(2)` into a 512 KiB buffer (the window).
     Copy,
-    /// `TCP_ZEROCOPY_RECEIVE`.
+    /// `TCP_ZEROCOPY_RECEIVE`, pages released by `madvise(MADV_DONTNEED)` right after use and
+    /// `TLB_CLEAN_HINT` on the next call (the library's default).
     Zc,
+    /// `TCP_ZEROCOPY_RECEIVE`, pages left mapped until the next call zaps the range itself.
+    ZcKernelZap,
 }
 
 impl Mode {
@@ -99,6 +97,7 @@ impl Mode {
         match self {
             Mode::Copy => "copy",
             Mode::Zc => "zc",
+            Mode::ZcKernelZap => "zc-kernel-zap",
         }
     }
 }
@@ -249,12 +248,16 @@ fn receive(conn: TcpStream, mode: Mode, s: &Settings) -> anyhow::Result<(Run, Rx
         window: s.window,
         rcvlowat: Some(s.window),
         force_copy: mode == Mode::Copy,
-        release: s.release,
+        release: if mode == Mode::ZcKernelZap {
+            Release::KernelZap
+        } else {
+            Release::Madvise
+        },
         timeout: Some(IO_TIMEOUT),
     };
     let verify = s.verify;
     let mut rx = TcpZerocopyReceiver::new(conn, config).context("setting up the receiver")?;
-    if mode == Mode::Zc
+    if mode != Mode::Copy
         && let Some(why) = rx.fallback_reason()
     {
         bail!("zero-copy receive is not available: {why}");
@@ -285,7 +288,7 @@ fn receive(conn: TcpStream, mode: Mode, s: &Settings) -> anyhow::Result<(Run, Rx
 }
 
 /// How the receiver runs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Settings {
     /// Runs per mode.
     pub runs: usize,
@@ -293,8 +296,8 @@ pub struct Settings {
     pub seconds: f64,
     /// Check every received byte.
     pub verify: bool,
-    /// Page release policy.
-    pub release: Release,
+    /// Receiver modes, alternated in this order; the first is the baseline of comparisons.
+    pub modes: Vec<Mode>,
     /// Receive window in bytes.
     pub window: usize,
 }
@@ -304,7 +307,7 @@ impl Settings {
     pub fn json(&self) -> serde_json::Value {
         json!({
             "runs": self.runs, "seconds": self.seconds, "verify": self.verify,
-            "release": match self.release { Release::Madvise => "madvise", Release::KernelZap => "kernel-zap" },
+            "modes": self.modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
             "window": self.window, "sender": "separate process, MSG_ZEROCOPY, 512 KiB calls",
             "sender_cpu": 0, "receiver_cpu": 1,
         })
@@ -388,8 +391,7 @@ fn run_condition(
     let mss = c.mss;
     let listener = recv_ns.run(move || listen(SocketAddr::new(ip, 0), mss))??;
     let addr = listener.local_addr()?;
-    debug_assert_eq!(modes.len(), 2, "the sender makes two connections per run");
-    let mut sender = SenderProcess::start(send_ns, addr, mss, s.runs, s.seconds)?;
+    let mut sender = SenderProcess::start(send_ns, addr, mss, s.runs * modes.len(), s.seconds)?;
     let _pinned = Pinned::to(1);
     measure::alternate(modes, s.runs, progress, |mode, i| {
         let what = || format!("{} {} run {}", c.label(), mode.name(), i + 1);
@@ -465,7 +467,7 @@ pub fn bench(conds: &[Condition], s: &Settings, quiet: bool) -> anyhow::Result<O
     let mut report = Report::new("tcp-rx");
     report.settings = s.json();
     let mut summary = Vec::new();
-    let modes = [Mode::Copy, Mode::Zc];
+    let modes = &s.modes;
     let steps = conds.len() * s.runs * modes.len();
     let progress = Progress::new(
         "tcp-rx",
@@ -474,7 +476,7 @@ pub fn bench(conds: &[Condition], s: &Settings, quiet: bool) -> anyhow::Result<O
     );
     for c in conds {
         let lab = Lab::build(c)?;
-        let per_mode = run_condition(&lab, c, s, &modes, &progress, quiet)?;
+        let per_mode = run_condition(&lab, c, s, modes, &progress, quiet)?;
         drop(lab);
         let sets: Vec<ResultSet> = modes
             .iter()
@@ -490,11 +492,18 @@ pub fn bench(conds: &[Condition], s: &Settings, quiet: bool) -> anyhow::Result<O
                 )
             })
             .collect();
-        let (copy, zc) = (&sets[0], &sets[1]);
-        for metric in ["cpu_us_per_mb", "machine_cpu_us_per_mb", "gbit"] {
-            report.comparisons.extend(Comparison::new(zc, copy, metric));
+        let base = &sets[0];
+        for other in &sets[1..] {
+            for metric in ["cpu_us_per_mb", "machine_cpu_us_per_mb", "gbit"] {
+                report
+                    .comparisons
+                    .extend(Comparison::new(other, base, metric));
+            }
         }
-        summary.push(summary_row(c, copy, zc));
+        let by = |m: Mode| sets.iter().find(|r| r.mode == m.name());
+        if let (Some(copy), Some(zc)) = (by(Mode::Copy), by(Mode::Zc)) {
+            summary.push(summary_row(c, copy, zc));
+        }
         report.results.extend(sets);
     }
     Ok(Outcome { report, summary })
@@ -555,9 +564,10 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         runs: opt.common.runs.unwrap_or(5),
         seconds: opt.common.seconds.unwrap_or(5.0),
         verify: !opt.no_verify,
-        release: match opt.release {
-            ReleaseArg::Madvise => Release::Madvise,
-            ReleaseArg::KernelZap => Release::KernelZap,
+        modes: if opt.modes.is_empty() {
+            vec![Mode::Copy, Mode::Zc]
+        } else {
+            opt.modes.clone()
         },
         window: opt.window_kib.max(4) * 1024,
     };
@@ -627,8 +637,8 @@ fn remote_receiver(
 ) -> anyhow::Result<()> {
     let _pinned = Pinned::to(1);
     let listener = listen(addr, mss)?;
-    let modes = [Mode::Copy, Mode::Zc];
-    let per_mode = measure::alternate(&modes, s.runs, &Progress::hidden(), |mode, _| {
+    let modes = &s.modes;
+    let per_mode = measure::alternate(modes, s.runs, &Progress::hidden(), |mode, _| {
         let (conn, peer) = listener.accept().context("accept")?;
         let (run, _) = receive(conn, mode, s)?;
         if !json {
