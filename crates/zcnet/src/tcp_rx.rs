@@ -315,8 +315,35 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
                 self.wait()?;
             }
             self.queued = 0;
-            let Some(window) = self.window.as_mut() else {
-                // The copying path.
+            // The copy buffer must stay below one page: the kernel (5.11+) copies *everything*
+            // queued into it whenever it all fits, mappable pages included, and a copy that ends
+            // inside a page misaligns the stream for the calls after it.
+            let copybuf_len = if self.kernel.copybuf {
+                sys::page_size() - 1
+            } else {
+                0
+            };
+            let mapped = match self.window.as_mut() {
+                None => None,
+                Some(window) => {
+                    self.stats.zc_calls += 1;
+                    let copybuf = &mut self.buf[..copybuf_len];
+                    match window.receive(
+                        self.socket.as_fd(),
+                        copybuf,
+                        self.kernel.copybuf,
+                        self.kernel.optlen,
+                    ) {
+                        Ok(out) => Some(out),
+                        // EIO: nothing queued and the peer is done; recv tells EOF from an error.
+                        Err(e) if e.raw_os_error() == Some(libc::EIO) => None,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(self.fail(e)),
+                    }
+                }
+            };
+            let Some(out) = mapped else {
+                // The copying path: the fallback, or the end of a zero-copy stream.
                 let len = self.buf.len();
                 match self.recv_into(0, len)? {
                     None => continue,
@@ -329,40 +356,6 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
                         }));
                     }
                 }
-            };
-            self.stats.zc_calls += 1;
-            // The copy buffer must stay below one page: the kernel (5.11+) copies *everything*
-            // queued into it whenever it all fits, mappable pages included, and a copy that ends
-            // inside a page misaligns the stream for the calls after it.
-            let copybuf_len = if self.kernel.copybuf {
-                sys::page_size() - 1
-            } else {
-                0
-            };
-            let copybuf = &mut self.buf[..copybuf_len];
-            let out = match window.receive(
-                self.socket.as_fd(),
-                copybuf,
-                self.kernel.copybuf,
-                self.kernel.optlen,
-            ) {
-                Ok(out) => out,
-                // EIO: nothing queued and the peer is done; recv tells EOF from a real error.
-                Err(e) if e.raw_os_error() == Some(libc::EIO) => {
-                    match self.recv_into(0, self.buf.len())? {
-                        Some(0) => return Ok(None),
-                        Some(n) => {
-                            self.stats.bytes_copied += n as u64;
-                            return Ok(Some(Received {
-                                mapped: &[],
-                                copied: &self.buf[..n],
-                            }));
-                        }
-                        None => continue,
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(self.fail(e)),
             };
             self.queued = out.inq.map_or(0, |n| n as usize);
             let mut copied = out.copied;

@@ -75,6 +75,18 @@ fn send_pattern(
     })
 }
 
+/// A receiver with the default configuration and the test timeout.
+fn receiver(server: TcpStream) -> TcpZerocopyReceiver<TcpStream> {
+    TcpZerocopyReceiver::new(
+        server,
+        Config {
+            timeout: Some(TIMEOUT),
+            ..Config::default()
+        },
+    )
+    .unwrap()
+}
+
 fn receive_all(server: TcpStream, config: Config) -> (Verifier, zcnet::tcp_rx::RxStats) {
     let mut rx = TcpZerocopyReceiver::new(
         server,
@@ -206,14 +218,7 @@ fn reset_mid_stream_is_a_clear_error_and_nothing_unreceived_is_reported() {
         .write_all(pattern::chunk_at(2 << 20, (1 << 20) + 17))
         .unwrap();
     // Let the receiver take some, then reset: SO_LINGER 0 turns close into a RST.
-    let mut rx = TcpZerocopyReceiver::new(
-        server,
-        Config {
-            timeout: Some(TIMEOUT),
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let mut rx = receiver(server);
     let mut v = Verifier::new();
     let first = rx.recv().unwrap().expect("data before the reset");
     for part in first.parts() {
@@ -273,14 +278,7 @@ fn silence_times_out_instead_of_hanging() {
 fn copy_to_streams_everything_into_a_writer() {
     let (client, server) = pair(None, "127.0.0.1".parse().unwrap(), None);
     let sender = send_pattern(client, vec![5 * 4096 + 1, 77], false);
-    let mut rx = TcpZerocopyReceiver::new(
-        server,
-        Config {
-            timeout: Some(TIMEOUT),
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let mut rx = receiver(server);
     let mut out = Vec::new();
     let n = rx.copy_to(&mut out).unwrap();
     assert_eq!(n, sender.join().unwrap());
