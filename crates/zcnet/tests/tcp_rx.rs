@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use netlab::pattern::{self, Verifier};
 use netlab::{Family, LoopbackLab, Netns, require_lab};
-use zcnet::msg_zerocopy::StaticSender;
+use zcnet::msg_zerocopy::{CopiedPolicy, SenderConfig, ZerocopySender};
 use zcnet::tcp_rx::{Config, RxError, TcpZerocopyReceiver};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -50,6 +50,16 @@ fn socket_connect(addr: SocketAddr, mss: Option<i32>) -> TcpStream {
     TcpStream::from(fd)
 }
 
+/// A sender of the static pattern that keeps using MSG_ZEROCOPY even though loopback copies.
+fn pattern_sender(client: TcpStream, zerocopy: bool) -> ZerocopySender<TcpStream, &'static [u8]> {
+    let config = SenderConfig {
+        zerocopy,
+        policy: CopiedPolicy::Keep,
+        ..SenderConfig::default()
+    };
+    ZerocopySender::new(client, config).unwrap()
+}
+
 /// Sends the pattern in the given write sizes; `zerocopy` uses MSG_ZEROCOPY for large writes.
 fn send_pattern(
     client: TcpStream,
@@ -57,20 +67,20 @@ fn send_pattern(
     zerocopy: bool,
 ) -> std::thread::JoinHandle<u64> {
     std::thread::spawn(move || {
-        let mut tx = StaticSender::new(client, zerocopy).unwrap();
+        let mut tx = pattern_sender(client, zerocopy);
         let mut off = 0u64;
         for size in sizes {
             let mut left = size;
             while left > 0 {
-                let n = tx.send(pattern::chunk_at(off, left), 0).expect("send");
-                off += n as u64;
-                left -= n;
+                let chunk = pattern::chunk_at(off, left);
+                tx.send(chunk).expect("send");
+                off += chunk.len() as u64;
+                left -= chunk.len();
                 tx.reap().unwrap();
+                tx.returned().for_each(drop);
             }
         }
-        if zerocopy {
-            assert!(tx.drain(TIMEOUT).unwrap(), "completions outstanding");
-        }
+        tx.drain(TIMEOUT).expect("completions outstanding");
         off
     })
 }
@@ -316,20 +326,17 @@ fn msg_eor_after_a_header_lets_the_payload_be_mapped() {
     let frames = 64;
     let (client, server) = pair(Some(&lab.ns), lab.addr(Family::V6), Some(4108));
     let sender = std::thread::spawn(move || {
-        let mut tx = StaticSender::new(client, true).unwrap();
+        let mut tx = pattern_sender(client, true);
         let mut off = 0u64;
         for _ in 0..frames {
             for (len, flags) in [(header, libc::MSG_EOR), (payload, 0)] {
-                let mut left = len;
-                while left > 0 {
-                    let n = tx.send(pattern::chunk_at(off, left), flags).unwrap();
-                    off += n as u64;
-                    left -= n;
-                }
+                tx.send_with(pattern::chunk_at(off, len), flags).unwrap();
+                off += len as u64;
             }
             tx.reap().unwrap();
+            tx.returned().for_each(drop);
         }
-        assert!(tx.drain(TIMEOUT).unwrap());
+        tx.drain(TIMEOUT).unwrap();
         off
     });
     let (v, stats) = receive_all(server, Config::default());

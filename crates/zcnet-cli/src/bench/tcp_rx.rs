@@ -20,7 +20,7 @@ use anyhow::{Context, bail};
 use netlab::pattern::{self, Verifier};
 use netlab::{CONGESTION, Family, LoopbackLab, Netns, Side, VethLab};
 use serde_json::json;
-use zcnet::msg_zerocopy::{SendCounters, StaticSender};
+use zcnet::msg_zerocopy::{CopiedPolicy, SendCounters, SenderConfig, ZerocopySender};
 use zcnet::tcp_rx::{Config, Release, RxStats, TcpZerocopyReceiver};
 
 use super::{Common, SummaryRow};
@@ -227,15 +227,23 @@ fn pin(cpu: usize) {
     }
 }
 
-/// Streams the pattern for `seconds` on `stream` with MSG_ZEROCOPY, then closes it.
+/// Streams the pattern for `seconds` on `stream` with MSG_ZEROCOPY, then closes it. The
+/// sender keeps zero-copy on although loopback copies: that deferred copy is what makes the
+/// receiver's pages mappable.
 fn send_for(stream: TcpStream, seconds: f64) -> anyhow::Result<SendCounters> {
-    let mut tx = StaticSender::new(stream, true).context("enabling SO_ZEROCOPY")?;
+    let config = SenderConfig {
+        policy: CopiedPolicy::Keep,
+        ..SenderConfig::default()
+    };
+    let mut tx = ZerocopySender::new(stream, config).context("enabling SO_ZEROCOPY")?;
     let start = Instant::now();
     let mut off = 0u64;
     while start.elapsed().as_secs_f64() < seconds {
-        let n = tx.send(pattern::chunk_at(off, CHUNK), 0).context("send")?;
-        off += n as u64;
+        let chunk = pattern::chunk_at(off, CHUNK);
+        tx.send(chunk).map_err(|e| e.error).context("send")?;
+        off += chunk.len() as u64;
         tx.reap().context("reading the error queue")?;
+        tx.returned().for_each(drop);
     }
     tx.drain(Duration::from_secs(2))
         .context("draining completions")?;

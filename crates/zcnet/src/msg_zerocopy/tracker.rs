@@ -1,0 +1,345 @@
+//! Which buffers a range of completed `MSG_ZEROCOPY` ids frees.
+//!
+//! Each successful send call on a socket with `SO_ZEROCOPY` takes the next 32-bit id, wrapping at
+//! `u32::MAX`. A buffer may span several ids (a TCP send that went out in parts); it is free only
+//! when every one of them has completed. Completions arrive as inclusive ranges, coalesced and
+//! possibly out of order. The tracker unwraps ids onto a 64-bit sequence (fewer than 2^31 calls
+//! are ever in flight) and keeps the buffers in flight by their first sequence number.
+
+use std::collections::BTreeMap;
+
+use crate::errqueue::Completion;
+
+/// A buffer given back: the kernel no longer reads it.
+#[derive(Debug)]
+pub struct Returned<B> {
+    /// The buffer.
+    pub buf: B,
+    /// Whether it went out with `MSG_ZEROCOPY` (false: sent by copy, returned at once).
+    pub zerocopy: bool,
+    /// Whether the kernel reported copying any of its calls (`SO_EE_CODE_ZEROCOPY_COPIED`).
+    pub copied: bool,
+}
+
+#[derive(Debug)]
+struct Entry<B> {
+    buf: B,
+    last: u64,
+    remaining: u64,
+    copied: bool,
+}
+
+/// Buffers in flight and the ids they wait for.
+#[derive(Debug)]
+pub struct Tracker<B> {
+    next: u64,
+    inflight: BTreeMap<u64, Entry<B>>,
+    /// Calls whose id was assigned but not yet given to a buffer (a buffer in the middle of a
+    /// multi-call send), so a completion for them is counted when the buffer is registered.
+    early: BTreeMap<u64, bool>,
+}
+
+impl<B> Default for Tracker<B> {
+    fn default() -> Self {
+        Tracker::starting_at(0)
+    }
+}
+
+impl<B> Tracker<B> {
+    /// A tracker whose next id is `id` (0 on a fresh socket; other values for tests).
+    pub fn starting_at(id: u32) -> Tracker<B> {
+        Tracker {
+            next: u64::from(id),
+            inflight: BTreeMap::new(),
+            early: BTreeMap::new(),
+        }
+    }
+
+    /// Buffers in flight.
+    pub fn len(&self) -> usize {
+        self.inflight.len()
+    }
+
+    /// True when nothing is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.inflight.is_empty() && self.early.is_empty()
+    }
+
+    /// The kernel id the next successful zero-copy call will take.
+    pub fn next_id(&self) -> u32 {
+        self.next as u32
+    }
+
+    /// Records that `calls` successful zero-copy send calls carried `buf` (their ids are the
+    /// next `calls` ids). With `calls == 0` the buffer is returned at once.
+    pub fn push(&mut self, buf: B, calls: u64, out: &mut Vec<Returned<B>>) {
+        if calls == 0 {
+            out.push(Returned {
+                buf,
+                zerocopy: false,
+                copied: false,
+            });
+            return;
+        }
+        let first = self.next;
+        let last = first + calls - 1;
+        self.next += calls;
+        // Completions that arrived for these ids before the buffer was registered.
+        let mut remaining = calls;
+        let mut copied = false;
+        let early: Vec<u64> = self.early.range(first..=last).map(|(&s, _)| s).collect();
+        for seq in early {
+            copied |= self.early.remove(&seq).unwrap_or(false);
+            remaining -= 1;
+        }
+        if remaining == 0 {
+            out.push(Returned {
+                buf,
+                zerocopy: true,
+                copied,
+            });
+        } else {
+            self.inflight.insert(
+                first,
+                Entry {
+                    buf,
+                    last,
+                    remaining,
+                    copied,
+                },
+            );
+        }
+    }
+
+    /// Maps a kernel id onto the sequence: the nearest sequence number at or before `next`.
+    fn unwrap(&self, id: u32) -> u64 {
+        let back = (self.next as u32).wrapping_sub(id);
+        self.next.wrapping_sub(u64::from(back))
+    }
+
+    /// Applies one completion range, returning every buffer it frees.
+    pub fn complete(&mut self, c: Completion, out: &mut Vec<Returned<B>>) {
+        let last = self.unwrap(c.last);
+        let first = last.saturating_sub(c.count() - 1);
+        // Ids at or past `next` belong to calls not yet registered (a send in progress).
+        if last >= self.next {
+            for seq in self.next.max(first)..=last {
+                self.early.insert(seq, c.copied);
+            }
+        }
+        let last = last.min(self.next.saturating_sub(1));
+        if first > last || self.next == 0 {
+            return;
+        }
+        // The entry holding `first` starts at or before it.
+        let start = self
+            .inflight
+            .range(..=first)
+            .next_back()
+            .map_or(first, |(&k, _)| k);
+        let keys: Vec<u64> = self.inflight.range(start..=last).map(|(&k, _)| k).collect();
+        for k in keys {
+            let e = self.inflight.get_mut(&k).expect("key just listed");
+            if e.last < first {
+                continue;
+            }
+            let overlap = e.last.min(last) - k.max(first) + 1;
+            e.remaining = e.remaining.saturating_sub(overlap);
+            e.copied |= c.copied;
+            if e.remaining == 0 {
+                let e = self.inflight.remove(&k).expect("key just listed");
+                out.push(Returned {
+                    buf: e.buf,
+                    zerocopy: true,
+                    copied: e.copied,
+                });
+            }
+        }
+    }
+
+    /// Gives up every buffer still in flight, for leaking: the caller must not free them.
+    pub fn abandon(&mut self) -> Vec<B> {
+        self.early.clear();
+        std::mem::take(&mut self.inflight)
+            .into_values()
+            .map(|e| e.buf)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::errqueue::{self, Entry as Q, tests::cmsg};
+    use crate::sys::abi;
+
+    /// Completions as the kernel writes them, parsed back: ranges `(first, last, copied)`.
+    fn fixture(ranges: &[(u32, u32, bool)]) -> Vec<Completion> {
+        let mut bytes = Vec::new();
+        for &(a, b, copied) in ranges {
+            bytes.extend(cmsg(
+                abi::SOL_IP,
+                abi::IP_RECVERR,
+                0,
+                abi::SO_EE_ORIGIN_ZEROCOPY,
+                copied as u8,
+                a,
+                b,
+            ));
+        }
+        errqueue::parse(&bytes)
+            .unwrap()
+            .into_iter()
+            .map(|e| match e {
+                Q::Zerocopy(c) => c,
+                Q::Other { .. } => panic!("not a completion"),
+            })
+            .collect()
+    }
+
+    fn run(
+        start: u32,
+        calls: &[u64],
+        ranges: &[(u32, u32, bool)],
+    ) -> (Vec<(u32, bool, bool)>, Tracker<u32>) {
+        let mut t = Tracker::starting_at(start);
+        let mut out = Vec::new();
+        for (i, &n) in calls.iter().enumerate() {
+            t.push(i as u32, n, &mut out);
+        }
+        for c in fixture(ranges) {
+            t.complete(c, &mut out);
+        }
+        (
+            out.into_iter()
+                .map(|r| (r.buf, r.zerocopy, r.copied))
+                .collect(),
+            t,
+        )
+    }
+
+    #[test]
+    fn coalesced_range_frees_every_buffer_once() {
+        let (got, t) = run(0, &[1, 1, 1, 1], &[(0, 3, false)]);
+        assert_eq!(
+            got,
+            vec![
+                (0, true, false),
+                (1, true, false),
+                (2, true, false),
+                (3, true, false)
+            ]
+        );
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn buffer_of_several_calls_waits_for_all_of_them() {
+        // Buffer 0 went out in 3 calls (ids 0-2), buffer 1 in 1 (id 3).
+        let (got, t) = run(0, &[3, 1], &[(0, 1, false), (3, 3, true)]);
+        assert_eq!(got, vec![(1, true, true)], "buffer 0 still waits for id 2");
+        assert_eq!(t.len(), 1);
+        let (got, t) = run(0, &[3, 1], &[(0, 1, false), (3, 3, true), (2, 2, false)]);
+        assert_eq!(got, vec![(1, true, true), (0, true, false)]);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn out_of_order_ranges() {
+        let (got, t) = run(0, &[1, 2, 1], &[(3, 3, false), (1, 2, true), (0, 0, false)]);
+        assert_eq!(
+            got,
+            vec![(2, true, false), (1, true, true), (0, true, false)]
+        );
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn ids_wrap_around_u32() {
+        // Start 2 ids before the wrap: ids MAX-1, MAX, 0, 1, 2.
+        let start = u32::MAX - 1;
+        let (got, t) = run(start, &[2, 2, 1], &[(u32::MAX - 1, 1, false)]);
+        assert_eq!(got, vec![(0, true, false), (1, true, false)]);
+        assert_eq!(t.len(), 1);
+        let (got, t) = run(
+            start,
+            &[2, 2, 1],
+            &[(0, 2, false), (u32::MAX - 1, u32::MAX, true)],
+        );
+        assert_eq!(
+            got,
+            vec![(1, true, false), (2, true, false), (0, true, true)]
+        );
+        assert!(t.is_empty());
+        assert_eq!(t.next_id(), 3);
+    }
+
+    #[test]
+    fn copy_sends_return_at_once() {
+        let (got, t) = run(0, &[0, 1, 0], &[]);
+        assert_eq!(got, vec![(0, false, false), (2, false, false)]);
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn completion_before_registration_is_kept() {
+        // A completion for id 0 arrives while the buffer's multi-call send is still in progress.
+        let mut t: Tracker<u32> = Tracker::default();
+        let mut out = Vec::new();
+        for c in fixture(&[(0, 0, true)]) {
+            t.complete(c, &mut out);
+        }
+        assert!(out.is_empty());
+        t.push(7, 2, &mut out);
+        assert!(out.is_empty(), "id 1 still outstanding");
+        for c in fixture(&[(1, 1, false)]) {
+            t.complete(c, &mut out);
+        }
+        assert_eq!(out.len(), 1);
+        assert!(out[0].copied);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn every_buffer_back_exactly_once_under_random_ranges() {
+        // 2000 buffers of 1-3 calls across the wrap; completions in shuffled, coalesced chunks.
+        let mut rng = 0x853c_49e6_748f_ea9bu64;
+        let mut next = |m: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % m
+        };
+        let start = u32::MAX - 1000;
+        let mut t = Tracker::starting_at(start);
+        let mut out = Vec::new();
+        let mut total_calls = 0u64;
+        for i in 0..2000u32 {
+            let calls = 1 + next(3);
+            total_calls += calls;
+            t.push(i, calls, &mut out);
+        }
+        let mut chunks = Vec::new();
+        let mut s = 0u64;
+        while s < total_calls {
+            let n = (1 + next(7)).min(total_calls - s);
+            chunks.push((
+                start.wrapping_add(s as u32),
+                start.wrapping_add((s + n - 1) as u32),
+            ));
+            s += n;
+        }
+        for i in (1..chunks.len()).rev() {
+            chunks.swap(i, next(i as u64 + 1) as usize);
+        }
+        let ranges: Vec<(u32, u32, bool)> =
+            chunks.into_iter().map(|(a, b)| (a, b, false)).collect();
+        for c in fixture(&ranges) {
+            t.complete(c, &mut out);
+        }
+        let mut ids: Vec<u32> = out.iter().map(|r| r.buf).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..2000).collect::<Vec<_>>());
+        assert!(t.is_empty());
+    }
+}
