@@ -7,3 +7,4 @@ pub mod bench;
 pub mod measure;
 pub mod probe;
 pub mod recv;
+pub mod send;

@@ -1,7 +1,7 @@
 //! `zcnet`: probe, benchmark and use the Linux kernel's zero-copy socket paths.
 #![forbid(unsafe_code)]
 
-use zcnet_cli::{bench, probe, recv};
+use zcnet_cli::{bench, probe, recv, send};
 
 use std::process::ExitCode;
 
@@ -23,6 +23,8 @@ enum Command {
     Bench(Box<bench::Opt>),
     /// Receive one TCP stream on the zero-copy path into a file or stdout (netcat-like).
     Recv(recv::Opt),
+    /// Send a file (or stdin) over TCP by sendfile, splice or an mmap + MSG_ZEROCOPY window.
+    Send(send::Opt),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
         Command::Probe(opt) => probe::run(opt),
         Command::Bench(opt) => bench::run(*opt),
         Command::Recv(opt) => recv::run(opt),
+        Command::Send(opt) => send::run(opt),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

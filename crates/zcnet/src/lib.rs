@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod errqueue;
+pub mod file;
 pub mod msg_zerocopy;
 pub mod probe;
 pub mod sys;

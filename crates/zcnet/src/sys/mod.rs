@@ -237,6 +237,11 @@ unsafe impl Sync for Mmap {}
 impl Mmap {
     /// `mmap(NULL, len, prot, MAP_SHARED, fd, 0)`.
     pub fn shared(fd: BorrowedFd<'_>, len: usize, prot: i32) -> io::Result<Mmap> {
+        Mmap::shared_at(fd, len, prot, 0)
+    }
+
+    /// `mmap(NULL, len, prot, MAP_SHARED, fd, offset)`; `offset` must be page-aligned.
+    pub fn shared_at(fd: BorrowedFd<'_>, len: usize, prot: i32, offset: u64) -> io::Result<Mmap> {
         // SAFETY: a fresh mapping chosen by the kernel aliases no Rust object.
         let ptr = unsafe {
             libc::mmap(
@@ -245,7 +250,7 @@ impl Mmap {
                 prot,
                 libc::MAP_SHARED,
                 fd.as_raw_fd(),
-                0,
+                offset as libc::off_t,
             )
         };
         if ptr == libc::MAP_FAILED {

@@ -43,3 +43,37 @@ unsafe impl OwnedBuf for &'static [u8] {
         self
     }
 }
+
+/// A range of a file mapped read-only (`mmap(PROT_READ, MAP_SHARED)`), loaned to the kernel by
+/// the mmap + `MSG_ZEROCOPY` file sender. The mapping is unmapped when the last region of it
+/// has come back from the kernel (the `Arc` drops).
+///
+/// Constructed only inside this crate, which never reads through it: if another process writes
+/// the file meanwhile, the bytes sent change (as with `sendfile`), and no Rust code observes the
+/// race.
+#[derive(Debug, Clone)]
+pub struct FileRegion {
+    map: std::sync::Arc<super::Mmap>,
+    start: usize,
+    len: usize,
+}
+
+impl FileRegion {
+    /// `len` bytes at `start` of `map`; `None` if that is not inside the mapping.
+    pub(crate) fn new(
+        map: std::sync::Arc<super::Mmap>,
+        start: usize,
+        len: usize,
+    ) -> Option<FileRegion> {
+        (start.checked_add(len)? <= map.len()).then_some(FileRegion { map, start, len })
+    }
+}
+
+// SAFETY: the mapping lives as long as any region of it (Arc); it is read-only for this
+// process and never moves; the crate only passes its address to the kernel (see the type doc).
+unsafe impl OwnedBuf for FileRegion {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: [start, start + len) lies inside the live mapping (checked in `new`).
+        unsafe { std::slice::from_raw_parts((self.map.addr() + self.start) as *const u8, self.len) }
+    }
+}

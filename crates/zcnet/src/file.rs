@@ -1,0 +1,398 @@
+//! Sending a file over a TCP socket without copying it through user space.
+//!
+//! | strategy | calls | user copy | "safe to modify the file" signal |
+//! |---|---|---|---|
+//! | [`Strategy::Sendfile`] | `sendfile(2)` | none | **none**: pages go out straight from the page cache, later writes to the file may change bytes not yet transmitted |
+//! | [`Strategy::Splice`] | `splice(2)` file → pipe → socket (pipe sized with `F_SETPIPE_SZ`) | none | none, as `sendfile` |
+//! | [`Strategy::MmapZc`] | `mmap` a sliding window, `send(MSG_ZEROCOPY)` | none (unless the kernel copies: loopback, local delivery) | **yes**: a window is unmapped only when its completions say the kernel is done with it |
+//! | [`Strategy::Copy`] | `read(2)` + `send(2)` | read and send both copy | not needed |
+//!
+//! [`Strategy::Auto`] picks `sendfile` where the probe found it working, else `splice`, else
+//! copy. The mmap window is the seed's recipe ("a server that mmaps a file and sends it moves the
+//! data exactly once: disk to memory"); use it for files that change while being served.
+//!
+//! # References
+//! `sendfile(2)`, `splice(2)`, `fcntl(2)` (`F_SETPIPE_SZ`), the kernel's
+//! `Documentation/networking/msg_zerocopy.rst`.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::msg_zerocopy::{SendCounters, SenderConfig, ZerocopySender};
+use crate::probe::{self, CheckId};
+use crate::sys::{self, owned_buf::FileRegion};
+
+/// How to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    /// The best available: sendfile, else splice, else copy.
+    Auto,
+    /// `sendfile(2)`.
+    Sendfile,
+    /// `splice(2)` through a pipe.
+    Splice,
+    /// `mmap` window + `MSG_ZEROCOPY`.
+    MmapZc,
+    /// `read(2)` + `send(2)`, the copying baseline.
+    Copy,
+}
+
+impl Strategy {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Auto => "auto",
+            Strategy::Sendfile => "sendfile",
+            Strategy::Splice => "splice",
+            Strategy::MmapZc => "mmap-zc",
+            Strategy::Copy => "copy",
+        }
+    }
+
+    /// What [`Strategy::Auto`] means on this machine.
+    pub fn resolve(self) -> Strategy {
+        if self != Strategy::Auto {
+            return self;
+        }
+        let f = probe::features();
+        if f.available(CheckId::FileSendfile) {
+            Strategy::Sendfile
+        } else if f.available(CheckId::FileSplice) {
+            Strategy::Splice
+        } else {
+            Strategy::Copy
+        }
+    }
+}
+
+/// Tuning of the strategies.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Bytes per call (read/send, splice, MSG_ZEROCOPY send).
+    pub chunk: usize,
+    /// Pipe size asked for with `F_SETPIPE_SZ` (splice).
+    pub pipe_size: usize,
+    /// Size of one mmap window (mmap-zc); at most two windows are in flight.
+    pub window: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            chunk: 256 * 1024,
+            pipe_size: 1 << 20,
+            window: 4 << 20,
+        }
+    }
+}
+
+/// What a file send did.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FileSent {
+    /// Bytes sent.
+    pub bytes: u64,
+    /// Bytes that left without a user-space copy: all of them for sendfile and splice, none for
+    /// copy, and for mmap-zc those whose completion was not flagged copied.
+    pub zero_copy_bytes: u64,
+    /// For mmap-zc, the sender's counters.
+    pub zerocopy: Option<SendCounters>,
+}
+
+impl FileSent {
+    /// `zero_copy_bytes / bytes` (0 for an empty file).
+    pub fn zero_copy_share(&self) -> f64 {
+        if self.bytes == 0 {
+            0.0
+        } else {
+            self.zero_copy_bytes as f64 / self.bytes as f64
+        }
+    }
+}
+
+/// A failed file send.
+#[derive(Debug, thiserror::Error)]
+#[error("{strategy}: {op} failed after {sent} bytes: {source}")]
+pub struct FileError {
+    /// The strategy used.
+    pub strategy: &'static str,
+    /// The call that failed.
+    pub op: &'static str,
+    /// Bytes sent before it.
+    pub sent: u64,
+    /// The kernel's error.
+    #[source]
+    pub source: io::Error,
+}
+
+/// Sends `len` bytes of `file` from `offset` on `socket` (a connected TCP socket) with
+/// `strategy`. For [`Strategy::MmapZc`] the socket must not have made zero-copy sends before.
+///
+/// # Errors
+/// [`FileError`] naming the strategy, the call and the bytes sent before it failed.
+pub fn send_file(
+    socket: BorrowedFd<'_>,
+    file: &File,
+    offset: u64,
+    len: u64,
+    strategy: Strategy,
+    opts: Options,
+) -> Result<FileSent, FileError> {
+    let strategy = strategy.resolve();
+    let err = |op: &'static str, sent: u64| {
+        move |source: io::Error| FileError {
+            strategy: strategy.name(),
+            op,
+            sent,
+            source,
+        }
+    };
+    let mut sent = 0u64;
+    match strategy {
+        Strategy::Sendfile | Strategy::Auto => {
+            let mut off = offset as i64;
+            while sent < len {
+                let want = (len - sent).min(1 << 30) as usize;
+                match sys::sendfile(socket, file.as_fd(), &mut off, want) {
+                    Ok(0) => {
+                        return Err(err("sendfile", sent)(io::ErrorKind::UnexpectedEof.into()));
+                    }
+                    Ok(n) => sent += n as u64,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(err("sendfile", sent)(e)),
+                }
+            }
+            Ok(FileSent {
+                bytes: sent,
+                zero_copy_bytes: sent,
+                zerocopy: None,
+            })
+        }
+        Strategy::Splice => {
+            let (pipe_r, pipe_w) = sys::pipe().map_err(err("pipe", 0))?;
+            // A larger pipe moves more per call; the kernel may grant less (fs.pipe-max-size).
+            let _ = sys::set_pipe_size(pipe_w.as_fd(), opts.pipe_size);
+            let mut off = offset as i64;
+            let flags = libc::SPLICE_F_MOVE | libc::SPLICE_F_MORE;
+            while sent < len {
+                let want = (len - sent).min(opts.pipe_size as u64) as usize;
+                let n = match sys::splice(file.as_fd(), Some(&mut off), pipe_w.as_fd(), want, flags)
+                {
+                    Ok(0) => {
+                        return Err(err("splice(file -> pipe)", sent)(
+                            io::ErrorKind::UnexpectedEof.into(),
+                        ));
+                    }
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(err("splice(file -> pipe)", sent)(e)),
+                };
+                let mut left = n;
+                while left > 0 {
+                    match sys::splice(pipe_r.as_fd(), None, socket, left, flags) {
+                        Ok(m) => left -= m,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(err("splice(pipe -> socket)", sent)(e)),
+                    }
+                }
+                sent += n as u64;
+            }
+            Ok(FileSent {
+                bytes: sent,
+                zero_copy_bytes: sent,
+                zerocopy: None,
+            })
+        }
+        Strategy::MmapZc => send_mmap_zc(socket, file, offset, len, opts),
+        Strategy::Copy => {
+            let mut buf = vec![0u8; opts.chunk];
+            let mut pos = offset;
+            while sent < len {
+                let want = (len - sent).min(buf.len() as u64) as usize;
+                let n = read_at(file, &mut buf[..want], pos).map_err(err("read", sent))?;
+                if n == 0 {
+                    return Err(err("read", sent)(io::ErrorKind::UnexpectedEof.into()));
+                }
+                let mut done = 0;
+                while done < n {
+                    match sys::sendto(socket, &buf[done..n], libc::MSG_NOSIGNAL, None) {
+                        Ok(m) => done += m,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(err("send", sent + done as u64)(e)),
+                    }
+                }
+                sent += n as u64;
+                pos += n as u64;
+            }
+            Ok(FileSent {
+                bytes: sent,
+                zero_copy_bytes: 0,
+                zerocopy: None,
+            })
+        }
+    }
+}
+
+/// `pread(2)`, retrying `EINTR`.
+fn read_at(f: &File, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    loop {
+        match f.read_at(buf, pos) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+/// The mmap window: map `opts.window` bytes, loan them in chunks, keep at most two windows
+/// mapped; a window is unmapped when the last of its chunks comes back.
+fn send_mmap_zc(
+    socket: BorrowedFd<'_>,
+    file: &File,
+    offset: u64,
+    len: u64,
+    opts: Options,
+) -> Result<FileSent, FileError> {
+    let err = |op: &'static str, sent: u64| {
+        move |source: io::Error| FileError {
+            strategy: "mmap-zc",
+            op,
+            sent,
+            source,
+        }
+    };
+    let page = sys::page_size() as u64;
+    let mut tx: ZerocopySender<BorrowedFd<'_>, FileRegion> =
+        ZerocopySender::new(socket, SenderConfig::default())
+            .map_err(|e| err("setsockopt(SO_ZEROCOPY)", 0)(io::Error::other(e)))?;
+    let mut sent = 0u64;
+    let mut windows: std::collections::VecDeque<std::sync::Weak<sys::Mmap>> = Default::default();
+    while sent < len {
+        // At most two windows mapped: wait for the older one's completions.
+        while windows.len() >= 2 {
+            windows.retain(|w| w.strong_count() > 0);
+            if windows.len() < 2 {
+                break;
+            }
+            tx.reap().map_err(err("recvmsg(MSG_ERRQUEUE)", sent))?;
+            tx.returned().for_each(drop);
+            windows.retain(|w| w.strong_count() > 0);
+            if windows.len() >= 2 {
+                sys::poll(socket, 0, 100).map_err(err("poll", sent))?;
+            }
+        }
+        let pos = offset + sent;
+        let map_start = pos - pos % page;
+        let skip = (pos - map_start) as usize;
+        let map_len = (skip as u64 + (len - sent).min(opts.window as u64)) as usize;
+        let map = Arc::new(
+            sys::Mmap::shared_at(file.as_fd(), map_len, libc::PROT_READ, map_start)
+                .map_err(err("mmap", sent))?,
+        );
+        windows.push_back(Arc::downgrade(&map));
+        let mut at = skip;
+        while at < map_len {
+            let n = (map_len - at).min(opts.chunk);
+            let region = FileRegion::new(map.clone(), at, n).expect("inside the mapping");
+            tx.send(region)
+                .map_err(|e| err("send(MSG_ZEROCOPY)", sent + e.sent as u64)(e.error))?;
+            at += n;
+            sent += n as u64;
+            tx.reap().map_err(err("recvmsg(MSG_ERRQUEUE)", sent))?;
+            tx.returned().for_each(drop);
+        }
+    }
+    tx.drain(Duration::from_secs(30))
+        .map_err(err("waiting for completions", sent))?;
+    tx.returned().for_each(drop);
+    let c = tx.counters();
+    // Bytes by MSG_ZEROCOPY whose completion was not flagged copied (per-call estimate).
+    let zc = (c.zerocopy_bytes as f64 * c.not_copied_share().unwrap_or(0.0)) as u64;
+    Ok(FileSent {
+        bytes: sent,
+        zero_copy_bytes: zc,
+        zerocopy: Some(c),
+    })
+}
+
+/// Splices everything from the pipe `pipe` to `socket` until the writer closes it (no user
+/// copy: the pipe's pages move to the socket).
+///
+/// # Errors
+/// The failing `splice`, with the bytes sent before it.
+pub fn send_pipe(socket: BorrowedFd<'_>, pipe: BorrowedFd<'_>) -> Result<FileSent, FileError> {
+    let mut sent = 0u64;
+    loop {
+        match sys::splice(
+            pipe,
+            None,
+            socket,
+            1 << 20,
+            libc::SPLICE_F_MOVE | libc::SPLICE_F_MORE,
+        ) {
+            Ok(0) => {
+                return Ok(FileSent {
+                    bytes: sent,
+                    zero_copy_bytes: sent,
+                    zerocopy: None,
+                });
+            }
+            Ok(n) => sent += n as u64,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(source) => {
+                return Err(FileError {
+                    strategy: "splice",
+                    op: "splice(pipe -> socket)",
+                    sent,
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// Reads the rest of `r` (for a stdin that is neither a file nor a pipe) and sends it by copy.
+///
+/// # Errors
+/// The failing read or send, with the bytes sent before it.
+pub fn send_reader(
+    socket: BorrowedFd<'_>,
+    r: &mut impl Read,
+    chunk: usize,
+) -> Result<FileSent, FileError> {
+    let err = |op: &'static str, sent: u64| {
+        move |source: io::Error| FileError {
+            strategy: "copy",
+            op,
+            sent,
+            source,
+        }
+    };
+    let mut buf = vec![0u8; chunk];
+    let mut sent = 0u64;
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => {
+                return Ok(FileSent {
+                    bytes: sent,
+                    zero_copy_bytes: 0,
+                    zerocopy: None,
+                });
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(err("read", sent)(e)),
+        };
+        let mut done = 0;
+        while done < n {
+            match sys::sendto(socket, &buf[done..n], libc::MSG_NOSIGNAL, None) {
+                Ok(m) => done += m,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(err("send", sent + done as u64)(e)),
+            }
+        }
+        sent += n as u64;
+    }
+}
