@@ -43,28 +43,22 @@ fn send_through_socat(src: &Path, dst: &Path, strategy: &str) -> serde_json::Val
         .arg(format!("OPEN:{},creat,trunc", dst.display()))
         .spawn()
         .unwrap();
-    // Wait until socat listens.
+    // Until socat listens, the connection is refused: try again.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "socat did not listen");
+    let out = loop {
+        let out = zcnet()
+            .arg("send")
+            .arg(src)
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["--strategy", strategy, "--json"])
+            .output()
+            .unwrap();
+        let refused = String::from_utf8_lossy(&out.stderr).contains("refused");
+        if !refused || Instant::now() > deadline {
+            break out;
+        }
         std::thread::sleep(Duration::from_millis(20));
-    }
-    // That probe connection was socat's one accept: start it again for the real transfer.
-    let _ = socat.wait();
-    let mut socat = Command::new("socat")
-        .arg("-u")
-        .arg(format!("TCP-LISTEN:{port},reuseaddr"))
-        .arg(format!("OPEN:{},creat,trunc", dst.display()))
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    let out = zcnet()
-        .arg("send")
-        .arg(src)
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["--strategy", strategy, "--json"])
-        .output()
-        .unwrap();
+    };
     assert!(
         out.status.success(),
         "{strategy}: {}",
