@@ -2,7 +2,9 @@
 //! [`crate::measure`]. Without a name, the suite: every bench in a short mode, then one summary
 //! table, a row per seed experiment.
 
+pub mod file_tx;
 pub mod tcp_rx;
+pub mod tx;
 
 use anyhow::Context;
 use serde::Serialize;
@@ -41,6 +43,12 @@ pub struct Opt {
 enum Name {
     /// TCP zero-copy receive (TCP_ZEROCOPY_RECEIVE) vs recv into a 512 KiB buffer.
     TcpRx(tcp_rx::Opt),
+    /// UDP MSG_ZEROCOPY sends vs plain sends (sink, veth, loopback labs).
+    UdpTx(tx::Opt),
+    /// TCP MSG_ZEROCOPY sends vs plain sends, with the adaptive policy (loopback, veth labs).
+    TcpTx(tx::Opt),
+    /// A file in page cache over loopback: sendfile, splice, mmap + MSG_ZEROCOPY vs read + send.
+    FileTx(file_tx::Opt),
 }
 
 /// One row of the suite's summary: a seed experiment, copy vs zero-copy.
@@ -74,6 +82,9 @@ struct Suite<'a> {
 pub fn run(opt: Opt) -> anyhow::Result<()> {
     match opt.name {
         Some(Name::TcpRx(o)) => tcp_rx::run(o),
+        Some(Name::UdpTx(o)) => tx::run(tx::Proto::Udp, o),
+        Some(Name::TcpTx(o)) => tx::run(tx::Proto::Tcp, o),
+        Some(Name::FileTx(o)) => file_tx::run(o),
         None => suite(opt.common),
     }
 }
@@ -111,6 +122,60 @@ fn suite(common: Common) -> anyhow::Result<()> {
             if !quiet {
                 println!("\n{}", crate::measure::render(&out.report));
             }
+            reports.push(out.report);
+            summary.extend(out.summary);
+
+            // udp-tx: the sink, where zero-copy is real, at the seed's largest and a mid size.
+            if !quiet {
+                println!("\n== udp-tx (sink lab)");
+            }
+            let modes = [tx::Mode::Copy, tx::Mode::Zc];
+            let out = tx::bench(
+                tx::Proto::Udp,
+                &["sink"],
+                netlab::Family::V4,
+                &[8000, 64000],
+                &modes,
+                runs,
+                seconds,
+                256,
+                quiet,
+            )
+            .context("bench udp-tx")?;
+            reports.push(out.report);
+            summary.extend(out.summary);
+
+            // tcp-tx: loopback copies; the adaptive policy must cost nothing against copy.
+            if !quiet {
+                println!("\n== tcp-tx (loopback lab)");
+            }
+            let modes = [tx::Mode::Copy, tx::Mode::Zc, tx::Mode::ZcAdaptive];
+            let out = tx::bench(
+                tx::Proto::Tcp,
+                &["loopback"],
+                netlab::Family::V4,
+                &[65536],
+                &modes,
+                runs,
+                seconds,
+                256,
+                quiet,
+            )
+            .context("bench tcp-tx")?;
+            reports.push(out.report);
+            summary.extend(out.summary);
+
+            // file-tx: 256 MiB in page cache, each strategy.
+            if !quiet {
+                println!("\n== file-tx (loopback lab)");
+            }
+            let strategies = [
+                zcnet::file::Strategy::Copy,
+                zcnet::file::Strategy::Sendfile,
+                zcnet::file::Strategy::Splice,
+                zcnet::file::Strategy::MmapZc,
+            ];
+            let out = file_tx::bench(256, &strategies, runs, quiet).context("bench file-tx")?;
             reports.push(out.report);
             summary.extend(out.summary);
         }
@@ -158,4 +223,34 @@ pub fn render_summary(rows: &[SummaryRow]) -> String {
         );
     }
     out
+}
+
+/// Pins the calling thread to `cpu` when the machine has more than one.
+pub fn pin(cpu: usize) {
+    use nix::sched::{CpuSet, sched_setaffinity};
+    let mut set = CpuSet::new();
+    if zcnet::probe::features().host.cpus > 1 && set.set(cpu).is_ok() {
+        let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+    }
+}
+
+/// Pins the calling thread to one CPU for its lifetime and restores the old mask on drop.
+pub struct Pinned(Option<nix::sched::CpuSet>);
+
+impl Pinned {
+    pub fn to(cpu: usize) -> Pinned {
+        use nix::sched::sched_getaffinity;
+        let me = nix::unistd::Pid::from_raw(0);
+        let old = sched_getaffinity(me).ok();
+        pin(cpu);
+        Pinned(old)
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(old) = &self.0 {
+            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), old);
+        }
+    }
 }

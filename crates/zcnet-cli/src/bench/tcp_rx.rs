@@ -23,7 +23,7 @@ use serde_json::json;
 use zcnet::msg_zerocopy::{CopiedPolicy, SendCounters, SenderConfig, ZerocopySender};
 use zcnet::tcp_rx::{Config, Release, RxStats, TcpZerocopyReceiver};
 
-use super::{Common, SummaryRow};
+use super::{Common, Pinned, SummaryRow, pin};
 use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
 
 /// Bytes per send call and receive window, as `tcp_mmap` uses.
@@ -218,15 +218,6 @@ fn connect(addr: SocketAddr, mss: Option<i32>) -> anyhow::Result<TcpStream> {
     Ok(TcpStream::from(fd))
 }
 
-/// Pins the calling thread to `cpu` when the machine has more than one.
-fn pin(cpu: usize) {
-    use nix::sched::{CpuSet, sched_setaffinity};
-    let mut set = CpuSet::new();
-    if zcnet::probe::features().host.cpus > 1 && set.set(cpu).is_ok() {
-        let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
-    }
-}
-
 /// Streams the pattern for `seconds` on `stream` with MSG_ZEROCOPY, then closes it. The
 /// sender keeps zero-copy on although loopback copies: that deferred copy is what makes the
 /// receiver's pages mappable.
@@ -418,27 +409,6 @@ fn run_condition(
         }
         Ok(run)
     })
-}
-
-/// Pins the calling thread to one CPU for its lifetime and restores the old mask on drop.
-struct Pinned(Option<nix::sched::CpuSet>);
-
-impl Pinned {
-    fn to(cpu: usize) -> Pinned {
-        use nix::sched::sched_getaffinity;
-        let me = nix::unistd::Pid::from_raw(0);
-        let old = sched_getaffinity(me).ok();
-        pin(cpu);
-        Pinned(old)
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        if let Some(old) = &self.0 {
-            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), old);
-        }
-    }
 }
 
 /// The reference program's line: `received 32768 MB (99.99 % mmap'ed) in 7.98 s, 34.4 Gbit,

@@ -1,0 +1,456 @@
+//! `zcnet bench udp-tx` and `zcnet bench tcp-tx`: `MSG_ZEROCOPY` sends against plain sends.
+//!
+//! A sender thread, pinned to CPU 0 inside the lab, sends buffers of one size for a fixed time;
+//! a receiver (where there is one) pinned to CPU 1 discards what arrives. The `sink` lab routes
+//! UDP into an `ifb` device that drops it in its transmit routine: the only lab here where the
+//! kernel really sends without copying. In `veth` and `loopback` local delivery copies every
+//! zero-copy send, and the completions say so (`zero_copy_share` 0). TCP cannot run into the
+//! sink (it drops the SYN), so `tcp-tx` uses loopback and veth only.
+//!
+//! Modes: `copy` (plain `send`), `zc` (`MSG_ZEROCOPY` on every call, whatever the kernel
+//! reports), `zc-adaptive` (the library's defaults: 16 KiB threshold, copy for 1024 sends after
+//! a completion flagged copied).
+
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use netlab::{CONGESTION, Family, LoopbackLab, Netns, Side, SinkLab, VethLab, pattern};
+use serde_json::json;
+use zcnet::msg_zerocopy::{CopiedPolicy, SenderConfig, ZerocopySender};
+
+use super::{Common, Pinned, SummaryRow, pin};
+use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
+
+/// Transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    /// UDP datagrams.
+    Udp,
+    /// A TCP stream.
+    Tcp,
+}
+
+impl Proto {
+    fn bench(self) -> &'static str {
+        match self {
+            Proto::Udp => "udp-tx",
+            Proto::Tcp => "tcp-tx",
+        }
+    }
+}
+
+/// Sender mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// Plain `send(2)`.
+    Copy,
+    /// `MSG_ZEROCOPY` on every call.
+    Zc,
+    /// `MSG_ZEROCOPY` with the library's threshold and adaptive copied policy.
+    ZcAdaptive,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Copy => "copy",
+            Mode::Zc => "zc",
+            Mode::ZcAdaptive => "zc-adaptive",
+        }
+    }
+
+    fn config(self) -> SenderConfig {
+        match self {
+            Mode::Copy => SenderConfig {
+                zerocopy: false,
+                ..SenderConfig::default()
+            },
+            Mode::Zc => SenderConfig {
+                threshold: 0,
+                policy: CopiedPolicy::Keep,
+                zerocopy: true,
+            },
+            Mode::ZcAdaptive => SenderConfig::default(),
+        }
+    }
+}
+
+/// Options of `zcnet bench udp-tx` / `tcp-tx`.
+#[derive(Debug, clap::Args)]
+pub struct Opt {
+    #[command(flatten)]
+    pub common: Common,
+    /// Buffer size per send call (repeatable). Default: 1024 4096 16384 32768 64000.
+    #[arg(long = "size", value_name = "BYTES")]
+    pub sizes: Vec<usize>,
+    /// Sender modes to alternate (repeatable). Default: copy, zc (UDP); copy, zc, zc-adaptive (TCP).
+    #[arg(long = "mode", value_enum)]
+    pub modes: Vec<Mode>,
+    /// Address family. Default: IPv4.
+    #[arg(long, value_enum, default_value = "ipv4")]
+    pub family: super::tcp_rx::FamilyArg,
+    /// Size of the buffer pool the sends cycle through, in MiB. 256 (default) is far larger than
+    /// the caches: the data is cold, as for a server sending distinct data. 2 keeps it hot in
+    /// L2/L3, where copying costs least.
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    pub pool_mib: usize,
+}
+
+enum Lab {
+    Loopback(LoopbackLab),
+    Veth(VethLab),
+    Sink(SinkLab),
+}
+
+impl Lab {
+    fn build(name: &str, proto: Proto) -> anyhow::Result<Lab> {
+        Ok(match (name, proto) {
+            ("loopback", _) => Lab::Loopback(LoopbackLab::new(None)?),
+            ("veth", _) => Lab::Veth(VethLab::new(None)?),
+            ("sink", Proto::Udp) => Lab::Sink(SinkLab::new()?),
+            ("sink", Proto::Tcp) => {
+                bail!("TCP cannot run into the sink lab: it drops the handshake")
+            }
+            (other, _) => bail!("no lab {other:?} (loopback, veth, sink)"),
+        })
+    }
+
+    /// (sender namespace, receiver namespace if any, destination address)
+    fn ends(&self, family: Family) -> (&Netns, Option<&Netns>, IpAddr) {
+        match self {
+            Lab::Loopback(l) => (&l.ns, Some(&l.ns), l.addr(family)),
+            Lab::Veth(v) => (&v.a, Some(&v.b), VethLab::addr(Side::B, family)),
+            Lab::Sink(s) => (&s.ns, None, SinkLab::target(family)),
+        }
+    }
+}
+
+fn unspecified(family: Family) -> SocketAddr {
+    match family {
+        Family::V4 => "0.0.0.0:0".parse().expect("literal"),
+        Family::V6 => "[::]:0".parse().expect("literal"),
+    }
+}
+
+/// A discarding receiver on CPU 1; returns the bytes it received.
+fn receiver(
+    ns: &Netns,
+    proto: Proto,
+    ip: IpAddr,
+) -> anyhow::Result<(SocketAddr, std::thread::JoinHandle<u64>)> {
+    match proto {
+        Proto::Udp => {
+            let sock = ns.run(move || UdpSocket::bind(SocketAddr::new(ip, 0)))??;
+            let addr = sock.local_addr()?;
+            sock.set_read_timeout(Some(Duration::from_millis(300)))?;
+            let h = std::thread::spawn(move || {
+                pin(1);
+                let mut buf = vec![0u8; 65536];
+                let mut total = 0u64;
+                // Ends when the sender has gone quiet (the read timeout).
+                while let Ok(n) = sock.recv(&mut buf) {
+                    total += n as u64;
+                }
+                total
+            });
+            Ok((addr, h))
+        }
+        Proto::Tcp => {
+            let l = ns.run(move || TcpListener::bind(SocketAddr::new(ip, 0)))??;
+            let addr = l.local_addr()?;
+            let h = std::thread::spawn(move || {
+                pin(1);
+                let Ok((mut c, _)) = l.accept() else { return 0 };
+                std::io::copy(&mut c, &mut std::io::sink()).unwrap_or(0)
+            });
+            Ok((addr, h))
+        }
+    }
+}
+
+/// A pool of `mib` MiB of pattern bytes, made once per size and kept for the process (the
+/// kernel may hold any part of it; `'static` makes that safe without tracking).
+pub fn pool(mib: usize) -> &'static [u8] {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static POOLS: Mutex<Option<HashMap<usize, &'static [u8]>>> = Mutex::new(None);
+    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    pools
+        .get_or_insert_with(HashMap::new)
+        .entry(mib.max(1))
+        .or_insert_with(|| {
+            let len = mib.max(1) << 20;
+            let mut v = Vec::with_capacity(len);
+            while v.len() < len {
+                let off = v.len() as u64;
+                v.extend_from_slice(pattern::chunk_at(
+                    off,
+                    (len - v.len()).min(pattern::MAX_CHUNK),
+                ));
+            }
+            Box::leak(v.into_boxed_slice())
+        })
+}
+
+/// Send calls between two reads of the error queue.
+const REAP_EVERY: u64 = 32;
+
+/// Sends `size`-byte buffers for `seconds`, measuring the sending thread.
+fn send_for<S: std::os::fd::AsFd>(
+    socket: S,
+    mode: Mode,
+    size: usize,
+    seconds: f64,
+    pool: &'static [u8],
+) -> anyhow::Result<Run> {
+    let mut tx = ZerocopySender::new(socket, mode.config()).context("enabling SO_ZEROCOPY")?;
+    let meter = Meter::start();
+    let start = Instant::now();
+    let (mut bytes, mut calls, mut off) = (0u64, 0u64, 0u64);
+    while start.elapsed().as_secs_f64() < seconds {
+        if size >= pool.len() {
+            bail!(
+                "--size {size} does not fit the {} MiB pool",
+                pool.len() >> 20
+            );
+        }
+        let at = (off % (pool.len() - size) as u64) as usize;
+        let buf = &pool[at..at + size];
+        tx.send(buf).map_err(|e| e.error).context("send")?;
+        off += size as u64;
+        bytes += size as u64;
+        calls += 1;
+        // Reap in batches: between reads the kernel coalesces completions into one range, and
+        // an empty error queue still costs a recvmsg.
+        if calls % REAP_EVERY == 0 {
+            tx.reap().context("reading the error queue")?;
+            tx.returned().for_each(drop);
+        }
+    }
+    tx.drain(Duration::from_secs(5))
+        .context("waiting for completions")?;
+    let c = tx.counters();
+    Ok(meter.finish(Work {
+        bytes,
+        requests: Some(calls),
+        zero_copy_share: Some(c.zero_copy_share()),
+        verified: None,
+    }))
+}
+
+fn one_run(
+    lab: &Lab,
+    proto: Proto,
+    family: Family,
+    mode: Mode,
+    size: usize,
+    seconds: f64,
+    pool: &'static [u8],
+) -> anyhow::Result<Run> {
+    let (send_ns, recv_ns, ip) = lab.ends(family);
+    let (dest, receiver) = match recv_ns {
+        Some(ns) => {
+            let (a, h) = receiver(ns, proto, ip)?;
+            (a, Some(h))
+        }
+        // The sink: any port, nothing listens, every datagram is dropped by the device.
+        None => (SocketAddr::new(ip, 9), None),
+    };
+    let run = send_ns.run(move || -> anyhow::Result<Run> {
+        pin(0);
+        match proto {
+            Proto::Udp => {
+                let s = UdpSocket::bind(unspecified(family))?;
+                s.connect(dest)?;
+                send_for(s, mode, size, seconds, pool)
+            }
+            Proto::Tcp => send_for(TcpStream::connect(dest)?, mode, size, seconds, pool),
+        }
+    })??;
+    if let Some(h) = receiver {
+        let received = h.join().map_err(|_| anyhow::anyhow!("receiver panicked"))?;
+        if proto == Proto::Tcp && received != run.bytes {
+            bail!("sent {} bytes but the receiver got {received}", run.bytes);
+        }
+    }
+    Ok(run)
+}
+
+/// What one invocation measured.
+pub struct Outcome {
+    /// The report.
+    pub report: Report,
+    /// Summary rows for the suite.
+    pub summary: Vec<SummaryRow>,
+}
+
+/// Runs the bench.
+#[allow(clippy::too_many_arguments)]
+pub fn bench(
+    proto: Proto,
+    labs: &[&str],
+    family: Family,
+    sizes: &[usize],
+    modes: &[Mode],
+    runs: usize,
+    seconds: f64,
+    pool_mib: usize,
+    quiet: bool,
+) -> anyhow::Result<Outcome> {
+    let mut report = Report::new(proto.bench());
+    report.settings = json!({
+        "runs": runs, "seconds": seconds, "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "sender_cpu": 0, "receiver_cpu": 1, "pool_mib": pool_mib,
+        "reap_every": REAP_EVERY,
+    });
+    let pool = pool(pool_mib);
+    let mut summary = Vec::new();
+    let steps = labs.len() * sizes.len() * runs * modes.len();
+    let progress = Progress::new(
+        proto.bench(),
+        steps as u64,
+        Duration::from_secs_f64(seconds * steps as f64),
+    );
+    let _pinned = Pinned::to(1);
+    for &lab_name in labs {
+        let lab = Lab::build(lab_name, proto)?;
+        for &size in sizes {
+            let per_mode = measure::alternate(modes, runs, &progress, |mode, i| {
+                let run =
+                    one_run(&lab, proto, family, mode, size, seconds, pool).with_context(|| {
+                        format!("{lab_name} {size} B {} run {}", mode.name(), i + 1)
+                    })?;
+                if !quiet {
+                    println!(
+                        "[{lab_name} {} {size} B] {:<11} {:>10.0} req/s {:>7.2} Gbit {:>7.1} us/MB sender, {:>6.2} % zero-copy",
+                        family.name(),
+                        mode.name(),
+                        run.requests_per_s.unwrap_or(0.0),
+                        run.gbit,
+                        run.cpu_us_per_mb,
+                        100.0 * run.zero_copy_share.unwrap_or(0.0)
+                    );
+                }
+                anyhow::Ok(run)
+            })?;
+            let congestion = (proto == Proto::Tcp).then_some(CONGESTION);
+            let sets: Vec<ResultSet> = modes
+                .iter()
+                .zip(per_mode)
+                .map(|(m, runs)| {
+                    ResultSet::new(
+                        lab_name,
+                        family.name(),
+                        congestion,
+                        json!({"size": size}),
+                        m.name(),
+                        runs,
+                    )
+                })
+                .collect();
+            for other in &sets[1..] {
+                for metric in ["requests_per_s", "cpu_us_per_mb"] {
+                    report
+                        .comparisons
+                        .extend(Comparison::new(other, &sets[0], metric));
+                }
+            }
+            summary.extend(summary_rows(proto, lab_name, size, &sets));
+            report.results.extend(sets);
+        }
+    }
+    Ok(Outcome { report, summary })
+}
+
+fn summary_rows(proto: Proto, lab: &str, size: usize, sets: &[ResultSet]) -> Vec<SummaryRow> {
+    let med = |s: &ResultSet, k: &str| s.median.get(k).and_then(|v| v.as_f64());
+    let Some(copy) = sets.iter().find(|s| s.mode == "copy") else {
+        return Vec::new();
+    };
+    sets.iter()
+        .filter(|s| s.mode != "copy")
+        .filter_map(|s| {
+            let ratio = Comparison::new(s, copy, "requests_per_s")?.ratio_median;
+            let share = med(s, "zero_copy_share");
+            let verdict = match (proto, lab, size, s.mode.as_str()) {
+                (Proto::Udp, "sink", 64000, "zc") => {
+                    let ok = ratio >= 1.6 && share.is_some_and(|x| x >= 0.999);
+                    if ok {
+                        "ok (>= 1.6, 0 % copied)".into()
+                    } else {
+                        "MISS (needs >= 1.6, 0 % copied)".into()
+                    }
+                }
+                (Proto::Tcp, "loopback", _, "zc-adaptive") => {
+                    if ratio >= 0.95 {
+                        "ok (within 5 % of copy)".into()
+                    } else {
+                        "MISS (needs >= 0.95)".into()
+                    }
+                }
+                (_, "loopback" | "veth", _, _) => "info (kernel copies)".into(),
+                _ => "info".into(),
+            };
+            Some(SummaryRow {
+                experiment: format!("{} {lab} {size} B {}", proto.bench(), s.mode),
+                metric: "req/s".into(),
+                copy: med(copy, "requests_per_s").unwrap_or(f64::NAN),
+                zero_copy: med(s, "requests_per_s").unwrap_or(f64::NAN),
+                ratio,
+                zero_copy_share: share,
+                verdict,
+            })
+        })
+        .collect()
+}
+
+/// `zcnet bench udp-tx` / `tcp-tx`.
+pub fn run(proto: Proto, opt: Opt) -> anyhow::Result<()> {
+    netlab::check_privileges()
+        .context("the tx benches build their labs in private network namespaces")?;
+    let labs: Vec<&str> = if opt.common.labs.is_empty() {
+        match proto {
+            Proto::Udp => vec!["sink", "veth", "loopback"],
+            Proto::Tcp => vec!["loopback", "veth"],
+        }
+    } else {
+        opt.common.labs.iter().map(String::as_str).collect()
+    };
+    let sizes = if opt.sizes.is_empty() {
+        vec![1024, 4096, 16384, 32768, 64000]
+    } else {
+        opt.sizes.clone()
+    };
+    let modes = if opt.modes.is_empty() {
+        match proto {
+            Proto::Udp => vec![Mode::Copy, Mode::Zc],
+            Proto::Tcp => vec![Mode::Copy, Mode::Zc, Mode::ZcAdaptive],
+        }
+    } else {
+        opt.modes.clone()
+    };
+    if modes[0] != Mode::Copy {
+        bail!("the first --mode is the baseline of the comparisons and must be copy");
+    }
+    let runs = opt.common.runs.unwrap_or(5);
+    let seconds = opt.common.seconds.unwrap_or(2.0);
+    let out = bench(
+        proto,
+        &labs,
+        opt.family.into(),
+        &sizes,
+        &modes,
+        runs,
+        seconds,
+        opt.pool_mib,
+        opt.common.json,
+    )?;
+    if opt.common.json {
+        println!("{}", serde_json::to_string_pretty(&out.report)?);
+    } else {
+        println!("\n{}", measure::render(&out.report));
+        println!("{}", super::render_summary(&out.summary));
+    }
+    Ok(())
+}
