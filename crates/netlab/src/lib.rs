@@ -265,6 +265,36 @@ impl Netns {
             .map_err(io_err(format!("read {path} in {}", self.name)))
     }
 
+    /// Sets Receive Packet Steering of `dev`'s first RX queue to the CPUs in `mask`, so that
+    /// receive processing runs there instead of on the CPU that queued the packet (on loopback:
+    /// the sender's). sysfs shows a namespace's devices only when mounted inside it, which
+    /// `ip netns exec` does.
+    pub fn set_rps(&self, dev: &str, mask: u64) -> Result<(), LabError> {
+        if !dev
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(LabError::Command {
+                cmd: format!("set_rps {dev:?}"),
+                stderr: "bad device name".into(),
+            });
+        }
+        let script = format!("echo {mask:x} > /sys/class/net/{dev}/queues/rx-0/rps_cpus");
+        let out = self
+            .command("sh")
+            .args(["-c", &script])
+            .output()
+            .map_err(io_err("ip netns exec sh"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(LabError::Command {
+                cmd: script,
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            })
+        }
+    }
+
     /// Counters of device `dev` in this namespace (`ip -s -j link show`).
     pub fn link_stats(&self, dev: &str) -> Result<LinkStats, LabError> {
         let out = self.ip(&["-s", "-j", "link", "show", "dev", dev])?;

@@ -138,9 +138,14 @@ pub fn bench(
     report.settings = json!({
         "runs": runs, "file_mib": size_mib, "strategies": strategies.iter().map(|s| s.name()).collect::<Vec<_>>(),
         "receiver": "recv(MSG_TRUNC) on CPU 1", "sender_cpu": 0, "page_cache": "warm",
+        "rps": "lo rx-0 -> CPU 1",
     });
     let f = CachedFile::create(size_mib << 20)?;
     let lab = LoopbackLab::new(None)?;
+    // Receive processing on the receiver's CPU, as a NIC's queue would place it; without RPS,
+    // loopback runs the receiver's TCP stack in softirq on the sending CPU and charges it to the
+    // sender, whatever the strategy.
+    lab.ns.set_rps("lo", 1 << 1)?;
     let _pinned = Pinned::to(1);
     let progress = Progress::new(
         "file-tx",
