@@ -76,11 +76,26 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
             assert_eq!(set["median"]["zero_copy_share"], 0.0);
         }
     }
-    assert_eq!(
-        v["summary"].as_array().unwrap().len(),
-        2,
-        "one row per tcp-rx condition"
-    );
+    let rows = v["summary"].as_array().unwrap();
+    let tcp_rx_rows = rows
+        .iter()
+        .filter(|r| r["experiment"].as_str().unwrap().starts_with("tcp-rx"))
+        .count();
+    assert_eq!(tcp_rx_rows, 2, "one row per tcp-rx condition");
+    // Every bench of the suite reported.
+    for bench in ["udp-tx", "tcp-tx", "file-tx"] {
+        assert!(
+            reports.iter().any(|r| r["bench"] == bench),
+            "{bench} missing from the suite"
+        );
+    }
+    // UDP into the sink is the one place zero-copy really happens: nothing may be flagged copied.
+    let udp = reports.iter().find(|r| r["bench"] == "udp-tx").unwrap();
+    for set in udp["results"].as_array().unwrap() {
+        if set["mode"] == "zc" {
+            assert_eq!(set["median"]["zero_copy_share"], 1.0, "{set}");
+        }
+    }
 }
 
 /// Run as `nobody`, the probe still works and says which checks it could not run and why.
