@@ -216,6 +216,17 @@ impl Default for SenderConfig {
 /// Default size below which a send copies: 16 KiB.
 pub const DEFAULT_THRESHOLD: usize = 16 * 1024;
 
+/// Identifies a borrowed send ([`ZerocopySender::send_borrowed`]) until its completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BorrowToken(pub u64);
+
+/// What the tracker holds for a send: an owned buffer, or the token of a borrowed one.
+#[derive(Debug)]
+enum Slot<B> {
+    Owned(B),
+    Borrowed(BorrowToken),
+}
+
 /// A failed send. `buf` is the buffer when none of it was loaned to the kernel; when part of it
 /// was, the buffer comes back later through [`ZerocopySender::returned`] like any other.
 #[derive(Debug, thiserror::Error)]
@@ -245,8 +256,10 @@ pub struct SendError<B> {
 #[derive(Debug)]
 pub struct ZerocopySender<S: AsFd, B: OwnedBuf> {
     socket: S,
-    tracker: Tracker<B>,
+    tracker: Tracker<Slot<B>>,
     ready: std::collections::VecDeque<Returned<B>>,
+    borrowed_done: Vec<BorrowToken>,
+    next_token: u64,
     config: SenderConfig,
     /// Why zero-copy is off for good, if it is.
     disabled: Option<String>,
@@ -276,6 +289,8 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
             socket,
             tracker: Tracker::default(),
             ready: Default::default(),
+            borrowed_done: Vec::new(),
+            next_token: 0,
             config,
             disabled,
             copy_for: 0,
@@ -306,6 +321,71 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
     /// Buffers given back so far and not yet taken, in the order they were freed.
     pub fn returned(&mut self) -> std::collections::vec_deque::Drain<'_, Returned<B>> {
         self.ready.drain(..)
+    }
+
+    /// Moves freed slots to where their owners find them.
+    fn settle(&mut self, freed: Vec<Returned<Slot<B>>>) {
+        for r in freed {
+            match r.buf {
+                Slot::Owned(buf) => self.ready.push_back(Returned {
+                    buf,
+                    zerocopy: r.zerocopy,
+                    copied: r.copied,
+                }),
+                Slot::Borrowed(token) => self.borrowed_done.push(token),
+            }
+        }
+    }
+
+    /// Borrowed sends whose memory the kernel no longer reads, in the order they were freed.
+    pub fn completed_borrowed(&mut self) -> std::vec::Drain<'_, BorrowToken> {
+        self.borrowed_done.drain(..)
+    }
+
+    /// The zero-copy calls for `data`, until all of it is sent; `ENOBUFS` sends the rest by copy.
+    /// Returns the zero-copy calls made and the outcome (error and bytes sent before it).
+    fn send_zc_calls(&mut self, data: &[u8], flags: i32) -> (u64, Result<(), (io::Error, usize)>) {
+        let len = data.len();
+        let mut off = 0;
+        let mut calls = 0u64;
+        let result = loop {
+            if off == len {
+                break Ok(());
+            }
+            match self.send_call(&data[off..], abi::MSG_ZEROCOPY | flags) {
+                Ok(n) => {
+                    calls += 1;
+                    off += n;
+                    self.counters.zerocopy_calls += 1;
+                    self.counters.zerocopy_bytes += n as u64;
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    // optmem or locked memory exhausted: never wait for a completion that may
+                    // not come; the rest goes by copy.
+                    self.counters.enobufs_fallbacks += 1;
+                    break self
+                        .copy_all(&data[off..], flags)
+                        .map_err(|(e, n)| (e, off + n));
+                }
+                Err(e) => break Err((e, off)),
+            }
+        };
+        (calls, result)
+    }
+
+    /// The body of [`send_borrowed`](Self::send_borrowed), whose contract the caller upholds.
+    pub(crate) fn send_borrowed_inner(
+        &mut self,
+        data: &[u8],
+        flags: i32,
+    ) -> io::Result<BorrowToken> {
+        let token = BorrowToken(self.next_token);
+        self.next_token += 1;
+        let (calls, result) = self.send_zc_calls(data, flags);
+        let mut freed = Vec::new();
+        self.tracker.push(Slot::Borrowed(token), calls, &mut freed);
+        self.settle(freed);
+        result.map(|()| token).map_err(|(e, _)| e)
     }
 
     /// One send call, retrying `EINTR` and waiting out `EAGAIN`.
@@ -376,49 +456,20 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
         // Zero-copy calls until all is sent; ENOBUFS sends the rest by copy.
         let (calls, result) = {
             let data = buf.bytes();
-            let mut off = 0;
-            let mut calls = 0u64;
-            let result = loop {
-                if off == len {
-                    break Ok(());
-                }
-                match self.send_call(&data[off..], abi::MSG_ZEROCOPY | flags) {
-                    Ok(n) => {
-                        calls += 1;
-                        off += n;
-                        self.counters.zerocopy_calls += 1;
-                        self.counters.zerocopy_bytes += n as u64;
-                    }
-                    Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
-                        // optmem or locked memory exhausted: never wait for a completion that
-                        // may not come; this buffer's rest goes by copy.
-                        self.counters.enobufs_fallbacks += 1;
-                        break self
-                            .copy_all(&data[off..], flags)
-                            .map_err(|(e, n)| (e, off + n));
-                    }
-                    Err(e) => break Err((e, off)),
-                }
-            };
-            (calls, result)
+            self.send_zc_calls(data, flags)
         };
         let mut freed = Vec::new();
         match result {
-            Ok(()) => {
-                self.tracker.push(buf, calls, &mut freed);
-                self.ready.extend(freed);
-                Ok(())
-            }
             Err((error, sent)) if calls == 0 => Err(SendError {
                 error,
                 sent,
                 len,
                 buf: Some(buf),
             }),
-            Err((error, sent)) => {
-                self.tracker.push(buf, calls, &mut freed);
-                self.ready.extend(freed);
-                Err(SendError {
+            result => {
+                self.tracker.push(Slot::Owned(buf), calls, &mut freed);
+                self.settle(freed);
+                result.map_err(|(error, sent)| SendError {
                     error,
                     sent,
                     len,
@@ -449,7 +500,7 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
             }
         }
         let n = freed.len();
-        self.ready.extend(freed);
+        self.settle(freed);
         Ok(n)
     }
 
@@ -506,9 +557,10 @@ impl<S: AsFd, B: OwnedBuf> Drop for ZerocopySender<S, B> {
             return;
         }
         let _ = self.drain(Duration::from_millis(500));
-        // What the kernel still holds must not be freed under it.
-        for buf in self.tracker.abandon() {
-            std::mem::forget(buf);
+        // What the kernel still holds must not be freed under it. (Borrowed memory is the
+        // caller's, under the contract of `send_borrowed`.)
+        for slot in self.tracker.abandon() {
+            std::mem::forget(slot);
         }
     }
 }

@@ -6,6 +6,7 @@
 #![allow(unsafe_code)]
 
 pub mod abi;
+pub mod borrowed_send;
 pub mod owned_buf;
 pub mod tcp_zerocopy;
 pub mod uring;
