@@ -1,10 +1,9 @@
 //! The `zcnet` binary as a user runs it.
 
-use std::process::Command;
+mod common;
+use common::zcnet;
 
-fn zcnet() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_zcnet"))
-}
+use std::process::Command;
 
 #[test]
 fn probe_json_is_the_documented_document() {

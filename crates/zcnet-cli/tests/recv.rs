@@ -1,5 +1,8 @@
 //! `zcnet recv` against real senders, and its errors.
 
+mod common;
+use common::{one_line_error, sha256, zcnet};
+
 use std::io::Read;
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
@@ -7,41 +10,12 @@ use std::time::{Duration, Instant};
 
 use netlab::require_program;
 
-fn zcnet() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_zcnet"))
-}
-
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port()
-}
-
-fn sha256(path: &std::path::Path) -> String {
-    let out = Command::new("sha256sum")
-        .arg(path)
-        .output()
-        .expect("sha256sum (coreutils)");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_owned()
-}
-
-/// Stderr of a failed run: exactly one line, exit status 1.
-fn one_line_error(out: std::process::Output) -> String {
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "one line expected: {err:?}"
-    );
-    err
 }
 
 #[test]

@@ -1,28 +1,14 @@
 //! `zcnet send` with socat as the receiver, every strategy, and its errors.
 
+mod common;
+use common::{one_line_error, sha256, zcnet};
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use netlab::require_program;
-
-fn zcnet() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_zcnet"))
-}
-
-fn sha256(path: &Path) -> String {
-    let out = Command::new("sha256sum")
-        .arg(path)
-        .output()
-        .expect("sha256sum (coreutils)");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_owned()
-}
 
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("zcnet-send-{name}-{}", std::process::id()));
@@ -103,13 +89,6 @@ fn every_strategy_is_byte_identical_through_socat() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn one_line_error(out: std::process::Output) -> String {
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.trim_end().lines().count(), 1, "{err:?}");
-    err
 }
 
 #[test]

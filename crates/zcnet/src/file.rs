@@ -215,14 +215,7 @@ pub fn send_file(
                 if n == 0 {
                     return Err(err("read", sent)(io::ErrorKind::UnexpectedEof.into()));
                 }
-                let mut done = 0;
-                while done < n {
-                    match sys::sendto(socket, &buf[done..n], libc::MSG_NOSIGNAL, None) {
-                        Ok(m) => done += m,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(err("send", sent + done as u64)(e)),
-                    }
-                }
+                send_all(socket, &buf[..n], sent).map_err(|(e, at)| err("send", at)(e))?;
                 sent += n as u64;
                 pos += n as u64;
             }
@@ -233,6 +226,20 @@ pub fn send_file(
             })
         }
     }
+}
+
+/// Sends all of `data` by copy; on failure, the error names the bytes sent before it
+/// (`sent_before` + what this call sent).
+fn send_all(socket: BorrowedFd<'_>, data: &[u8], sent_before: u64) -> Result<(), (io::Error, u64)> {
+    let mut done = 0;
+    while done < data.len() {
+        match sys::sendto(socket, &data[done..], libc::MSG_NOSIGNAL, None) {
+            Ok(m) => done += m,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err((e, sent_before + done as u64)),
+        }
+    }
+    Ok(())
 }
 
 /// `pread(2)`, retrying `EINTR`.
@@ -385,14 +392,7 @@ pub fn send_reader(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(err("read", sent)(e)),
         };
-        let mut done = 0;
-        while done < n {
-            match sys::sendto(socket, &buf[done..n], libc::MSG_NOSIGNAL, None) {
-                Ok(m) => done += m,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(err("send", sent + done as u64)(e)),
-            }
-        }
+        send_all(socket, &buf[..n], sent).map_err(|(e, at)| err("send", at)(e))?;
         sent += n as u64;
     }
 }

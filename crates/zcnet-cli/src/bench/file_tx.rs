@@ -16,7 +16,7 @@ use netlab::{CONGESTION, Family, LoopbackLab, pattern};
 use serde_json::json;
 use zcnet::file::{self, Options, Strategy};
 
-use super::{Common, Pinned, SummaryRow, pin};
+use super::{Common, Outcome, Pinned, SummaryRow, pin};
 use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
 use crate::send::StrategyArg;
 
@@ -117,14 +117,6 @@ fn one_run(lab: &LoopbackLab, f: &CachedFile, strategy: Strategy) -> anyhow::Res
         bail!("sent {} bytes but {received} arrived", run.bytes);
     }
     Ok(run)
-}
-
-/// What one invocation measured.
-pub struct Outcome {
-    /// The report.
-    pub report: Report,
-    /// Summary rows for the suite.
-    pub summary: Vec<SummaryRow>,
 }
 
 /// Runs the bench.
@@ -239,11 +231,5 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         opt.common.runs.unwrap_or(5),
         opt.common.json,
     )?;
-    if opt.common.json {
-        println!("{}", serde_json::to_string_pretty(&out.report)?);
-    } else {
-        println!("\n{}", measure::render(&out.report));
-        println!("{}", super::render_summary(&out.summary));
-    }
-    Ok(())
+    out.print(opt.common.json)
 }

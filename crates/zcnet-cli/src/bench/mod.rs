@@ -70,6 +70,27 @@ pub struct SummaryRow {
     pub verdict: String,
 }
 
+/// What one bench invocation measured: its report and its rows of the suite's summary.
+pub struct Outcome {
+    /// The JSON report.
+    pub report: Report,
+    /// Rows for the summary table.
+    pub summary: Vec<SummaryRow>,
+}
+
+impl Outcome {
+    /// Prints the report as JSON, or as the human table followed by the summary.
+    pub fn print(&self, json: bool) -> anyhow::Result<()> {
+        if json {
+            println!("{}", serde_json::to_string_pretty(&self.report)?);
+        } else {
+            println!("\n{}", crate::measure::render(&self.report));
+            println!("{}", render_summary(&self.summary));
+        }
+        Ok(())
+    }
+}
+
 /// What `zcnet bench --json` prints: the probe, every bench's report, and the summary.
 #[derive(Debug, Serialize)]
 struct Suite<'a> {

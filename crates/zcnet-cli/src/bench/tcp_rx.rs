@@ -23,7 +23,7 @@ use serde_json::json;
 use zcnet::msg_zerocopy::{CopiedPolicy, SendCounters, SenderConfig, ZerocopySender};
 use zcnet::tcp_rx::{Config, Release, RxStats, TcpZerocopyReceiver};
 
-use super::{Common, Pinned, SummaryRow, pin};
+use super::{Common, Outcome, Pinned, SummaryRow, pin};
 use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
 
 /// Bytes per send call and receive window, as `tcp_mmap` uses.
@@ -432,14 +432,6 @@ pub fn tcp_mmap_line(r: &Run) -> String {
     )
 }
 
-/// What one invocation measured: the report and the suite's summary rows.
-pub struct Outcome {
-    /// The JSON report.
-    pub report: Report,
-    /// One row per condition.
-    pub summary: Vec<SummaryRow>,
-}
-
 /// Runs the bench over `conds`.
 pub fn bench(conds: &[Condition], s: &Settings, quiet: bool) -> anyhow::Result<Outcome> {
     let mut report = Report::new("tcp-rx");
@@ -564,13 +556,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     netlab::check_privileges().context("tcp-rx builds its labs in private network namespaces")?;
     let conds = selected(&opt)?;
     let out = bench(&conds, &settings, opt.common.json)?;
-    if opt.common.json {
-        println!("{}", serde_json::to_string_pretty(&out.report)?);
-    } else {
-        println!("\n{}", measure::render(&out.report));
-        println!("{}", super::render_summary(&out.summary));
-    }
-    Ok(())
+    out.print(opt.common.json)
 }
 
 /// `--connect`: the sender of a two-host run, one connection per run and mode (`2 × runs`

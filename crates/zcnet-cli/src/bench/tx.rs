@@ -19,7 +19,7 @@ use netlab::{CONGESTION, Family, LoopbackLab, Netns, Side, SinkLab, VethLab, pat
 use serde_json::json;
 use zcnet::msg_zerocopy::{CopiedPolicy, SenderConfig, ZerocopySender};
 
-use super::{Common, Pinned, SummaryRow, pin};
+use super::{Common, Outcome, Pinned, SummaryRow, pin};
 use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
 
 /// Transport.
@@ -277,14 +277,6 @@ fn one_run(
     Ok(run)
 }
 
-/// What one invocation measured.
-pub struct Outcome {
-    /// The report.
-    pub report: Report,
-    /// Summary rows for the suite.
-    pub summary: Vec<SummaryRow>,
-}
-
 /// Runs the bench.
 #[allow(clippy::too_many_arguments)]
 pub fn bench(
@@ -446,11 +438,5 @@ pub fn run(proto: Proto, opt: Opt) -> anyhow::Result<()> {
         opt.pool_mib,
         opt.common.json,
     )?;
-    if opt.common.json {
-        println!("{}", serde_json::to_string_pretty(&out.report)?);
-    } else {
-        println!("\n{}", measure::render(&out.report));
-        println!("{}", super::render_summary(&out.summary));
-    }
-    Ok(())
+    out.print(opt.common.json)
 }

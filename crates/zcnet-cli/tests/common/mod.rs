@@ -1,0 +1,36 @@
+//! Helpers shared by the CLI's integration tests.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// The `zcnet` binary under test.
+pub fn zcnet() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_zcnet"))
+}
+
+/// sha256 of a file, by coreutils' `sha256sum`.
+pub fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum (coreutils)");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// Stderr of a failed run: exactly one line, exit status 1.
+pub fn one_line_error(out: Output) -> String {
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "one line expected: {err:?}"
+    );
+    err
+}
