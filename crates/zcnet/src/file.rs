@@ -127,6 +127,22 @@ pub struct FileError {
     pub source: io::Error,
 }
 
+impl FileError {
+    /// A constructor for `map_err`: `op` of `strategy` failed after `sent` bytes.
+    fn at(
+        strategy: &'static str,
+        op: &'static str,
+        sent: u64,
+    ) -> impl FnOnce(io::Error) -> FileError {
+        move |source| FileError {
+            strategy,
+            op,
+            sent,
+            source,
+        }
+    }
+}
+
 /// Sends `len` bytes of `file` from `offset` on `socket` (a connected TCP socket) with
 /// `strategy`. For [`Strategy::MmapZc`] the socket must not have made zero-copy sends before.
 ///
@@ -141,14 +157,7 @@ pub fn send_file(
     opts: Options,
 ) -> Result<FileSent, FileError> {
     let strategy = strategy.resolve();
-    let err = |op: &'static str, sent: u64| {
-        move |source: io::Error| FileError {
-            strategy: strategy.name(),
-            op,
-            sent,
-            source,
-        }
-    };
+    let err = |op: &'static str, sent: u64| FileError::at(strategy.name(), op, sent);
     let mut sent = 0u64;
     match strategy {
         Strategy::Sendfile | Strategy::Auto => {
@@ -262,14 +271,7 @@ fn send_mmap_zc(
     len: u64,
     opts: Options,
 ) -> Result<FileSent, FileError> {
-    let err = |op: &'static str, sent: u64| {
-        move |source: io::Error| FileError {
-            strategy: "mmap-zc",
-            op,
-            sent,
-            source,
-        }
-    };
+    let err = |op: &'static str, sent: u64| FileError::at("mmap-zc", op, sent);
     let page = sys::page_size() as u64;
     let mut tx: ZerocopySender<BorrowedFd<'_>, FileRegion> =
         ZerocopySender::new(socket, SenderConfig::default())
@@ -277,18 +279,17 @@ fn send_mmap_zc(
     let mut sent = 0u64;
     let mut windows: std::collections::VecDeque<std::sync::Weak<sys::Mmap>> = Default::default();
     while sent < len {
-        // At most two windows mapped: wait for the older one's completions.
-        while windows.len() >= 2 {
+        // At most two windows mapped: before mapping a third, wait until the kernel has given
+        // back every chunk of the oldest (its last region's drop unmaps it). This is the only
+        // place that reads the error queue: completions coalesce in between.
+        loop {
+            tx.reap().map_err(err("recvmsg(MSG_ERRQUEUE)", sent))?;
+            tx.returned().for_each(drop);
             windows.retain(|w| w.strong_count() > 0);
             if windows.len() < 2 {
                 break;
             }
-            tx.reap().map_err(err("recvmsg(MSG_ERRQUEUE)", sent))?;
-            tx.returned().for_each(drop);
-            windows.retain(|w| w.strong_count() > 0);
-            if windows.len() >= 2 {
-                sys::poll(socket, 0, 100).map_err(err("poll", sent))?;
-            }
+            sys::poll(socket, 0, 100).map_err(err("poll", sent))?;
         }
         let pos = offset + sent;
         let map_start = pos - pos % page;
@@ -307,19 +308,15 @@ fn send_mmap_zc(
                 .map_err(|e| err("send(MSG_ZEROCOPY)", sent + e.sent as u64)(e.error))?;
             at += n;
             sent += n as u64;
-            tx.reap().map_err(err("recvmsg(MSG_ERRQUEUE)", sent))?;
-            tx.returned().for_each(drop);
         }
     }
     tx.drain(Duration::from_secs(30))
         .map_err(err("waiting for completions", sent))?;
     tx.returned().for_each(drop);
     let c = tx.counters();
-    // Bytes by MSG_ZEROCOPY whose completion was not flagged copied (per-call estimate).
-    let zc = (c.zerocopy_bytes as f64 * c.not_copied_share().unwrap_or(0.0)) as u64;
     Ok(FileSent {
         bytes: sent,
-        zero_copy_bytes: zc,
+        zero_copy_bytes: (sent as f64 * c.zero_copy_share()) as u64,
         zerocopy: Some(c),
     })
 }
@@ -348,14 +345,7 @@ pub fn send_pipe(socket: BorrowedFd<'_>, pipe: BorrowedFd<'_>) -> Result<FileSen
             }
             Ok(n) => sent += n as u64,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(source) => {
-                return Err(FileError {
-                    strategy: "splice",
-                    op: "splice(pipe -> socket)",
-                    sent,
-                    source,
-                });
-            }
+            Err(e) => return Err(FileError::at("splice", "splice(pipe -> socket)", sent)(e)),
         }
     }
 }
@@ -369,14 +359,7 @@ pub fn send_reader(
     r: &mut impl Read,
     chunk: usize,
 ) -> Result<FileSent, FileError> {
-    let err = |op: &'static str, sent: u64| {
-        move |source: io::Error| FileError {
-            strategy: "copy",
-            op,
-            sent,
-            source,
-        }
-    };
+    let err = |op: &'static str, sent: u64| FileError::at("copy", op, sent);
     let mut buf = vec![0u8; chunk];
     let mut sent = 0u64;
     loop {

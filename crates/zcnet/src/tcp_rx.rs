@@ -157,11 +157,16 @@ impl Received<'_> {
     }
 }
 
-/// How the kernel's struct is passed, from the probe.
+/// How the kernel's struct is passed, decided once from the probe.
 #[derive(Clone, Copy, Debug)]
 struct KernelStruct {
     optlen: usize,
-    copybuf: bool,
+    /// Bytes of `buf` lent as `copybuf` (0 where the kernel has no such field). Below one page:
+    /// the kernel (5.11+) copies *everything* queued into the copy buffer whenever it all fits,
+    /// mappable pages included, and a copy that ends inside a page misaligns the stream for the
+    /// calls after it.
+    copybuf_len: usize,
+    page: usize,
 }
 
 /// A receiver on a connected TCP socket that maps received pages where it can.
@@ -204,11 +209,11 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
                 .get("struct_len")
                 .and_then(|v| v.as_u64())
                 .unwrap_or(16) as usize,
-            copybuf: check
-                .detail
-                .get("copybuf")
-                .and_then(|v| v.as_bool())
-                .unwrap_or(false),
+            copybuf_len: match check.detail.get("copybuf").and_then(|v| v.as_bool()) {
+                Some(true) => page - 1,
+                _ => 0,
+            },
+            page,
         };
         let (window, fallback) = if config.force_copy {
             (None, Some("copy mode requested".to_owned()))
@@ -315,25 +320,12 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
                 self.wait()?;
             }
             self.queued = 0;
-            // The copy buffer must stay below one page: the kernel (5.11+) copies *everything*
-            // queued into it whenever it all fits, mappable pages included, and a copy that ends
-            // inside a page misaligns the stream for the calls after it.
-            let copybuf_len = if self.kernel.copybuf {
-                sys::page_size() - 1
-            } else {
-                0
-            };
             let mapped = match self.window.as_mut() {
                 None => None,
                 Some(window) => {
                     self.stats.zc_calls += 1;
-                    let copybuf = &mut self.buf[..copybuf_len];
-                    match window.receive(
-                        self.socket.as_fd(),
-                        copybuf,
-                        self.kernel.copybuf,
-                        self.kernel.optlen,
-                    ) {
+                    let copybuf = &mut self.buf[..self.kernel.copybuf_len];
+                    match window.receive(self.socket.as_fd(), copybuf, self.kernel.optlen) {
                         Ok(out) => Some(out),
                         // EIO: nothing queued and the peer is done; recv tells EOF from an error.
                         Err(e) if e.raw_os_error() == Some(libc::EIO) => None,
@@ -378,7 +370,7 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
                 continue;
             }
             self.stats.bytes_mapped += out.mapped as u64;
-            self.stats.pages_mapped += (out.mapped / sys::page_size()) as u64;
+            self.stats.pages_mapped += (out.mapped / self.kernel.page) as u64;
             self.stats.bytes_copied += copied as u64;
             let window = self.window.as_ref().expect("zero-copy path has a window");
             return Ok(Some(Received {

@@ -204,22 +204,22 @@ fn send_for<S: std::os::fd::AsFd>(
     seconds: f64,
     pool: &'static [u8],
 ) -> anyhow::Result<Run> {
+    if size >= pool.len() {
+        bail!(
+            "--size {size} does not fit the {} MiB pool",
+            pool.len() >> 20
+        );
+    }
     let mut tx = ZerocopySender::new(socket, mode.config()).context("enabling SO_ZEROCOPY")?;
     let meter = Meter::start();
     let start = Instant::now();
-    let (mut bytes, mut calls, mut off) = (0u64, 0u64, 0u64);
+    let mut calls = 0u64;
     while start.elapsed().as_secs_f64() < seconds {
-        if size >= pool.len() {
-            bail!(
-                "--size {size} does not fit the {} MiB pool",
-                pool.len() >> 20
-            );
-        }
-        let at = (off % (pool.len() - size) as u64) as usize;
-        let buf = &pool[at..at + size];
-        tx.send(buf).map_err(|e| e.error).context("send")?;
-        off += size as u64;
-        bytes += size as u64;
+        // Consecutive buffers of the pool, wrapping: every call sends different (cold) memory.
+        let at = ((calls * size as u64) % (pool.len() - size) as u64) as usize;
+        tx.send(&pool[at..at + size])
+            .map_err(|e| e.error)
+            .context("send")?;
         calls += 1;
         // Reap in batches: between reads the kernel coalesces completions into one range, and
         // an empty error queue still costs a recvmsg.
@@ -232,7 +232,7 @@ fn send_for<S: std::os::fd::AsFd>(
         .context("waiting for completions")?;
     let c = tx.counters();
     Ok(meter.finish(Work {
-        bytes,
+        bytes: calls * size as u64,
         requests: Some(calls),
         zero_copy_share: Some(c.zero_copy_share()),
         verified: None,

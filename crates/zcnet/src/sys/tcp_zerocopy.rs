@@ -126,7 +126,8 @@ impl ZcWindow {
     }
 
     /// One `getsockopt(TCP_ZEROCOPY_RECEIVE)` of up to the window's size, copying unmappable
-    /// bytes into `copybuf` in the same call when `use_copybuf` (the kernel has the field).
+    /// bytes into `copybuf` in the same call (5.11+; pass an empty slice where the kernel lacks
+    /// the field).
     ///
     /// Releases the previous call's pages first. `optlen` says how much of the struct to pass
     /// (what the probe found the kernel to know).
@@ -134,7 +135,6 @@ impl ZcWindow {
         &mut self,
         fd: BorrowedFd<'_>,
         copybuf: &mut [u8],
-        use_copybuf: bool,
         optlen: usize,
     ) -> io::Result<ZcOutcome> {
         self.release();
@@ -143,6 +143,7 @@ impl ZcWindow {
             length: self.len as u32,
             ..Default::default()
         };
+        let use_copybuf = !copybuf.is_empty();
         if use_copybuf {
             zc.copybuf_address = copybuf.as_mut_ptr() as u64;
             zc.copybuf_len = copybuf.len().min(i32::MAX as usize) as i32;
