@@ -1,7 +1,7 @@
 //! `zcnet recv` against real senders, and its errors.
 
 mod common;
-use common::{one_line_error, sha256, zcnet};
+use common::{one_line_error, random_bytes, sha256, zcnet};
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -27,15 +27,7 @@ fn receives_200_mb_from_socat_byte_identical() {
     let (src, dst) = (dir.join("src"), dir.join("dst"));
     // 200 MB of pseudo-random bytes, not a page multiple.
     let size = 200_000_003usize;
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let data: Vec<u8> = (0..size)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let data = random_bytes(size, 0x9e37_79b9_7f4a_7c15);
     std::fs::write(&src, &data).unwrap();
     drop(data);
 

@@ -1,7 +1,7 @@
 //! `zcnet send` with socat as the receiver, every strategy, and its errors.
 
 mod common;
-use common::{one_line_error, sha256, zcnet};
+use common::{one_line_error, random_bytes, sha256, zcnet};
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -61,15 +61,7 @@ fn every_strategy_is_byte_identical_through_socat() {
     let dir = tmpdir("strategies");
     let odd = dir.join("odd");
     // 3 MiB + 5 bytes of pseudo-random data: not a page multiple, more than one mmap chunk.
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let data: Vec<u8> = (0..(3 << 20) + 5)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let data = random_bytes((3 << 20) + 5, 0x2545_f491_4f6c_dd1d);
     std::fs::write(&odd, &data).unwrap();
     let empty = dir.join("empty");
     std::fs::write(&empty, b"").unwrap();

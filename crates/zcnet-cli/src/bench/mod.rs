@@ -124,81 +124,17 @@ fn suite(common: Common) -> anyhow::Result<()> {
     match netlab::check_privileges() {
         Err(e) => eprintln!("zcnet bench: benches skipped: {e}"),
         Ok(()) => {
-            // tcp-rx: the two loopback conditions the acceptance names, IPv6.
-            let conds: Vec<_> = tcp_rx::conditions()
-                .into_iter()
-                .filter(|c| c.lab == "loopback" && c.family == netlab::Family::V6)
-                .collect();
-            if !quiet {
-                println!("\n== tcp-rx ({runs} alternations of {seconds} s per mode)");
+            for (name, step) in suite_steps(runs, seconds, quiet) {
+                if !quiet {
+                    println!("\n== {name}, {runs} alternations per mode");
+                }
+                let out = step().with_context(|| format!("bench {name}"))?;
+                if !quiet {
+                    println!("\n{}", crate::measure::render(&out.report));
+                }
+                reports.push(out.report);
+                summary.extend(out.summary);
             }
-            let settings = tcp_rx::Settings {
-                runs,
-                seconds,
-                verify: true,
-                modes: vec![tcp_rx::Mode::Copy, tcp_rx::Mode::Zc],
-                window: zcnet::tcp_rx::DEFAULT_WINDOW,
-            };
-            let out = tcp_rx::bench(&conds, &settings, quiet).context("bench tcp-rx")?;
-            if !quiet {
-                println!("\n{}", crate::measure::render(&out.report));
-            }
-            reports.push(out.report);
-            summary.extend(out.summary);
-
-            // udp-tx: the sink, where zero-copy is real, at the seed's largest and a mid size.
-            if !quiet {
-                println!("\n== udp-tx (sink lab)");
-            }
-            let modes = [tx::Mode::Copy, tx::Mode::Zc];
-            let out = tx::bench(
-                tx::Proto::Udp,
-                &["sink"],
-                netlab::Family::V4,
-                &[8000, 64000],
-                &modes,
-                runs,
-                seconds,
-                256,
-                quiet,
-            )
-            .context("bench udp-tx")?;
-            reports.push(out.report);
-            summary.extend(out.summary);
-
-            // tcp-tx: loopback copies; the adaptive policy must cost nothing against copy.
-            if !quiet {
-                println!("\n== tcp-tx (loopback lab)");
-            }
-            let modes = [tx::Mode::Copy, tx::Mode::Zc, tx::Mode::ZcAdaptive];
-            let out = tx::bench(
-                tx::Proto::Tcp,
-                &["loopback"],
-                netlab::Family::V4,
-                &[65536],
-                &modes,
-                runs,
-                seconds,
-                256,
-                quiet,
-            )
-            .context("bench tcp-tx")?;
-            reports.push(out.report);
-            summary.extend(out.summary);
-
-            // file-tx: 256 MiB in page cache, each strategy.
-            if !quiet {
-                println!("\n== file-tx (loopback lab)");
-            }
-            let strategies = [
-                zcnet::file::Strategy::Copy,
-                zcnet::file::Strategy::Sendfile,
-                zcnet::file::Strategy::Splice,
-                zcnet::file::Strategy::MmapZc,
-            ];
-            let out = file_tx::bench(256, &strategies, runs, quiet).context("bench file-tx")?;
-            reports.push(out.report);
-            summary.extend(out.summary);
         }
     }
     if common.json {
@@ -212,6 +148,84 @@ fn suite(common: Common) -> anyhow::Result<()> {
         println!("{}", render_summary(&summary));
     }
     Ok(())
+}
+
+/// One bench of the suite, run in its short mode.
+type Step = Box<dyn FnOnce() -> anyhow::Result<Outcome>>;
+
+/// The suite: each bench in the conditions its issue's acceptance names.
+fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Step)> {
+    use netlab::Family;
+    vec![
+        (
+            // The two loopback conditions of the RX acceptance, IPv6.
+            "tcp-rx (loopback, IPv6)",
+            Box::new(move || {
+                let conds: Vec<_> = tcp_rx::conditions()
+                    .into_iter()
+                    .filter(|c| c.lab == "loopback" && c.family == Family::V6)
+                    .collect();
+                let settings = tcp_rx::Settings {
+                    runs,
+                    seconds,
+                    verify: true,
+                    modes: vec![tcp_rx::Mode::Copy, tcp_rx::Mode::Zc],
+                    window: zcnet::tcp_rx::DEFAULT_WINDOW,
+                };
+                tcp_rx::bench(&conds, &settings, quiet)
+            }),
+        ),
+        (
+            // The sink, where zero-copy is real: the seed's largest size and a mid size.
+            "udp-tx (sink)",
+            Box::new(move || {
+                let modes = [tx::Mode::Copy, tx::Mode::Zc];
+                tx::bench(
+                    tx::Proto::Udp,
+                    &["sink"],
+                    Family::V4,
+                    &[8000, 64000],
+                    &modes,
+                    runs,
+                    seconds,
+                    256,
+                    quiet,
+                )
+            }),
+        ),
+        (
+            // Loopback copies: the adaptive policy must cost nothing against copy.
+            "tcp-tx (loopback)",
+            Box::new(move || {
+                let modes = [tx::Mode::Copy, tx::Mode::Zc, tx::Mode::ZcAdaptive];
+                tx::bench(
+                    tx::Proto::Tcp,
+                    &["loopback"],
+                    Family::V4,
+                    &[65536],
+                    &modes,
+                    runs,
+                    seconds,
+                    256,
+                    quiet,
+                )
+            }),
+        ),
+        (
+            // 256 MiB in page cache, each strategy.
+            "file-tx (loopback)",
+            Box::new(move || {
+                use zcnet::file::Strategy;
+                let strategies = [
+                    Strategy::Copy,
+                    Strategy::Sendfile,
+                    Strategy::Splice,
+                    Strategy::MmapZc,
+                ];
+                file_tx::bench(256, &strategies, runs, quiet)
+            }),
+        ),
+    ]
 }
 
 /// The suite's closing table.
