@@ -280,8 +280,7 @@ fn send_mmap_zc(
     let mut windows: std::collections::VecDeque<std::sync::Weak<sys::Mmap>> = Default::default();
     while sent < len {
         // At most two windows mapped: before mapping a third, wait until the kernel has given
-        // back every chunk of the oldest (its last region's drop unmaps it). This is the only
-        // place that reads the error queue: completions coalesce in between.
+        // back every chunk of the oldest (its last region's drop unmaps it).
         loop {
             tx.reap().map_err(err("recvmsg(MSG_ERRQUEUE)", sent))?;
             tx.returned().for_each(drop);
@@ -308,6 +307,12 @@ fn send_mmap_zc(
                 .map_err(|e| err("send(MSG_ZEROCOPY)", sent + e.sent as u64)(e.error))?;
             at += n;
             sent += n as u64;
+            // Reap after every chunk: one recvmsg per 256 KiB is cheap, and seeing "copied"
+            // completions early lets the adaptive policy switch to copying sooner where the
+            // kernel copies anyway. Measured on loopback (file-tx, 1 GiB, 5 runs): mmap-zc/copy
+            // 1.38 reaping per chunk, 1.62 reaping once per window.
+            tx.reap().map_err(err("recvmsg(MSG_ERRQUEUE)", sent))?;
+            tx.returned().for_each(drop);
         }
     }
     tx.drain(Duration::from_secs(30))
