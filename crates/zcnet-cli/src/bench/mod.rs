@@ -222,7 +222,8 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                     Strategy::Splice,
                     Strategy::MmapZc,
                 ];
-                file_tx::bench(256, &strategies, runs, quiet)
+                let modes = file_tx::Mode::list(&strategies, &file_tx::COPY_BUFFERS_KIB);
+                file_tx::bench(256, &modes, runs, quiet)
             }),
         ),
     ]
