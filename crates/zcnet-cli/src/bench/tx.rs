@@ -107,7 +107,11 @@ impl Lab {
     fn build(name: &str, proto: Proto) -> anyhow::Result<Lab> {
         Ok(match (name, proto) {
             ("loopback", _) => Lab::Loopback(LoopbackLab::new(None)?),
-            ("veth", _) => Lab::Veth(VethLab::new(None)?),
+            // UDP datagrams must not be fragmented: a fragment lost to a full backlog leaves the
+            // others in the reassembly queue for ipfrag_time (30 s), holding their zero-copy
+            // pages, and the sender's drain times out. veth carries 65535 bytes in one frame.
+            ("veth", Proto::Udp) => Lab::Veth(VethLab::new(Some(VETH_UDP_MTU))?),
+            ("veth", Proto::Tcp) => Lab::Veth(VethLab::new(None)?),
             ("sink", Proto::Udp) => Lab::Sink(SinkLab::new()?),
             ("sink", Proto::Tcp) => {
                 bail!("TCP cannot run into the sink lab: it drops the handshake")
@@ -192,6 +196,10 @@ pub fn pool(mib: usize) -> &'static [u8] {
             Box::leak(v.into_boxed_slice())
         })
 }
+
+/// MTU of the veth lab for UDP: the largest frame veth carries, so that no datagram is
+/// fragmented.
+const VETH_UDP_MTU: u32 = 65535;
 
 /// Send calls between two reads of the error queue.
 const REAP_EVERY: u64 = 32;
