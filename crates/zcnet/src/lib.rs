@@ -4,7 +4,8 @@
 //! - [`sys`] holds the kernel ABI the `libc` crate lacks and every raw call; it is the only
 //!   module with `unsafe` code, each block carrying a `SAFETY:` line.
 //! - One module per mechanism, named as the kernel names it: [`msg_zerocopy`] (with
-//!   [`errqueue`], where its completions arrive) and [`tcp_rx`]; the others join as they are built.
+//!   [`errqueue`], where its completions arrive), [`tcp_rx`], [`file`] and [`uring`]; the others join
+//!   as they are built.
 //! - [`probe`] decides at run time, by trying each operation, what this kernel, these limits
 //!   and these privileges allow, and says why not where it says no.
 //!
@@ -26,3 +27,4 @@ pub mod msg_zerocopy;
 pub mod probe;
 pub mod sys;
 pub mod tcp_rx;
+pub mod uring;

@@ -175,12 +175,7 @@ fn one_run(lab: &LoopbackLab, f: &CachedFile, mode: Mode) -> anyhow::Result<Run>
 }
 
 /// Runs the bench.
-pub fn bench(
-    size_mib: u64,
-    modes: &[Mode],
-    runs: usize,
-    quiet: bool,
-) -> anyhow::Result<Outcome> {
+pub fn bench(size_mib: u64, modes: &[Mode], runs: usize, quiet: bool) -> anyhow::Result<Outcome> {
     let mut report = Report::new("file-tx");
     report.settings = json!({
         "runs": runs, "file_mib": size_mib, "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
@@ -238,7 +233,9 @@ pub fn bench(
     for (copy_mode, copy) in copies {
         for (mode, other) in sets.iter().filter(|(m, _)| m.strategy != Strategy::Copy) {
             for metric in ["cpu_us_per_mb", "gbit"] {
-                report.comparisons.extend(Comparison::new(other, copy, metric));
+                report
+                    .comparisons
+                    .extend(Comparison::new(other, copy, metric));
             }
             let Some(c) = Comparison::new(other, copy, "cpu_us_per_mb") else {
                 continue;

@@ -92,7 +92,7 @@ pub fn getsockopt_int(fd: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<i
 }
 
 /// Storage for a `sockaddr_in`/`sockaddr_in6` built from a [`SocketAddr`].
-fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+pub(crate) fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: sockaddr_storage is plain data for which all-zero is a valid value.
     let mut storage: libc::sockaddr_storage = unsafe { zeroed() };
     let len = match addr {
@@ -252,6 +252,29 @@ impl Mmap {
                 libc::MAP_SHARED,
                 fd.as_raw_fd(),
                 offset as libc::off_t,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mmap {
+            ptr: NonNull::new(ptr.cast()).expect("mmap returned NULL without MAP_FIXED"),
+            len,
+        })
+    }
+
+    /// `mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)`: zeroed
+    /// memory of this process, page-aligned.
+    pub fn anonymous(len: usize) -> io::Result<Mmap> {
+        // SAFETY: a fresh anonymous mapping chosen by the kernel aliases no Rust object.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
             )
         };
         if ptr == libc::MAP_FAILED {
@@ -434,6 +457,23 @@ pub fn memlock_limit() -> io::Result<(Option<u64>, Option<u64>)> {
     cvt(unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) })?;
     let f = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
     Ok((f(r.rlim_cur), f(r.rlim_max)))
+}
+
+/// Whether this thread's effective capabilities include `CAP_IPC_LOCK` (bit 14 of `CapEff` in
+/// `/proc/thread-self/status`), which exempts it from `RLIMIT_MEMLOCK`.
+pub fn has_cap_ipc_lock() -> bool {
+    const CAP_IPC_LOCK: u32 = 14;
+    std::fs::read_to_string("/proc/thread-self/status")
+        .ok()
+        .and_then(|s| {
+            let hex = s
+                .lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))?
+                .trim()
+                .to_owned();
+            u64::from_str_radix(&hex, 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
 }
 
 /// `geteuid(2)`.

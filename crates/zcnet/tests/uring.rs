@@ -1,0 +1,407 @@
+//! io_uring sends with owned buffers against real sockets: every buffer back exactly once with
+//! its data delivered, errors that still return every buffer, the RLIMIT_MEMLOCK check in a
+//! child process, the forced copy fallback, registered-buffer sends from the middle of the
+//! pool, and zero-copy that is really zero-copy in the sink lab.
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
+use std::process::Command;
+use std::time::Duration;
+
+use netlab::{Family, SinkLab, require_lab};
+use zcnet::uring::{Config, Mode, Pool, PoolBuf, Returned, UringError, UringSender};
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Returns from the test, recorded as skipped, where io_uring cannot be set up.
+macro_rules! require_uring {
+    () => {
+        if let Err(e) = io_uring::IoUring::new(2) {
+            netlab::skip::skip(&format!("io_uring_setup: {e}"));
+            return;
+        }
+    };
+}
+
+fn udp_pair() -> (UdpSocket, UdpSocket) {
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // Room for every datagram of a test, so none is dropped before it is read.
+    let _ = zcnet::sys::setsockopt(
+        rx.as_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_RCVBUFFORCE,
+        &(64i32 << 20),
+    );
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.connect(rx.local_addr().unwrap()).unwrap();
+    (tx, rx)
+}
+
+/// Datagram `i`: its length varies, its first bytes say who it is.
+fn datagram(i: u32) -> Vec<u8> {
+    let len = [64usize, 1500, 9000, 32_000, 64_000][i as usize % 5];
+    let mut v = vec![(i % 251) as u8; len];
+    v[..4].copy_from_slice(&i.to_le_bytes());
+    v
+}
+
+fn tag(buf: &[u8]) -> u32 {
+    u32::from_le_bytes(buf[..4].try_into().unwrap())
+}
+
+fn config(mode: Mode) -> Config {
+    Config {
+        mode,
+        window: 32,
+        batch: 8,
+        ..Config::default()
+    }
+}
+
+/// Sends `n` datagrams in `mode`, reads them back, and checks every buffer came back once.
+fn udp_round_trip(mode: Mode, to: bool) {
+    let (tx_sock, rx) = udp_pair();
+    let dest = rx.local_addr().unwrap();
+    let n = 300u32;
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        let mut got = Vec::new();
+        while got.len() < n as usize {
+            let Ok(len) = rx.recv(&mut buf) else { break };
+            assert_eq!(&buf[..len], &datagram(tag(&buf))[..], "datagram contents");
+            got.push(tag(&buf));
+        }
+        got
+    });
+    let mut tx = UringSender::new(tx_sock, config(mode)).unwrap();
+    assert_eq!(tx.mode(), mode, "{:?}", tx.fallback_reason());
+    let mut back: Vec<Returned<Vec<u8>>> = Vec::new();
+    for i in 0..n {
+        if to {
+            tx.send_to(datagram(i), dest).unwrap();
+        } else {
+            tx.send(datagram(i)).unwrap();
+        }
+        tx.reap().unwrap();
+        back.extend(tx.returned());
+    }
+    tx.drain(TIMEOUT).unwrap();
+    back.extend(tx.returned());
+    let c = tx.counters();
+    let mut got = reader.join().unwrap();
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        (0..n).collect::<Vec<_>>(),
+        "every datagram arrived once"
+    );
+    let mut tags: Vec<u32> = back.iter().map(|r| tag(&r.buf)).collect();
+    tags.sort_unstable();
+    assert_eq!(
+        tags,
+        (0..n).collect::<Vec<_>>(),
+        "every buffer came back once"
+    );
+    for r in &back {
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.sent, r.buf.len());
+        assert_eq!(r.zero_copy, mode != Mode::Copy);
+        // Loopback delivers to a socket: the kernel copies, and the notification says so.
+        let expect = (mode != Mode::Copy).then_some(true);
+        assert_eq!(r.copied, expect);
+    }
+    assert_eq!((c.requests, c.returned, c.errors), (n as u64, n as u64, 0));
+}
+
+#[test]
+fn udp_send_zc_returns_every_buffer_once_and_delivers_it() {
+    require_uring!();
+    udp_round_trip(Mode::Zc, false);
+}
+
+#[test]
+fn udp_sendmsg_zc_returns_every_buffer_once_and_delivers_it() {
+    require_uring!();
+    udp_round_trip(Mode::Zc, true);
+}
+
+#[test]
+fn udp_copy_mode_uses_the_same_api() {
+    require_uring!();
+    udp_round_trip(Mode::Copy, false);
+    udp_round_trip(Mode::Copy, true);
+}
+
+#[test]
+fn tcp_stream_arrives_whole_and_in_order() {
+    require_uring!();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (mut s, _) = l.accept().unwrap();
+    let n = 200u32;
+    let expected: Vec<u8> = (0..n).flat_map(datagram).collect();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        got
+    });
+    let mut tx = UringSender::new(c, config(Mode::Zc)).unwrap();
+    let mut back = 0;
+    for i in 0..n {
+        tx.send(datagram(i)).unwrap();
+        back += tx.returned().count();
+    }
+    tx.drain(TIMEOUT).unwrap();
+    back += tx.returned().count();
+    assert_eq!(back, n as usize);
+    assert_eq!(tx.counters().bytes, expected.len() as u64);
+    tx.get_ref().shutdown(std::net::Shutdown::Write).unwrap();
+    drop(tx);
+    assert!(reader.join().unwrap() == expected, "stream differs");
+}
+
+#[test]
+fn udp_to_a_closed_port_still_returns_every_buffer() {
+    require_uring!();
+    // A port nobody listens on: ICMP port unreachable makes later sends fail.
+    let closed = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dest = closed.local_addr().unwrap();
+    drop(closed);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(dest).unwrap();
+    let mut tx = UringSender::new(sock, config(Mode::Zc)).unwrap();
+    let n = 200u32;
+    for i in 0..n {
+        tx.send(datagram(i)).unwrap();
+        if i % 10 == 9 {
+            // Let the ICMP errors arrive between batches.
+            tx.drain(TIMEOUT).unwrap();
+        }
+    }
+    tx.drain(TIMEOUT).unwrap();
+    let back: Vec<_> = tx.returned().collect();
+    assert_eq!(back.len(), n as usize);
+    let refused = back
+        .iter()
+        .filter(|r| r.error.as_ref().and_then(|e| e.raw_os_error()) == Some(libc::ECONNREFUSED))
+        .count();
+    assert!(
+        refused > 0,
+        "no ECONNREFUSED among {n} sends to a closed port"
+    );
+    assert_eq!(tx.counters().errors, refused as u64);
+}
+
+#[test]
+fn peer_reset_with_requests_in_flight_returns_every_buffer() {
+    require_uring!();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    // Small buffers on both sides, a peer that never reads: the sends stall in the kernel.
+    let _ = zcnet::sys::setsockopt(c.as_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, &65536i32);
+    let _ = zcnet::sys::setsockopt(s.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &65536i32);
+    let cfg = Config {
+        window: 64,
+        ..config(Mode::Zc)
+    };
+    let mut tx = UringSender::new(c, cfg).unwrap();
+    for _ in 0..64 {
+        tx.send(vec![1u8; 256 * 1024]).unwrap();
+    }
+    tx.reap().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    tx.reap().unwrap();
+    assert!(
+        tx.in_flight() > 0,
+        "16 MiB cannot all be in a stalled connection"
+    );
+    // The peer resets: SO_LINGER 0 then close.
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    zcnet::sys::setsockopt(s.as_fd(), libc::SOL_SOCKET, libc::SO_LINGER, &linger).unwrap();
+    drop(s);
+    tx.drain(TIMEOUT).unwrap();
+    let back: Vec<_> = tx.returned().collect();
+    assert_eq!(back.len(), 64);
+    let failed = back.iter().filter(|r| r.error.is_some()).count();
+    assert!(failed > 0, "no request failed after the reset");
+    for r in back.iter().filter(|r| r.error.is_some()) {
+        let code = r.error.as_ref().unwrap().raw_os_error();
+        assert!(
+            matches!(code, Some(libc::ECONNRESET) | Some(libc::EPIPE)),
+            "{:?}",
+            r.error
+        );
+    }
+}
+
+#[test]
+fn forced_copy_says_why_and_still_delivers() {
+    require_uring!();
+    let (tx_sock, rx) = udp_pair();
+    let cfg = Config {
+        force_copy: true,
+        ..config(Mode::Zc)
+    };
+    let mut tx = UringSender::new(tx_sock, cfg).unwrap();
+    assert_eq!(tx.mode(), Mode::Copy);
+    assert!(tx.fallback_reason().unwrap().contains("forced"));
+    tx.send(datagram(3)).unwrap();
+    tx.drain(TIMEOUT).unwrap();
+    let r: Vec<_> = tx.returned().collect();
+    assert_eq!(r.len(), 1);
+    assert!(!r[0].zero_copy && r[0].copied.is_none());
+    assert_eq!(tx.counters().zc_requests, 0);
+    let mut buf = vec![0u8; 65536];
+    let len = rx.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..len], &datagram(3)[..]);
+}
+
+#[test]
+fn fixed_send_of_a_slice_in_the_middle_of_the_registered_pool() {
+    require_uring!();
+    let (tx_sock, rx) = udp_pair();
+    let pool = Pool::new(8, 16384).unwrap();
+    let mut tx = UringSender::with_pool(tx_sock, config(Mode::ZcFixed), &pool).unwrap();
+    assert_eq!(tx.mode(), Mode::ZcFixed);
+    // Skip the first three buffers: the one sent starts 48 KiB into the region.
+    let held: Vec<PoolBuf> = (0..3).map(|_| pool.acquire().unwrap()).collect();
+    let mut b = pool.acquire().unwrap();
+    assert_eq!(b.index(), 3);
+    b.set_len(10_001);
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = (i * 7 % 256) as u8;
+    }
+    let want = b.to_vec();
+    tx.send(b).unwrap();
+    tx.drain(TIMEOUT).unwrap();
+    let back: Vec<_> = tx.returned().collect();
+    assert_eq!(back.len(), 1);
+    assert!(back[0].error.is_none(), "{:?}", back[0].error);
+    assert_eq!((back[0].buf.index(), back[0].sent), (3, 10_001));
+    assert_eq!(tx.counters().fixed_requests, 1);
+    let mut buf = vec![0u8; 65536];
+    let len = rx.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..len], &want[..]);
+    drop(back);
+    drop(held);
+    assert_eq!(pool.available(), 8, "every buffer back in the pool");
+}
+
+#[test]
+fn zc_fixed_needs_a_pool() {
+    require_uring!();
+    let (tx_sock, _rx) = udp_pair();
+    let e = UringSender::<_, Vec<u8>>::new(tx_sock, config(Mode::ZcFixed))
+        .err()
+        .unwrap();
+    assert!(matches!(e, UringError::NoPool));
+    assert!(e.to_string().contains("with_pool"));
+}
+
+#[test]
+fn udp_into_the_sink_is_really_zero_copy() {
+    require_lab!();
+    require_uring!();
+    let lab = SinkLab::new().unwrap();
+    for family in [Family::V4, Family::V6] {
+        let target = SocketAddr::new(SinkLab::target(family), 9);
+        let before = lab.dropped().unwrap();
+        let (counters, back) = lab
+            .ns
+            .run(move || {
+                let local: SocketAddr = match family {
+                    Family::V4 => "0.0.0.0:0".parse().unwrap(),
+                    Family::V6 => "[::]:0".parse().unwrap(),
+                };
+                let sock = UdpSocket::bind(local).unwrap();
+                sock.connect(target).unwrap();
+                let pool = Pool::new(64, 64000).unwrap();
+                let mut tx = UringSender::with_pool(sock, config(Mode::ZcFixed), &pool).unwrap();
+                let mut back = 0;
+                for _ in 0..200 {
+                    let b = loop {
+                        if let Some(b) = pool.acquire() {
+                            break b;
+                        }
+                        tx.reap().unwrap();
+                        back += tx.returned().count();
+                    };
+                    tx.send(b).unwrap();
+                }
+                tx.drain(TIMEOUT).unwrap();
+                back += tx.returned().count();
+                (tx.counters(), back)
+            })
+            .unwrap();
+        let after = lab.dropped().unwrap();
+        assert_eq!(back, 200);
+        assert_eq!(
+            (counters.not_copied, counters.copied, counters.errors),
+            (200, 0, 0)
+        );
+        assert_eq!(counters.zero_copy_share(), 1.0);
+        assert_eq!(after - before, 200, "{family:?}");
+    }
+}
+
+/// The child half of `memlock_too_low_gives_the_clear_error`: run by it under a low
+/// RLIMIT_MEMLOCK without CAP_IPC_LOCK; ignored otherwise.
+#[test]
+#[ignore = "run by memlock_too_low_gives_the_clear_error in a child process"]
+fn memlock_child() {
+    let (tx_sock, _rx) = udp_pair();
+    let pool = Pool::new(64, 64000).unwrap();
+    let e = UringSender::with_pool(tx_sock, config(Mode::ZcFixed), &pool)
+        .err()
+        .expect("registration under a 1 MiB RLIMIT_MEMLOCK must fail");
+    println!("CHILD-ERROR: {e}");
+    assert!(matches!(e, UringError::Memlock { .. }), "{e:?}");
+}
+
+#[test]
+fn memlock_too_low_gives_the_clear_error() {
+    require_uring!();
+    netlab::require_program!("setpriv");
+    netlab::require_program!("prlimit");
+    // Without CAP_IPC_LOCK the limit applies even to root; 1 MiB is below the 4 MiB pool.
+    let out = Command::new("setpriv")
+        .args([
+            "--inh-caps=-ipc_lock",
+            "--bounding-set=-ipc_lock",
+            "prlimit",
+            "--memlock=1048576",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "memlock_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // libtest prints "test memlock_child ... " on the same line.
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split_once("CHILD-ERROR: ").map(|(_, e)| e))
+        .expect("child ran");
+    assert!(
+        line.contains("needs RLIMIT_MEMLOCK >= 4096000 bytes"),
+        "{line}"
+    );
+    assert!(line.contains("the limit is 1048576 bytes"), "{line}");
+    assert!(line.contains("ulimit -l 4000"), "{line}");
+}
