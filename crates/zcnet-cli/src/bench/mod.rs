@@ -5,6 +5,7 @@
 pub mod file_tx;
 pub mod tcp_rx;
 pub mod tx;
+pub mod uring_tx;
 
 use anyhow::Context;
 use serde::Serialize;
@@ -49,6 +50,9 @@ enum Name {
     TcpTx(tx::Opt),
     /// A file in page cache over loopback: sendfile, splice, mmap + MSG_ZEROCOPY vs read + send.
     FileTx(file_tx::Opt),
+    /// io_uring SEND vs SEND_ZC vs SEND_ZC with registered buffers (UDP into the sink, TCP over
+    /// loopback and veth).
+    UringTx(uring_tx::Opt),
 }
 
 /// One row of the suite's summary: a seed experiment, copy vs zero-copy.
@@ -106,6 +110,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         Some(Name::UdpTx(o)) => tx::run(tx::Proto::Udp, o),
         Some(Name::TcpTx(o)) => tx::run(tx::Proto::Tcp, o),
         Some(Name::FileTx(o)) => file_tx::run(o),
+        Some(Name::UringTx(o)) => uring_tx::run(o),
         None => suite(opt.common),
     }
 }
@@ -224,6 +229,24 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                 ];
                 let modes = file_tx::Mode::list(&strategies, &file_tx::COPY_BUFFERS_KIB);
                 file_tx::bench(256, &modes, runs, quiet)
+            }),
+        ),
+        (
+            // io_uring into the sink: the sizes of the acceptance and the smallest of the table.
+            "uring-tx (sink)",
+            Box::new(move || {
+                use zcnet::uring::Mode;
+                let modes = [Mode::Copy, Mode::Zc, Mode::ZcFixed];
+                uring_tx::bench(
+                    &["sink"],
+                    Family::V4,
+                    &[600, 8000, 64000],
+                    &modes,
+                    runs,
+                    seconds,
+                    256,
+                    quiet,
+                )
             }),
         ),
     ]

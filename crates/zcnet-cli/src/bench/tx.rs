@@ -97,14 +97,14 @@ pub struct Opt {
     pub pool_mib: usize,
 }
 
-enum Lab {
+pub(super) enum Lab {
     Loopback(LoopbackLab),
     Veth(VethLab),
     Sink(SinkLab),
 }
 
 impl Lab {
-    fn build(name: &str, proto: Proto) -> anyhow::Result<Lab> {
+    pub(super) fn build(name: &str, proto: Proto) -> anyhow::Result<Lab> {
         Ok(match (name, proto) {
             ("loopback", _) => Lab::Loopback(LoopbackLab::new(None)?),
             // UDP datagrams must not be fragmented: a fragment lost to a full backlog leaves the
@@ -121,7 +121,7 @@ impl Lab {
     }
 
     /// (sender namespace, receiver namespace if any, destination address)
-    fn ends(&self, family: Family) -> (&Netns, Option<&Netns>, IpAddr) {
+    pub(super) fn ends(&self, family: Family) -> (&Netns, Option<&Netns>, IpAddr) {
         match self {
             Lab::Loopback(l) => (&l.ns, Some(&l.ns), l.addr(family)),
             Lab::Veth(v) => (&v.a, Some(&v.b), VethLab::addr(Side::B, family)),
@@ -130,7 +130,7 @@ impl Lab {
     }
 }
 
-fn unspecified(family: Family) -> SocketAddr {
+pub(super) fn unspecified(family: Family) -> SocketAddr {
     match family {
         Family::V4 => "0.0.0.0:0".parse().expect("literal"),
         Family::V6 => "[::]:0".parse().expect("literal"),
@@ -138,7 +138,7 @@ fn unspecified(family: Family) -> SocketAddr {
 }
 
 /// A discarding receiver on CPU 1; returns the bytes it received.
-fn receiver(
+pub(super) fn receiver(
     ns: &Netns,
     proto: Proto,
     ip: IpAddr,

@@ -1,0 +1,402 @@
+//! `zcnet bench uring-tx`: io_uring `SEND` against `SEND_ZC` and `SEND_ZC` with registered
+//! buffers, the table of Pavel Begunkov's io_uring zero-copy send patches.
+//!
+//! UDP goes into the `sink` lab, where the `ifb` device drops what it transmits, standing in for
+//! the `dummy` device of the patches: the only lab here where zero-copy is real. TCP runs over
+//! `loopback` and `veth`, where local delivery copies every zero-copy send and the notifications
+//! say so. A sender thread pinned to CPU 0 keeps a window of requests in flight and submits them
+//! in batches; its buffers cycle through a pool (256 MiB by default: cold, as for a server
+//! sending distinct data), the same pool for all three modes, registered with the ring for
+//! `zc-fixed`.
+
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use netlab::{CONGESTION, Family, pattern};
+use serde_json::json;
+use zcnet::uring::{Config, Mode, Pool, UringSender};
+
+use super::tx::{self, Lab, Proto};
+use super::{Common, Outcome, Pinned, SummaryRow, pin};
+use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
+
+/// The IO sizes of the patches' table.
+pub const SIZES: [usize; 9] = [600, 1000, 1200, 1500, 4000, 8000, 16000, 32000, 64000];
+
+/// Ring settings of every run: 256 entries, at most 128 requests in flight, 16 per submission.
+pub const CONFIG: Config = Config {
+    mode: Mode::Copy,
+    entries: 256,
+    window: 128,
+    batch: 16,
+    stall_timeout: Duration::from_secs(10),
+    force_copy: false,
+};
+
+/// Sender mode, as the command line names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    /// `IORING_OP_SEND`.
+    Copy,
+    /// `IORING_OP_SEND_ZC`.
+    Zc,
+    /// `IORING_OP_SEND_ZC` with `IORING_RECVSEND_FIXED_BUF` from a registered pool.
+    ZcFixed,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Mode {
+        match m {
+            ModeArg::Copy => Mode::Copy,
+            ModeArg::Zc => Mode::Zc,
+            ModeArg::ZcFixed => Mode::ZcFixed,
+        }
+    }
+}
+
+/// Options of `zcnet bench uring-tx`.
+#[derive(Debug, clap::Args)]
+pub struct Opt {
+    #[command(flatten)]
+    pub common: Common,
+    /// IO size per request (repeatable). Default: 600 1000 1200 1500 4000 8000 16000 32000 64000.
+    #[arg(long = "size", value_name = "BYTES")]
+    pub sizes: Vec<usize>,
+    /// Modes to alternate (repeatable); the first is the baseline. Default: copy zc zc-fixed.
+    #[arg(long = "mode", value_enum)]
+    pub modes: Vec<ModeArg>,
+    /// Address family. Default: IPv4.
+    #[arg(long, value_enum, default_value = "ipv4")]
+    pub family: super::tcp_rx::FamilyArg,
+    /// Size of the buffer pool in MiB (registered whole for zc-fixed). 256 (default) is cold in
+    /// cache; 2 keeps it hot.
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    pub pool_mib: usize,
+}
+
+/// The pool for `size`-byte requests: `pool_mib` MiB of pattern bytes in `size`-byte buffers.
+fn make_pool(size: usize, pool_mib: usize) -> anyhow::Result<Pool> {
+    let count = ((pool_mib.max(1) << 20) / size).max(2 * CONFIG.window);
+    let pool = Pool::new(count, size).context("allocating the buffer pool")?;
+    // Fill every buffer once (FIFO: acquiring them all and dropping them keeps the order).
+    let all: Vec<_> = std::iter::from_fn(|| pool.acquire()).collect();
+    for mut b in all {
+        let off = (b.index() * size) as u64;
+        let mut at = 0;
+        while at < size {
+            let chunk = pattern::chunk_at(off + at as u64, (size - at).min(pattern::MAX_CHUNK));
+            b[at..at + chunk.len()].copy_from_slice(chunk);
+            at += chunk.len();
+        }
+    }
+    Ok(pool)
+}
+
+/// Sends `size`-byte requests for `seconds` in `mode`, measuring the sending thread.
+fn send_for<S: AsFd>(socket: S, mode: Mode, seconds: f64, pool: &Pool) -> anyhow::Result<Run> {
+    let config = Config { mode, ..CONFIG };
+    let mut tx = UringSender::with_pool(socket, config, pool)?;
+    if let Some(why) = tx.fallback_reason() {
+        bail!("{} asked for, but {why}", mode.name());
+    }
+    let size = pool.buf_size();
+    let meter = Meter::start();
+    let start = Instant::now();
+    let mut requests = 0u64;
+    let mut failed = None;
+    while start.elapsed().as_secs_f64() < seconds {
+        let buf = loop {
+            if let Some(b) = pool.acquire() {
+                break b;
+            }
+            tx.reap().context("io_uring_enter")?;
+            for r in tx.returned() {
+                failed = failed.or(r.error);
+            }
+        };
+        tx.send(buf)
+            .map_err(|e| e.error)
+            .context("queueing a send")?;
+        requests += 1;
+        for r in tx.returned() {
+            failed = failed.or(r.error);
+        }
+    }
+    tx.drain(Duration::from_secs(5))
+        .context("waiting for notifications")?;
+    for r in tx.returned() {
+        failed = failed.or(r.error);
+    }
+    let c = tx.counters();
+    let run = meter.finish(Work {
+        bytes: requests * size as u64,
+        requests: Some(requests),
+        zero_copy_share: Some(c.zero_copy_share()),
+        verified: None,
+    });
+    if let Some(e) = failed {
+        bail!(
+            "{} of {requests} sends failed, the first with: {e}",
+            c.errors
+        );
+    }
+    Ok(run)
+}
+
+fn one_run(
+    lab: &Lab,
+    proto: Proto,
+    family: Family,
+    mode: Mode,
+    seconds: f64,
+    pool: &Pool,
+) -> anyhow::Result<Run> {
+    let (send_ns, recv_ns, ip) = lab.ends(family);
+    let (dest, receiver) = match recv_ns {
+        Some(ns) => {
+            let (a, h) = tx::receiver(ns, proto, ip)?;
+            (a, Some(h))
+        }
+        None => (SocketAddr::new(ip, 9), None),
+    };
+    let pool = pool.clone();
+    let run = send_ns.run(move || -> anyhow::Result<Run> {
+        pin(0);
+        match proto {
+            Proto::Udp => {
+                let s = UdpSocket::bind(tx::unspecified(family))?;
+                s.connect(dest)?;
+                send_for(s, mode, seconds, &pool)
+            }
+            Proto::Tcp => send_for(TcpStream::connect(dest)?, mode, seconds, &pool),
+        }
+    })??;
+    if let Some(h) = receiver {
+        let received = h.join().map_err(|_| anyhow::anyhow!("receiver panicked"))?;
+        if proto == Proto::Tcp && received != run.bytes {
+            bail!("sent {} bytes but the receiver got {received}", run.bytes);
+        }
+    }
+    Ok(run)
+}
+
+/// The protocol each lab runs: UDP into the sink, TCP elsewhere.
+fn proto_of(lab: &str) -> Proto {
+    if lab == "sink" {
+        Proto::Udp
+    } else {
+        Proto::Tcp
+    }
+}
+
+/// Runs the bench.
+#[allow(clippy::too_many_arguments)]
+pub fn bench(
+    labs: &[&str],
+    family: Family,
+    sizes: &[usize],
+    modes: &[Mode],
+    runs: usize,
+    seconds: f64,
+    pool_mib: usize,
+    quiet: bool,
+) -> anyhow::Result<Outcome> {
+    let mut report = Report::new("uring-tx");
+    report.settings = json!({
+        "runs": runs, "seconds": seconds, "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "sender_cpu": 0, "receiver_cpu": 1, "pool_mib": pool_mib,
+        "ring_entries": CONFIG.entries, "window": CONFIG.window, "batch": CONFIG.batch,
+        "report_usage": true,
+    });
+    let mut summary = Vec::new();
+    let mut seed_tables = Vec::new();
+    let steps = labs.len() * sizes.len() * runs * modes.len();
+    let progress = Progress::new(
+        "uring-tx",
+        steps as u64,
+        Duration::from_secs_f64(seconds * steps as f64),
+    );
+    let _pinned = Pinned::to(1);
+    for &lab_name in labs {
+        let proto = proto_of(lab_name);
+        let lab = Lab::build(lab_name, proto)?;
+        let mut table = Vec::new();
+        for &size in sizes {
+            let pool = make_pool(size, pool_mib)?;
+            let per_mode = measure::alternate(modes, runs, &progress, |mode, i| {
+                let run =
+                    one_run(&lab, proto, family, mode, seconds, &pool).with_context(|| {
+                        format!("{lab_name} {size} B {} run {}", mode.name(), i + 1)
+                    })?;
+                if !quiet {
+                    println!(
+                        "[{lab_name} {} {size} B] {:<8} {:>10.0} req/s {:>7.2} Gbit {:>7.1} us/MB sender, {:>6.2} % zero-copy",
+                        family.name(),
+                        mode.name(),
+                        run.requests_per_s.unwrap_or(0.0),
+                        run.gbit,
+                        run.cpu_us_per_mb,
+                        100.0 * run.zero_copy_share.unwrap_or(0.0)
+                    );
+                }
+                anyhow::Ok(run)
+            })?;
+            let congestion = (proto == Proto::Tcp).then_some(CONGESTION);
+            let sets: Vec<ResultSet> = modes
+                .iter()
+                .zip(per_mode)
+                .map(|(m, runs)| {
+                    ResultSet::new(
+                        lab_name,
+                        family.name(),
+                        congestion,
+                        json!({"size": size, "proto": if proto == Proto::Udp { "udp" } else { "tcp" }}),
+                        m.name(),
+                        runs,
+                    )
+                })
+                .collect();
+            for other in &sets[1..] {
+                for metric in ["requests_per_s", "cpu_us_per_mb"] {
+                    report
+                        .comparisons
+                        .extend(Comparison::new(other, &sets[0], metric));
+                }
+            }
+            summary.extend(summary_rows(lab_name, size, &sets));
+            table.push((size, sets.clone()));
+            report.results.extend(sets);
+        }
+        seed_tables.push(seed_table(lab_name, proto, &table));
+    }
+    if !quiet {
+        for t in &seed_tables {
+            println!("\n{t}");
+        }
+    }
+    Ok(Outcome { report, summary })
+}
+
+/// The patches' table: IO size | non-zc | zc (+x %) | zc-fixed (+x %), requests/s medians, the
+/// change against copy from the pairwise ratios, and the share really zero-copied.
+fn seed_table(lab: &str, proto: Proto, rows: &[(usize, Vec<ResultSet>)]) -> String {
+    use std::fmt::Write as _;
+    let proto = if proto == Proto::Udp { "UDP" } else { "TCP" };
+    let mut out = format!(
+        "uring-tx {lab} {proto}: requests/s (medians; change vs copy from pairwise ratios; zero-copied share)\n"
+    );
+    let Some((_, first)) = rows.first() else {
+        return out;
+    };
+    let _ = write!(out, "{:>8} |", "IO size");
+    for s in first {
+        let _ = write!(out, " {:>28} |", s.mode);
+    }
+    out.push('\n');
+    for (size, sets) in rows {
+        let _ = write!(out, "{size:>8} |");
+        let copy = &sets[0];
+        for s in sets {
+            let rps = s
+                .median
+                .get("requests_per_s")
+                .and_then(|v| v.as_f64())
+                .unwrap_or(f64::NAN);
+            let share = s
+                .median
+                .get("zero_copy_share")
+                .and_then(|v| v.as_f64())
+                .unwrap_or(0.0);
+            let cell = if std::ptr::eq(s, copy) {
+                format!("{rps:.0}")
+            } else {
+                let r =
+                    Comparison::new(s, copy, "requests_per_s").map_or(f64::NAN, |c| c.ratio_median);
+                format!(
+                    "{rps:.0} ({:+.0} %, zc {:.0} %)",
+                    100.0 * (r - 1.0),
+                    100.0 * share
+                )
+            };
+            let _ = write!(out, " {cell:>28} |");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn summary_rows(lab: &str, size: usize, sets: &[ResultSet]) -> Vec<SummaryRow> {
+    let med = |s: &ResultSet, k: &str| s.median.get(k).and_then(|v| v.as_f64());
+    let Some(copy) = sets.iter().find(|s| s.mode == "copy") else {
+        return Vec::new();
+    };
+    sets.iter()
+        .filter(|s| s.mode != "copy")
+        .filter_map(|s| {
+            let ratio = Comparison::new(s, copy, "requests_per_s")?.ratio_median;
+            let share = med(s, "zero_copy_share");
+            let bound = match (lab, size, s.mode.as_str()) {
+                ("sink", 64000, "zc-fixed") => Some(3.0),
+                ("sink", 8000, "zc-fixed") => Some(1.3),
+                _ => None,
+            };
+            let verdict = match bound {
+                Some(b) if ratio >= b => format!("ok (>= {b})"),
+                Some(b) => format!("MISS (needs >= {b})"),
+                None if lab != "sink" => "info (kernel copies)".into(),
+                None if ratio >= 1.0 => "info (zc wins)".into(),
+                None => "info (copy wins)".into(),
+            };
+            Some(SummaryRow {
+                experiment: format!("uring-tx {lab} {size} B {}", s.mode),
+                metric: "req/s".into(),
+                copy: med(copy, "requests_per_s").unwrap_or(f64::NAN),
+                zero_copy: med(s, "requests_per_s").unwrap_or(f64::NAN),
+                ratio,
+                zero_copy_share: share,
+                verdict,
+            })
+        })
+        .collect()
+}
+
+/// `zcnet bench uring-tx`.
+pub fn run(opt: Opt) -> anyhow::Result<()> {
+    netlab::check_privileges().context("uring-tx builds its labs in private network namespaces")?;
+    let labs: Vec<&str> = if opt.common.labs.is_empty() {
+        vec!["sink", "loopback", "veth"]
+    } else {
+        opt.common.labs.iter().map(String::as_str).collect()
+    };
+    let sizes = if opt.sizes.is_empty() {
+        SIZES.to_vec()
+    } else {
+        opt.sizes.clone()
+    };
+    if let Some(s) = sizes.iter().find(|&&s| s == 0 || s > 65507) {
+        bail!("--size {s}: give 1 to 65507 bytes (the largest UDP datagram over IPv4)");
+    }
+    let modes: Vec<Mode> = if opt.modes.is_empty() {
+        vec![Mode::Copy, Mode::Zc, Mode::ZcFixed]
+    } else {
+        opt.modes.iter().map(|&m| m.into()).collect()
+    };
+    if modes[0] != Mode::Copy {
+        bail!("the first --mode is the baseline of the comparisons and must be copy");
+    }
+    let runs = opt.common.runs.unwrap_or(5);
+    let seconds = opt.common.seconds.unwrap_or(1.0);
+    let out = bench(
+        &labs,
+        opt.family.into(),
+        &sizes,
+        &modes,
+        runs,
+        seconds,
+        opt.pool_mib,
+        opt.common.json,
+    )?;
+    out.print(opt.common.json)
+}
