@@ -82,19 +82,31 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
         .count();
     assert_eq!(tcp_rx_rows, 2, "one row per tcp-rx condition");
     // Every bench of the suite reported.
-    for bench in ["udp-tx", "tcp-tx", "file-tx"] {
+    for bench in ["udp-tx", "tcp-tx", "file-tx", "uring-tx"] {
         assert!(
             reports.iter().any(|r| r["bench"] == bench),
             "{bench} missing from the suite"
         );
     }
     // UDP into the sink is the one place zero-copy really happens: nothing may be flagged copied.
-    let udp = reports.iter().find(|r| r["bench"] == "udp-tx").unwrap();
-    for set in udp["results"].as_array().unwrap() {
-        if set["mode"] == "zc" {
-            assert_eq!(set["median"]["zero_copy_share"], 1.0, "{set}");
+    for name in ["udp-tx", "uring-tx"] {
+        let bench = reports.iter().find(|r| r["bench"] == name).unwrap();
+        for set in bench["results"].as_array().unwrap() {
+            if set["mode"] != "copy" {
+                assert_eq!(set["median"]["zero_copy_share"], 1.0, "{name}: {set}");
+            }
         }
     }
+    // The io_uring table: every size with all three modes.
+    let uring = reports.iter().find(|r| r["bench"] == "uring-tx").unwrap();
+    let modes: Vec<&str> = uring["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes.len(), 9, "{modes:?}");
+    assert!(["copy", "zc", "zc-fixed"].iter().all(|m| modes.contains(m)));
 }
 
 /// Run as `nobody`, the probe still works and says which checks it could not run and why.
