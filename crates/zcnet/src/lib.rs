@@ -24,6 +24,7 @@
 pub mod errqueue;
 pub mod file;
 pub mod msg_zerocopy;
+pub mod peek;
 pub mod probe;
 pub mod sys;
 pub mod tcp_rx;

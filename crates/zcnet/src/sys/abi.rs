@@ -146,6 +146,42 @@ unsafe impl Pod for TcpZerocopyReceive {}
 unsafe impl Pod for TpacketReq3 {}
 // SAFETY: `struct linger` is two C ints.
 unsafe impl Pod for libc::linger {}
+// SAFETY: repr(C) struct of integers and byte arrays only.
+unsafe impl Pod for TcpInfo {}
+
+/// The start of `struct tcp_info` (`linux/tcp.h`) up to `tcpi_bytes_retrans` (Linux 4.19), with
+/// the fields zcnet reads named and the rest kept as bytes. A kernel that knows less writes a
+/// shorter struct; `getsockopt` says how much.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TcpInfo {
+    /// `tcpi_state` .. `tcpi_total_retrans`, `tcpi_pacing_rate`, `tcpi_max_pacing_rate`.
+    pub head: [u8; 120],
+    /// `tcpi_bytes_acked` (4.2): data bytes the peer acknowledged.
+    pub bytes_acked: u64,
+    /// `tcpi_bytes_received` (4.2).
+    pub bytes_received: u64,
+    /// `tcpi_segs_out` .. `tcpi_delivered_ce`.
+    pub middle: [u8; 64],
+    /// `tcpi_bytes_sent` (4.19): data bytes sent, retransmissions included.
+    pub bytes_sent: u64,
+    /// `tcpi_bytes_retrans` (4.19).
+    pub bytes_retrans: u64,
+}
+
+/// Offset of `tcpi_bytes_acked` in `struct tcp_info`: a `getsockopt` that wrote less than this
+/// plus 8 bytes comes from a kernel without the field.
+pub const TCPI_BYTES_ACKED_END: usize = 128;
+
+#[cfg(test)]
+mod tcp_info_layout {
+    #[test]
+    fn offsets_match_linux_tcp_h() {
+        assert_eq!(std::mem::offset_of!(super::TcpInfo, bytes_acked), 120);
+        assert_eq!(std::mem::offset_of!(super::TcpInfo, bytes_sent), 200);
+        assert_eq!(std::mem::size_of::<super::TcpInfo>(), 216);
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -185,6 +185,76 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], flags: i32) -> io::Result<usize>
     cvt_size(unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) })
 }
 
+/// `recvmsg(2)` into several buffers, filled in order, with `flags`.
+pub fn recv_vectored(
+    fd: BorrowedFd<'_>,
+    bufs: &mut [io::IoSliceMut<'_>],
+    flags: i32,
+) -> io::Result<usize> {
+    // SAFETY: msghdr is plain data for which all-zero is valid.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    // IoSliceMut is ABI-compatible with struct iovec (documented by std on Unix).
+    msg.msg_iov = bufs.as_mut_ptr().cast();
+    msg.msg_iovlen = bufs.len() as _;
+    // SAFETY: the iovecs describe live, exclusively borrowed buffers for the whole call.
+    cvt_size(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) })
+}
+
+/// Proof that a descriptor number was a TCP socket when checked: under Rust's I/O safety the
+/// number keeps naming that socket while its owner (who holds the proof) keeps it.
+#[derive(Clone, Copy, Debug)]
+pub struct TcpSocket(RawFd);
+
+/// Checks that `fd` is a TCP socket (`SO_PROTOCOL`, Linux 2.6.32).
+pub fn check_tcp(fd: BorrowedFd<'_>) -> io::Result<TcpSocket> {
+    let proto = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)?;
+    if proto != libc::IPPROTO_TCP {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a TCP socket",
+        ));
+    }
+    Ok(TcpSocket(fd.as_raw_fd()))
+}
+
+/// `recv(fd, NULL-ish, len, MSG_TRUNC)` on TCP: drops up to `len` queued bytes without copying
+/// them (Linux 4.3 for TCP). Returns how many were dropped.
+///
+/// # Panics
+/// If `fd` is not the descriptor `tcp` was checked for.
+pub fn tcp_discard(fd: BorrowedFd<'_>, tcp: TcpSocket, len: usize) -> io::Result<usize> {
+    assert_eq!(
+        fd.as_raw_fd(),
+        tcp.0,
+        "tcp_discard on an unchecked descriptor"
+    );
+    let mut sink = [0u8; 1];
+    // SAFETY: `fd` is a TCP socket (checked, see TcpSocket), and TCP with MSG_TRUNC advances the
+    // queue without writing to the buffer, so `len` may exceed the one byte given.
+    cvt_size(unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            sink.as_mut_ptr().cast(),
+            len,
+            libc::MSG_TRUNC,
+        )
+    })
+}
+
+/// `getsockopt(IPPROTO_TCP, TCP_INFO)`: the struct, and how many bytes of it the kernel filled.
+pub fn tcp_info(fd: BorrowedFd<'_>) -> io::Result<(abi::TcpInfo, usize)> {
+    // SAFETY: TcpInfo is Pod: all-zero is valid.
+    let mut info: abi::TcpInfo = unsafe { zeroed() };
+    let len = getsockopt(
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_INFO,
+        &mut info,
+        size_of::<abi::TcpInfo>(),
+    )?;
+    Ok((info, len))
+}
+
 /// `recvmsg(2)` with `MSG_ERRQUEUE | MSG_DONTWAIT`: reads one error-queue message's ancillary
 /// data into `control`. Returns `Ok(None)` when the queue is empty (`EAGAIN`), else the number
 /// of control bytes and whether they were truncated (`MSG_CTRUNC`).

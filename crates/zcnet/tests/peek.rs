@@ -1,0 +1,169 @@
+//! The SO_PEEK_OFF cursor against a reference model: random interleavings of peek, consume and
+//! rewind over real TCP connections (IPv4 and IPv6), for the peek offset and the discard-buffer
+//! fallback alike.
+
+use std::io::Write;
+use std::net::{Shutdown, TcpListener, TcpStream};
+
+use netlab::pattern;
+use zcnet::peek::{Method, PeekCursor, PeekError};
+
+const STREAM: usize = 1 << 20;
+
+/// xorshift64*: a small deterministic generator, so a failing seed can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+}
+
+fn pair(addr: &str) -> Option<(TcpStream, TcpStream)> {
+    let l = TcpListener::bind(addr).ok()?;
+    let c = TcpStream::connect(l.local_addr().ok()?).ok()?;
+    let (s, _) = l.accept().ok()?;
+    Some((c, s))
+}
+
+fn stream_bytes() -> Vec<u8> {
+    pattern::chunk_at(0, STREAM).to_vec()
+}
+
+/// One random interleaving against the model; panics with the seed on the first difference.
+fn run_model(addr: &str, method: Method, seed: u64) {
+    let Some((mut c, s)) = pair(addr) else {
+        netlab::skip::skip(&format!("no TCP on {addr}"));
+        return;
+    };
+    let data = stream_bytes();
+    let writer = std::thread::spawn(move || {
+        c.write_all(&pattern::chunk_at(0, STREAM)).unwrap();
+        c.shutdown(Shutdown::Write).unwrap();
+        c
+    });
+    let mut cur = match method {
+        Method::PeekOffset => PeekCursor::new(s).unwrap(),
+        Method::DiscardBuffer => PeekCursor::with_method(s, Method::DiscardBuffer).unwrap(),
+    };
+    assert_eq!(cur.method(), method, "{:?}", cur.fallback_reason());
+    let mut rng = Rng(seed | 1);
+    // The model: the first unconsumed byte and the next byte a peek returns.
+    let (mut consumed, mut peeked) = (0u64, 0u64);
+    let mut buf = vec![0u8; 65536];
+    let mut steps = 0;
+    while consumed < STREAM as u64 {
+        steps += 1;
+        assert!(steps < 100_000, "seed {seed}: no progress");
+        match rng.below(10) {
+            // peek (most often)
+            0..=5 => {
+                let want = 1 + rng.below(40_000) as usize;
+                // Never block: with the window full of unconsumed bytes the writer cannot send
+                // more, and a blocking peek past them would wait forever.
+                let got = match cur.peek_with(&mut buf[..want], libc::MSG_DONTWAIT) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    Err(e) => panic!("seed {seed} step {steps}: {e}"),
+                };
+                let end = (peeked as usize + got).min(STREAM);
+                assert_eq!(
+                    &buf[..got],
+                    &data[peeked as usize..end],
+                    "seed {seed} step {steps}: peek at {peeked}"
+                );
+                if got == 0 {
+                    assert_eq!(peeked, STREAM as u64, "seed {seed}: early end of stream");
+                    // At the end: consume everything so the loop finishes.
+                    cur.consume(peeked - consumed).unwrap();
+                    consumed = peeked;
+                }
+                peeked += got as u64;
+            }
+            // consume part of what was peeked
+            6..=7 => {
+                let n = rng.below(peeked - consumed + 1);
+                cur.consume(n).unwrap();
+                consumed += n;
+            }
+            // rewind somewhere in the held range
+            8 => {
+                let to = consumed + rng.below(peeked - consumed + 1);
+                cur.rewind(to).unwrap();
+                peeked = to;
+            }
+            // a call outside the model must fail and change nothing
+            _ => {
+                let e = cur.consume(peeked - consumed + 1).unwrap_err();
+                assert!(matches!(e, PeekError::ConsumeBeyondPeeked { .. }));
+                if consumed > 0 {
+                    let e = cur.rewind(consumed - 1).unwrap_err();
+                    assert!(matches!(e, PeekError::RewindOutside { .. }));
+                }
+            }
+        }
+        assert_eq!(
+            (cur.consumed(), cur.peeked()),
+            (consumed, peeked),
+            "seed {seed}"
+        );
+    }
+    // Everything consumed: the next peek is the end of the stream.
+    assert_eq!(cur.peek(&mut buf).unwrap(), 0, "seed {seed}");
+    let counters = cur.counters();
+    assert_eq!(counters.consumed_bytes, STREAM as u64);
+    match method {
+        Method::PeekOffset => assert_eq!(counters.reread_bytes, 0),
+        Method::DiscardBuffer => assert!(counters.reread_bytes > 0, "seed {seed}"),
+    }
+    drop(writer.join().unwrap());
+}
+
+#[test]
+fn random_interleavings_match_the_model_with_the_peek_offset() {
+    for (i, addr) in ["127.0.0.1:0", "[::1]:0"].iter().enumerate() {
+        for seed in 0..12u64 {
+            run_model(addr, Method::PeekOffset, seed * 7919 + i as u64);
+        }
+    }
+}
+
+#[test]
+fn random_interleavings_match_the_model_with_the_discard_buffer() {
+    for (i, addr) in ["127.0.0.1:0", "[::1]:0"].iter().enumerate() {
+        for seed in 0..12u64 {
+            run_model(addr, Method::DiscardBuffer, seed * 104_729 + i as u64);
+        }
+    }
+}
+
+#[test]
+fn new_picks_the_peek_offset_here_and_says_nothing() {
+    let (_c, s) = pair("127.0.0.1:0").unwrap();
+    let cur = PeekCursor::new(s).unwrap();
+    // Linux 6.9+ takes SO_PEEK_OFF on TCP; this machine runs 6.18.
+    assert_eq!(
+        cur.method(),
+        Method::PeekOffset,
+        "{:?}",
+        cur.fallback_reason()
+    );
+    assert!(cur.fallback_reason().is_none());
+}
+
+#[test]
+fn a_udp_socket_is_refused() {
+    let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let e = PeekCursor::new(u).unwrap_err();
+    assert!(e.to_string().contains("needs a TCP socket"), "{e}");
+}
