@@ -45,7 +45,7 @@ fn run_model(addr: &str, method: Method, seed: u64) {
     };
     let data = stream_bytes();
     let writer = std::thread::spawn(move || {
-        c.write_all(&pattern::chunk_at(0, STREAM)).unwrap();
+        c.write_all(pattern::chunk_at(0, STREAM)).unwrap();
         c.shutdown(Shutdown::Write).unwrap();
         c
     });
