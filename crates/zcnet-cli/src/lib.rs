@@ -7,4 +7,5 @@ pub mod bench;
 pub mod measure;
 pub mod probe;
 pub mod recv;
+pub mod relay;
 pub mod send;

@@ -1,7 +1,7 @@
 //! `zcnet`: probe, benchmark and use the Linux kernel's zero-copy socket paths.
 #![forbid(unsafe_code)]
 
-use zcnet_cli::{bench, probe, recv, send};
+use zcnet_cli::{bench, probe, recv, relay, send};
 
 use std::process::ExitCode;
 
@@ -25,6 +25,9 @@ enum Command {
     Recv(recv::Opt),
     /// Send a file (or stdin) over TCP by sendfile, splice or an mmap + MSG_ZEROCOPY window.
     Send(send::Opt),
+    /// Relay TCP, keeping unacknowledged bytes in the kernel's queue (SO_PEEK_OFF) and failing
+    /// over to another destination without losing them.
+    Relay(relay::Opt),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
         Command::Bench(opt) => bench::run(*opt),
         Command::Recv(opt) => recv::run(opt),
         Command::Send(opt) => send::run(opt),
+        Command::Relay(opt) => relay::run(opt),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

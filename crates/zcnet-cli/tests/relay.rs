@@ -1,0 +1,253 @@
+//! `zcnet relay` with real connections: integrity end to end, failover to the fallback
+//! destination after a reset with the stream resumed exactly at the last acknowledged byte,
+//! source closing early, destinations refusing, 50 connections at once.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::process::{Child, Stdio};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use common::{random_bytes, zcnet};
+
+/// A running relay and the address it listens on; killed on drop if still running.
+struct Relay {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Relay {
+    fn start(to: SocketAddr, fallback: Option<SocketAddr>, extra: &[&str]) -> Relay {
+        let mut cmd = zcnet();
+        cmd.args(["relay", "--listen", "127.0.0.1:0", "--to", &to.to_string()]);
+        if let Some(f) = fallback {
+            cmd.args(["--fallback", &f.to_string()]);
+        }
+        cmd.args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        // Keep draining stderr so the relay never blocks on it; keep the lines for the test.
+        child.stderr = None;
+        let log = std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = err.read_to_string(&mut rest);
+            rest
+        });
+        std::mem::forget(log);
+        Relay { child, addr }
+    }
+
+    /// Waits for the relay to exit; returns its stdout (the --json lines) and success.
+    fn finish(mut self) -> (String, bool) {
+        let mut out = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let ok = self.child.wait().unwrap().success();
+        (out, ok)
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A destination that reads everything, optionally resetting after `reset_after` bytes.
+fn destination(reset_after: Option<usize>) -> (SocketAddr, JoinHandle<Vec<u8>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        loop {
+            let want = reset_after.map_or(buf.len(), |r| (r - got.len()).min(buf.len()));
+            if want == 0 {
+                // Reset: SO_LINGER 0, then close.
+                let linger = libc::linger {
+                    l_onoff: 1,
+                    l_linger: 0,
+                };
+                zcnet::sys::setsockopt(c.as_fd(), libc::SOL_SOCKET, libc::SO_LINGER, &linger)
+                    .unwrap();
+                return got;
+            }
+            match c.read(&mut buf[..want]) {
+                Ok(0) | Err(_) => return got,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    });
+    (addr, h)
+}
+
+fn send_all(to: SocketAddr, data: Vec<u8>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut s = TcpStream::connect(to).unwrap();
+        s.write_all(&data).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        // Wait for the relay to pass the destination's FIN back.
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+    })
+}
+
+#[test]
+fn relays_a_stream_byte_identical_with_both_methods() {
+    for method in ["peek-offset", "discard-buffer"] {
+        let (dest, rx) = destination(None);
+        let relay = Relay::start(dest, None, &["--count", "1", "--json", "--method", method]);
+        let data = random_bytes(20 << 20, 7);
+        send_all(relay.addr, data.clone()).join().unwrap();
+        let got = rx.join().unwrap();
+        let (json, ok) = relay.finish();
+        assert!(ok, "{method}: relay failed");
+        assert!(
+            got == data,
+            "{method}: stream differs ({} vs {} bytes)",
+            got.len(),
+            data.len()
+        );
+        let stats: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+        assert_eq!(stats["method"], method);
+        assert_eq!(stats["bytes"], data.len() as u64);
+        assert_eq!(stats["resumed_at"].as_array().unwrap().len(), 0);
+        let reread = stats["peek"]["reread_bytes"].as_u64().unwrap();
+        if method == "peek-offset" {
+            assert_eq!(reread, 0);
+        }
+    }
+}
+
+/// The destination resets after `n` bytes; the fallback must receive the stream from the byte
+/// the relay says it resumed at, which is at least `n` (what the first destination's
+/// application read), and nothing else.
+fn failover_once(n: usize, seed: u64) {
+    let (first, rx1) = destination(Some(n));
+    let (second, rx2) = destination(None);
+    let relay = Relay::start(first, Some(second), &["--count", "1", "--json"]);
+    let data = random_bytes(8 << 20, seed);
+    send_all(relay.addr, data.clone()).join().unwrap();
+    let got1 = rx1.join().unwrap();
+    let got2 = rx2.join().unwrap();
+    let (json, ok) = relay.finish();
+    assert!(ok, "relay failed");
+    let stats: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let resumed = stats["resumed_at"].as_array().unwrap();
+    assert_eq!(resumed.len(), 1, "{stats}");
+    let at = resumed[0].as_u64().unwrap() as usize;
+    assert_eq!(got1, data[..n], "first destination");
+    assert!(
+        at >= n,
+        "resumed at {at} before the {n} bytes the first destination read"
+    );
+    assert!(
+        got2 == data[at..],
+        "fallback got {} bytes from {at}",
+        got2.len()
+    );
+    assert_eq!(stats["bytes"], data.len() as u64);
+}
+
+#[test]
+fn failover_resumes_at_the_last_acknowledged_byte_20_times() {
+    for i in 0..20 {
+        failover_once((1 << 20) + i * 77_777, i as u64);
+    }
+}
+
+#[test]
+fn source_closing_early_ends_cleanly() {
+    let (dest, rx) = destination(None);
+    let relay = Relay::start(dest, None, &["--count", "1"]);
+    let data = random_bytes(1000, 3);
+    send_all(relay.addr, data.clone()).join().unwrap();
+    assert_eq!(rx.join().unwrap(), data);
+    assert!(relay.finish().1);
+}
+
+#[test]
+fn destinations_refusing_give_a_clear_error_and_close_the_source() {
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let relay = Relay::start(closed, None, &["--count", "1", "--connect-timeout", "0.5"]);
+    let mut s = TcpStream::connect(relay.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.write_all(b"hello");
+    let mut rest = Vec::new();
+    // The relay gives up and closes: EOF or reset, never a hang.
+    let _ = s.read_to_end(&mut rest);
+    assert!(rest.is_empty());
+    let (_, ok) = relay.finish();
+    assert!(!ok, "the relay must fail when no destination accepts");
+}
+
+#[test]
+fn refused_first_destination_falls_back() {
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (dest, rx) = destination(None);
+    let relay = Relay::start(closed, Some(dest), &["--count", "1"]);
+    let data = random_bytes(3 << 20, 11);
+    send_all(relay.addr, data.clone()).join().unwrap();
+    assert!(rx.join().unwrap() == data);
+    assert!(relay.finish().1);
+}
+
+#[test]
+fn fifty_connections_at_once() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dest = l.local_addr().unwrap();
+    let relay = Relay::start(dest, None, &["--count", "50"]);
+    let server = std::thread::spawn(move || {
+        let mut readers = Vec::new();
+        for _ in 0..50 {
+            let (mut c, _) = l.accept().unwrap();
+            readers.push(std::thread::spawn(move || {
+                let mut got = Vec::new();
+                c.read_to_end(&mut got).unwrap();
+                got
+            }));
+        }
+        let mut all: Vec<Vec<u8>> = readers.into_iter().map(|h| h.join().unwrap()).collect();
+        all.sort();
+        all
+    });
+    let mut sent: Vec<Vec<u8>> = (0..50)
+        .map(|i| random_bytes(256 * 1024 + i, i as u64))
+        .collect();
+    let senders: Vec<_> = sent
+        .iter()
+        .map(|d| send_all(relay.addr, d.clone()))
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+    let got = server.join().unwrap();
+    sent.sort();
+    assert!(got == sent, "a stream differs");
+    assert!(relay.finish().1);
+}
