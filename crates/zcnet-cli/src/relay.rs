@@ -48,6 +48,9 @@ pub struct Opt {
     /// Give up on a connection when no destination accepts for this long, seconds.
     #[arg(long, value_name = "S", default_value_t = 5.0)]
     pub connect_timeout: f64,
+    /// SO_SNDBUF of the destination sockets, KiB (the kernel doubles it); default: autotuned.
+    #[arg(long, value_name = "KIB")]
+    pub sndbuf_kib: Option<usize>,
     /// Connections relayed at once; more are closed at once.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_connections: usize,
@@ -83,6 +86,9 @@ pub struct Settings {
     pub ack_timeout: Duration,
     /// No destination for this long: give up.
     pub connect_timeout: Duration,
+    /// `SO_SNDBUF` of destination sockets (the kernel doubles it): bounds the bytes written and
+    /// not yet acknowledged, and a full buffer makes the relay's write wait for acknowledgements.
+    pub dest_sndbuf: Option<usize>,
 }
 
 /// What one relayed connection did.
@@ -237,6 +243,10 @@ fn connect(
         let left = deadline.saturating_duration_since(Instant::now());
         match TcpStream::connect_timeout(&target, left.max(Duration::from_millis(10))) {
             Ok(stream) => {
+                if let Some(b) = s.dest_sndbuf {
+                    let b = i32::try_from(b).unwrap_or(i32::MAX);
+                    zcnet::sys::setsockopt(stream.as_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, &b)?;
+                }
                 // A destination that stops reading fails writes after the ack timeout.
                 stream.set_write_timeout(Some(s.ack_timeout))?;
                 let gen_now = generation.fetch_add(1, Ordering::SeqCst) + 1;
@@ -357,6 +367,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         max_unacked: opt.max_unacked_mib << 20,
         ack_timeout: Duration::from_secs_f64(opt.ack_timeout),
         connect_timeout: Duration::from_secs_f64(opt.connect_timeout),
+        dest_sndbuf: opt.sndbuf_kib.map(|k| k << 10),
     });
     let listener = TcpListener::bind(opt.listen)
         .with_context(|| format!("cannot listen on {}", opt.listen))?;

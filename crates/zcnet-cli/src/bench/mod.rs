@@ -3,6 +3,7 @@
 //! table, a row per seed experiment.
 
 pub mod file_tx;
+pub mod peek;
 pub mod tcp_rx;
 pub mod tx;
 pub mod uring_tx;
@@ -53,6 +54,8 @@ enum Name {
     /// io_uring SEND vs SEND_ZC vs SEND_ZC with registered buffers (UDP into the sink, TCP over
     /// loopback and veth).
     UringTx(uring_tx::Opt),
+    /// The SO_PEEK_OFF relay against the discard-buffer fallback, rate-limited veth lab.
+    Peek(peek::Opt),
 }
 
 /// One row of the suite's summary: a seed experiment, copy vs zero-copy.
@@ -111,6 +114,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         Some(Name::TcpTx(o)) => tx::run(tx::Proto::Tcp, o),
         Some(Name::FileTx(o)) => file_tx::run(o),
         Some(Name::UringTx(o)) => uring_tx::run(o),
+        Some(Name::Peek(o)) => peek::run(o),
         None => suite(opt.common),
     }
 }

@@ -1,0 +1,284 @@
+//! `zcnet bench peek`: the relay of `zcnet relay` with the peek offset against the
+//! discard-buffer fallback, the experiment of the SO_PEEK_OFF patch for TCP (passt/pasta).
+//!
+//! In the `veth` lab, a sender in namespace A streams pattern bytes to a relay thread in A,
+//! which forwards them over the veth pair to a verifying receiver in namespace B. A `tbf` qdisc
+//! on A's veth limits the downstream rate and queues up to `limit` bytes, so that the relay holds
+//! that many bytes unacknowledged in its source queue: the offset every peek skips. The relay
+//! thread is pinned to CPU 0 and measured alone (RUSAGE_THREAD); sender and receiver share CPU 1.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use netlab::{CONGESTION, Family, Side, VethLab, pattern};
+use serde_json::json;
+use zcnet::peek::Method;
+
+use super::{Common, Outcome, Pinned, SummaryRow, pin};
+use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
+use crate::relay::{Settings, relay_connection};
+
+/// A downstream condition: the relay's destination send buffer, which the rate-limited link
+/// keeps full, sets the bytes unacknowledged.
+#[derive(Clone, Copy, Debug)]
+pub struct Condition {
+    /// Name in the tables: the unacknowledged amount aimed at.
+    pub name: &'static str,
+    /// `SO_SNDBUF` asked for (the kernel doubles it, and counts skb overhead against it).
+    pub sndbuf: usize,
+}
+
+/// About 64 KiB, 1 MiB and 4 MiB unacknowledged (the medians measured are in the report).
+pub const CONDITIONS: [Condition; 3] = [
+    Condition {
+        name: "64k",
+        sndbuf: 48 << 10,
+    },
+    Condition {
+        name: "1m",
+        sndbuf: 768 << 10,
+    },
+    Condition {
+        name: "4m",
+        sndbuf: 3 << 20,
+    },
+];
+
+/// tbf queue limit of the downstream link.
+pub const LIMIT: &str = "4mb";
+
+/// tbf rate of the downstream link.
+pub const RATE: &str = "4gbit";
+
+/// Options of `zcnet bench peek`.
+#[derive(Debug, clap::Args)]
+pub struct Opt {
+    #[command(flatten)]
+    pub common: Common,
+}
+
+fn one_run(
+    lab: &VethLab,
+    method: Method,
+    sndbuf: usize,
+    seconds: f64,
+) -> anyhow::Result<(Run, u64)> {
+    let b_ip = VethLab::addr(Side::B, Family::V4);
+    let a_ip = VethLab::addr(Side::A, Family::V4);
+    let sink = lab
+        .ns(Side::B)
+        .run(move || TcpListener::bind(SocketAddr::new(b_ip, 0)))??;
+    let dest = sink.local_addr()?;
+    let receiver = lab
+        .ns(Side::B)
+        .spawn(move || -> anyhow::Result<(u64, bool)> {
+            pin(1);
+            let (mut c, _) = sink.accept()?;
+            let mut v = pattern::Verifier::new();
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                match c.read(&mut buf) {
+                    Ok(0) => return Ok((v.offset(), v.ok())),
+                    Ok(n) => v.check(&buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        })?;
+    let front = lab
+        .ns(Side::A)
+        .run(move || TcpListener::bind(SocketAddr::new(a_ip, 0)))??;
+    let relay_addr = front.local_addr()?;
+    let settings = Settings {
+        targets: vec![dest],
+        method: Some(method),
+        max_unacked: 64 << 20,
+        ack_timeout: Duration::from_secs(10),
+        connect_timeout: Duration::from_secs(5),
+        dest_sndbuf: Some(sndbuf),
+    };
+    let relay = lab
+        .ns(Side::A)
+        .spawn(move || -> anyhow::Result<(Run, u64)> {
+            pin(0);
+            let (src, _) = front.accept()?;
+            let meter = Meter::start();
+            let stats = relay_connection(src, &settings)?;
+            let mut samples = stats.unacked_samples.clone();
+            samples.sort_unstable();
+            let median = samples.get(samples.len() / 2).copied().unwrap_or(0);
+            let run = meter.finish(Work {
+                bytes: stats.bytes,
+                requests: None,
+                zero_copy_share: None,
+                verified: None,
+            });
+            Ok((run, median))
+        })?;
+    let sender = lab.ns(Side::A).spawn(move || -> anyhow::Result<u64> {
+        pin(1);
+        let mut s = TcpStream::connect(relay_addr)?;
+        let start = Instant::now();
+        let mut off = 0u64;
+        while start.elapsed().as_secs_f64() < seconds {
+            let chunk = pattern::chunk_at(off, 256 * 1024);
+            s.write_all(chunk)?;
+            off += chunk.len() as u64;
+        }
+        s.shutdown(Shutdown::Write)?;
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        Ok(off)
+    })?;
+    let sent = sender
+        .join()
+        .map_err(|_| anyhow::anyhow!("sender panicked"))??;
+    let (mut run, unacked) = relay
+        .join()
+        .map_err(|_| anyhow::anyhow!("relay panicked"))??;
+    let (received, ok) = receiver
+        .join()
+        .map_err(|_| anyhow::anyhow!("receiver panicked"))??;
+    if received != sent || run.bytes != sent {
+        bail!(
+            "sent {sent} bytes, relayed {}, received {received}",
+            run.bytes
+        );
+    }
+    run.verified = Some(ok);
+    if !ok {
+        bail!("the receiver saw different bytes than sent");
+    }
+    Ok((run, unacked))
+}
+
+/// Runs the bench.
+pub fn bench(
+    conditions: &[Condition],
+    runs: usize,
+    seconds: f64,
+    quiet: bool,
+) -> anyhow::Result<Outcome> {
+    let modes = [Method::DiscardBuffer, Method::PeekOffset];
+    let mut report = Report::new("peek");
+    report.settings = json!({
+        "runs": runs, "seconds": seconds, "rate": RATE, "tbf_limit": LIMIT, "relay_cpu": 0,
+        "sender_receiver_cpu": 1, "modes": ["discard-buffer", "peek-offset"],
+    });
+    let steps = conditions.len() * runs * modes.len();
+    let progress = Progress::new(
+        "peek",
+        steps as u64,
+        Duration::from_secs_f64(seconds * steps as f64),
+    );
+    let _pinned = Pinned::to(1);
+    let mut summary = Vec::new();
+    for cond in conditions {
+        let lab = VethLab::new(None)?;
+        let a = lab.ns(Side::A);
+        // Room for the unacknowledged bytes in the relay's source queue and destination socket.
+        a.set_sysctl("net.ipv4.tcp_rmem", "4096 131072 67108864")?;
+        a.set_sysctl("net.ipv4.tcp_wmem", "4096 16384 67108864")?;
+        a.command("tc")
+            .args([
+                "qdisc",
+                "add",
+                "dev",
+                VethLab::DEV_A,
+                "root",
+                "tbf",
+                "rate",
+                RATE,
+            ])
+            .args(["burst", "256kb", "limit", LIMIT])
+            .status()
+            .context("tc (iproute2)")?
+            .success()
+            .then_some(())
+            .context("adding the tbf qdisc")?;
+        let mut unacked: Vec<Vec<u64>> = vec![Vec::new(); modes.len()];
+        let per = measure::alternate(&[0usize, 1], runs, &progress, |m, i| {
+            let (run, u) = one_run(&lab, modes[m], cond.sndbuf, seconds)
+                .with_context(|| format!("{} {} run {}", cond.name, modes[m].name(), i + 1))?;
+            unacked[m].push(u);
+            if !quiet {
+                println!(
+                    "[veth tbf {RATE} sndbuf {} KiB] {:<14} {:>6.2} Gbit, relay {:>6.1} us/MB, median unacked {} KiB",
+                    cond.sndbuf >> 10,
+                    modes[m].name(),
+                    run.gbit,
+                    run.cpu_us_per_mb,
+                    u >> 10
+                );
+            }
+            anyhow::Ok(run)
+        })?;
+        let sets: Vec<ResultSet> = modes
+            .iter()
+            .zip(per)
+            .enumerate()
+            .map(|(m, (method, runs))| {
+                let mut u = unacked[m].clone();
+                u.sort_unstable();
+                let med = u.get(u.len() / 2).copied().unwrap_or(0);
+                ResultSet::new(
+                    "veth",
+                    "ipv4",
+                    Some(CONGESTION),
+                    json!({"condition": cond.name, "sndbuf": cond.sndbuf, "median_unacked": med}),
+                    method.name(),
+                    runs,
+                )
+            })
+            .collect();
+        for metric in ["cpu_us_per_mb", "gbit"] {
+            report
+                .comparisons
+                .extend(Comparison::new(&sets[1], &sets[0], metric));
+        }
+        if let Some(c) = Comparison::new(&sets[1], &sets[0], "cpu_us_per_mb") {
+            let med = |s: &ResultSet, k: &str| {
+                s.median.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN)
+            };
+            let gbit_ratio =
+                Comparison::new(&sets[1], &sets[0], "gbit").map_or(f64::NAN, |g| g.ratio_median);
+            let verdict = match cond.name {
+                "1m" if c.ratio_median <= 0.8 && gbit_ratio >= 0.95 => "ok (<= 0.8)".to_owned(),
+                "1m" => "MISS (needs <= 0.8, throughput not lower)".to_owned(),
+                _ => format!("info (Gbit ratio {gbit_ratio:.2})"),
+            };
+            summary.push(SummaryRow {
+                experiment: format!(
+                    "peek relay veth {} unacked ({} KiB median)",
+                    cond.name,
+                    sets[1].params["median_unacked"].as_u64().unwrap_or(0) >> 10
+                ),
+                metric: "relay us/MB".into(),
+                copy: med(&sets[0], "cpu_us_per_mb"),
+                zero_copy: med(&sets[1], "cpu_us_per_mb"),
+                ratio: c.ratio_median,
+                zero_copy_share: None,
+                verdict,
+            });
+        }
+        report.results.extend(sets);
+    }
+    Ok(Outcome { report, summary })
+}
+
+/// `zcnet bench peek`.
+pub fn run(opt: Opt) -> anyhow::Result<()> {
+    netlab::check_privileges().context("peek builds its veth lab in private network namespaces")?;
+    netlab::skip::on_path("tc")
+        .then_some(())
+        .context("peek needs `tc` (Debian package iproute2) for its rate-limited link")?;
+    let out = bench(
+        &CONDITIONS,
+        opt.common.runs.unwrap_or(5),
+        opt.common.seconds.unwrap_or(2.0),
+        opt.common.json,
+    )?;
+    out.print(opt.common.json)
+}
