@@ -89,6 +89,8 @@ pub struct Settings {
     /// `SO_SNDBUF` of destination sockets (the kernel doubles it): bounds the bytes written and
     /// not yet acknowledged, and a full buffer makes the relay's write wait for acknowledgements.
     pub dest_sndbuf: Option<usize>,
+    /// Record the unacknowledged bytes at every peek (benchmarks; memory grows with the stream).
+    pub sample_unacked: bool,
 }
 
 /// What one relayed connection did.
@@ -108,7 +110,7 @@ pub struct ConnStats {
     pub resumed_at: Vec<u64>,
     /// Why each failover happened.
     pub failures: Vec<String>,
-    /// Samples of the bytes unacknowledged, one per peek.
+    /// Samples of the bytes unacknowledged, one per peek, when [`Settings::sample_unacked`].
     #[serde(skip)]
     pub unacked_samples: Vec<u64>,
     /// The cursor's counters.
@@ -193,7 +195,9 @@ pub fn relay_connection(src: TcpStream, s: &Settings) -> anyhow::Result<ConnStat
         match cur.peek(&mut buf) {
             Ok(0) => eof = true,
             Ok(n) => {
-                stats.unacked_samples.push(cur.outstanding());
+                if s.sample_unacked {
+                    stats.unacked_samples.push(cur.outstanding());
+                }
                 match dest.stream.write_all(&buf[..n]) {
                     Ok(()) => stats.written += n as u64,
                     Err(e) => {
@@ -368,6 +372,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         ack_timeout: Duration::from_secs_f64(opt.ack_timeout),
         connect_timeout: Duration::from_secs_f64(opt.connect_timeout),
         dest_sndbuf: opt.sndbuf_kib.map(|k| k << 10),
+        sample_unacked: false,
     });
     let listener = TcpListener::bind(opt.listen)
         .with_context(|| format!("cannot listen on {}", opt.listen))?;

@@ -98,6 +98,7 @@ fn one_run(
         ack_timeout: Duration::from_secs(10),
         connect_timeout: Duration::from_secs(5),
         dest_sndbuf: Some(sndbuf),
+        sample_unacked: true,
     };
     let relay = lab
         .ns(Side::A)
