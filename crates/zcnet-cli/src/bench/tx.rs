@@ -256,6 +256,26 @@ fn one_run(
     seconds: f64,
     pool: &'static [u8],
 ) -> anyhow::Result<Run> {
+    run_in_lab(lab, proto, family, move |conn| match conn {
+        Conn::Udp(s) => send_for(s, mode, size, seconds, pool),
+        Conn::Tcp(s) => send_for(s, mode, size, seconds, pool),
+    })
+}
+
+/// The sender's connected socket.
+pub(super) enum Conn {
+    /// Connected UDP.
+    Udp(UdpSocket),
+    /// TCP.
+    Tcp(TcpStream),
+}
+
+/// One run in `lab`: a discarding receiver where the lab has one, then `send` on a socket
+/// connected to it, in the sender's namespace, pinned to CPU 0; checks the TCP byte count.
+pub(super) fn run_in_lab<F>(lab: &Lab, proto: Proto, family: Family, send: F) -> anyhow::Result<Run>
+where
+    F: FnOnce(Conn) -> anyhow::Result<Run> + Send + 'static,
+{
     let (send_ns, recv_ns, ip) = lab.ends(family);
     let (dest, receiver) = match recv_ns {
         Some(ns) => {
@@ -271,9 +291,9 @@ fn one_run(
             Proto::Udp => {
                 let s = UdpSocket::bind(unspecified(family))?;
                 s.connect(dest)?;
-                send_for(s, mode, size, seconds, pool)
+                send(Conn::Udp(s))
             }
-            Proto::Tcp => send_for(TcpStream::connect(dest)?, mode, size, seconds, pool),
+            Proto::Tcp => send(Conn::Tcp(TcpStream::connect(dest)?)),
         }
     })??;
     if let Some(h) = receiver {

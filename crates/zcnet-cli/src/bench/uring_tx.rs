@@ -9,7 +9,6 @@
 //! sending distinct data), the same pool for all three modes, registered with the ring for
 //! `zc-fixed`.
 
-use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -19,7 +18,7 @@ use serde_json::json;
 use zcnet::uring::{Config, Mode, Pool, UringSender};
 
 use super::tx::{self, Lab, Proto};
-use super::{Common, Outcome, Pinned, SummaryRow, pin};
+use super::{Common, Outcome, Pinned, SummaryRow};
 use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
 
 /// The IO sizes of the patches' table.
@@ -153,33 +152,11 @@ fn one_run(
     seconds: f64,
     pool: &Pool,
 ) -> anyhow::Result<Run> {
-    let (send_ns, recv_ns, ip) = lab.ends(family);
-    let (dest, receiver) = match recv_ns {
-        Some(ns) => {
-            let (a, h) = tx::receiver(ns, proto, ip)?;
-            (a, Some(h))
-        }
-        None => (SocketAddr::new(ip, 9), None),
-    };
     let pool = pool.clone();
-    let run = send_ns.run(move || -> anyhow::Result<Run> {
-        pin(0);
-        match proto {
-            Proto::Udp => {
-                let s = UdpSocket::bind(tx::unspecified(family))?;
-                s.connect(dest)?;
-                send_for(s, mode, seconds, &pool)
-            }
-            Proto::Tcp => send_for(TcpStream::connect(dest)?, mode, seconds, &pool),
-        }
-    })??;
-    if let Some(h) = receiver {
-        let received = h.join().map_err(|_| anyhow::anyhow!("receiver panicked"))?;
-        if proto == Proto::Tcp && received != run.bytes {
-            bail!("sent {} bytes but the receiver got {received}", run.bytes);
-        }
-    }
-    Ok(run)
+    tx::run_in_lab(lab, proto, family, move |conn| match conn {
+        tx::Conn::Udp(s) => send_for(s, mode, seconds, &pool),
+        tx::Conn::Tcp(s) => send_for(s, mode, seconds, &pool),
+    })
 }
 
 /// The protocol each lab runs: UDP into the sink, TCP elsewhere.
