@@ -305,6 +305,67 @@ where
     Ok(run)
 }
 
+/// One size in one lab of a send bench: the condition its runs share.
+pub(super) struct SizeStep<'a> {
+    pub lab: &'a str,
+    pub family: Family,
+    pub proto: Proto,
+    pub size: usize,
+    pub runs: usize,
+    pub quiet: bool,
+}
+
+impl SizeStep<'_> {
+    /// Alternates `modes` (`runs` rounds), printing each run unless quiet; returns one result
+    /// set per mode and adds each mode's requests/s and CPU ratios against the first to
+    /// `report`.
+    pub(super) fn measure<M: Copy>(
+        &self,
+        modes: &[M],
+        name: impl Fn(M) -> &'static str,
+        progress: &Progress,
+        report: &mut Report,
+        mut one: impl FnMut(M) -> anyhow::Result<Run>,
+    ) -> anyhow::Result<Vec<ResultSet>> {
+        let (lab, size, family) = (self.lab, self.size, self.family.name());
+        let per_mode = measure::alternate(modes, self.runs, progress, |mode, i| {
+            let run = one(mode)
+                .with_context(|| format!("{lab} {size} B {} run {}", name(mode), i + 1))?;
+            if !self.quiet {
+                println!(
+                    "[{lab} {family} {size} B] {:<11} {:>10.0} req/s {:>7.2} Gbit {:>7.1} us/MB sender, {:>6.2} % zero-copy",
+                    name(mode),
+                    run.requests_per_s.unwrap_or(0.0),
+                    run.gbit,
+                    run.cpu_us_per_mb,
+                    100.0 * run.zero_copy_share.unwrap_or(0.0)
+                );
+            }
+            anyhow::Ok(run)
+        })?;
+        let (congestion, proto) = match self.proto {
+            Proto::Tcp => (Some(CONGESTION), "tcp"),
+            Proto::Udp => (None, "udp"),
+        };
+        let sets: Vec<ResultSet> = modes
+            .iter()
+            .zip(per_mode)
+            .map(|(&m, runs)| {
+                let params = json!({"size": size, "proto": proto});
+                ResultSet::new(lab, family, congestion, params, name(m), runs)
+            })
+            .collect();
+        for other in &sets[1..] {
+            for metric in ["requests_per_s", "cpu_us_per_mb"] {
+                report
+                    .comparisons
+                    .extend(Comparison::new(other, &sets[0], metric));
+            }
+        }
+        Ok(sets)
+    }
+}
+
 /// Runs the bench.
 #[allow(clippy::too_many_arguments)]
 pub fn bench(
@@ -336,46 +397,17 @@ pub fn bench(
     for &lab_name in labs {
         let lab = Lab::build(lab_name, proto)?;
         for &size in sizes {
-            let per_mode = measure::alternate(modes, runs, &progress, |mode, i| {
-                let run =
-                    one_run(&lab, proto, family, mode, size, seconds, pool).with_context(|| {
-                        format!("{lab_name} {size} B {} run {}", mode.name(), i + 1)
-                    })?;
-                if !quiet {
-                    println!(
-                        "[{lab_name} {} {size} B] {:<11} {:>10.0} req/s {:>7.2} Gbit {:>7.1} us/MB sender, {:>6.2} % zero-copy",
-                        family.name(),
-                        mode.name(),
-                        run.requests_per_s.unwrap_or(0.0),
-                        run.gbit,
-                        run.cpu_us_per_mb,
-                        100.0 * run.zero_copy_share.unwrap_or(0.0)
-                    );
-                }
-                anyhow::Ok(run)
+            let step = SizeStep {
+                lab: lab_name,
+                family,
+                proto,
+                size,
+                runs,
+                quiet,
+            };
+            let sets = step.measure(modes, Mode::name, &progress, &mut report, |mode| {
+                one_run(&lab, proto, family, mode, size, seconds, pool)
             })?;
-            let congestion = (proto == Proto::Tcp).then_some(CONGESTION);
-            let sets: Vec<ResultSet> = modes
-                .iter()
-                .zip(per_mode)
-                .map(|(m, runs)| {
-                    ResultSet::new(
-                        lab_name,
-                        family.name(),
-                        congestion,
-                        json!({"size": size}),
-                        m.name(),
-                        runs,
-                    )
-                })
-                .collect();
-            for other in &sets[1..] {
-                for metric in ["requests_per_s", "cpu_us_per_mb"] {
-                    report
-                        .comparisons
-                        .extend(Comparison::new(other, &sets[0], metric));
-                }
-            }
             summary.extend(summary_rows(proto, lab_name, size, &sets));
             report.results.extend(sets);
         }

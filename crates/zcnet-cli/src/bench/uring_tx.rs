@@ -13,13 +13,13 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use netlab::{CONGESTION, Family, pattern};
+use netlab::{Family, pattern};
 use serde_json::json;
 use zcnet::uring::{Config, Mode, Pool, UringSender};
 
 use super::tx::{self, Lab, Proto};
 use super::{Common, Outcome, Pinned, SummaryRow};
-use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
+use crate::measure::{Comparison, Meter, Progress, Report, ResultSet, Run, Work};
 
 /// The IO sizes of the patches' table.
 pub const SIZES: [usize; 9] = [600, 1000, 1200, 1500, 4000, 8000, 16000, 32000, 64000];
@@ -202,46 +202,17 @@ pub fn bench(
         let mut table = Vec::new();
         for &size in sizes {
             let pool = make_pool(size, pool_mib)?;
-            let per_mode = measure::alternate(modes, runs, &progress, |mode, i| {
-                let run =
-                    one_run(&lab, proto, family, mode, seconds, &pool).with_context(|| {
-                        format!("{lab_name} {size} B {} run {}", mode.name(), i + 1)
-                    })?;
-                if !quiet {
-                    println!(
-                        "[{lab_name} {} {size} B] {:<8} {:>10.0} req/s {:>7.2} Gbit {:>7.1} us/MB sender, {:>6.2} % zero-copy",
-                        family.name(),
-                        mode.name(),
-                        run.requests_per_s.unwrap_or(0.0),
-                        run.gbit,
-                        run.cpu_us_per_mb,
-                        100.0 * run.zero_copy_share.unwrap_or(0.0)
-                    );
-                }
-                anyhow::Ok(run)
+            let step = tx::SizeStep {
+                lab: lab_name,
+                family,
+                proto,
+                size,
+                runs,
+                quiet,
+            };
+            let sets = step.measure(modes, Mode::name, &progress, &mut report, |mode| {
+                one_run(&lab, proto, family, mode, seconds, &pool)
             })?;
-            let congestion = (proto == Proto::Tcp).then_some(CONGESTION);
-            let sets: Vec<ResultSet> = modes
-                .iter()
-                .zip(per_mode)
-                .map(|(m, runs)| {
-                    ResultSet::new(
-                        lab_name,
-                        family.name(),
-                        congestion,
-                        json!({"size": size, "proto": if proto == Proto::Udp { "udp" } else { "tcp" }}),
-                        m.name(),
-                        runs,
-                    )
-                })
-                .collect();
-            for other in &sets[1..] {
-                for metric in ["requests_per_s", "cpu_us_per_mb"] {
-                    report
-                        .comparisons
-                        .extend(Comparison::new(other, &sets[0], metric));
-                }
-            }
             summary.extend(summary_rows(lab_name, size, &sets));
             table.push((size, sets.clone()));
             report.results.extend(sets);
