@@ -128,16 +128,29 @@ struct Dest {
 }
 
 impl Dest {
-    /// Bytes of this connection the destination's TCP acknowledged.
+    /// Data bytes of this connection the destination's TCP acknowledged.
     fn acked(&self) -> io::Result<u64> {
-        let (info, len) = zcnet::sys::tcp_info(self.stream.as_fd())?;
-        if len < zcnet::sys::abi::TCPI_BYTES_ACKED_END {
-            return Err(io::Error::other(
-                "TCP_INFO without tcpi_bytes_acked (needs Linux 4.2)",
-            ));
-        }
-        Ok(info.bytes_acked)
+        acked_data_bytes(&self.stream)
     }
+}
+
+/// Data bytes of an actively opened TCP connection that the peer acknowledged
+/// (`tcpi_bytes_acked` of `TCP_INFO`, Linux 4.2).
+///
+/// # Errors
+/// `getsockopt`'s error, or a kernel whose `tcp_info` lacks the field.
+pub fn acked_data_bytes(stream: &TcpStream) -> io::Result<u64> {
+    let (info, len) = zcnet::sys::tcp_info(stream.as_fd())?;
+    if len < zcnet::sys::abi::TCPI_BYTES_ACKED_END {
+        return Err(io::Error::other(
+            "TCP_INFO without tcpi_bytes_acked (needs Linux 4.2)",
+        ));
+    }
+    // tcpi_bytes_acked advances with snd_una, and the acknowledgement of our SYN moved it by
+    // one: data bytes are one fewer (without this a failover skipped the byte after the last
+    // one the destination received; `acknowledged_count_is_exact` checks it). A FIN's
+    // acknowledgement adds one more at the end; callers cap at what was sent.
+    Ok(info.bytes_acked.saturating_sub(1))
 }
 
 /// Relays one accepted connection until the source's stream is acknowledged end to end.
