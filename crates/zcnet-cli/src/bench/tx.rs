@@ -307,11 +307,17 @@ where
 
 /// One size in one lab of a send bench: the condition its runs share.
 pub(super) struct SizeStep<'a> {
+    /// Lab name.
     pub lab: &'a str,
+    /// Address family.
     pub family: Family,
+    /// Transport.
     pub proto: Proto,
+    /// Bytes per send.
     pub size: usize,
+    /// Alternations per mode.
     pub runs: usize,
+    /// No per-run lines.
     pub quiet: bool,
 }
 
