@@ -12,6 +12,16 @@
 //! guarantee. Memory per connection: one 64 KiB buffer each way, plus, for the discard-buffer
 //! method only, up to `--max-unacked` bytes of discard buffer; unacknowledged bytes stay in the
 //! kernel and hold back the source through its receive window.
+//!
+//! The unacknowledged bytes occupy the source socket's receive buffer, which autotuning sizes by
+//! what the application takes per round trip: a relay holding back more than a few hundred KiB
+//! needs a larger one (`net.ipv4.tcp_rmem`'s default, or the bound is never reached and the
+//! source's window, not `--max-unacked`, limits the bytes in flight downstream).
+//!
+//! Each connection is one thread with one epoll: new source bytes (edge-triggered `EPOLLIN`),
+//! destination acknowledgements (`SO_TIMESTAMPING` `TX_ACK` notifications on its error queue,
+//! `EPOLLERR`) and room in its send buffer (`EPOLLOUT`) wake it, with a 2 ms backstop while bytes
+//! are unacknowledged (see [`ACK_BACKSTOP`]); it never spins.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -21,6 +31,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use serde::Serialize;
 use zcnet::peek::{Method, PeekCounters, PeekCursor};
 
@@ -125,12 +136,40 @@ struct Dest {
     base: u64,
     /// Marks the reverse-copy thread of the current destination.
     generation: u64,
+    /// The kernel reports the acknowledgement of each write on the error queue
+    /// ([`ask_ack_notifications`]); without it the relay polls `TCP_INFO` every millisecond.
+    ack_events: bool,
 }
 
 impl Dest {
     /// Data bytes of this connection the destination's TCP acknowledged.
     fn acked(&self) -> io::Result<u64> {
         acked_data_bytes(&self.stream)
+    }
+
+    /// Drops from the source's queue what this destination acknowledged; whether it dropped
+    /// any.
+    fn consume_acked(&self, cur: &mut PeekCursor<TcpStream>) -> anyhow::Result<bool> {
+        let acked = self.acked().context("TCP_INFO of the destination")?;
+        let upto = (self.base + acked).min(cur.peeked());
+        if upto > cur.consumed() {
+            cur.consume(upto - cur.consumed())?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Empties the error queue of acknowledgement notifications; then whether the connection
+    /// failed: its pending error, or the reset that a concurrent read already took.
+    fn failure(&self) -> io::Result<Option<String>> {
+        let mut control = [0u8; 256];
+        while zcnet::sys::recv_errqueue(self.stream.as_fd(), &mut control)?.is_some() {}
+        if let Some(e) = self.stream.take_error()? {
+            return Ok(Some(e.to_string()));
+        }
+        let (info, len) = zcnet::sys::tcp_info(self.stream.as_fd())?;
+        const TCP_CLOSE: u8 = 7;
+        Ok((len > 0 && info.head[0] == TCP_CLOSE).then(|| "connection reset".to_owned()))
     }
 }
 
@@ -153,12 +192,73 @@ pub fn acked_data_bytes(stream: &TcpStream) -> io::Result<u64> {
     Ok(info.bytes_acked.saturating_sub(1))
 }
 
+/// Asks for an error-queue notification when the last byte of each write is acknowledged:
+/// `SO_TIMESTAMPING` with `SOF_TIMESTAMPING_TX_ACK` (Linux 3.17) and `OPT_TSONLY` (4.6), see
+/// the kernel's `Documentation/networking/timestamping.rst`. Each one wakes the relay's epoll
+/// with `EPOLLERR`, so it learns of acknowledgements when they happen instead of by polling.
+fn ask_ack_notifications(stream: &TcpStream) -> io::Result<()> {
+    let flags = (libc::SOF_TIMESTAMPING_TX_ACK
+        | libc::SOF_TIMESTAMPING_SOFTWARE
+        | libc::SOF_TIMESTAMPING_OPT_ID
+        | libc::SOF_TIMESTAMPING_OPT_TSONLY) as i32;
+    zcnet::sys::setsockopt(
+        stream.as_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_TIMESTAMPING,
+        &flags,
+    )
+}
+
+/// Epoll tokens.
+const SOURCE: u64 = 0;
+const DESTINATION: u64 = 1;
+
+/// Without acknowledgement notifications, how often `TCP_INFO` is read while bytes are
+/// unacknowledged.
+const ACK_POLL: Duration = Duration::from_millis(1);
+
+/// With them, the same, as a backstop: the kernel marks the last byte of a write only if its
+/// segment is still in the write queue when `tcp_sendmsg` ends (`tcp_tx_timestamp`), so a write
+/// sent out whole at once gets no notification. Mid-stream the next write's covers it; at the
+/// bound or the end of the stream only this timer does (the failover test caught one such
+/// stall: a stream acknowledged in full, then five seconds of silence).
+const ACK_BACKSTOP: Duration = Duration::from_millis(2);
+
+/// What a connection's destinations share across failovers.
+struct Link<'a> {
+    s: &'a Settings,
+    epoll: Epoll,
+    /// Names the reverse-copy thread of the current destination.
+    generation: Arc<AtomicU64>,
+    /// The source, for the reverse copy.
+    back: TcpStream,
+}
+
 /// Relays one accepted connection until the source's stream is acknowledged end to end.
+///
+/// One thread, one epoll: edge-triggered `EPOLLIN` on the source says bytes arrived (past the
+/// peek offset, as the queue only grows at its tail), `EPOLLERR` on the destination says an
+/// acknowledgement notification or an error arrived, `EPOLLOUT` that its send buffer has room
+/// again. After any wake the relay does all it can without blocking (consume what was
+/// acknowledged, write what it peeked, peek more) and waits again; the wait's timeout is what
+/// is left of `ack_timeout`.
 pub fn relay_connection(src: TcpStream, s: &Settings) -> anyhow::Result<ConnStats> {
     let peer = src.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    // A short receive timeout: between peeks the relay reads the destination's acknowledgements.
-    src.set_read_timeout(Some(Duration::from_millis(2)))?;
-    let back = src.try_clone()?;
+    let link = Link {
+        s,
+        epoll: Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).context("epoll_create1")?,
+        generation: Arc::new(AtomicU64::new(0)),
+        back: src.try_clone()?,
+    };
+    link.epoll
+        .add(
+            &src,
+            EpollEvent::new(
+                EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP | EpollFlags::EPOLLET,
+                SOURCE,
+            ),
+        )
+        .context("epoll_ctl")?;
     let mut cur = match s.method {
         None => PeekCursor::new(src)?,
         Some(m) => PeekCursor::with_method(src, m)?,
@@ -171,22 +271,36 @@ pub fn relay_connection(src: TcpStream, s: &Settings) -> anyhow::Result<ConnStat
         method: cur.method().name().to_owned(),
         ..ConnStats::default()
     };
-    let generation = Arc::new(AtomicU64::new(0));
-    let mut dest = connect(s, 0, 0, &generation, &back)?;
+    let mut dest = link.connect(0, 0)?;
+    if !dest.ack_events {
+        eprintln!(
+            "zcnet relay: no acknowledgement notifications (SO_TIMESTAMPING TX_ACK, Linux 4.6): \
+             polling TCP_INFO every {ACK_POLL:?}"
+        );
+    }
     let mut buf = vec![0u8; 64 * 1024];
+    // Bytes of `buf` peeked and not yet written to the destination.
+    let mut pending = 0..0;
     let mut eof = false;
+    let mut failed: Option<String> = None;
     let mut last_progress = Instant::now();
+    let mut events = [EpollEvent::empty(); 4];
     loop {
-        // Drop from the source what the destination acknowledged.
-        match dest.acked() {
-            Ok(a) => {
-                let upto = (dest.base + a).min(cur.peeked());
-                if upto > cur.consumed() {
-                    cur.consume(upto - cur.consumed())?;
-                    last_progress = Instant::now();
-                }
-            }
-            Err(e) => bail!("TCP_INFO of the destination: {e}"),
+        if failed.is_none() && last_progress.elapsed() > s.ack_timeout {
+            failed = Some(format!("no acknowledgement for {:?}", s.ack_timeout));
+        }
+        if let Some(why) = failed.take() {
+            dest = link.failover(&mut cur, dest, why, &mut stats)?;
+            pending = 0..0;
+            // The rewind made the bytes past the resume point unpeeked again: a FIN seen
+            // before the failure comes after them (without this, a destination failing after
+            // the source's end lost the rest: the stream "ended" at the resume point).
+            eof = false;
+            last_progress = Instant::now();
+            continue;
+        }
+        if dest.consume_acked(&mut cur)? {
+            last_progress = Instant::now();
         }
         if cur.outstanding() == 0 {
             last_progress = Instant::now();
@@ -194,46 +308,75 @@ pub fn relay_connection(src: TcpStream, s: &Settings) -> anyhow::Result<ConnStat
                 break;
             }
         }
-        if last_progress.elapsed() > s.ack_timeout {
-            let why = format!("no acknowledgement for {:?}", s.ack_timeout);
-            dest = failover(&mut cur, dest, s, why, &mut stats, &generation, &back)?;
-            last_progress = Instant::now();
-            continue;
-        }
-        if eof || cur.outstanding() >= s.max_unacked {
-            // Waiting for acknowledgements only.
-            std::thread::sleep(Duration::from_millis(1));
-            continue;
-        }
-        match cur.peek(&mut buf) {
-            Ok(0) => eof = true,
-            Ok(n) => {
-                if s.sample_unacked {
-                    stats.unacked_samples.push(cur.outstanding());
+        // Write what was peeked, peek more while there is room, until one side would block.
+        loop {
+            if pending.is_empty() {
+                // Acknowledgements arrive while this loop runs: without taking them before
+                // each peek the source queue (and the discard method's re-reading) grows
+                // with every write the destination accepts.
+                if dest.consume_acked(&mut cur)? {
+                    last_progress = Instant::now();
                 }
-                match dest.stream.write_all(&buf[..n]) {
-                    Ok(()) => stats.written += n as u64,
-                    Err(e) => {
-                        dest = failover(
-                            &mut cur,
-                            dest,
-                            s,
-                            e.to_string(),
-                            &mut stats,
-                            &generation,
-                            &back,
-                        )?;
-                        last_progress = Instant::now();
+                if eof || cur.outstanding() >= s.max_unacked {
+                    break;
+                }
+                let room = usize::try_from(s.max_unacked - cur.outstanding())
+                    .unwrap_or(usize::MAX)
+                    .min(buf.len());
+                match cur.peek_with(&mut buf[..room], libc::MSG_DONTWAIT) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
                     }
+                    Ok(n) => {
+                        pending = 0..n;
+                        if s.sample_unacked {
+                            stats.unacked_samples.push(cur.outstanding());
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e).context("reading the source"),
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e).context("reading the source"),
+            let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+            match zcnet::sys::sendto(dest.stream.as_fd(), &buf[pending.clone()], flags, None) {
+                Ok(w) => {
+                    pending.start += w;
+                    stats.written += w as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    failed = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        // A failure to handle, or the end just seen with nothing outstanding: no wait.
+        if failed.is_some() || (eof && cur.outstanding() == 0) {
+            continue;
+        }
+        let mut wait = s.ack_timeout.saturating_sub(last_progress.elapsed());
+        if cur.outstanding() > 0 {
+            wait = wait.min(if dest.ack_events {
+                ACK_BACKSTOP
+            } else {
+                ACK_POLL
+            });
+        }
+        let ms = u16::try_from(wait.as_millis() + 1).unwrap_or(u16::MAX);
+        let n = match link.epoll.wait(&mut events, ms) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR) => 0,
+            Err(e) => return Err(e).context("epoll_wait"),
+        };
+        let err = EpollFlags::EPOLLERR | EpollFlags::EPOLLHUP;
+        if events[..n]
+            .iter()
+            .any(|e| e.data() == DESTINATION && e.events().intersects(err))
+        {
+            failed = dest.failure().context("the destination's error queue")?;
         }
     }
     // Everything acknowledged: pass the source's FIN on.
@@ -243,100 +386,110 @@ pub fn relay_connection(src: TcpStream, s: &Settings) -> anyhow::Result<ConnStat
     Ok(stats)
 }
 
-/// Connects to the targets in turn, starting at `first`, for at most `connect_timeout`; starts
-/// the reverse copy (destination to source) for the new connection.
-fn connect(
-    s: &Settings,
-    first: usize,
-    base: u64,
-    generation: &Arc<AtomicU64>,
-    back: &TcpStream,
-) -> anyhow::Result<Dest> {
-    let deadline = Instant::now() + s.connect_timeout;
-    let mut errors = Vec::new();
-    let mut i = first;
-    loop {
-        let target = s.targets[i % s.targets.len()];
-        let left = deadline.saturating_duration_since(Instant::now());
-        match TcpStream::connect_timeout(&target, left.max(Duration::from_millis(10))) {
-            Ok(stream) => {
-                if let Some(b) = s.dest_sndbuf {
-                    let b = i32::try_from(b).unwrap_or(i32::MAX);
-                    zcnet::sys::setsockopt(stream.as_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, &b)?;
-                }
-                // A destination that stops reading fails writes after the ack timeout.
-                stream.set_write_timeout(Some(s.ack_timeout))?;
-                let gen_now = generation.fetch_add(1, Ordering::SeqCst) + 1;
-                spawn_reverse(
-                    stream.try_clone()?,
-                    back.try_clone()?,
-                    generation.clone(),
-                    gen_now,
-                );
-                return Ok(Dest {
-                    stream,
-                    target: i % s.targets.len(),
-                    base,
-                    generation: gen_now,
-                });
+impl Link<'_> {
+    /// Connects to the targets in turn, starting at `first`, for at most `connect_timeout`;
+    /// registers the new connection with the epoll and starts its reverse copy (destination to
+    /// source).
+    fn connect(&self, first: usize, base: u64) -> anyhow::Result<Dest> {
+        let s = self.s;
+        let deadline = Instant::now() + s.connect_timeout;
+        // The last error of each target, in target order.
+        let mut errors: Vec<Option<String>> = vec![None; s.targets.len()];
+        let mut i = first;
+        loop {
+            let target = s.targets[i % s.targets.len()];
+            let left = deadline.saturating_duration_since(Instant::now());
+            match TcpStream::connect_timeout(&target, left.max(Duration::from_millis(10))) {
+                Ok(stream) => return self.adopt(stream, i % s.targets.len(), base),
+                Err(e) => errors[i % s.targets.len()] = Some(format!("{target}: {e}")),
             }
-            Err(e) => errors.push(format!("{target}: {e}")),
-        }
-        if Instant::now() >= deadline {
-            bail!(
-                "no destination accepted within {:?} ({})",
-                s.connect_timeout,
-                errors.join("; ")
-            );
-        }
-        i += 1;
-        if i % s.targets.len() == first % s.targets.len() {
-            std::thread::sleep(Duration::from_millis(100));
+            if Instant::now() >= deadline {
+                bail!(
+                    "no destination accepted within {:?} ({})",
+                    s.connect_timeout,
+                    errors.into_iter().flatten().collect::<Vec<_>>().join("; ")
+                );
+            }
+            i += 1;
+            if i % s.targets.len() == first % s.targets.len() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
     }
-}
 
-/// The destination failed: take its last acknowledgements, connect the next target, and rewind
-/// the cursor to the first unacknowledged byte.
-fn failover(
-    cur: &mut PeekCursor<TcpStream>,
-    old: Dest,
-    s: &Settings,
-    why: String,
-    stats: &mut ConnStats,
-    generation: &Arc<AtomicU64>,
-    back: &TcpStream,
-) -> anyhow::Result<Dest> {
-    // TCP_INFO stays readable after a reset: its acknowledged count is final.
-    if let Ok(a) = old.acked() {
-        let upto = (old.base + a).min(cur.peeked());
-        if upto > cur.consumed() {
-            cur.consume(upto - cur.consumed())?;
+    fn adopt(&self, stream: TcpStream, target: usize, base: u64) -> anyhow::Result<Dest> {
+        if let Some(b) = self.s.dest_sndbuf {
+            let b = i32::try_from(b).unwrap_or(i32::MAX);
+            // Past net.core.wmem_max with CAP_NET_ADMIN (SO_SNDBUFFORCE), else capped there.
+            let fd = stream.as_fd();
+            zcnet::sys::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &b)
+                .or_else(|_| zcnet::sys::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &b))?;
         }
+        let ack_events = ask_ack_notifications(&stream).is_ok();
+        self.epoll
+            .add(
+                &stream,
+                EpollEvent::new(
+                    EpollFlags::EPOLLOUT | EpollFlags::EPOLLERR | EpollFlags::EPOLLET,
+                    DESTINATION,
+                ),
+            )
+            .context("epoll_ctl")?;
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        spawn_reverse(
+            stream.try_clone()?,
+            self.back.try_clone()?,
+            self.generation.clone(),
+            generation,
+        );
+        Ok(Dest {
+            stream,
+            target,
+            base,
+            generation,
+            ack_events,
+        })
     }
-    let at = cur.consumed();
-    let target = s.targets[old.target];
-    // Retire the old reverse copy before closing, so that its end is not taken for the
-    // destination's FIN.
-    let _ = generation.compare_exchange(
-        old.generation,
-        old.generation + 1_000_000,
-        Ordering::SeqCst,
-        Ordering::SeqCst,
-    );
-    let _ = old.stream.shutdown(Shutdown::Both);
-    drop(old);
-    stats.resent += cur.peeked() - at;
-    cur.rewind(at)?;
-    let next = old_target_next(s, target);
-    let dest = connect(s, next, at, generation, back)?;
-    eprintln!(
-        "zcnet relay: {}: destination {target} failed ({why}); resuming at byte {at} on {}",
-        stats.peer, s.targets[dest.target]
-    );
-    stats.resumed_at.push(at);
-    stats.failures.push(why);
-    Ok(dest)
+
+    /// The destination failed: take its last acknowledgements, connect the next target, and
+    /// rewind the cursor to the first unacknowledged byte.
+    fn failover(
+        &self,
+        cur: &mut PeekCursor<TcpStream>,
+        old: Dest,
+        why: String,
+        stats: &mut ConnStats,
+    ) -> anyhow::Result<Dest> {
+        let s = self.s;
+        // TCP_INFO stays readable after a reset: its acknowledged count is final.
+        let _ = old.consume_acked(cur);
+        let at = cur.consumed();
+        let target = s.targets[old.target];
+        // Retire the old reverse copy before closing, so that its end is not taken for the
+        // destination's FIN.
+        let _ = self.generation.compare_exchange(
+            old.generation,
+            old.generation + 1_000_000,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+        // The reverse copy holds a duplicate of the descriptor: closing ours would leave the
+        // registration (it belongs to the open file) and its events.
+        let _ = self.epoll.delete(&old.stream);
+        let _ = old.stream.shutdown(Shutdown::Both);
+        drop(old);
+        stats.resent += cur.peeked() - at;
+        cur.rewind(at)?;
+        let next = old_target_next(s, target);
+        let dest = self.connect(next, at)?;
+        eprintln!(
+            "zcnet relay: {}: destination {target} failed ({why}); resuming at byte {at} on {}",
+            stats.peer, s.targets[dest.target]
+        );
+        stats.resumed_at.push(at);
+        stats.failures.push(why);
+        Ok(dest)
+    }
 }
 
 fn old_target_next(s: &Settings, failed: SocketAddr) -> usize {

@@ -17,6 +17,8 @@ use common::{random_bytes, zcnet};
 struct Relay {
     child: Child,
     addr: SocketAddr,
+    /// The rest of its stderr, printed when it fails.
+    log: Option<JoinHandle<String>>,
 }
 
 impl Relay {
@@ -46,8 +48,11 @@ impl Relay {
             let _ = err.read_to_string(&mut rest);
             rest
         });
-        std::mem::forget(log);
-        Relay { child, addr }
+        Relay {
+            child,
+            addr,
+            log: Some(log),
+        }
     }
 
     /// Waits for the relay to exit; returns its stdout (the --json lines) and success.
@@ -60,6 +65,10 @@ impl Relay {
             .read_to_string(&mut out)
             .unwrap();
         let ok = self.child.wait().unwrap().success();
+        if !ok {
+            let log = self.log.take().map(|h| h.join().unwrap_or_default());
+            eprintln!("relay stderr:\n{}", log.unwrap_or_default());
+        }
         (out, ok)
     }
 }
@@ -89,7 +98,20 @@ fn tcp_received_now(c: &TcpStream) -> u64 {
 }
 
 fn destination_tcp(reset_after: Option<usize>) -> (SocketAddr, JoinHandle<Got>) {
+    destination_pausing(reset_after, Duration::ZERO, None)
+}
+
+/// [`destination_tcp`], pausing for `pause` before the reset, with `SO_RCVBUF` `rcvbuf`.
+fn destination_pausing(
+    reset_after: Option<usize>,
+    pause: Duration,
+    rcvbuf: Option<i32>,
+) -> (SocketAddr, JoinHandle<Got>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    if let Some(b) = rcvbuf {
+        // Inherited by the accepted socket, and in time for the window it offers.
+        zcnet::sys::setsockopt(l.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &b).unwrap();
+    }
     let addr = l.local_addr().unwrap();
     let h = std::thread::spawn(move || {
         let (mut c, _) = l.accept().unwrap();
@@ -98,6 +120,7 @@ fn destination_tcp(reset_after: Option<usize>) -> (SocketAddr, JoinHandle<Got>) 
         loop {
             let want = reset_after.map_or(buf.len(), |r| (r - got.len()).min(buf.len()));
             if want == 0 {
+                std::thread::sleep(pause);
                 let tcp_received = tcp_received_now(&c);
                 // Reset: SO_LINGER 0, then close.
                 let linger = libc::linger {
@@ -214,6 +237,37 @@ fn failover_resumes_at_the_last_acknowledged_byte_20_times() {
     }
 }
 
+/// The destination fails after the source's whole stream, FIN included, was peeked: the relay
+/// must send the rest again from the resume point, not take the FIN it saw for the end.
+#[test]
+fn failover_after_the_source_ended() {
+    let data = random_bytes((1 << 20) + (192 << 10), 11);
+    // The first destination reads 1 MiB, then waits while the relay peeks the rest into its
+    // send buffer (unacknowledged: the destination's small receive buffer is full) and
+    // sees the FIN, then resets.
+    let (first, rx1) =
+        destination_pausing(Some(1 << 20), Duration::from_millis(500), Some(64 << 10));
+    let (second, rx2) = destination(None);
+    let args = ["--count", "1", "--json", "--sndbuf-kib", "4096"];
+    let relay = Relay::start(first, Some(second), &args);
+    send_all(relay.addr, data.clone()).join().unwrap();
+    let got1 = rx1.join().unwrap().data;
+    let got2 = rx2.join().unwrap();
+    let (json, ok) = relay.finish();
+    assert!(ok, "relay failed");
+    let stats: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let resumed = stats["resumed_at"].as_array().unwrap();
+    assert_eq!(resumed.len(), 1, "{stats}");
+    let at = resumed[0].as_u64().unwrap() as usize;
+    assert_eq!(got1, data[..1 << 20]);
+    assert!(
+        got2 == data[at..],
+        "fallback got {} bytes from {at}",
+        got2.len()
+    );
+    assert_eq!(stats["bytes"], data.len() as u64);
+}
+
 /// The relay's count of acknowledged data bytes equals what the peer's TCP received, to the
 /// byte, once the connection is quiet (tcpi_bytes_acked also counts the SYN).
 #[test]
@@ -279,7 +333,7 @@ fn refused_first_destination_falls_back() {
         .unwrap();
     let (dest, rx) = destination(None);
     let relay = Relay::start(closed, Some(dest), &["--count", "1"]);
-    let data = random_bytes(3 << 20, 11);
+    let data = random_bytes((1 << 20) + (192 << 10), 11);
     send_all(relay.addr, data.clone()).join().unwrap();
     assert!(rx.join().unwrap() == data);
     assert!(relay.finish().1);
