@@ -253,6 +253,11 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                 )
             }),
         ),
+        (
+            // The relay holding 64 KiB, 1 MiB and 4 MiB unacknowledged, rate-limited veth.
+            "peek (veth)",
+            Box::new(move || peek::bench(&peek::CONDITIONS, runs, seconds, quiet)),
+        ),
     ]
 }
 

@@ -3,8 +3,10 @@
 //!
 //! In the `veth` lab, a sender in namespace A streams pattern bytes to a relay thread in A,
 //! which forwards them over the veth pair to a verifying receiver in namespace B. A `tbf` qdisc
-//! on A's veth limits the downstream rate and queues up to `limit` bytes, so that the relay holds
-//! that many bytes unacknowledged in its source queue: the offset every peek skips. The relay
+//! on A's veth limits the downstream rate below what the sender can push, so the relay stays at
+//! its bound of unacknowledged bytes (the condition): every peek skips that many bytes still in
+//! the source queue, which the discard-buffer method copies again each time. Namespace A's
+//! `tcp_rmem` default is raised so that the source's receive buffer can hold them. The relay
 //! thread is pinned to CPU 0 and measured alone (RUSAGE_THREAD); sender and receiver share CPU 1.
 
 use std::io::{Read, Write};
@@ -20,29 +22,31 @@ use super::{Common, Outcome, Pinned, SummaryRow, pin};
 use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
 use crate::relay::{Settings, relay_connection};
 
-/// A downstream condition: the relay's destination send buffer, which the rate-limited link
-/// keeps full, sets the bytes unacknowledged.
+/// A downstream condition: the relay's bound on unacknowledged bytes (`--max-unacked`). The
+/// source is faster than the rate-limited link, so the relay stays at its bound: each
+/// acknowledgement lets it peek as much again, past that many bytes still in the queue.
 #[derive(Clone, Copy, Debug)]
 pub struct Condition {
     /// Name in the tables: the unacknowledged amount aimed at.
     pub name: &'static str,
-    /// `SO_SNDBUF` asked for (the kernel doubles it, and counts skb overhead against it).
-    pub sndbuf: usize,
+    /// [`Settings::max_unacked`]; the destination's `SO_SNDBUF` is set to it too (the kernel
+    /// doubles it), so that its send buffer never fills first.
+    pub max_unacked: u64,
 }
 
 /// About 64 KiB, 1 MiB and 4 MiB unacknowledged (the medians measured are in the report).
 pub const CONDITIONS: [Condition; 3] = [
     Condition {
         name: "64k",
-        sndbuf: 48 << 10,
+        max_unacked: 64 << 10,
     },
     Condition {
         name: "1m",
-        sndbuf: 768 << 10,
+        max_unacked: 1 << 20,
     },
     Condition {
         name: "4m",
-        sndbuf: 3 << 20,
+        max_unacked: 4 << 20,
     },
 ];
 
@@ -50,7 +54,7 @@ pub const CONDITIONS: [Condition; 3] = [
 pub const LIMIT: &str = "4mb";
 
 /// tbf rate of the downstream link.
-pub const RATE: &str = "4gbit";
+pub const RATE: &str = "2gbit";
 
 /// Options of `zcnet bench peek`.
 #[derive(Debug, clap::Args)]
@@ -62,7 +66,7 @@ pub struct Opt {
 fn one_run(
     lab: &VethLab,
     method: Method,
-    sndbuf: usize,
+    cond: Condition,
     seconds: f64,
 ) -> anyhow::Result<(Run, u64)> {
     let b_ip = VethLab::addr(Side::B, Family::V4);
@@ -94,10 +98,10 @@ fn one_run(
     let settings = Settings {
         targets: vec![dest],
         method: Some(method),
-        max_unacked: 64 << 20,
+        max_unacked: cond.max_unacked,
         ack_timeout: Duration::from_secs(10),
         connect_timeout: Duration::from_secs(5),
-        dest_sndbuf: Some(sndbuf),
+        dest_sndbuf: Some(cond.max_unacked as usize),
         sample_unacked: true,
     };
     let relay = lab
@@ -176,11 +180,14 @@ pub fn bench(
     );
     let _pinned = Pinned::to(1);
     let mut summary = Vec::new();
+    let mut ratio_1m = None;
     for cond in conditions {
         let lab = VethLab::new(None)?;
         let a = lab.ns(Side::A);
-        // Room for the unacknowledged bytes in the relay's source queue and destination socket.
-        a.set_sysctl("net.ipv4.tcp_rmem", "4096 131072 67108864")?;
+        // Room for the unacknowledged bytes in the relay's source queue: they fill its receive
+        // buffer, and autotuning, which grows it with the bytes the application takes per
+        // round trip, would keep the window (and so the bytes held) near a few hundred KiB.
+        a.set_sysctl("net.ipv4.tcp_rmem", "4096 16777216 67108864")?;
         a.set_sysctl("net.ipv4.tcp_wmem", "4096 16384 67108864")?;
         a.command("tc")
             .args([
@@ -201,13 +208,13 @@ pub fn bench(
             .context("adding the tbf qdisc")?;
         let mut unacked: Vec<Vec<u64>> = vec![Vec::new(); modes.len()];
         let per = measure::alternate(&[0usize, 1], runs, &progress, |m, i| {
-            let (run, u) = one_run(&lab, modes[m], cond.sndbuf, seconds)
+            let (run, u) = one_run(&lab, modes[m], *cond, seconds)
                 .with_context(|| format!("{} {} run {}", cond.name, modes[m].name(), i + 1))?;
             unacked[m].push(u);
             if !quiet {
                 println!(
-                    "[veth tbf {RATE} sndbuf {} KiB] {:<14} {:>6.2} Gbit, relay {:>6.1} us/MB, median unacked {} KiB",
-                    cond.sndbuf >> 10,
+                    "[veth tbf {RATE} max unacked {} KiB] {:<14} {:>6.2} Gbit, relay {:>6.1} us/MB, median unacked {} KiB",
+                    cond.max_unacked >> 10,
                     modes[m].name(),
                     run.gbit,
                     run.cpu_us_per_mb,
@@ -228,7 +235,7 @@ pub fn bench(
                     "veth",
                     "ipv4",
                     Some(CONGESTION),
-                    json!({"condition": cond.name, "sndbuf": cond.sndbuf, "median_unacked": med}),
+                    json!({"condition": cond.name, "max_unacked": cond.max_unacked, "median_unacked": med}),
                     method.name(),
                     runs,
                 )
@@ -245,10 +252,21 @@ pub fn bench(
             };
             let gbit_ratio =
                 Comparison::new(&sets[1], &sets[0], "gbit").map_or(f64::NAN, |g| g.ratio_median);
-            let verdict = match cond.name {
-                "1m" if c.ratio_median <= 0.8 && gbit_ratio >= 0.95 => "ok (<= 0.8)".to_owned(),
-                "1m" => "MISS (needs <= 0.8, throughput not lower)".to_owned(),
-                _ => format!("info (Gbit ratio {gbit_ratio:.2})"),
+            // The acceptance: <= 0.8 at 1 MiB, lower still at 4 MiB, throughput not lower (5 %
+            // is within this machine's run-to-run noise) in any condition.
+            let cpu_ok = match cond.name {
+                "1m" => c.ratio_median <= 0.8,
+                "4m" => ratio_1m.is_some_and(|r| c.ratio_median < r),
+                _ => true,
+            };
+            if cond.name == "1m" {
+                ratio_1m = Some(c.ratio_median);
+            }
+            let verdict = match (cpu_ok, gbit_ratio >= 0.95) {
+                (true, true) => format!("ok (Gbit ratio {gbit_ratio:.2})"),
+                (false, _) if cond.name == "1m" => "MISS (needs <= 0.8)".to_owned(),
+                (false, _) => "MISS (needs lower than at 1m)".to_owned(),
+                (true, false) => format!("MISS (Gbit ratio {gbit_ratio:.2})"),
             };
             summary.push(SummaryRow {
                 experiment: format!(
