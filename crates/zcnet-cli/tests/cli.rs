@@ -82,11 +82,23 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
         .count();
     assert_eq!(tcp_rx_rows, 2, "one row per tcp-rx condition");
     // Every bench of the suite reported.
-    for bench in ["udp-tx", "tcp-tx", "file-tx", "uring-tx"] {
+    for bench in ["udp-tx", "tcp-tx", "file-tx", "uring-tx", "peek"] {
         assert!(
             reports.iter().any(|r| r["bench"] == bench),
             "{bench} missing from the suite"
         );
+    }
+    // The relay held about the bytes each condition names (it sits at its bound when the
+    // source out-runs the link; half of it leaves room for a slow machine), and the receiver
+    // saw the stream intact.
+    let peek = reports.iter().find(|r| r["bench"] == "peek").unwrap();
+    for set in peek["results"].as_array().unwrap() {
+        let held = set["params"]["median_unacked"].as_u64().unwrap();
+        let bound = set["params"]["max_unacked"].as_u64().unwrap();
+        assert!(held <= bound && held >= bound / 2, "{set}");
+        for run in set["runs"].as_array().unwrap() {
+            assert_eq!(run["verified"], true, "{run}");
+        }
     }
     // UDP into the sink is the one place zero-copy really happens: nothing may be flagged copied.
     for name in ["udp-tx", "uring-tx"] {
