@@ -4,8 +4,8 @@
 //! - [`sys`] holds the kernel ABI the `libc` crate lacks and every raw call; it is the only
 //!   module with `unsafe` code, each block carrying a `SAFETY:` line.
 //! - One module per mechanism, named as the kernel names it: [`msg_zerocopy`] (with
-//!   [`errqueue`], where its completions arrive), [`tcp_rx`], [`file`] and [`uring`]; the others join
-//!   as they are built.
+//!   [`errqueue`], where its completions arrive), [`tcp_rx`], [`file`], [`uring`], [`peek`] and
+//!   [`packet`] (TPACKET_V3 rings).
 //! - [`probe`] decides at run time, by trying each operation, what this kernel, these limits
 //!   and these privileges allow, and says why not where it says no.
 //!
@@ -24,6 +24,7 @@
 pub mod errqueue;
 pub mod file;
 pub mod msg_zerocopy;
+pub mod packet;
 pub mod peek;
 pub mod probe;
 pub mod sys;

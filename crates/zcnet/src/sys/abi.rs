@@ -44,6 +44,70 @@ pub const PACKET_FANOUT: i32 = 18;
 pub const TPACKET_V3: i32 = 2;
 /// `PACKET_FANOUT_HASH`.
 pub const PACKET_FANOUT_HASH: u32 = 0;
+/// `PACKET_FANOUT_LB`: round robin.
+pub const PACKET_FANOUT_LB: u32 = 1;
+/// `PACKET_FANOUT_CPU`: by the CPU the packet arrived on.
+pub const PACKET_FANOUT_CPU: u32 = 2;
+/// `PACKET_STATISTICS`: `struct tpacket_stats_v3`, reset on every read.
+pub const PACKET_STATISTICS: i32 = 6;
+/// `PACKET_QDISC_BYPASS` (Linux 3.14): TX straight to the driver.
+pub const PACKET_QDISC_BYPASS: i32 = 20;
+/// `TP_STATUS_KERNEL`: the kernel owns the block (RX) / `TP_STATUS_AVAILABLE`: free frame (TX).
+pub const TP_STATUS_KERNEL: u32 = 0;
+/// `TP_STATUS_USER`: the block is the application's (RX).
+pub const TP_STATUS_USER: u32 = 1;
+/// `TP_STATUS_SEND_REQUEST`: frame filled, to send (TX).
+pub const TP_STATUS_SEND_REQUEST: u32 = 1;
+/// `TP_STATUS_SENDING`: the kernel is sending the frame (TX).
+pub const TP_STATUS_SENDING: u32 = 2;
+/// `TP_STATUS_WRONG_FORMAT`: the kernel refused the frame (TX).
+pub const TP_STATUS_WRONG_FORMAT: u32 = 4;
+/// `TP_STATUS_LOSING`: packets were dropped since the last statistics read (RX).
+pub const TP_STATUS_LOSING: u32 = 4;
+/// `TP_STATUS_VLAN_VALID`: `tp_vlan_tci` holds a tag (RX).
+pub const TP_STATUS_VLAN_VALID: u32 = 0x10;
+/// `TP_STATUS_BLK_TMO`: the block was retired by its timeout (RX).
+pub const TP_STATUS_BLK_TMO: u32 = 0x20;
+/// `TP_STATUS_VLAN_TPID_VALID`: `tp_vlan_tpid` is set (RX).
+pub const TP_STATUS_VLAN_TPID_VALID: u32 = 0x40;
+/// Size of `struct tpacket_block_desc` up to the end of `tpacket_hdr_v1`.
+pub const TPACKET_BLOCK_DESC_LEN: usize = 48;
+/// Offset of `hdr.bh1.block_status` in `struct tpacket_block_desc`.
+pub const TPACKET_BLOCK_STATUS_OFF: usize = 8;
+/// `sizeof(struct tpacket3_hdr)`, `TPACKET_ALIGN`ed: where a TX frame's data starts.
+pub const TPACKET3_HDR_LEN: usize = 48;
+/// Offset of `tp_status` in `struct tpacket3_hdr`.
+pub const TPACKET3_STATUS_OFF: usize = 20;
+/// `DLT_EN10MB` / `LINKTYPE_ETHERNET`.
+pub const LINKTYPE_ETHERNET: u32 = 1;
+
+/// `struct tpacket_stats_v3` (`linux/if_packet.h`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TpacketStatsV3 {
+    /// Packets that reached the socket, dropped ones included.
+    pub tp_packets: u32,
+    /// Packets dropped: no room in the ring.
+    pub tp_drops: u32,
+    /// Times the queue froze because no block was free.
+    pub tp_freeze_q_cnt: u32,
+}
+
+/// `struct sock_filter` (`linux/filter.h`): one classic BPF instruction, the layout of
+/// libpcap's `struct bpf_insn`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SockFilter {
+    /// Opcode.
+    pub code: u16,
+    /// Jump if true.
+    pub jt: u8,
+    /// Jump if false.
+    pub jf: u8,
+    /// Operand.
+    pub k: u32,
+}
+
 /// `ETH_P_ALL` (`linux/if_ether.h`), host byte order.
 pub const ETH_P_ALL: u16 = 0x0003;
 /// `AF_XDP` (`linux/socket.h`, Linux 4.18).
@@ -144,6 +208,8 @@ unsafe impl Pod for u32 {}
 unsafe impl Pod for TcpZerocopyReceive {}
 // SAFETY: repr(C) struct of integers only.
 unsafe impl Pod for TpacketReq3 {}
+// SAFETY: repr(C) struct of integers only.
+unsafe impl Pod for TpacketStatsV3 {}
 // SAFETY: `struct linger` is two C ints.
 unsafe impl Pod for libc::linger {}
 // SAFETY: repr(C) struct of integers and byte arrays only.
@@ -191,6 +257,8 @@ mod tests {
     fn struct_sizes_match_the_uapi() {
         assert_eq!(size_of::<TcpZerocopyReceive>(), 64);
         assert_eq!(size_of::<TpacketReq3>(), 28);
+        assert_eq!(size_of::<TpacketStatsV3>(), 12);
+        assert_eq!(size_of::<SockFilter>(), 8);
         // The FIELDS table ends where the 5.12 struct's last meaningful field ends.
         assert_eq!(TcpZerocopyReceive::FIELDS.last().unwrap().2, 60);
     }

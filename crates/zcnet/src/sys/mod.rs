@@ -8,6 +8,7 @@
 pub mod abi;
 pub mod borrowed_send;
 pub mod owned_buf;
+pub mod packet;
 pub mod tcp_zerocopy;
 pub mod uring;
 

@@ -1,0 +1,518 @@
+//! `AF_PACKET` `TPACKET_V3` rings (`Documentation/networking/packet_mmap.rst`, `packet(7)`):
+//! capture without a copy or a system call per packet, and transmit from a mapped ring.
+//!
+//! - [`RxRing`]: `PACKET_RX_RING` (Linux 3.2) of blocks holding variable-size frames. The kernel
+//!   fills a block and hands it over (`TP_STATUS_USER`), when full or when its retire timeout
+//!   expires on a quiet link; [`RxRing::next_block`] returns it as a [`Block`] checked once, and
+//!   dropping the block hands it back (`TP_STATUS_KERNEL`). Drops and queue freezes come from
+//!   `PACKET_STATISTICS`.
+//! - [`TxRing`]: `PACKET_TX_RING` of fixed-size frames: fill several, kick once with `send(2)`;
+//!   optionally `PACKET_QDISC_BYPASS` (3.14).
+//! - [`RxRing::join_fanout`] / [`fanout`]: `PACKET_FANOUT` (3.1) groups spreading packets over
+//!   several rings by flow hash, CPU or in turn.
+//! - [`Filter`]: tcpdump expressions compiled by libpcap (`pcap_compile(3PCAP)`), attached with
+//!   `SO_ATTACH_FILTER` before the socket binds, so that no unfiltered packet gets in.
+//!
+//! Rings bind to an interface of the calling thread's network namespace; they need
+//! `CAP_NET_RAW`.
+
+pub mod block;
+pub mod pcap;
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+pub use block::{BlockError, BlockInfo, Frame, Frames};
+
+use crate::sys::{self, abi, packet as ring};
+
+/// Errors of the packet rings.
+#[derive(Debug, thiserror::Error)]
+pub enum PacketError {
+    /// `socket(AF_PACKET)` refused: no `CAP_NET_RAW`.
+    #[error("packet sockets need CAP_NET_RAW (run as root)")]
+    NoPrivilege,
+    /// No interface of that name in this network namespace.
+    #[error("no interface named {0:?} in this network namespace")]
+    NoInterface(String),
+    /// A parameter the kernel would refuse.
+    #[error("{0}")]
+    Config(String),
+    /// libpcap could not compile the expression.
+    #[error("bad filter expression {expr:?}: {message}")]
+    Filter {
+        /// The expression.
+        expr: String,
+        /// libpcap's message.
+        message: String,
+    },
+    /// A block that does not describe itself consistently; it was handed back.
+    #[error("malformed block: {0}")]
+    Malformed(#[from] BlockError),
+    /// A call failed.
+    #[error("{call}: {source}")]
+    Sys {
+        /// The call, named as in C.
+        call: &'static str,
+        /// The kernel's error.
+        source: io::Error,
+    },
+}
+
+fn sys_err(call: &'static str) -> impl FnOnce(io::Error) -> PacketError {
+    move |source| PacketError::Sys { call, source }
+}
+
+/// A classic BPF program for Ethernet frames.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Filter {
+    program: Vec<abi::SockFilter>,
+}
+
+impl Filter {
+    /// Compiles a tcpdump expression (`pcap-filter(7)`); the empty expression accepts every
+    /// frame. The program returns at most `snaplen` bytes of each frame, so it also cuts the
+    /// captured length, in the kernel.
+    ///
+    /// # Errors
+    /// [`PacketError::Filter`] with libpcap's message.
+    pub fn compile(expr: &str, snaplen: u32) -> Result<Filter, PacketError> {
+        ring::compile_filter(expr, snaplen)
+            .map(|program| Filter { program })
+            .map_err(|message| PacketError::Filter {
+                expr: expr.to_owned(),
+                message,
+            })
+    }
+
+    /// Instructions in the program.
+    pub fn len(&self) -> usize {
+        self.program.len()
+    }
+
+    /// True for an empty program (never produced by [`Filter::compile`]).
+    pub fn is_empty(&self) -> bool {
+        self.program.is_empty()
+    }
+}
+
+/// Geometry and behaviour of an RX ring.
+#[derive(Clone, Debug)]
+pub struct RxConfig {
+    /// Bytes per block; a multiple of the page size. Default 1 MiB.
+    pub block_size: usize,
+    /// Blocks in the ring. Default 32 (32 MiB).
+    pub block_count: usize,
+    /// Frame size the kernel uses to count frames (`tp_frame_size`); frames are variable in
+    /// V3. Default 2048.
+    pub frame_size: usize,
+    /// A block with at least one frame is handed over after this long (`tp_retire_blk_tov`),
+    /// so a quiet link still delivers. Default 10 ms.
+    pub retire_timeout: Duration,
+    /// Optional filter, attached before binding.
+    pub filter: Option<Filter>,
+}
+
+impl Default for RxConfig {
+    fn default() -> Self {
+        RxConfig {
+            block_size: 1 << 20,
+            block_count: 32,
+            frame_size: 2048,
+            retire_timeout: Duration::from_millis(10),
+            filter: None,
+        }
+    }
+}
+
+/// Counters of `PACKET_STATISTICS`, summed since the ring was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    /// Packets that reached the socket, dropped ones included.
+    pub packets: u64,
+    /// Packets dropped for lack of a free block.
+    pub drops: u64,
+    /// Times the queue froze (every block held by the application).
+    pub freezes: u64,
+}
+
+/// Fanout modes (`PACKET_FANOUT_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FanoutMode {
+    /// By flow hash: a flow stays on one ring.
+    Hash,
+    /// In turn.
+    LoadBalance,
+    /// By the CPU the packet arrived on.
+    Cpu,
+}
+
+impl FanoutMode {
+    fn raw(self) -> u32 {
+        match self {
+            FanoutMode::Hash => abi::PACKET_FANOUT_HASH,
+            FanoutMode::LoadBalance => abi::PACKET_FANOUT_LB,
+            FanoutMode::Cpu => abi::PACKET_FANOUT_CPU,
+        }
+    }
+}
+
+fn packet_socket() -> Result<OwnedFd, PacketError> {
+    // Protocol 0: the socket receives nothing until bind names the interface and protocol.
+    sys::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0).map_err(|e| {
+        if e.raw_os_error() == Some(libc::EPERM) {
+            PacketError::NoPrivilege
+        } else {
+            PacketError::Sys {
+                call: "socket(AF_PACKET)",
+                source: e,
+            }
+        }
+    })
+}
+
+fn ifindex(iface: &str) -> Result<u32, PacketError> {
+    sys::if_nametoindex(iface).map_err(|_| PacketError::NoInterface(iface.to_owned()))
+}
+
+fn page_multiple(what: &str, n: usize) -> Result<(), PacketError> {
+    let page = sys::page_size();
+    if n == 0 || n % page != 0 {
+        return Err(PacketError::Config(format!(
+            "{what} {n} is not a multiple of the page size ({page})"
+        )));
+    }
+    Ok(())
+}
+
+/// A `TPACKET_V3` receive ring bound to one interface.
+#[derive(Debug)]
+pub struct RxRing {
+    fd: OwnedFd,
+    ring: ring::Ring,
+    next: usize,
+    totals: Stats,
+}
+
+impl RxRing {
+    /// Opens a ring on `iface` capturing every protocol (`ETH_P_ALL`).
+    ///
+    /// # Errors
+    /// No privilege, unknown interface, a geometry the kernel refuses, or a failed call.
+    pub fn open(iface: &str, config: &RxConfig) -> Result<RxRing, PacketError> {
+        page_multiple("block size", config.block_size)?;
+        if config.frame_size < abi::TPACKET3_HDR_LEN
+            || config.frame_size % 16 != 0
+            || config.block_size % config.frame_size != 0
+        {
+            return Err(PacketError::Config(format!(
+                "frame size {} must be a multiple of 16, at least 48, dividing the block size",
+                config.frame_size
+            )));
+        }
+        if config.block_count == 0 {
+            return Err(PacketError::Config(
+                "a ring needs at least one block".into(),
+            ));
+        }
+        let index = ifindex(iface)?;
+        let fd = packet_socket()?;
+        let to_u32 =
+            |n: usize| u32::try_from(n).map_err(|_| PacketError::Config("ring too large".into()));
+        sys::setsockopt(
+            fd.as_fd(),
+            abi::SOL_PACKET,
+            abi::PACKET_VERSION,
+            &abi::TPACKET_V3,
+        )
+        .map_err(sys_err("setsockopt(PACKET_VERSION, TPACKET_V3)"))?;
+        let req = abi::TpacketReq3 {
+            tp_block_size: to_u32(config.block_size)?,
+            tp_block_nr: to_u32(config.block_count)?,
+            tp_frame_size: to_u32(config.frame_size)?,
+            tp_frame_nr: to_u32(config.block_size / config.frame_size * config.block_count)?,
+            tp_retire_blk_tov: u32::try_from(config.retire_timeout.as_millis().max(1))
+                .unwrap_or(u32::MAX),
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        sys::setsockopt(fd.as_fd(), abi::SOL_PACKET, abi::PACKET_RX_RING, &req)
+            .map_err(sys_err("setsockopt(PACKET_RX_RING)"))?;
+        let ring = ring::Ring::map(fd.as_fd(), config.block_size, config.block_count)
+            .map_err(sys_err("mmap(ring)"))?;
+        if let Some(f) = &config.filter {
+            ring::attach_filter(fd.as_fd(), &f.program)
+                .map_err(sys_err("setsockopt(SO_ATTACH_FILTER)"))?;
+        }
+        sys::bind_packet(fd.as_fd(), index, abi::ETH_P_ALL).map_err(sys_err("bind(AF_PACKET)"))?;
+        Ok(RxRing {
+            fd,
+            ring,
+            next: 0,
+            totals: Stats::default(),
+        })
+    }
+
+    /// Joins fanout group `group` (the same id and mode on every ring of the group).
+    ///
+    /// # Errors
+    /// `setsockopt(PACKET_FANOUT)`'s error (a group of another mode, for one).
+    pub fn join_fanout(&self, group: u16, mode: FanoutMode) -> Result<(), PacketError> {
+        let arg: u32 = u32::from(group) | (mode.raw() << 16);
+        sys::setsockopt(self.fd.as_fd(), abi::SOL_PACKET, abi::PACKET_FANOUT, &arg)
+            .map_err(sys_err("setsockopt(PACKET_FANOUT)"))
+    }
+
+    /// The next block the kernel handed over, waiting up to `timeout` (`None`: forever).
+    /// `Ok(None)` when the time ran out.
+    ///
+    /// # Errors
+    /// `poll(2)`'s error, or [`PacketError::Malformed`] (the block is handed back and skipped).
+    pub fn next_block(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Block<'_>>, PacketError> {
+        let i = self.next;
+        if !self.ring.is_user(i) {
+            let ms = timeout.map_or(-1, |t| i32::try_from(t.as_millis()).unwrap_or(i32::MAX));
+            match sys::poll(self.fd.as_fd(), libc::POLLIN | libc::POLLERR, ms) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(None),
+                Err(e) => {
+                    return Err(PacketError::Sys {
+                        call: "poll",
+                        source: e,
+                    });
+                }
+            }
+        }
+        let count = self.ring.count();
+        let Some(raw) = self.ring.user_block(i) else {
+            return Ok(None);
+        };
+        self.next = (i + 1) % count;
+        let info = BlockInfo::parse(raw.bytes())?;
+        Ok(Some(Block { raw, info }))
+    }
+
+    /// Counters since the ring was opened (reads and sums `PACKET_STATISTICS`, which the
+    /// kernel resets on each read).
+    ///
+    /// # Errors
+    /// `getsockopt`'s error.
+    pub fn stats(&mut self) -> Result<Stats, PacketError> {
+        let mut s = abi::TpacketStatsV3::default();
+        let len = size_of::<abi::TpacketStatsV3>();
+        sys::getsockopt(
+            self.fd.as_fd(),
+            abi::SOL_PACKET,
+            abi::PACKET_STATISTICS,
+            &mut s,
+            len,
+        )
+        .map_err(sys_err("getsockopt(PACKET_STATISTICS)"))?;
+        self.totals.packets += u64::from(s.tp_packets);
+        self.totals.drops += u64::from(s.tp_drops);
+        self.totals.freezes += u64::from(s.tp_freeze_q_cnt);
+        Ok(self.totals)
+    }
+}
+
+impl AsFd for RxRing {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// `n` rings on `iface` in one fanout group (id from the process id), each with `config`.
+///
+/// # Errors
+/// As [`RxRing::open`] and [`RxRing::join_fanout`].
+pub fn fanout(
+    iface: &str,
+    n: usize,
+    mode: FanoutMode,
+    config: &RxConfig,
+) -> Result<Vec<RxRing>, PacketError> {
+    let group = (std::process::id() & 0xffff) as u16;
+    (0..n)
+        .map(|_| {
+            let r = RxRing::open(iface, config)?;
+            r.join_fanout(group, mode)?;
+            Ok(r)
+        })
+        .collect()
+}
+
+/// A block of captured frames, owned by the application until dropped.
+#[derive(Debug)]
+pub struct Block<'a> {
+    raw: ring::UserBlock<'a>,
+    info: BlockInfo,
+}
+
+impl Block<'_> {
+    /// The checked descriptor.
+    pub fn info(&self) -> &BlockInfo {
+        &self.info
+    }
+
+    /// The frames, in arrival order.
+    pub fn frames(&self) -> Frames<'_> {
+        Frames::new(self.raw.bytes(), &self.info)
+    }
+
+    /// Whether the retire timeout, not a full block, handed it over.
+    pub fn timed_out(&self) -> bool {
+        self.info.status & abi::TP_STATUS_BLK_TMO != 0
+    }
+}
+
+/// Geometry and behaviour of a TX ring.
+#[derive(Clone, Debug)]
+pub struct TxConfig {
+    /// Bytes per frame, header included (the packet gets `frame_size - 48`). Default 2048.
+    pub frame_size: usize,
+    /// Frames in the ring. Default 1024.
+    pub frame_count: usize,
+    /// Hand frames straight to the driver, skipping the qdisc (`PACKET_QDISC_BYPASS`).
+    pub qdisc_bypass: bool,
+}
+
+impl Default for TxConfig {
+    fn default() -> Self {
+        TxConfig {
+            frame_size: 2048,
+            frame_count: 1024,
+            qdisc_bypass: false,
+        }
+    }
+}
+
+/// A `TPACKET_V3` transmit ring bound to one interface.
+#[derive(Debug)]
+pub struct TxRing {
+    fd: OwnedFd,
+    ring: ring::Ring,
+    next: usize,
+    filled: usize,
+}
+
+impl TxRing {
+    /// Opens a transmit ring on `iface`; it receives nothing.
+    ///
+    /// # Errors
+    /// No privilege, unknown interface, a geometry the kernel refuses, or a failed call.
+    pub fn open(iface: &str, config: &TxConfig) -> Result<TxRing, PacketError> {
+        let page = sys::page_size();
+        if config.frame_size < abi::TPACKET3_HDR_LEN + 14
+            || config.frame_size % 16 != 0
+            || (page % config.frame_size != 0 && config.frame_size % page != 0)
+        {
+            return Err(PacketError::Config(format!(
+                "frame size {} must be a multiple of 16 that divides or is a multiple of the page size",
+                config.frame_size
+            )));
+        }
+        let block_size = config.frame_size.max(page);
+        let per_block = block_size / config.frame_size;
+        let blocks = config.frame_count.div_ceil(per_block).max(1);
+        let index = ifindex(iface)?;
+        let fd = packet_socket()?;
+        let to_u32 =
+            |n: usize| u32::try_from(n).map_err(|_| PacketError::Config("ring too large".into()));
+        sys::setsockopt(
+            fd.as_fd(),
+            abi::SOL_PACKET,
+            abi::PACKET_VERSION,
+            &abi::TPACKET_V3,
+        )
+        .map_err(sys_err("setsockopt(PACKET_VERSION, TPACKET_V3)"))?;
+        if config.qdisc_bypass {
+            sys::setsockopt(fd.as_fd(), abi::SOL_PACKET, abi::PACKET_QDISC_BYPASS, &1i32)
+                .map_err(sys_err("setsockopt(PACKET_QDISC_BYPASS)"))?;
+        }
+        let req = abi::TpacketReq3 {
+            tp_block_size: to_u32(block_size)?,
+            tp_block_nr: to_u32(blocks)?,
+            tp_frame_size: to_u32(config.frame_size)?,
+            tp_frame_nr: to_u32(per_block * blocks)?,
+            ..Default::default()
+        };
+        sys::setsockopt(fd.as_fd(), abi::SOL_PACKET, abi::PACKET_TX_RING, &req)
+            .map_err(sys_err("setsockopt(PACKET_TX_RING)"))?;
+        let ring = ring::Ring::map(fd.as_fd(), config.frame_size, per_block * blocks)
+            .map_err(sys_err("mmap(ring)"))?;
+        // Protocol 0: no receive hook; frames carry their own Ethernet header.
+        sys::bind_packet(fd.as_fd(), index, 0).map_err(sys_err("bind(AF_PACKET)"))?;
+        Ok(TxRing {
+            fd,
+            ring,
+            next: 0,
+            filled: 0,
+        })
+    }
+
+    /// Largest frame the ring takes.
+    pub fn max_frame(&self) -> usize {
+        self.ring.slot_size() - abi::TPACKET3_HDR_LEN
+    }
+
+    /// Copies one Ethernet frame into the next free slot; `false` when the ring is full (call
+    /// [`TxRing::send`]).
+    ///
+    /// # Errors
+    /// [`PacketError::Config`] for a frame larger than [`TxRing::max_frame`].
+    pub fn push(&mut self, frame: &[u8]) -> Result<bool, PacketError> {
+        if frame.len() > self.max_frame() {
+            return Err(PacketError::Config(format!(
+                "frame of {} bytes exceeds the ring's {}",
+                frame.len(),
+                self.max_frame()
+            )));
+        }
+        let count = self.ring.count();
+        let Some(mut slot) = self.ring.free_frame(self.next) else {
+            return Ok(false);
+        };
+        slot.data_mut()[..frame.len()].copy_from_slice(frame);
+        slot.submit(frame.len());
+        self.next = (self.next + 1) % count;
+        self.filled += 1;
+        Ok(true)
+    }
+
+    /// Kicks the kernel to send every submitted frame (`send(fd, NULL, 0, 0)`), waiting until
+    /// it took them; returns the bytes it reported sending.
+    ///
+    /// # Errors
+    /// `send`'s error; frames the kernel refused stay marked `TP_STATUS_WRONG_FORMAT`.
+    pub fn send(&mut self) -> Result<usize, PacketError> {
+        self.filled = 0;
+        loop {
+            match sys::sendto(self.fd.as_fd(), &[], 0, None) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(PacketError::Sys {
+                        call: "send(TX ring)",
+                        source: e,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Frames pushed since the last [`TxRing::send`].
+    pub fn pending(&self) -> usize {
+        self.filled
+    }
+
+    /// Frames the kernel refused (`TP_STATUS_WRONG_FORMAT`) still in the ring.
+    pub fn refused(&self) -> usize {
+        (0..self.ring.count())
+            .filter(|&i| self.ring.frame_status(i) == abi::TP_STATUS_WRONG_FORMAT)
+            .count()
+    }
+}

@@ -1,0 +1,252 @@
+//! The memory of `AF_PACKET` `TPACKET_V3` rings (`Documentation/networking/packet_mmap.rst`),
+//! classic BPF filters compiled by libpcap (`pcap_compile(3PCAP)`) and `SO_ATTACH_FILTER`.
+//!
+//! A ring is one shared mapping that the kernel writes into concurrently. Ownership passes by a
+//! status word: an RX block is the application's while `block_status` has `TP_STATUS_USER`, a
+//! TX frame while `tp_status` is `TP_STATUS_AVAILABLE` (or `WRONG_FORMAT`). Status words are read
+//! with acquire and written with release ordering; a slice of a block or frame exists only
+//! while the application owns it, borrowed from a guard that hands it back when dropped.
+
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::Mmap;
+use super::abi::{self, SockFilter};
+
+/// A mapped `TPACKET_V3` ring: `count` slots of `slot_size` bytes (RX blocks or TX frames).
+#[derive(Debug)]
+pub struct Ring {
+    map: Mmap,
+    slot_size: usize,
+    count: usize,
+}
+
+impl Ring {
+    /// Maps the ring set up on `fd` by `PACKET_RX_RING` or `PACKET_TX_RING` (`mmap(2)` of
+    /// `slot_size * count` bytes, read-write, shared).
+    pub fn map(fd: BorrowedFd<'_>, slot_size: usize, count: usize) -> io::Result<Ring> {
+        if slot_size < abi::TPACKET_BLOCK_DESC_LEN || slot_size % 8 != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "ring slots must be at least 48 bytes and 8-aligned",
+            ));
+        }
+        let len = slot_size
+            .checked_mul(count)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "ring too large"))?;
+        let map = Mmap::shared(fd, len, libc::PROT_READ | libc::PROT_WRITE)?;
+        Ok(Ring {
+            map,
+            slot_size,
+            count,
+        })
+    }
+
+    /// Number of slots.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Size of a slot.
+    pub fn slot_size(&self) -> usize {
+        self.slot_size
+    }
+
+    /// The status word at `offset` of slot `i`.
+    fn status(&self, i: usize, offset: usize) -> &AtomicU32 {
+        assert!(i < self.count && offset + 4 <= self.slot_size && offset % 4 == 0);
+        let addr = self.map.addr() + i * self.slot_size + offset;
+        // SAFETY: `addr` lies inside the mapping (checked above), is 4-aligned (the mapping is
+        // page-aligned, slot sizes and offsets are multiples of 4), and the kernel accesses the
+        // word atomically too; AtomicU32 has the layout of u32.
+        unsafe { &*(addr as *const AtomicU32) }
+    }
+
+    /// RX: whether the kernel handed block `i` to the application (`TP_STATUS_USER`).
+    pub fn is_user(&self, i: usize) -> bool {
+        self.status(i, abi::TPACKET_BLOCK_STATUS_OFF)
+            .load(Ordering::Acquire)
+            & abi::TP_STATUS_USER
+            != 0
+    }
+
+    /// RX: block `i` if the kernel handed it to the application; dropping the guard hands it
+    /// back, so only take it to read it ([`Ring::is_user`] only looks).
+    pub fn user_block(&mut self, i: usize) -> Option<UserBlock<'_>> {
+        self.is_user(i).then_some(UserBlock { ring: self, i })
+    }
+
+    /// TX: frame `i` if it is free to fill (`TP_STATUS_AVAILABLE` or `TP_STATUS_WRONG_FORMAT`).
+    pub fn free_frame(&mut self, i: usize) -> Option<TxFrame<'_>> {
+        let status = self
+            .status(i, abi::TPACKET3_STATUS_OFF)
+            .load(Ordering::Acquire);
+        matches!(status, abi::TP_STATUS_KERNEL | abi::TP_STATUS_WRONG_FORMAT)
+            .then_some(TxFrame { ring: self, i })
+    }
+
+    /// TX: the status of frame `i` (`TP_STATUS_*`).
+    pub fn frame_status(&self, i: usize) -> u32 {
+        self.status(i, abi::TPACKET3_STATUS_OFF)
+            .load(Ordering::Acquire)
+    }
+}
+
+/// An RX block the application owns; handed back to the kernel (`TP_STATUS_KERNEL`) on drop.
+#[derive(Debug)]
+pub struct UserBlock<'a> {
+    ring: &'a mut Ring,
+    i: usize,
+}
+
+impl UserBlock<'_> {
+    /// The whole block, header included.
+    pub fn bytes(&self) -> &[u8] {
+        let addr = self.ring.map.addr() + self.i * self.ring.slot_size;
+        // SAFETY: the block lies inside the mapping; the kernel does not write a block while
+        // its status says TP_STATUS_USER (read with acquire in `user_block`), and the status
+        // goes back to the kernel only in `drop`, after every borrow of `self` ended.
+        unsafe { std::slice::from_raw_parts(addr as *const u8, self.ring.slot_size) }
+    }
+
+    /// Index of the block in the ring.
+    pub fn index(&self) -> usize {
+        self.i
+    }
+}
+
+impl Drop for UserBlock<'_> {
+    fn drop(&mut self) {
+        self.ring
+            .status(self.i, abi::TPACKET_BLOCK_STATUS_OFF)
+            .store(abi::TP_STATUS_KERNEL, Ordering::Release);
+    }
+}
+
+/// A free TX frame; [`TxFrame::submit`] marks it `TP_STATUS_SEND_REQUEST`, dropping it leaves
+/// it free.
+#[derive(Debug)]
+pub struct TxFrame<'a> {
+    ring: &'a mut Ring,
+    i: usize,
+}
+
+impl TxFrame<'_> {
+    /// Room for the packet: the frame after its `tpacket3_hdr`.
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        let addr = self.ring.map.addr() + self.i * self.ring.slot_size + abi::TPACKET3_HDR_LEN;
+        let len = self.ring.slot_size - abi::TPACKET3_HDR_LEN;
+        // SAFETY: inside the mapping; the kernel does not touch a frame whose status is
+        // AVAILABLE or WRONG_FORMAT (checked with acquire in `free_frame`) until `submit`
+        // publishes it, which consumes this guard and so ends this borrow first.
+        unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) }
+    }
+
+    /// Publishes the first `len` bytes of [`TxFrame::data_mut`] for the next send kick.
+    pub fn submit(self, len: usize) {
+        let len = len.min(self.ring.slot_size - abi::TPACKET3_HDR_LEN) as u32;
+        let base = self.ring.map.addr() + self.i * self.ring.slot_size;
+        // SAFETY: the header's first 24 bytes (tp_next_offset .. tp_status) lie inside the
+        // frame this guard owns; u32 fields at 4-aligned offsets.
+        unsafe {
+            // tp_next_offset: 0, V3 TX takes fixed-size frames only.
+            (base as *mut u32).write_volatile(0);
+            // tp_snaplen and tp_len.
+            ((base + 12) as *mut u32).write_volatile(len);
+            ((base + 16) as *mut u32).write_volatile(len);
+        }
+        self.ring
+            .status(self.i, abi::TPACKET3_STATUS_OFF)
+            .store(abi::TP_STATUS_SEND_REQUEST, Ordering::Release);
+    }
+}
+
+#[repr(C)]
+struct BpfProgram {
+    bf_len: u32,
+    bf_insns: *mut SockFilter,
+}
+
+#[repr(C)]
+struct SockFprog {
+    len: u16,
+    filter: *const SockFilter,
+}
+
+#[link(name = "pcap")]
+unsafe extern "C" {
+    fn pcap_open_dead(linktype: c_int, snaplen: c_int) -> *mut c_void;
+    fn pcap_compile(
+        p: *mut c_void,
+        fp: *mut BpfProgram,
+        expr: *const c_char,
+        optimize: c_int,
+        netmask: u32,
+    ) -> c_int;
+    fn pcap_geterr(p: *mut c_void) -> *const c_char;
+    fn pcap_freecode(fp: *mut BpfProgram);
+    fn pcap_close(p: *mut c_void);
+}
+
+/// `PCAP_NETMASK_UNKNOWN`.
+const PCAP_NETMASK_UNKNOWN: u32 = 0xffff_ffff;
+
+/// Compiles a tcpdump expression for Ethernet frames captured up to `snaplen` bytes with
+/// libpcap's compiler (`pcap_open_dead` + `pcap_compile`, optimized). The error is libpcap's
+/// message.
+pub fn compile_filter(expr: &str, snaplen: u32) -> Result<Vec<SockFilter>, String> {
+    let c = CString::new(expr).map_err(|_| "the expression contains a NUL byte".to_owned())?;
+    let snaplen = c_int::try_from(snaplen).unwrap_or(c_int::MAX);
+    // SAFETY: plain call; the handle is checked for NULL and closed below.
+    let p = unsafe { pcap_open_dead(abi::LINKTYPE_ETHERNET as c_int, snaplen) };
+    if p.is_null() {
+        return Err("pcap_open_dead failed".to_owned());
+    }
+    let mut prog = BpfProgram {
+        bf_len: 0,
+        bf_insns: std::ptr::null_mut(),
+    };
+    // SAFETY: `p` is a live handle, `prog` a valid out-parameter, `c` NUL-terminated.
+    let r = unsafe { pcap_compile(p, &mut prog, c.as_ptr(), 1, PCAP_NETMASK_UNKNOWN) };
+    let out = if r != 0 {
+        // SAFETY: pcap_geterr returns the handle's NUL-terminated message, valid until close.
+        Err(unsafe { CStr::from_ptr(pcap_geterr(p)) }
+            .to_string_lossy()
+            .into_owned())
+    } else {
+        // SAFETY: on success `bf_insns` points at `bf_len` instructions owned by `prog`,
+        // copied out before pcap_freecode releases them. bpf_insn and sock_filter share
+        // their layout (u16, u8, u8, u32).
+        let v = unsafe { std::slice::from_raw_parts(prog.bf_insns, prog.bf_len as usize) }.to_vec();
+        // SAFETY: `prog` was filled by a successful pcap_compile.
+        unsafe { pcap_freecode(&mut prog) };
+        Ok(v)
+    };
+    // SAFETY: `p` came from pcap_open_dead and is closed once.
+    unsafe { pcap_close(p) };
+    out
+}
+
+/// `setsockopt(SO_ATTACH_FILTER)` with a classic BPF program.
+pub fn attach_filter(fd: BorrowedFd<'_>, program: &[SockFilter]) -> io::Result<()> {
+    let len = u16::try_from(program.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "filter too long"))?;
+    let prog = SockFprog {
+        len,
+        filter: program.as_ptr(),
+    };
+    // SAFETY: `prog` points at `len` instructions that live across the call; the kernel copies
+    // them.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&prog as *const SockFprog).cast(),
+            size_of::<SockFprog>() as libc::socklen_t,
+        )
+    };
+    super::cvt(r).map(drop)
+}
