@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod capture;
 pub mod measure;
 pub mod probe;
 pub mod recv;

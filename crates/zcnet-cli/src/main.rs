@@ -1,7 +1,7 @@
 //! `zcnet`: probe, benchmark and use the Linux kernel's zero-copy socket paths.
 #![forbid(unsafe_code)]
 
-use zcnet_cli::{bench, probe, recv, relay, send};
+use zcnet_cli::{bench, capture, probe, recv, relay, send};
 
 use std::process::ExitCode;
 
@@ -28,6 +28,8 @@ enum Command {
     /// Relay TCP, keeping unacknowledged bytes in the kernel's queue (SO_PEEK_OFF) and failing
     /// over to another destination without losing them.
     Relay(relay::Opt),
+    /// Capture packets through TPACKET_V3 rings into a pcap file (tcpdump-like).
+    Capture(capture::Opt),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
         Command::Recv(opt) => recv::run(opt),
         Command::Send(opt) => send::run(opt),
         Command::Relay(opt) => relay::run(opt),
+        Command::Capture(opt) => capture::run(opt),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
