@@ -187,6 +187,24 @@ fn relays_a_stream_byte_identical_with_both_methods() {
     }
 }
 
+/// Waits for a relay that failed over once: it succeeded, relayed the whole stream, and the
+/// fallback got exactly the stream from the byte it reported resuming at, which it returns.
+fn resumed_once(relay: Relay, data: &[u8], fallback_got: &[u8]) -> usize {
+    let (json, ok) = relay.finish();
+    assert!(ok, "relay failed");
+    let stats: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let resumed = stats["resumed_at"].as_array().unwrap();
+    assert_eq!(resumed.len(), 1, "{stats}");
+    let at = resumed[0].as_u64().unwrap() as usize;
+    assert!(
+        fallback_got == &data[at..],
+        "fallback got {} bytes from {at}",
+        fallback_got.len()
+    );
+    assert_eq!(stats["bytes"], data.len() as u64);
+    at
+}
+
 /// The destination resets after its application read `n` bytes; the fallback must receive the
 /// stream from the byte the relay says it resumed at, and nothing else, and that byte may not lie
 /// beyond what the first destination's TCP received: everything the relay dropped had been
@@ -207,12 +225,7 @@ fn failover_once(n: usize, seed: u64) {
         tcp_received,
     } = rx1.join().unwrap();
     let got2 = rx2.join().unwrap();
-    let (json, ok) = relay.finish();
-    assert!(ok, "relay failed");
-    let stats: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
-    let resumed = stats["resumed_at"].as_array().unwrap();
-    assert_eq!(resumed.len(), 1, "{stats}");
-    let at = resumed[0].as_u64().unwrap() as usize;
+    let at = resumed_once(relay, &data, &got2);
     assert_eq!(got1, data[..n], "first destination");
     // The count was read just before the reset, while the relay kept sending: a few segments
     // can reach that TCP (and be acknowledged, then lost unread) in between. The exact count is
@@ -222,12 +235,6 @@ fn failover_once(n: usize, seed: u64) {
         "resumed at {at}, beyond the {tcp_received} bytes the first destination's TCP received"
     );
     assert!(at > 0, "nothing acknowledged before the reset");
-    assert!(
-        got2 == data[at..],
-        "fallback got {} bytes from {at}",
-        got2.len()
-    );
-    assert_eq!(stats["bytes"], data.len() as u64);
 }
 
 #[test]
@@ -253,19 +260,8 @@ fn failover_after_the_source_ended() {
     send_all(relay.addr, data.clone()).join().unwrap();
     let got1 = rx1.join().unwrap().data;
     let got2 = rx2.join().unwrap();
-    let (json, ok) = relay.finish();
-    assert!(ok, "relay failed");
-    let stats: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
-    let resumed = stats["resumed_at"].as_array().unwrap();
-    assert_eq!(resumed.len(), 1, "{stats}");
-    let at = resumed[0].as_u64().unwrap() as usize;
+    resumed_once(relay, &data, &got2);
     assert_eq!(got1, data[..1 << 20]);
-    assert!(
-        got2 == data[at..],
-        "fallback got {} bytes from {at}",
-        got2.len()
-    );
-    assert_eq!(stats["bytes"], data.len() as u64);
 }
 
 /// The relay's count of acknowledged data bytes equals what the peer's TCP received, to the

@@ -172,8 +172,24 @@ fn packet_socket() -> Result<OwnedFd, PacketError> {
     })
 }
 
-fn ifindex(iface: &str) -> Result<u32, PacketError> {
-    sys::if_nametoindex(iface).map_err(|_| PacketError::NoInterface(iface.to_owned()))
+/// The index of `iface` and an unbound `TPACKET_V3` packet socket: what both rings start from.
+fn v3_socket(iface: &str) -> Result<(u32, OwnedFd), PacketError> {
+    let index =
+        sys::if_nametoindex(iface).map_err(|_| PacketError::NoInterface(iface.to_owned()))?;
+    let fd = packet_socket()?;
+    sys::setsockopt(
+        fd.as_fd(),
+        abi::SOL_PACKET,
+        abi::PACKET_VERSION,
+        &abi::TPACKET_V3,
+    )
+    .map_err(sys_err("setsockopt(PACKET_VERSION, TPACKET_V3)"))?;
+    Ok((index, fd))
+}
+
+/// A ring dimension as `struct tpacket_req3` holds it.
+fn to_u32(n: usize) -> Result<u32, PacketError> {
+    u32::try_from(n).map_err(|_| PacketError::Config("ring too large".into()))
 }
 
 fn page_multiple(what: &str, n: usize) -> Result<(), PacketError> {
@@ -216,17 +232,7 @@ impl RxRing {
                 "a ring needs at least one block".into(),
             ));
         }
-        let index = ifindex(iface)?;
-        let fd = packet_socket()?;
-        let to_u32 =
-            |n: usize| u32::try_from(n).map_err(|_| PacketError::Config("ring too large".into()));
-        sys::setsockopt(
-            fd.as_fd(),
-            abi::SOL_PACKET,
-            abi::PACKET_VERSION,
-            &abi::TPACKET_V3,
-        )
-        .map_err(sys_err("setsockopt(PACKET_VERSION, TPACKET_V3)"))?;
+        let (index, fd) = v3_socket(iface)?;
         let req = abi::TpacketReq3 {
             tp_block_size: to_u32(config.block_size)?,
             tp_block_nr: to_u32(config.block_count)?,
@@ -418,17 +424,7 @@ impl TxRing {
         let block_size = config.frame_size.max(page);
         let per_block = block_size / config.frame_size;
         let blocks = config.frame_count.div_ceil(per_block).max(1);
-        let index = ifindex(iface)?;
-        let fd = packet_socket()?;
-        let to_u32 =
-            |n: usize| u32::try_from(n).map_err(|_| PacketError::Config("ring too large".into()));
-        sys::setsockopt(
-            fd.as_fd(),
-            abi::SOL_PACKET,
-            abi::PACKET_VERSION,
-            &abi::TPACKET_V3,
-        )
-        .map_err(sys_err("setsockopt(PACKET_VERSION, TPACKET_V3)"))?;
+        let (index, fd) = v3_socket(iface)?;
         if config.qdisc_bypass {
             sys::setsockopt(fd.as_fd(), abi::SOL_PACKET, abi::PACKET_QDISC_BYPASS, &1i32)
                 .map_err(sys_err("setsockopt(PACKET_QDISC_BYPASS)"))?;
