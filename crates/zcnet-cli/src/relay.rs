@@ -142,15 +142,10 @@ struct Dest {
 }
 
 impl Dest {
-    /// Data bytes of this connection the destination's TCP acknowledged.
-    fn acked(&self) -> io::Result<u64> {
-        acked_data_bytes(&self.stream)
-    }
-
     /// Drops from the source's queue what this destination acknowledged; whether it dropped
     /// any.
     fn consume_acked(&self, cur: &mut PeekCursor<TcpStream>) -> anyhow::Result<bool> {
-        let acked = self.acked().context("TCP_INFO of the destination")?;
+        let acked = acked_data_bytes(&self.stream).context("TCP_INFO of the destination")?;
         let upto = (self.base + acked).min(cur.peeked());
         if upto > cur.consumed() {
             cur.consume(upto - cur.consumed())?;
