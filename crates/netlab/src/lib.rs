@@ -34,6 +34,7 @@ use std::thread::JoinHandle;
 
 use nix::sched::{CloneFlags, setns};
 
+pub mod frame;
 pub mod pattern;
 pub mod skip;
 
@@ -293,6 +294,18 @@ impl Netns {
                 stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
             })
         }
+    }
+
+    /// The hardware address of device `dev` in this namespace (`ip -j link show`).
+    pub fn mac(&self, dev: &str) -> Result<[u8; 6], LabError> {
+        let out = self.ip(&["-j", "link", "show", "dev", dev])?;
+        serde_json::from_str::<serde_json::Value>(&out)
+            .ok()
+            .and_then(|v| frame::parse_mac(v[0]["address"].as_str()?))
+            .ok_or_else(|| LabError::Command {
+                cmd: format!("ip -n {} -j link show dev {dev}", self.name),
+                stderr: format!("no hardware address in: {out}"),
+            })
     }
 
     /// Counters of device `dev` in this namespace (`ip -s -j link show`).

@@ -1,12 +1,14 @@
 //! `zcnet::packet` on a real veth pair: RX ring contents and filter, blocks handed back, drops
-//! under overload, TX ring frames received intact by the other namespace.
+//! under overload, TX ring frames received intact by the other namespace; the copying packet
+//! socket (one `recvfrom` per frame) the benches compare the ring with.
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+use netlab::frame::udp_v4;
 use netlab::{Family, Side, VethLab, require_lab};
-use zcnet::packet::{Filter, RxConfig, RxRing, TxConfig, TxRing};
+use zcnet::packet::{Filter, RxConfig, RxRing, Socket, TxConfig, TxRing};
 
 const PORT: u16 = 40_000;
 
@@ -182,55 +184,6 @@ fn drops_are_reported_under_overload() {
     assert!(got.iter().any(|p| p == b"after"));
 }
 
-/// B's MAC address, from `ip -j link`.
-fn mac_of(lab: &VethLab, side: Side, dev: &str) -> [u8; 6] {
-    let out = lab.ns(side).ip(&["-j", "link", "show", dev]).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let s = v[0]["address"].as_str().unwrap();
-    let b: Vec<u8> = s
-        .split(':')
-        .map(|x| u8::from_str_radix(x, 16).unwrap())
-        .collect();
-    b.try_into().unwrap()
-}
-
-fn udp_frame(
-    dst: [u8; 6],
-    src: [u8; 6],
-    sip: [u8; 4],
-    dip: [u8; 4],
-    port: u16,
-    payload: &[u8],
-) -> Vec<u8> {
-    let mut f = Vec::with_capacity(42 + payload.len());
-    f.extend_from_slice(&dst);
-    f.extend_from_slice(&src);
-    f.extend_from_slice(&[0x08, 0x00]);
-    let total = (20 + 8 + payload.len()) as u16;
-    let mut ip = [0u8; 20];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&total.to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&sip);
-    ip[16..20].copy_from_slice(&dip);
-    let mut sum: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&40_001u16.to_be_bytes());
-    f.extend_from_slice(&port.to_be_bytes());
-    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]); // no UDP checksum (IPv4 allows it)
-    f.extend_from_slice(payload);
-    f
-}
-
 #[test]
 fn tx_ring_frames_arrive_intact_in_the_other_namespace() {
     require_lab!();
@@ -238,8 +191,8 @@ fn tx_ring_frames_arrive_intact_in_the_other_namespace() {
     let (IpAddr::V4(a), IpAddr::V4(b)) = (VethLab::addr(Side::A, Family::V4), b_ip()) else {
         unreachable!()
     };
-    let dst = mac_of(&lab, Side::B, VethLab::DEV_B);
-    let src = mac_of(&lab, Side::A, VethLab::DEV_A);
+    let dst = lab.ns(Side::B).mac(VethLab::DEV_B).unwrap();
+    let src = lab.ns(Side::A).mac(VethLab::DEV_A).unwrap();
     // Namespace B receives with a ring of its own, filtered to the port: whole frames compared.
     let config = RxConfig {
         filter: Some(Filter::compile(&format!("udp dst port {PORT}"), 65535).unwrap()),
@@ -259,7 +212,7 @@ fn tx_ring_frames_arrive_intact_in_the_other_namespace() {
         .unwrap();
     let frame = |i: u32| {
         let payload: Vec<u8> = (0..(i % 1000) + 1).map(|j| (i + j) as u8).collect();
-        udp_frame(dst, src, a.octets(), b.octets(), PORT, &payload)
+        udp_v4(dst, src, a.octets(), b.octets(), (40_001, PORT), &payload)
     };
     let total = 300u32;
     let mut sent = 0u32;
@@ -284,10 +237,90 @@ fn tx_ring_frames_arrive_intact_in_the_other_namespace() {
     }
 }
 
+fn socket(lab: &VethLab, rcvbuf: Option<usize>) -> Socket {
+    lab.ns(Side::B)
+        .run(move || Socket::open(VethLab::DEV_B, rcvbuf))
+        .unwrap()
+        .unwrap()
+}
+
+#[test]
+fn the_copying_socket_reads_each_frame_once_and_counts_its_drops() {
+    require_lab!();
+    let lab = lab();
+    let mut sock = socket(&lab, Some(4 << 20));
+    let s = sender(&lab, PORT);
+    let payload = |i: u32| -> Vec<u8> { (0..(i % 1400) + 1).map(|j| (i ^ j) as u8).collect() };
+    let total = 500u32;
+    for i in 0..total {
+        s.send(&payload(i * 7)).unwrap();
+    }
+    let mut buf = vec![0u8; 2048];
+    let mut got = Vec::new();
+    let end = Instant::now() + Duration::from_secs(5);
+    while got.len() < total as usize && Instant::now() < end {
+        let Some(r) = sock
+            .recv(&mut buf, Some(Duration::from_millis(100)))
+            .unwrap()
+        else {
+            continue;
+        };
+        assert_eq!(
+            r.len, r.original,
+            "a 2048-byte buffer holds a whole 1500-MTU frame"
+        );
+        if let Some(p) = udp_payload(&buf[..r.len], PORT) {
+            got.push(p.to_vec());
+        }
+    }
+    assert_eq!(got.len(), total as usize);
+    for (i, p) in got.iter().enumerate() {
+        assert_eq!(p, &payload(i as u32 * 7), "datagram {i}");
+    }
+    // A short buffer gets the head of the frame and the frame's real length.
+    s.send(&[0x5a; 1000]).unwrap();
+    let mut short = [0u8; 60];
+    let r = loop {
+        let r = sock
+            .recv(&mut short, Some(Duration::from_secs(2)))
+            .unwrap()
+            .expect("the datagram arrives");
+        if udp_payload(&short, PORT).is_some() {
+            break r;
+        }
+    };
+    assert_eq!((r.len, r.original), (60, 1042));
+    let st = sock.stats().unwrap();
+    assert_eq!(st.drops, 0, "{st:?}");
+    assert!(st.packets > u64::from(total), "{st:?}");
+    // Nothing waiting: the timeout, not an error.
+    assert_eq!(
+        sock.recv(&mut buf, Some(Duration::from_millis(20)))
+            .unwrap(),
+        None
+    );
+
+    // A small queue nobody reads drops, and says so.
+    let mut small = socket(&lab, Some(64 << 10));
+    for i in 0..2000u32 {
+        s.send(&i.to_be_bytes()).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let st = small.stats().unwrap();
+    assert!(st.drops > 1000, "{st:?}");
+    assert!(st.packets >= 2000, "{st:?}");
+    assert_eq!(st.freezes, 0, "{st:?}");
+}
+
 #[test]
 fn bad_input_gives_clear_errors() {
     require_lab!();
     let e = RxRing::open("no-such-if0", &RxConfig::default()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "no interface named \"no-such-if0\" in this network namespace"
+    );
+    let e = Socket::open("no-such-if0", None).unwrap_err();
     assert_eq!(
         e.to_string(),
         "no interface named \"no-such-if0\" in this network namespace"
