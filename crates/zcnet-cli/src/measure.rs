@@ -117,7 +117,88 @@ impl MachineCpu {
     }
 }
 
-fn ticks_per_second() -> f64 {
+/// CPU counters of another process (a real peer such as tcpdump, single-threaded): its run
+/// time in ns from `/proc/PID/schedstat`, its user and system ticks from `/proc/PID/stat`, its
+/// context switches from `/proc/PID/status` (`proc(5)`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessCpu {
+    /// Time on a CPU, ns (`sum_exec_runtime`, what getrusage's user + system add up to).
+    pub run_ns: u64,
+    /// User ticks (`utime`).
+    pub utime: u64,
+    /// System ticks (`stime`).
+    pub stime: u64,
+    /// Voluntary context switches.
+    pub voluntary: i64,
+    /// Involuntary context switches.
+    pub involuntary: i64,
+}
+
+/// `utime` and `stime` (fields 14 and 15) of a `/proc/PID/stat` line; the command name in
+/// parentheses may hold spaces and parentheses, so fields count from the last `)`.
+pub fn parse_pid_stat(s: &str) -> Option<(u64, u64)> {
+    let rest = &s[s.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state).
+    Some((f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?))
+}
+
+/// The voluntary and involuntary context switches of a `/proc/PID/status` text.
+pub fn parse_pid_status(s: &str) -> Option<(i64, i64)> {
+    let field = |name: &str| -> Option<i64> {
+        s.lines()
+            .find_map(|l| l.strip_prefix(name))?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some((
+        field("voluntary_ctxt_switches:")?,
+        field("nonvoluntary_ctxt_switches:")?,
+    ))
+}
+
+impl ProcessCpu {
+    /// Reads process `pid`'s counters; `None` when it is gone or a file does not parse.
+    pub fn read(pid: u32) -> Option<ProcessCpu> {
+        let file = |name: &str| std::fs::read_to_string(format!("/proc/{pid}/{name}")).ok();
+        let run_ns = file("schedstat")?.split_whitespace().next()?.parse().ok()?;
+        let (utime, stime) = parse_pid_stat(&file("stat")?)?;
+        let (voluntary, involuntary) = parse_pid_status(&file("status")?)?;
+        Some(ProcessCpu {
+            run_ns,
+            utime,
+            stime,
+            voluntary,
+            involuntary,
+        })
+    }
+
+    /// The CPU used since `earlier`: the run time, split into user and system in the
+    /// proportion of the ticks, as the kernel splits it for getrusage (`cputime_adjust`: all
+    /// user when no system tick was sampled, all system when no user tick was).
+    pub fn since(&self, earlier: &ProcessCpu) -> ThreadCpu {
+        let run = self.run_ns.saturating_sub(earlier.run_ns) as f64 / 1e9;
+        let u = self.utime.saturating_sub(earlier.utime) as f64;
+        let s = self.stime.saturating_sub(earlier.stime) as f64;
+        let user_s = if s == 0.0 {
+            run
+        } else if u == 0.0 {
+            0.0
+        } else {
+            run * u / (u + s)
+        };
+        ThreadCpu {
+            user_s,
+            sys_s: run - user_s,
+            voluntary: self.voluntary - earlier.voluntary,
+            involuntary: self.involuntary - earlier.involuntary,
+        }
+    }
+}
+
+/// `sysconf(_SC_CLK_TCK)`: the unit of `/proc/stat` and `/proc/PID/stat` times.
+pub fn ticks_per_second() -> f64 {
     use nix::unistd::{SysconfVar, sysconf};
     match sysconf(SysconfVar::CLK_TCK) {
         Ok(Some(t)) if t > 0 => t as f64,
@@ -142,6 +223,8 @@ pub struct Run {
     pub cpu_sys_s: f64,
     /// Measured thread's CPU µs per MB (2^20 bytes).
     pub cpu_us_per_mb: f64,
+    /// Measured thread's CPU ns per request (send call or packet), where requests are counted.
+    pub cpu_ns_per_request: Option<f64>,
     /// Whole-machine busy CPU µs per MB (user + sys + irq + softirq, all CPUs).
     pub machine_cpu_us_per_mb: Option<f64>,
     /// Whole-machine user seconds.
@@ -160,6 +243,13 @@ pub struct Run {
     pub zero_copy_share: Option<f64>,
     /// Whether the receiver checked every byte; `None` when verification was off.
     pub verified: Option<bool>,
+    /// Packets offered to a capture (sent by its generator); `None` outside capture benches.
+    pub packets_offered: Option<u64>,
+    /// Packets the kernel dropped before the capture read them (`PACKET_STATISTICS`);
+    /// `None` outside capture benches.
+    pub packets_dropped: Option<u64>,
+    /// Packets captured / packets offered; `None` outside capture benches.
+    pub capture_share: Option<f64>,
 }
 
 /// What a run did, as the bench knows it.
@@ -219,6 +309,10 @@ pub fn record(work: Work, seconds: f64, cpu: ThreadCpu, machine: Option<(f64, f6
         cpu_user_s: cpu.user_s,
         cpu_sys_s: cpu.sys_s,
         cpu_us_per_mb: per_mb(cpu.user_s + cpu.sys_s),
+        cpu_ns_per_request: work
+            .requests
+            .filter(|&r| r > 0)
+            .map(|r| (cpu.user_s + cpu.sys_s) * 1e9 / r as f64),
         machine_cpu_us_per_mb: machine.map(|(u, s, si)| per_mb(u + s + si)),
         machine_user_s: machine.map(|m| m.0),
         machine_sys_s: machine.map(|m| m.1),
@@ -228,6 +322,9 @@ pub fn record(work: Work, seconds: f64, cpu: ThreadCpu, machine: Option<(f64, f6
         involuntary_ctx_switches: cpu.involuntary,
         zero_copy_share: work.zero_copy_share,
         verified: work.verified,
+        packets_offered: None,
+        packets_dropped: None,
+        capture_share: None,
     }
 }
 
@@ -610,6 +707,47 @@ intr 1462898 ...\nctxt 1990473\n";
     }
 
     #[test]
+    fn another_process_cpu_from_proc() {
+        let stat = "4242 (tcp (dump) x) S 1 4242 4242 0 -1 4194560 500 0 0 0 30 120 0 0 20 0 1 0 \
+                    123 1000 200 18446744073709551615\n";
+        assert_eq!(parse_pid_stat(stat), Some((30, 120)));
+        assert_eq!(parse_pid_stat("4242 (short) S 1 2"), None);
+        let status =
+            "Name:\ttcpdump\nvoluntary_ctxt_switches:\t17\nnonvoluntary_ctxt_switches:\t4\n";
+        assert_eq!(parse_pid_status(status), Some((17, 4)));
+        assert_eq!(parse_pid_status("Name:\ttcpdump\n"), None);
+        let then = ProcessCpu {
+            run_ns: 1_000_000_000,
+            utime: 10,
+            stime: 10,
+            voluntary: 5,
+            involuntary: 1,
+        };
+        let now = ProcessCpu {
+            run_ns: 1_400_000_000,
+            utime: 20,
+            stime: 40,
+            voluntary: 9,
+            involuntary: 2,
+        };
+        let d = now.since(&then);
+        assert!(
+            (d.user_s - 0.1).abs() < 1e-9 && (d.sys_s - 0.3).abs() < 1e-9,
+            "{d:?}"
+        );
+        assert_eq!((d.voluntary, d.involuntary), (4, 1));
+        // No tick sampled: all user, as the kernel reports it.
+        let quiet = ProcessCpu {
+            run_ns: 1_002_000_000,
+            ..then
+        };
+        assert_eq!(quiet.since(&then).user_s, 0.002);
+        // Our own process reads back.
+        let me = ProcessCpu::read(std::process::id()).expect("/proc/self");
+        assert!(me.run_ns > 0);
+    }
+
+    #[test]
     fn medians_odd_even_and_empty() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
@@ -716,10 +854,13 @@ intr 1462898 ...\nctxt 1990473\n";
         assert_eq!(r.ctx_switches, 65447);
         assert!((r.machine_cpu_us_per_mb.unwrap() - 91.55).abs() < 0.01);
         assert!((r.requests_per_s.unwrap() - 125.31).abs() < 0.01);
+        // 1.43 s of thread CPU over 1000 requests.
+        assert!((r.cpu_ns_per_request.unwrap() - 1.43e6).abs() < 1.0);
         // No bytes: no division by zero.
         let empty = record(Work::default(), 0.0, cpu, None);
         assert_eq!((empty.cpu_us_per_mb, empty.gbit), (0.0, 0.0));
         assert_eq!(empty.machine_cpu_us_per_mb, None);
+        assert_eq!(empty.cpu_ns_per_request, None);
     }
 
     #[test]

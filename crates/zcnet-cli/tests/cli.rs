@@ -38,6 +38,32 @@ fn bad_arguments_exit_2() {
 }
 
 #[test]
+fn bench_packet_rejects_what_it_cannot_run() {
+    let out = zcnet()
+        .args(["bench", "packet", "--size", "20"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("frame size 20 out of range: 42..=1514"),
+        "{err}"
+    );
+    let out = zcnet()
+        .args(["bench", "packet", "--lab", "sink"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("veth lab only"));
+    let out = zcnet()
+        .args(["bench", "packet", "--mode", "pcap"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
 fn bench_suite_json_carries_probe_reports_and_summary() {
     // The shortest suite: shape and integrity, not figures.
     let out = zcnet()
@@ -82,7 +108,7 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
         .count();
     assert_eq!(tcp_rx_rows, 2, "one row per tcp-rx condition");
     // Every bench of the suite reported.
-    for bench in ["udp-tx", "tcp-tx", "file-tx", "uring-tx", "peek"] {
+    for bench in ["udp-tx", "tcp-tx", "file-tx", "uring-tx", "peek", "packet"] {
         assert!(
             reports.iter().any(|r| r["bench"] == bench),
             "{bench} missing from the suite"
@@ -98,6 +124,30 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
         assert!(held <= bound && held >= bound / 2, "{set}");
         for run in set["runs"].as_array().unwrap() {
             assert_eq!(run["verified"], true, "{run}");
+        }
+    }
+    // Capture: both conditions, every method; each frame the generator sent was captured or
+    // counted as dropped by the kernel (all frames are 64 bytes, so bytes / 64 is the count).
+    let packet = reports.iter().find(|r| r["bench"] == "packet").unwrap();
+    let sets = packet["results"].as_array().unwrap();
+    let want_modes = if netlab::skip::on_path("tcpdump") {
+        3
+    } else {
+        2
+    };
+    assert_eq!(sets.len(), 2 * want_modes, "{sets:?}");
+    for set in sets {
+        assert_eq!(set["params"]["frame_bytes"], 64);
+        for run in set["runs"].as_array().unwrap() {
+            let offered = run["packets_offered"].as_u64().unwrap();
+            let dropped = run["packets_dropped"].as_u64().expect("drops reported");
+            let bytes = run["bytes"].as_u64().unwrap();
+            assert!(offered > 0 && bytes > 0, "{run}");
+            assert_eq!(bytes % 64, 0, "{run}");
+            assert!(bytes / 64 + dropped >= offered, "{run}");
+            let share = run["capture_share"].as_f64().unwrap();
+            assert!(share > 0.0 && share <= 1.0, "{run}");
+            assert!(run["cpu_ns_per_request"].as_f64().unwrap() > 0.0, "{run}");
         }
     }
     // UDP into the sink is the one place zero-copy really happens: nothing may be flagged copied.

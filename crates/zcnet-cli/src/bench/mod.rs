@@ -3,6 +3,7 @@
 //! table, a row per seed experiment.
 
 pub mod file_tx;
+pub mod packet;
 pub mod peek;
 pub mod tcp_rx;
 pub mod tx;
@@ -56,6 +57,9 @@ enum Name {
     UringTx(uring_tx::Opt),
     /// The SO_PEEK_OFF relay against the discard-buffer fallback, rate-limited veth lab.
     Peek(peek::Opt),
+    /// Packet capture in the veth lab: the TPACKET_V3 RX ring vs recvfrom per packet vs
+    /// tcpdump, frames of 64, 512 and 1500 bytes.
+    Packet(packet::Opt),
 }
 
 /// One row of the suite's summary: a seed experiment, copy vs zero-copy.
@@ -115,6 +119,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         Some(Name::FileTx(o)) => file_tx::run(o),
         Some(Name::UringTx(o)) => uring_tx::run(o),
         Some(Name::Peek(o)) => peek::run(o),
+        Some(Name::Packet(o)) => packet::run(o),
         None => suite(opt.common),
     }
 }
@@ -258,6 +263,15 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             "peek (veth)",
             Box::new(move || peek::bench(&peek::CONDITIONS, runs, seconds, quiet)),
         ),
+        (
+            // Capture of 64-byte frames, the size of the RING acceptance, by every method, with
+            // receive processing on the generator's CPU and on the capture's.
+            "packet (veth)",
+            Box::new(move || {
+                let modes = packet::available_modes(&[]);
+                packet::bench(&packet::CONDITIONS, &[64], &modes, runs, seconds, quiet)
+            }),
+        ),
     ]
 }
 
@@ -267,7 +281,7 @@ pub fn render_summary(rows: &[SummaryRow]) -> String {
     let mut out = String::from("summary (copy vs zero-copy, medians of alternating runs)\n");
     let _ = writeln!(
         out,
-        "{:<44} {:<16} {:>10} {:>10} {:>7} {:>7}  verdict",
+        "{:<52} {:<16} {:>10} {:>10} {:>7} {:>7}  verdict",
         "experiment", "metric", "copy", "zc", "ratio", "zc %"
     );
     if rows.is_empty() {
@@ -279,7 +293,7 @@ pub fn render_summary(rows: &[SummaryRow]) -> String {
     for r in rows {
         let _ = writeln!(
             out,
-            "{:<44} {:<16} {:>10.1} {:>10.1} {:>7.3} {:>7}  {}",
+            "{:<52} {:<16} {:>10.1} {:>10.1} {:>7.3} {:>7}  {}",
             r.experiment,
             r.metric,
             r.copy,

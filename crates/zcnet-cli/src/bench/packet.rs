@@ -1,0 +1,741 @@
+//! `zcnet bench packet`: capture by the `TPACKET_V3` RX ring against one `recvfrom(2)` per
+//! packet and against tcpdump, the experiment of the 2005 netdev discussion on zero-copy
+//! sniffing (a ring shared with user space beat per-packet copies and calls).
+//!
+//! In the `veth` lab a generator in namespace A, pinned to CPU 1, floods UDP frames of one size
+//! from a TX ring with `PACKET_QDISC_BYPASS` for the run's seconds. The frames are addressed to
+//! a MAC that is not veth-b's, as frames seen on a mirror port are: namespace B's stack drops
+//! them on arrival (`PACKET_OTHERHOST`), so the capture is the only consumer. IPv6 is off on
+//! both ends, so every frame on the link is the generator's. The capture thread (or process)
+//! is pinned to CPU 0. Two conditions place the receive processing (the kernel half of each
+//! capture: the copy into the ring, or the clone queued on the socket):
+//! - `rx-on-generator`: veth delivers in the sender's softirq, on CPU 1, slowing the generator
+//!   alike for every method; the capture CPU measured is the capture's alone. The CPU per
+//!   packet of the issue's acceptance comes from here.
+//! - `rx-on-capture`: Receive Packet Steering moves it to CPU 0, which the capture shares with
+//!   it, as on a capture box whose NIC interrupts the capture's CPU. The softirq comes first;
+//!   a capture too slow for the rest drops. This kernel has no `IRQ_TIME_ACCOUNTING`, so
+//!   softirq time that interrupts the capture is charged to it: read this condition's captured
+//!   share and drops, not its CPU per packet.
+//!
+//! Each capture writes every frame as a pcap record to `/dev/null`, the job of
+//! `tcpdump -w /dev/null`:
+//! - `recvfrom`: [`zcnet::packet::Socket`], one `recvfrom(2)` per frame into a buffer, the time
+//!   from the vDSO clock, the queue (`SO_RCVBUF`) as large as the ring;
+//! - `ring`: [`zcnet::packet::RxRing`], 32 blocks of 1 MiB, retire timeout 10 ms;
+//! - `tcpdump`: `tcpdump -i veth-b -p -n -B <ring KiB> -w /dev/null`, libpcap's own V3 ring of
+//!   the same size. Its CPU is the process's run time (`/proc/PID/schedstat`) split into user
+//!   and system by its ticks (`/proc/PID/stat`), as getrusage does; its counts are the lines it
+//!   prints when interrupted.
+
+use std::io::{BufRead, BufReader, BufWriter};
+use std::net::IpAddr;
+use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, bail};
+use netlab::{Family, Side, VethLab};
+use serde_json::json;
+use zcnet::packet::{RxConfig, RxRing, Socket, TxConfig, TxRing, pcap};
+
+use super::{Common, Outcome, Pinned, SummaryRow, pin};
+use crate::measure::{
+    self, Comparison, MachineCpu, ProcessCpu, Progress, Report, ResultSet, Run, ThreadCpu, Work,
+};
+
+/// Frame sizes of the issue: Ethernet header through payload, as a packet socket sees them.
+pub const SIZES: [usize; 3] = [64, 512, 1500];
+
+/// The destination of the generated frames: a locally administered address nobody has.
+const MIRROR_MAC: [u8; 6] = [0x02, 0x7a, 0x63, 0, 0, 0x01];
+
+/// How long a capture waits for a frame before it looks whether the generator has stopped.
+const IDLE: Duration = Duration::from_millis(50);
+
+/// tcpdump's block retire timeout (libpcap's default packet buffer timeout, 1 s): a partly
+/// filled block reaches it at most this long after the last frame.
+const TCPDUMP_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// Where the receive processing runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Condition {
+    /// In the generator's softirq (CPU 1): the capture CPU is the capture's alone.
+    RxOnGenerator,
+    /// Steered (RPS) to the capture's CPU 0.
+    RxOnCapture,
+}
+
+impl Condition {
+    /// The name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Condition::RxOnGenerator => "rx-on-generator",
+            Condition::RxOnCapture => "rx-on-capture",
+        }
+    }
+
+    /// The `rps_cpus` mask of veth-b: none, or CPU 0.
+    fn rps_mask(self) -> u64 {
+        match self {
+            Condition::RxOnGenerator => 0,
+            Condition::RxOnCapture => 1,
+        }
+    }
+}
+
+/// Both conditions.
+pub const CONDITIONS: [Condition; 2] = [Condition::RxOnGenerator, Condition::RxOnCapture];
+
+/// A capture method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// One `recvfrom(2)` per frame on a packet socket.
+    Recvfrom,
+    /// The `TPACKET_V3` RX ring.
+    Ring,
+    /// `tcpdump -w /dev/null` (Debian package tcpdump).
+    Tcpdump,
+}
+
+impl Mode {
+    /// The name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Recvfrom => "recvfrom",
+            Mode::Ring => "ring",
+            Mode::Tcpdump => "tcpdump",
+        }
+    }
+}
+
+/// Options of `zcnet bench packet`.
+#[derive(Debug, clap::Args)]
+pub struct Opt {
+    #[command(flatten)]
+    pub common: Common,
+    /// Frame size in bytes, Ethernet header through payload (repeatable; default 64, 512 and
+    /// 1500).
+    #[arg(long = "size", value_name = "BYTES")]
+    pub sizes: Vec<usize>,
+    /// Capture method (repeatable; default all three, tcpdump when installed).
+    #[arg(long = "mode", value_enum)]
+    pub modes: Vec<Mode>,
+    /// Where receive processing runs (repeatable; default both).
+    #[arg(long = "condition", value_enum)]
+    pub conditions: Vec<Condition>,
+}
+
+/// What one capture saw.
+#[derive(Debug, Default)]
+struct Captured {
+    packets: u64,
+    bytes: u64,
+    dropped: u64,
+    cpu: ThreadCpu,
+    machine: Option<(f64, f64, f64)>,
+}
+
+/// The lab's geometry, shared by every run.
+struct Lab {
+    veth: VethLab,
+    src_mac: [u8; 6],
+    ring: RxConfig,
+}
+
+impl Lab {
+    fn new() -> anyhow::Result<Lab> {
+        let veth = VethLab::new(None)?;
+        for (side, dev) in [(Side::A, VethLab::DEV_A), (Side::B, VethLab::DEV_B)] {
+            // No neighbour or router discovery, no MLD: the generator's frames alone.
+            veth.ns(side)
+                .set_sysctl(&format!("net.ipv6.conf.{dev}.disable_ipv6"), "1")?;
+        }
+        let src_mac = veth.ns(Side::A).mac(VethLab::DEV_A)?;
+        Ok(Lab {
+            veth,
+            src_mac,
+            ring: RxConfig::default(),
+        })
+    }
+
+    fn ring_bytes(&self) -> usize {
+        self.ring.block_size * self.ring.block_count
+    }
+
+    /// The generator: floods `size`-byte frames for `seconds` from a TX ring in namespace A,
+    /// pinned to CPU 1; returns the frames sent and the time taken.
+    fn generate(&self, size: usize, seconds: f64) -> anyhow::Result<(u64, f64)> {
+        let (IpAddr::V4(a), IpAddr::V4(b)) = (
+            VethLab::addr(Side::A, Family::V4),
+            VethLab::addr(Side::B, Family::V4),
+        ) else {
+            unreachable!("the lab's IPv4 addresses")
+        };
+        let payload = vec![0x5a; size - netlab::frame::HEADERS];
+        let frame = netlab::frame::udp_v4(
+            MIRROR_MAC,
+            self.src_mac,
+            a.octets(),
+            b.octets(),
+            (40_000, 9),
+            &payload,
+        );
+        let gen_ = self
+            .veth
+            .ns(Side::A)
+            .spawn(move || -> anyhow::Result<(u64, f64)> {
+                pin(1);
+                let config = TxConfig {
+                    qdisc_bypass: true,
+                    ..TxConfig::default()
+                };
+                let mut tx = TxRing::open(VethLab::DEV_A, &config)?;
+                let start = Instant::now();
+                let mut sent = 0u64;
+                while start.elapsed().as_secs_f64() < seconds {
+                    while tx.push(&frame)? {}
+                    sent += (tx.send()? / frame.len()) as u64;
+                }
+                let took = start.elapsed().as_secs_f64();
+                if tx.refused() > 0 {
+                    bail!("the kernel refused {} generated frames", tx.refused());
+                }
+                Ok((sent, took))
+            })?;
+        gen_.join()
+            .map_err(|_| anyhow::anyhow!("generator panicked"))?
+    }
+}
+
+/// Captures by `mode` (recvfrom or ring) on a thread in namespace B pinned to CPU 0, until
+/// `stop` is set and the link has been quiet for [`IDLE`].
+fn capture_in_process(
+    lab: &Lab,
+    mode: Mode,
+    stop: Arc<AtomicBool>,
+    ready: mpsc::Sender<()>,
+) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<Captured>>> {
+    let ring_config = lab.ring.clone();
+    let rcvbuf = lab.ring_bytes();
+    let handle = lab
+        .veth
+        .ns(Side::B)
+        .spawn(move || -> anyhow::Result<Captured> {
+            pin(0);
+            let out = BufWriter::with_capacity(1 << 16, std::fs::File::create("/dev/null")?);
+            let mut w = pcap::Writer::new(out, 262_144)?;
+            let mut c = Captured::default();
+            let (cpu0, machine0);
+            match mode {
+                Mode::Ring => {
+                    let mut ring = RxRing::open(VethLab::DEV_B, &ring_config)?;
+                    let _ = ready.send(());
+                    (cpu0, machine0) = (ThreadCpu::now(), MachineCpu::now());
+                    loop {
+                        match ring.next_block(Some(IDLE))? {
+                            Some(block) => {
+                                for f in block.frames() {
+                                    w.write(f.sec, f.nsec, f.data, f.len)?;
+                                    c.packets += 1;
+                                    c.bytes += u64::from(f.len);
+                                }
+                            }
+                            None if stop.load(Ordering::Acquire) => break,
+                            None => {}
+                        }
+                    }
+                    c.dropped = ring.stats()?.drops;
+                }
+                Mode::Recvfrom => {
+                    let mut sock = Socket::open(VethLab::DEV_B, Some(rcvbuf))?;
+                    let mut buf = vec![0u8; 1 << 16];
+                    let _ = ready.send(());
+                    (cpu0, machine0) = (ThreadCpu::now(), MachineCpu::now());
+                    loop {
+                        match sock.recv(&mut buf, Some(IDLE))? {
+                            Some(r) => {
+                                let t = SystemTime::now()
+                                    .duration_since(SystemTime::UNIX_EPOCH)
+                                    .unwrap_or_default();
+                                w.write(
+                                    t.as_secs() as u32,
+                                    t.subsec_nanos(),
+                                    &buf[..r.len],
+                                    r.original as u32,
+                                )?;
+                                c.packets += 1;
+                                c.bytes += r.original as u64;
+                            }
+                            None if stop.load(Ordering::Acquire) => break,
+                            None => {}
+                        }
+                    }
+                    c.dropped = sock.stats()?.drops;
+                }
+                Mode::Tcpdump => unreachable!("tcpdump runs as its own process"),
+            }
+            w.flush()?;
+            c.cpu = ThreadCpu::now().since(&cpu0);
+            c.machine = match (MachineCpu::now(), machine0) {
+                (Some(now), Some(then)) => Some(now.since(&then, measure::ticks_per_second())),
+                _ => None,
+            };
+            Ok(c)
+        })?;
+    Ok(handle)
+}
+
+/// The counts tcpdump prints when interrupted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpdumpCounts {
+    /// "N packets captured": written to the file.
+    pub captured: u64,
+    /// "N packets received by filter".
+    pub received: u64,
+    /// "N packets dropped by kernel".
+    pub dropped: u64,
+}
+
+/// Parses tcpdump's closing lines; `None` when one of the three is missing.
+pub fn parse_tcpdump_counts(stderr: &str) -> Option<TcpdumpCounts> {
+    let count = |what: &str| -> Option<u64> {
+        stderr.lines().find_map(|l| {
+            let (n, rest) = l.trim().split_once(' ')?;
+            (rest == what).then(|| n.parse().ok()).flatten()
+        })
+    };
+    Some(TcpdumpCounts {
+        captured: count("packets captured")?,
+        received: count("packets received by filter")?,
+        dropped: count("packets dropped by kernel")?,
+    })
+}
+
+/// A tcpdump we started, killed (by its id) if still running when dropped.
+struct Tcpdump {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Tcpdump {
+    /// Starts tcpdump on veth-b, pinned to CPU 0, and waits until it listens.
+    fn start(lab: &Lab) -> anyhow::Result<Tcpdump> {
+        let kib = (lab.ring_bytes() >> 10).to_string();
+        let mut cmd = lab.veth.ns(Side::B).command("tcpdump");
+        cmd.args([
+            "-i",
+            VethLab::DEV_B,
+            "-p",
+            "-n",
+            "-B",
+            &kib,
+            "-w",
+            "/dev/null",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        // The child inherits the affinity of the thread that forks it.
+        let mut child = {
+            let _on_cpu0 = Pinned::to(0);
+            cmd.spawn().context("starting tcpdump")?
+        };
+        let stderr = child.stderr.take().context("tcpdump's stderr")?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut t = Tcpdump {
+            child,
+            lines,
+            seen: Vec::new(),
+        };
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match t.lines.recv_timeout(left) {
+                Ok(l) if l.contains("listening on") => break,
+                Ok(l) => t.seen.push(l),
+                Err(_) => bail!("tcpdump did not start: {}", t.seen.join("; ")),
+            }
+        }
+        let comm =
+            std::fs::read_to_string(format!("/proc/{}/comm", t.child.id())).unwrap_or_default();
+        if comm.trim() != "tcpdump" {
+            bail!("process {} is {comm:?}, not tcpdump", t.child.id());
+        }
+        Ok(t)
+    }
+
+    fn cpu(&self) -> anyhow::Result<ProcessCpu> {
+        ProcessCpu::read(self.child.id()).context("reading tcpdump's CPU from /proc")
+    }
+
+    /// Waits until tcpdump has read what the generator sent: its last block retires after
+    /// [`TCPDUMP_TIMEOUT`], then its run time stops growing.
+    fn drain(&self) -> anyhow::Result<ProcessCpu> {
+        std::thread::sleep(TCPDUMP_TIMEOUT + Duration::from_millis(100));
+        let mut last = self.cpu()?;
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = self.cpu()?;
+            if now.run_ns == last.run_ns {
+                break;
+            }
+            last = now;
+        }
+        Ok(last)
+    }
+
+    /// Interrupts tcpdump (SIGINT, by its id) and reads its counts.
+    fn finish(mut self) -> anyhow::Result<TcpdumpCounts> {
+        use nix::sys::signal::{Signal, kill};
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        kill(pid, Signal::SIGINT).context("interrupting tcpdump")?;
+        let end = Instant::now() + Duration::from_secs(10);
+        while self.child.try_wait()?.is_none() {
+            if Instant::now() > end {
+                bail!("tcpdump did not exit within 10 s of SIGINT");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.seen.extend(self.lines.try_iter());
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(500)) {
+            self.seen.push(l);
+        }
+        let all = self.seen.join("\n");
+        parse_tcpdump_counts(&all).with_context(|| format!("tcpdump's counts missing in: {all}"))
+    }
+}
+
+impl Drop for Tcpdump {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// One run: capture by `mode` while the generator floods `size`-byte frames for `seconds`.
+fn one_run(lab: &Lab, mode: Mode, size: usize, seconds: f64) -> anyhow::Result<Run> {
+    let (sent, took, c) = match mode {
+        Mode::Tcpdump => {
+            let td = Tcpdump::start(lab)?;
+            let (cpu0, machine0) = (td.cpu()?, MachineCpu::now());
+            let (sent, took) = lab.generate(size, seconds)?;
+            let cpu1 = td.drain()?;
+            let machine = match (MachineCpu::now(), machine0) {
+                (Some(now), Some(then)) => Some(now.since(&then, measure::ticks_per_second())),
+                _ => None,
+            };
+            let counts = td.finish()?;
+            let c = Captured {
+                packets: counts.captured,
+                // Every frame on the link is a generator frame of `size` bytes (IPv6 is off).
+                bytes: counts.captured * size as u64,
+                dropped: counts.dropped,
+                cpu: cpu1.since(&cpu0),
+                machine,
+            };
+            (sent, took, c)
+        }
+        _ => {
+            let stop = Arc::new(AtomicBool::new(false));
+            let (ready_tx, ready) = mpsc::channel();
+            let cap = capture_in_process(lab, mode, Arc::clone(&stop), ready_tx)?;
+            let generated = ready
+                .recv_timeout(Duration::from_secs(10))
+                .map_err(|_| anyhow::anyhow!("the capture did not start"))
+                .and_then(|()| lab.generate(size, seconds));
+            stop.store(true, Ordering::Release);
+            let c = cap
+                .join()
+                .map_err(|_| anyhow::anyhow!("capture panicked"))??;
+            let (sent, took) = generated?;
+            (sent, took, c)
+        }
+    };
+    if c.packets + c.dropped < sent {
+        bail!(
+            "{} of {sent} frames sent neither captured nor counted as dropped ({} captured, {} dropped)",
+            sent - c.packets - c.dropped,
+            c.packets,
+            c.dropped
+        );
+    }
+    let mut run = measure::record(
+        Work {
+            bytes: c.bytes,
+            requests: Some(c.packets),
+            zero_copy_share: None,
+            verified: None,
+        },
+        took,
+        c.cpu,
+        c.machine,
+    );
+    run.packets_offered = Some(sent);
+    run.packets_dropped = Some(c.dropped);
+    run.capture_share = Some(c.packets as f64 / sent.max(1) as f64);
+    Ok(run)
+}
+
+/// Runs the bench: every condition and size, the modes alternating.
+pub fn bench(
+    conditions: &[Condition],
+    sizes: &[usize],
+    modes: &[Mode],
+    runs: usize,
+    seconds: f64,
+    quiet: bool,
+) -> anyhow::Result<Outcome> {
+    let lab = Lab::new()?;
+    let mut report = Report::new("packet");
+    report.settings = json!({
+        "runs": runs, "seconds": seconds, "generator": "TX ring, qdisc bypass, CPU 1",
+        "capture_cpu": 0, "ring": {"block_size": lab.ring.block_size,
+        "block_count": lab.ring.block_count, "retire_ms": lab.ring.retire_timeout.as_millis()},
+        "recvfrom_rcvbuf": lab.ring_bytes(), "tcpdump_buffer_kib": lab.ring_bytes() >> 10,
+        "output": "pcap to /dev/null",
+        "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
+    });
+    let steps = conditions.len() * sizes.len() * runs * modes.len();
+    let progress = Progress::new(
+        "packet",
+        steps as u64,
+        Duration::from_secs_f64((seconds + 1.0) * steps as f64),
+    );
+    let _pinned = Pinned::to(1);
+    let mut summary = Vec::new();
+    for (&cond, &size) in conditions
+        .iter()
+        .flat_map(|c| sizes.iter().map(move |s| (c, s)))
+    {
+        lab.veth
+            .ns(Side::B)
+            .set_rps(VethLab::DEV_B, cond.rps_mask())?;
+        let per = measure::alternate(modes, runs, &progress, |m, i| {
+            let run = one_run(&lab, m, size, seconds)
+                .with_context(|| format!("{} {size} B {} run {}", cond.name(), m.name(), i + 1))?;
+            if !quiet {
+                println!("[veth {} {size} B] {}", cond.name(), describe(m, &run));
+            }
+            anyhow::Ok(run)
+        })?;
+        let sets: Vec<ResultSet> = modes
+            .iter()
+            .zip(per)
+            .map(|(m, runs)| {
+                ResultSet::new(
+                    "veth",
+                    "ipv4",
+                    None,
+                    json!({"condition": cond.name(), "frame_bytes": size}),
+                    m.name(),
+                    runs,
+                )
+            })
+            .collect();
+        let set = |m: Mode| modes.iter().position(|&x| x == m).map(|i| &sets[i]);
+        if let Some(ring) = set(Mode::Ring) {
+            for other in [Mode::Recvfrom, Mode::Tcpdump] {
+                let Some(o) = set(other) else { continue };
+                for metric in ["cpu_ns_per_request", "requests_per_s", "capture_share"] {
+                    report.comparisons.extend(Comparison::new(ring, o, metric));
+                }
+            }
+            summary.extend(summary_rows(
+                cond,
+                size,
+                ring,
+                set(Mode::Recvfrom),
+                set(Mode::Tcpdump),
+            ));
+        }
+        report.results.extend(sets);
+    }
+    Ok(Outcome { report, summary })
+}
+
+/// One line per run.
+fn describe(mode: Mode, run: &Run) -> String {
+    let offered = run.packets_offered.unwrap_or(0) as f64 / run.seconds.max(1e-9);
+    let captured = run.requests_per_s.unwrap_or(0.0);
+    let ns = run.cpu_ns_per_request.unwrap_or(f64::NAN);
+    format!(
+        "{:<9} {:>6.3} Mpps captured of {:>6.3} offered ({:>5.1} %), {} dropped, capture CPU {:>6.1} ns/packet ({:.1} M packets per CPU-s), {} c-switches",
+        mode.name(),
+        captured / 1e6,
+        offered / 1e6,
+        100.0 * captured / offered.max(1e-9),
+        run.packets_dropped.unwrap_or(0),
+        ns,
+        1e3 / ns,
+        run.ctx_switches
+    )
+}
+
+fn median(set: &ResultSet, key: &str) -> f64 {
+    set.median
+        .get(key)
+        .and_then(|v| v.as_f64())
+        .unwrap_or(f64::NAN)
+}
+
+/// The summary rows of one condition and size: ring against recvfrom (CPU per packet, judged
+/// where the capture's CPU is its own) and ring against tcpdump (the share of the offered
+/// packets captured, judged in both conditions: the offered rate moves from run to run with
+/// the generator's CPU, so the share, not the raw rate, compares runs). Verdicts for the
+/// issue's 64-byte frames only.
+fn summary_rows(
+    cond: Condition,
+    size: usize,
+    ring: &ResultSet,
+    recvfrom: Option<&ResultSet>,
+    tcpdump: Option<&ResultSet>,
+) -> Vec<SummaryRow> {
+    let judged = size == 64;
+    let name = cond.name();
+    let mut rows = Vec::new();
+    if let Some(r) = recvfrom
+        && let Some(c) = Comparison::new(ring, r, "cpu_ns_per_request")
+    {
+        let judged = judged && cond == Condition::RxOnGenerator;
+        // Packets per CPU second is the inverse of CPU per packet: at least 2x means <= 0.5.
+        let verdict = match (judged, c.ratio_median <= 0.5) {
+            (false, _) => "-".to_owned(),
+            (true, true) => format!("ok ({:.1}x packets per CPU-s)", 1.0 / c.ratio_median),
+            (true, false) => format!(
+                "MISS ({:.1}x packets per CPU-s, needs 2x)",
+                1.0 / c.ratio_median
+            ),
+        };
+        rows.push(SummaryRow {
+            experiment: format!("packet veth {name} {size} B: recvfrom -> ring"),
+            metric: "CPU ns/packet".into(),
+            copy: median(r, "cpu_ns_per_request"),
+            zero_copy: median(ring, "cpu_ns_per_request"),
+            ratio: c.ratio_median,
+            zero_copy_share: None,
+            verdict,
+        });
+    }
+    if let Some(t) = tcpdump
+        && let Some(c) = Comparison::new(ring, t, "capture_share")
+    {
+        let drops = |s: &ResultSet| s.runs.iter().all(|r| r.packets_dropped.is_some());
+        let verdict = match (judged, c.ratio_median >= 1.0, drops(ring) && drops(t)) {
+            (false, _, _) => "-".to_owned(),
+            (true, true, true) => format!(
+                "ok (drops {:.0} / {:.0})",
+                median(ring, "packets_dropped"),
+                median(t, "packets_dropped")
+            ),
+            (true, false, _) => "MISS (needs >= tcpdump's)".to_owned(),
+            (true, true, false) => "MISS (drops not reported)".to_owned(),
+        };
+        rows.push(SummaryRow {
+            experiment: format!("packet veth {name} {size} B: tcpdump -> ring"),
+            metric: "captured %".into(),
+            copy: 100.0 * median(t, "capture_share"),
+            zero_copy: 100.0 * median(ring, "capture_share"),
+            ratio: c.ratio_median,
+            zero_copy_share: None,
+            verdict,
+        });
+    }
+    rows
+}
+
+/// The modes asked for, tcpdump left out with a reason when it is not installed.
+pub fn available_modes(asked: &[Mode]) -> Vec<Mode> {
+    let asked = if asked.is_empty() {
+        vec![Mode::Recvfrom, Mode::Ring, Mode::Tcpdump]
+    } else {
+        asked.to_vec()
+    };
+    if asked.contains(&Mode::Tcpdump) && !netlab::skip::on_path("tcpdump") {
+        eprintln!(
+            "zcnet bench packet: tcpdump mode skipped: tcpdump is not installed (Debian package tcpdump)"
+        );
+        return asked.into_iter().filter(|&m| m != Mode::Tcpdump).collect();
+    }
+    asked
+}
+
+/// `zcnet bench packet`.
+pub fn run(opt: Opt) -> anyhow::Result<()> {
+    if opt.common.labs.iter().any(|l| l != "veth") {
+        bail!("packet runs in the veth lab only");
+    }
+    let sizes = if opt.sizes.is_empty() {
+        SIZES.to_vec()
+    } else {
+        opt.sizes.clone()
+    };
+    if let Some(bad) = sizes
+        .iter()
+        .find(|&&s| !(netlab::frame::HEADERS..=1514).contains(&s))
+    {
+        bail!(
+            "frame size {bad} out of range: {}..=1514 bytes (Ethernet, IPv4 and UDP headers; MTU 1500)",
+            netlab::frame::HEADERS
+        );
+    }
+    netlab::check_privileges()
+        .context("packet builds its veth lab in private network namespaces")?;
+    let modes = available_modes(&opt.modes);
+    let conditions = if opt.conditions.is_empty() {
+        CONDITIONS.to_vec()
+    } else {
+        opt.conditions.clone()
+    };
+    let out = bench(
+        &conditions,
+        &sizes,
+        &modes,
+        opt.common.runs.unwrap_or(5),
+        opt.common.seconds.unwrap_or(2.0),
+        opt.common.json,
+    )?;
+    out.print(opt.common.json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcpdump_closing_lines() {
+        let err = "tcpdump: listening on veth-b, link-type EN10MB (Ethernet), snapshot length 262144 bytes\n\
+                   ^C1843200 packets captured\n\
+                   1900000 packets received by filter\n\
+                   56800 packets dropped by kernel\n";
+        // The first count follows the ^C tcpdump's terminal echoed; a count line stands alone.
+        let counts = parse_tcpdump_counts(&err.replace("^C", ""));
+        assert_eq!(
+            counts,
+            Some(TcpdumpCounts {
+                captured: 1_843_200,
+                received: 1_900_000,
+                dropped: 56_800
+            })
+        );
+        assert_eq!(parse_tcpdump_counts("12 packets captured\n"), None);
+        assert_eq!(
+            parse_tcpdump_counts(
+                "x packets captured\n1 packets received by filter\n0 packets dropped by kernel"
+            ),
+            None
+        );
+    }
+}
