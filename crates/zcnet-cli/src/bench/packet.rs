@@ -633,12 +633,14 @@ fn summary_rows(
         && let Some(c) = Comparison::new(ring, t, "capture_share")
     {
         let drops = |s: &ResultSet| s.runs.iter().all(|r| r.packets_dropped.is_some());
+        // The raw rates, shown beside the verdict: they follow the generator's rate.
+        let rate = Comparison::new(ring, t, "requests_per_s").map_or(f64::NAN, |r| r.ratio_median);
         let verdict = match (judged, c.ratio_median >= 1.0, drops(ring) && drops(t)) {
             (false, _, _) => "-".to_owned(),
             (true, true, true) => format!(
-                "ok (drops {:.0} / {:.0})",
+                "ok (drops {:.0} / {:.0}, pkt/s ratio {rate:.2})",
+                median(t, "packets_dropped"),
                 median(ring, "packets_dropped"),
-                median(t, "packets_dropped")
             ),
             (true, false, _) => "MISS (needs >= tcpdump's)".to_owned(),
             (true, true, false) => "MISS (drops not reported)".to_owned(),
