@@ -183,7 +183,7 @@ impl Lab {
             (40_000, 9),
             &payload,
         );
-        let gen_ = self
+        let generator = self
             .veth
             .ns(Side::A)
             .spawn(move || -> anyhow::Result<(u64, f64)> {
@@ -205,7 +205,8 @@ impl Lab {
                 }
                 Ok((sent, took))
             })?;
-        gen_.join()
+        generator
+            .join()
             .map_err(|_| anyhow::anyhow!("generator panicked"))?
     }
 }
@@ -466,7 +467,7 @@ fn one_run(lab: &Lab, mode: Mode, size: usize, seconds: f64) -> anyhow::Result<R
     };
     if c.packets + c.dropped < sent {
         bail!(
-            "{} of {sent} frames sent neither captured nor counted as dropped ({} captured, {} dropped)",
+            "{} of {sent} frames sent neither captured nor counted as dropped by the capture ({} captured, {} dropped): lost before it, in a full per-CPU backlog (net.core.netdev_max_backlog) or the device",
             sent - c.packets - c.dropped,
             c.packets,
             c.dropped
