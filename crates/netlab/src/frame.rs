@@ -3,7 +3,8 @@
 
 /// An Ethernet II frame carrying IPv4 and UDP from `src` to `dst` (`sport` to `dport`), with a
 /// correct IPv4 header checksum and no UDP checksum (zero, which IPv4 allows). The frame is
-/// `42 + payload.len()` bytes long (no FCS, as a packet socket sees it).
+/// `42 + payload.len()` bytes long (no FCS, as a packet socket sees it); `payload` is at most
+/// 65 507 bytes, the most an IPv4 length field can carry.
 pub fn udp_v4(
     dst_mac: [u8; 6],
     src_mac: [u8; 6],
@@ -38,7 +39,7 @@ pub fn udp_v4(
 /// Ethernet, IPv4 and UDP headers: the bytes of a frame before its payload.
 pub const HEADERS: usize = 14 + 20 + 8;
 
-/// The Internet checksum (RFC 1071) of `bytes` (an even count).
+/// The Internet checksum (RFC 1071) of `bytes`; an odd count is padded with a zero byte.
 pub fn checksum(bytes: &[u8]) -> u16 {
     let mut sum: u32 = bytes
         .chunks(2)
@@ -81,6 +82,7 @@ mod tests {
         assert_eq!(u16::from_be_bytes([f[36], f[37]]), 9);
         assert_eq!(u16::from_be_bytes([f[38], f[39]]), 30);
         assert_eq!(&f[42..], &[0xab; 22]);
+        assert_eq!(checksum(&[0x01]), !0x0100);
     }
 
     #[test]
