@@ -611,7 +611,8 @@ fn fmt(v: Option<f64>, prec: usize) -> String {
 }
 
 /// The human table: one row per result set (medians, with the spread of the thread's CPU per
-/// MB), then the comparisons.
+/// MB; the thread's CPU per request where requests are counted), then the comparisons. The
+/// parameters column is as wide as the longest.
 pub fn render(report: &Report) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
@@ -624,22 +625,10 @@ pub fn render(report: &Report) -> String {
         report.results.len(),
         report.settings
     );
-    let _ = writeln!(
-        out,
-        "{:<9} {:<5} {:<22} {:<9} {:>8} {:>11} {:>17} {:>12} {:>7} {:>9}",
-        "lab",
-        "fam",
-        "params",
-        "mode",
-        "Gbit",
-        "req/s",
-        "us/MB (min-max)",
-        "machine us/MB",
-        "zc %",
-        "c-switch"
-    );
-    for r in &report.results {
-        let params = match &r.params {
+    let params: Vec<String> = report
+        .results
+        .iter()
+        .map(|r| match &r.params {
             Value::Object(m) => m
                 .iter()
                 .filter(|(_, v)| !v.is_null())
@@ -647,7 +636,25 @@ pub fn render(report: &Report) -> String {
                 .collect::<Vec<_>>()
                 .join(","),
             _ => String::new(),
-        };
+        })
+        .collect();
+    let pw = params.iter().map(String::len).max().unwrap_or(0).max(22);
+    let _ = writeln!(
+        out,
+        "{:<9} {:<5} {:<pw$} {:<9} {:>8} {:>11} {:>9} {:>17} {:>12} {:>7} {:>9}",
+        "lab",
+        "fam",
+        "params",
+        "mode",
+        "Gbit",
+        "req/s",
+        "ns/req",
+        "us/MB (min-max)",
+        "machine us/MB",
+        "zc %",
+        "c-switch"
+    );
+    for (r, params) in report.results.iter().zip(&params) {
         let spread = format!(
             "{} ({}-{})",
             fmt(num(&r.median, "cpu_us_per_mb"), 1),
@@ -656,13 +663,14 @@ pub fn render(report: &Report) -> String {
         );
         let _ = writeln!(
             out,
-            "{:<9} {:<5} {:<22} {:<9} {:>8} {:>11} {:>17} {:>12} {:>7} {:>9}",
+            "{:<9} {:<5} {:<pw$} {:<9} {:>8} {:>11} {:>9} {:>17} {:>12} {:>7} {:>9}",
             r.lab,
             r.family,
             params,
             r.mode,
             fmt(num(&r.median, "gbit"), 2),
             fmt(num(&r.median, "requests_per_s"), 0),
+            fmt(num(&r.median, "cpu_ns_per_request"), 0),
             spread,
             fmt(num(&r.median, "machine_cpu_us_per_mb"), 1),
             fmt(num(&r.median, "zero_copy_share").map(|s| s * 100.0), 2),
@@ -745,6 +753,42 @@ intr 1462898 ...\nctxt 1990473\n";
         // Our own process reads back.
         let me = ProcessCpu::read(std::process::id()).expect("/proc/self");
         assert!(me.run_ns > 0);
+    }
+
+    #[test]
+    fn the_table_aligns_long_parameters_and_shows_cpu_per_request() {
+        let mut report = Report::new("t");
+        let with = |requests: Option<f64>| Run {
+            requests_per_s: requests.map(|_| 1000.0),
+            cpu_ns_per_request: requests,
+            ..run(10.0, 1.0, None)
+        };
+        report.results = vec![
+            ResultSet::new(
+                "veth",
+                "ipv4",
+                None,
+                serde_json::json!({"n": 1}),
+                "a",
+                vec![with(None)],
+            ),
+            ResultSet::new(
+                "veth",
+                "ipv4",
+                None,
+                serde_json::json!({"condition": "a-rather-long-condition", "frame_bytes": 64}),
+                "b",
+                vec![with(Some(35.4))],
+            ),
+        ];
+        let table = render(&report);
+        let lines: Vec<&str> = table.lines().skip(1).take(3).collect();
+        let col = |l: &str, word: &str| l.find(word).unwrap();
+        // The mode column starts at the same place in the header and in both rows.
+        assert_eq!(col(lines[0], "mode"), col(lines[1], " a ") + 1, "{table}");
+        assert_eq!(col(lines[0], "mode"), col(lines[2], " b ") + 1, "{table}");
+        assert!(lines[0].contains("ns/req"), "{table}");
+        assert!(lines[2].contains(" 35 "), "{table}");
     }
 
     #[test]
