@@ -288,7 +288,7 @@ fn send_mmap_zc(
             if windows.len() < 2 {
                 break;
             }
-            sys::poll(socket, 0, 100).map_err(err("poll", sent))?;
+            sys::poll(socket, 0, Some(Duration::from_millis(100))).map_err(err("poll", sent))?;
         }
         let pos = offset + sent;
         let map_start = pos - pos % page;

@@ -451,7 +451,7 @@ fn tcp_pair(v6: bool) -> io::Result<(TcpStream, TcpStream)> {
 }
 
 fn wait_readable(s: &impl AsFd) -> io::Result<()> {
-    if sys::poll(s.as_fd(), libc::POLLIN, TIMEOUT.as_millis() as i32)? & libc::POLLIN == 0 {
+    if sys::poll(s.as_fd(), libc::POLLIN, Some(TIMEOUT))? & libc::POLLIN == 0 {
         return Err(io::Error::from(io::ErrorKind::TimedOut));
     }
     Ok(())

@@ -273,11 +273,8 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
 
     /// Waits until the socket is readable (data, EOF or error) or the timeout passes.
     fn wait(&self) -> Result<(), RxError> {
-        let ms = self
-            .timeout
-            .map_or(-1, |t| t.as_millis().clamp(1, i32::MAX as u128) as i32);
         loop {
-            match sys::poll(self.socket.as_fd(), libc::POLLIN, ms) {
+            match sys::poll(self.socket.as_fd(), libc::POLLIN, self.timeout) {
                 Ok(0) => return Err(RxError::TimedOut(self.timeout.unwrap_or_default())),
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

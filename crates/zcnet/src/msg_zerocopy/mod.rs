@@ -101,8 +101,12 @@ pub(crate) fn send_once(
             return Err(ZerocopyError::Timeout(timeout));
         }
         // POLLERR is always reported; ask for nothing else.
-        sys::poll(socket.as_fd(), 0, left.as_millis().clamp(1, 100) as i32)
-            .map_err(io_err("poll"))?;
+        sys::poll(
+            socket.as_fd(),
+            0,
+            Some(left.min(Duration::from_millis(100))),
+        )
+        .map_err(io_err("poll"))?;
     }
 }
 
@@ -394,7 +398,7 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
             match sys::sendto(self.socket.as_fd(), data, flags | libc::MSG_NOSIGNAL, None) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    sys::poll(self.socket.as_fd(), libc::POLLOUT, -1)?;
+                    sys::poll(self.socket.as_fd(), libc::POLLOUT, None)?;
                 }
                 r => return r,
             }
@@ -545,7 +549,7 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
             sys::poll(
                 self.socket.as_fd(),
                 0,
-                left.as_millis().clamp(1, 100) as i32,
+                Some(left.min(Duration::from_millis(100))),
             )?;
         }
     }

@@ -283,8 +283,7 @@ impl RxRing {
     ) -> Result<Option<Block<'_>>, PacketError> {
         let i = self.next;
         if !self.ring.is_user(i) {
-            let ms = timeout.map_or(-1, |t| i32::try_from(t.as_millis()).unwrap_or(i32::MAX));
-            match sys::poll(self.fd.as_fd(), libc::POLLIN | libc::POLLERR, ms) {
+            match sys::poll(self.fd.as_fd(), libc::POLLIN | libc::POLLERR, timeout) {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(None),
                 Err(e) => {
@@ -398,9 +397,7 @@ impl Socket {
                     if waited {
                         return Ok(None);
                     }
-                    let ms =
-                        timeout.map_or(-1, |t| i32::try_from(t.as_millis()).unwrap_or(i32::MAX));
-                    match sys::poll(self.fd.as_fd(), libc::POLLIN, ms) {
+                    match sys::poll(self.fd.as_fd(), libc::POLLIN, timeout) {
                         Ok(_) => waited = true,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(None),
                         Err(e) => {

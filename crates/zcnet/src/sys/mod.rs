@@ -282,8 +282,17 @@ pub fn recv_errqueue(fd: BorrowedFd<'_>, control: &mut [u8]) -> io::Result<Optio
     }
 }
 
-/// `poll(2)` on one descriptor; returns `revents` (0 on timeout).
-pub fn poll(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> io::Result<i16> {
+/// `poll(2)` on one descriptor, waiting up to `timeout` (`None`: forever; rounded up to whole
+/// milliseconds, so a short wait never becomes a busy `poll(0)`); returns `revents` (0 on
+/// timeout).
+pub fn poll(
+    fd: BorrowedFd<'_>,
+    events: i16,
+    timeout: Option<std::time::Duration>,
+) -> io::Result<i16> {
+    let timeout_ms = timeout.map_or(-1, |t| {
+        i32::try_from(t.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
+    });
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
         events,
