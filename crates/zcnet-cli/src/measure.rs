@@ -115,6 +115,12 @@ impl MachineCpu {
             d(self.softirq, earlier.softirq),
         )
     }
+
+    /// (user, sys incl. irq, softirq) seconds from `earlier` until now; `None` where
+    /// `/proc/stat` could not be read at either end.
+    pub fn elapsed(earlier: Option<MachineCpu>) -> Option<(f64, f64, f64)> {
+        Some(MachineCpu::now()?.since(&earlier?, ticks_per_second()))
+    }
 }
 
 /// CPU counters of another process (a real peer such as tcpdump, single-threaded): its run
@@ -198,7 +204,7 @@ impl ProcessCpu {
 }
 
 /// `sysconf(_SC_CLK_TCK)`: the unit of `/proc/stat` and `/proc/PID/stat` times.
-pub fn ticks_per_second() -> f64 {
+fn ticks_per_second() -> f64 {
     use nix::unistd::{SysconfVar, sysconf};
     match sysconf(SysconfVar::CLK_TCK) {
         Ok(Some(t)) if t > 0 => t as f64,
@@ -288,11 +294,7 @@ impl Meter {
     pub fn finish(self, work: Work) -> Run {
         let seconds = self.start.elapsed().as_secs_f64();
         let cpu = ThreadCpu::now().since(&self.thread);
-        let machine = match (MachineCpu::now(), self.machine) {
-            (Some(now), Some(then)) => Some(now.since(&then, ticks_per_second())),
-            _ => None,
-        };
-        record(work, seconds, cpu, machine)
+        record(work, seconds, cpu, MachineCpu::elapsed(self.machine))
     }
 }
 

@@ -280,10 +280,7 @@ fn capture_in_process(
             }
             w.flush()?;
             c.cpu = ThreadCpu::now().since(&cpu0);
-            c.machine = match (MachineCpu::now(), machine0) {
-                (Some(now), Some(then)) => Some(now.since(&then, measure::ticks_per_second())),
-                _ => None,
-            };
+            c.machine = MachineCpu::elapsed(machine0);
             Ok(c)
         })?;
     Ok(handle)
@@ -408,7 +405,7 @@ impl Tcpdump {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        self.seen.extend(self.lines.try_iter());
+        // The reader ends at end of file (tcpdump has exited): at most a short wait.
         while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(500)) {
             self.seen.push(l);
         }
@@ -434,10 +431,7 @@ fn one_run(lab: &Lab, mode: Mode, size: usize, seconds: f64) -> anyhow::Result<R
             let (cpu0, machine0) = (td.cpu()?, MachineCpu::now());
             let (sent, took) = lab.generate(size, seconds)?;
             let cpu1 = td.drain()?;
-            let machine = match (MachineCpu::now(), machine0) {
-                (Some(now), Some(then)) => Some(now.since(&then, measure::ticks_per_second())),
-                _ => None,
-            };
+            let machine = MachineCpu::elapsed(machine0);
             let counts = td.finish()?;
             let c = Captured {
                 packets: counts.captured,
