@@ -41,6 +41,14 @@ pub enum PacketError {
     /// A parameter the kernel would refuse.
     #[error("{0}")]
     Config(String),
+    /// The kernel or the machine lacks something this needs (libpcap for a filter expression).
+    #[error("{feature} is not available: {reason}")]
+    Unsupported {
+        /// The missing feature.
+        feature: &'static str,
+        /// Why, and what would provide it.
+        reason: String,
+    },
     /// libpcap could not compile the expression.
     #[error("bad filter expression {expr:?}: {message}")]
     Filter {
@@ -78,14 +86,26 @@ impl Filter {
     /// captured length, in the kernel.
     ///
     /// # Errors
-    /// [`PacketError::Filter`] with libpcap's message.
+    /// [`PacketError::Filter`] with libpcap's message; [`PacketError::Unsupported`] when
+    /// libpcap cannot be loaded. libpcap is loaded at run time (`libpcap.so.1`, then
+    /// `libpcap.so.0.8`, or the name in `ZCNET_LIBPCAP`), on the first compile: nothing else
+    /// in zcnet needs it.
     pub fn compile(expr: &str, snaplen: u32) -> Result<Filter, PacketError> {
-        ring::compile_filter(expr, snaplen)
-            .map(|program| Filter { program })
-            .map_err(|message| PacketError::Filter {
+        match ring::compile_filter(expr, snaplen) {
+            Ok(program) => Ok(Filter { program }),
+            Err(ring::CompileError::Expression(message)) => Err(PacketError::Filter {
                 expr: expr.to_owned(),
                 message,
-            })
+            }),
+            Err(ring::CompileError::Missing(m)) => Err(PacketError::Unsupported {
+                feature: "filter expressions (libpcap)",
+                reason: format!(
+                    "libpcap could not be loaded (tried {}: {}); install it (Debian: apt install libpcap0.8)",
+                    m.tried.join(", "),
+                    m.message
+                ),
+            }),
+        }
     }
 
     /// Instructions in the program.

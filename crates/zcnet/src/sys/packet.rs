@@ -175,57 +175,138 @@ struct SockFprog {
     filter: *const SockFilter,
 }
 
-#[link(name = "pcap")]
-unsafe extern "C" {
-    fn pcap_open_dead(linktype: c_int, snaplen: c_int) -> *mut c_void;
-    fn pcap_compile(
-        p: *mut c_void,
-        fp: *mut BpfProgram,
-        expr: *const c_char,
-        optimize: c_int,
-        netmask: u32,
-    ) -> c_int;
-    fn pcap_geterr(p: *mut c_void) -> *const c_char;
-    fn pcap_freecode(fp: *mut BpfProgram);
-    fn pcap_close(p: *mut c_void);
+/// The libpcap sonames tried, newest first (Debian ships `libpcap.so.0.8` as a link to
+/// `libpcap.so.1`'s implementation in package `libpcap0.8`).
+pub const LIBPCAP_NAMES: [&str; 2] = ["libpcap.so.1", "libpcap.so.0.8"];
+
+/// Environment variable naming the library to load instead (a path or soname); tests point it
+/// at a missing name to exercise the "libpcap is not installed" path.
+pub const LIBPCAP_ENV: &str = "ZCNET_LIBPCAP";
+
+type OpenDead = unsafe extern "C" fn(c_int, c_int) -> *mut c_void;
+type Compile =
+    unsafe extern "C" fn(*mut c_void, *mut BpfProgram, *const c_char, c_int, u32) -> c_int;
+type GetErr = unsafe extern "C" fn(*mut c_void) -> *const c_char;
+type FreeCode = unsafe extern "C" fn(*mut BpfProgram);
+type Close = unsafe extern "C" fn(*mut c_void);
+
+/// The five libpcap functions the filter compiler needs, resolved from a library loaded at run
+/// time (`dlopen(3)`), so that neither building nor running zcnet needs libpcap until a filter
+/// expression is compiled.
+struct Libpcap {
+    open_dead: OpenDead,
+    compile: Compile,
+    geterr: GetErr,
+    freecode: FreeCode,
+    close: Close,
+    /// Keeps the library loaded while the function pointers above are used.
+    _lib: libloading::Library,
+}
+
+/// Why libpcap could not be loaded: the names tried and the loader's last message.
+#[derive(Clone, Debug)]
+pub struct LibpcapMissing {
+    /// The names tried, in order.
+    pub tried: Vec<String>,
+    /// The loader's message for the last of them.
+    pub message: String,
+}
+
+impl Libpcap {
+    fn load() -> Result<Libpcap, LibpcapMissing> {
+        let names: Vec<String> = match std::env::var(LIBPCAP_ENV) {
+            Ok(v) if !v.is_empty() => vec![v],
+            _ => LIBPCAP_NAMES.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        let mut message = String::new();
+        for name in &names {
+            // SAFETY: loading libpcap runs its initializers, which have no preconditions; the
+            // symbols below are looked up with the C signatures of pcap/pcap.h (libpcap 0.8+).
+            let loaded = unsafe {
+                libloading::Library::new(name).and_then(|lib| {
+                    Ok(Libpcap {
+                        open_dead: *lib.get::<OpenDead>(b"pcap_open_dead\0")?,
+                        compile: *lib.get::<Compile>(b"pcap_compile\0")?,
+                        geterr: *lib.get::<GetErr>(b"pcap_geterr\0")?,
+                        freecode: *lib.get::<FreeCode>(b"pcap_freecode\0")?,
+                        close: *lib.get::<Close>(b"pcap_close\0")?,
+                        _lib: lib,
+                    })
+                })
+            };
+            match loaded {
+                Ok(l) => return Ok(l),
+                Err(e) => message = e.to_string(),
+            }
+        }
+        Err(LibpcapMissing {
+            tried: names,
+            message,
+        })
+    }
+
+    /// The process's libpcap: loaded on first use, then cached (also a failure).
+    fn get() -> Result<&'static Libpcap, LibpcapMissing> {
+        static LIB: std::sync::OnceLock<Result<Libpcap, LibpcapMissing>> =
+            std::sync::OnceLock::new();
+        LIB.get_or_init(Libpcap::load)
+            .as_ref()
+            .map_err(Clone::clone)
+    }
 }
 
 /// `PCAP_NETMASK_UNKNOWN`.
 const PCAP_NETMASK_UNKNOWN: u32 = 0xffff_ffff;
 
+/// Why a filter did not compile.
+#[derive(Clone, Debug)]
+pub enum CompileError {
+    /// libpcap is not installed (or not loadable).
+    Missing(LibpcapMissing),
+    /// libpcap's message about the expression.
+    Expression(String),
+}
+
 /// Compiles a tcpdump expression for Ethernet frames captured up to `snaplen` bytes with
-/// libpcap's compiler (`pcap_open_dead` + `pcap_compile`, optimized). The error is libpcap's
-/// message.
-pub fn compile_filter(expr: &str, snaplen: u32) -> Result<Vec<SockFilter>, String> {
-    let c = CString::new(expr).map_err(|_| "the expression contains a NUL byte".to_owned())?;
+/// libpcap's compiler (`pcap_open_dead` + `pcap_compile`, optimized), libpcap loaded at run time.
+pub fn compile_filter(expr: &str, snaplen: u32) -> Result<Vec<SockFilter>, CompileError> {
+    let c = CString::new(expr)
+        .map_err(|_| CompileError::Expression("the expression contains a NUL byte".to_owned()))?;
+    let pcap = Libpcap::get().map_err(CompileError::Missing)?;
     let snaplen = c_int::try_from(snaplen).unwrap_or(c_int::MAX);
     // SAFETY: plain call; the handle is checked for NULL and closed below.
-    let p = unsafe { pcap_open_dead(abi::LINKTYPE_ETHERNET as c_int, snaplen) };
+    let p = unsafe { (pcap.open_dead)(abi::LINKTYPE_ETHERNET as c_int, snaplen) };
     if p.is_null() {
-        return Err("pcap_open_dead failed".to_owned());
+        return Err(CompileError::Expression("pcap_open_dead failed".to_owned()));
     }
     let mut prog = BpfProgram {
         bf_len: 0,
         bf_insns: std::ptr::null_mut(),
     };
     // SAFETY: `p` is a live handle, `prog` a valid out-parameter, `c` NUL-terminated.
-    let r = unsafe { pcap_compile(p, &mut prog, c.as_ptr(), 1, PCAP_NETMASK_UNKNOWN) };
+    let r = unsafe { (pcap.compile)(p, &mut prog, c.as_ptr(), 1, PCAP_NETMASK_UNKNOWN) };
     let out = if r != 0 {
         // SAFETY: pcap_geterr returns the handle's NUL-terminated message, valid until close.
-        Err(unsafe { CStr::from_ptr(pcap_geterr(p)) }
-            .to_string_lossy()
-            .into_owned())
+        Err(CompileError::Expression(
+            unsafe { CStr::from_ptr((pcap.geterr)(p)) }
+                .to_string_lossy()
+                .into_owned(),
+        ))
+    } else if prog.bf_insns.is_null() {
+        Err(CompileError::Expression(
+            "pcap_compile returned no program".to_owned(),
+        ))
     } else {
         // SAFETY: on success `bf_insns` points at `bf_len` instructions owned by `prog`,
         // copied out before pcap_freecode releases them. bpf_insn and sock_filter share
         // their layout (u16, u8, u8, u32).
         let v = unsafe { std::slice::from_raw_parts(prog.bf_insns, prog.bf_len as usize) }.to_vec();
         // SAFETY: `prog` was filled by a successful pcap_compile.
-        unsafe { pcap_freecode(&mut prog) };
+        unsafe { (pcap.freecode)(&mut prog) };
         Ok(v)
     };
     // SAFETY: `p` came from pcap_open_dead and is closed once.
-    unsafe { pcap_close(p) };
+    unsafe { (pcap.close)(p) };
     out
 }
 
