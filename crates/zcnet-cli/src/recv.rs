@@ -56,13 +56,9 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     };
     let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
     if let Some(m) = opt.mss {
-        zcnet::sys::setsockopt(
-            std::os::fd::AsFd::as_fd(&listener),
-            libc::IPPROTO_TCP,
-            libc::TCP_MAXSEG,
-            &m,
-        )
-        .context("setsockopt(TCP_MAXSEG)")?;
+        socket2::SockRef::from(&listener)
+            .set_tcp_mss(u32::try_from(m).context("--mss")?)
+            .context("setsockopt(TCP_MAXSEG)")?;
     }
     let (conn, peer) = listener.accept().context("accept")?;
     drop(listener);
@@ -70,7 +66,11 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let config = Config {
         window,
         rcvlowat: Some(window),
-        force_copy: opt.copy,
+        mode: if opt.copy {
+            zcnet::tcp_rx::Mode::Copy
+        } else {
+            zcnet::tcp_rx::Mode::ZeroCopy
+        },
         ..Config::default()
     };
     let mut rx = TcpZerocopyReceiver::new(conn, config)?;
@@ -80,7 +80,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let start = Instant::now();
     let result = rx.copy_to(&mut out);
     let seconds = start.elapsed().as_secs_f64();
-    let stats = rx.stats();
+    let stats = rx.counters();
     let bytes = stats.bytes();
     let gbit = if seconds > 0.0 {
         bytes as f64 * 8.0 / seconds / 1e9

@@ -6,7 +6,6 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsFd;
 use std::process::{Child, Stdio};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -94,7 +93,10 @@ fn destination(reset_after: Option<usize>) -> (SocketAddr, JoinHandle<Vec<u8>>) 
 }
 
 fn tcp_received_now(c: &TcpStream) -> u64 {
-    zcnet::sys::tcp_info(c.as_fd()).unwrap().0.bytes_received
+    zcnet::tcp_info::tcp_info(c)
+        .unwrap()
+        .bytes_received
+        .unwrap()
 }
 
 fn destination_tcp(reset_after: Option<usize>) -> (SocketAddr, JoinHandle<Got>) {
@@ -110,7 +112,9 @@ fn destination_pausing(
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     if let Some(b) = rcvbuf {
         // Inherited by the accepted socket, and in time for the window it offers.
-        zcnet::sys::setsockopt(l.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &b).unwrap();
+        socket2::SockRef::from(&l)
+            .set_recv_buffer_size(b as usize)
+            .unwrap();
     }
     let addr = l.local_addr().unwrap();
     let h = std::thread::spawn(move || {
@@ -123,11 +127,8 @@ fn destination_pausing(
                 std::thread::sleep(pause);
                 let tcp_received = tcp_received_now(&c);
                 // Reset: SO_LINGER 0, then close.
-                let linger = libc::linger {
-                    l_onoff: 1,
-                    l_linger: 0,
-                };
-                zcnet::sys::setsockopt(c.as_fd(), libc::SOL_SOCKET, libc::SO_LINGER, &linger)
+                socket2::SockRef::from(&c)
+                    .set_linger(Some(Duration::ZERO))
                     .unwrap();
                 return Got {
                     data: got,
@@ -283,7 +284,7 @@ fn acknowledged_count_is_exact() {
     // Everything arrived; the last ACK may still be on its way.
     let mut acked = 0;
     for _ in 0..100 {
-        acked = zcnet_cli::relay::acked_data_bytes(&c).unwrap();
+        acked = zcnet::relay::acked_data_bytes(&c).unwrap();
         if acked == data.len() as u64 {
             break;
         }

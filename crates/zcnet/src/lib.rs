@@ -1,8 +1,10 @@
 //! zcnet: the Linux kernel's zero-copy socket paths, made safe and measurable.
 //!
 //! # Layers
-//! - [`sys`] holds the kernel ABI the `libc` crate lacks and every raw call; it is the only
-//!   module with `unsafe` code, each block carrying a `SAFETY:` line.
+//! - A private `sys` module holds the kernel ABI the `libc` crate lacks and every raw call; it is
+//!   the only module with `unsafe` code, each block carrying a `SAFETY:` line. Nothing public
+//!   lets safe code hand the kernel an address that did not come from a live borrow or an owned
+//!   loan ([`loan`]).
 //! - One module per mechanism, named as the kernel names it: [`msg_zerocopy`] (with
 //!   [`errqueue`], where its completions arrive), [`tcp_rx`], [`file`], [`uring`], [`peek`] and
 //!   [`packet`] (TPACKET_V3 rings).
@@ -21,12 +23,19 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub use counters::ZeroCopyCounters;
+
+pub mod counters;
 pub mod errqueue;
 pub mod file;
+pub mod loan;
 pub mod msg_zerocopy;
 pub mod packet;
 pub mod peek;
 pub mod probe;
-pub mod sys;
+pub mod relay;
+pub mod support;
+mod sys;
+pub mod tcp_info;
 pub mod tcp_rx;
 pub mod uring;

@@ -8,9 +8,9 @@
 //! position model is two stream offsets, `consumed <= peeked`, checked on every call.
 //!
 //! Where the kernel refuses `SO_PEEK_OFF` on TCP, the same semantics come from
-//! [`Method::DiscardBuffer`]: each peek reads the `peeked - consumed` bytes already peeked into a
+//! [`Mode::DiscardBuffer`]: each peek reads the `peeked - consumed` bytes already peeked into a
 //! discard buffer, followed by the new bytes, the cost the feature removes (counted in
-//! [`PeekCounters::reread_bytes`]), and sets `SO_RCVLOWAT` so that a blocking peek waits for a
+//! [`Counters::reread_bytes`]), and sets `SO_RCVLOWAT` so that a blocking peek waits for a
 //! byte beyond them.
 //!
 //! # References
@@ -21,30 +21,48 @@
 use std::io::{self, IoSliceMut};
 use std::os::fd::AsFd;
 
+use crate::support::{Check, CheckId, Probe, Status, tcp_pair, wait_readable};
 use crate::sys::{self, abi};
+use std::io::Write as _;
+use std::sync::OnceLock;
+use std::time::Duration;
 
 /// How peeks skip the bytes already peeked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub enum Method {
-    /// `SO_PEEK_OFF`: the kernel keeps the offset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub enum Mode {
+    /// `SO_PEEK_OFF` where the kernel takes it on this socket, else the discard buffer with
+    /// [`PeekCursor::fallback_reason`] saying why.
+    #[default]
+    Auto,
+    /// `SO_PEEK_OFF`, the kernel keeps the offset (the zero-copy side: nothing is read twice);
+    /// [`PeekError::Unsupported`] where the kernel refuses it.
     PeekOffset,
-    /// `MSG_PEEK` into a discard buffer for the bytes already peeked.
+    /// `MSG_PEEK` into a discard buffer for the bytes already peeked (the copying twin).
     DiscardBuffer,
 }
 
-impl Method {
-    /// `peek-offset` or `discard-buffer`.
+impl Mode {
+    /// `auto`, `peek-offset` or `discard-buffer`.
     pub fn name(self) -> &'static str {
         match self {
-            Method::PeekOffset => "peek-offset",
-            Method::DiscardBuffer => "discard-buffer",
+            Mode::Auto => "auto",
+            Mode::PeekOffset => "peek-offset",
+            Mode::DiscardBuffer => "discard-buffer",
         }
     }
 }
 
+/// How a [`PeekCursor`] is set up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Which method: [`Mode::Auto`] by default.
+    pub mode: Mode,
+}
+
 /// What a cursor did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct PeekCounters {
+pub struct Counters {
     /// Peek calls that returned data.
     pub peek_calls: u64,
     /// New bytes returned by peeks (re-reads after a rewind included).
@@ -55,6 +73,25 @@ pub struct PeekCounters {
     pub consumed_bytes: u64,
     /// Rewinds.
     pub rewinds: u64,
+}
+
+impl crate::ZeroCopyCounters for Counters {
+    /// New bytes peeked (with `SO_PEEK_OFF` nothing is read twice).
+    fn zero_copy_bytes(&self) -> u64 {
+        self.peeked_bytes
+    }
+    /// Bytes the discard-buffer method read again to skip them.
+    fn copied_bytes(&self) -> u64 {
+        self.reread_bytes
+    }
+    /// Peeks that re-read skipped bytes.
+    fn fallbacks(&self) -> u64 {
+        if self.reread_bytes > 0 {
+            self.peek_calls
+        } else {
+            0
+        }
+    }
 }
 
 /// A call that does not fit the position model.
@@ -86,11 +123,19 @@ pub enum PeekError {
         /// Bytes missing.
         left: u64,
     },
+    /// [`Mode::PeekOffset`] asked for where the kernel refuses `SO_PEEK_OFF` on this socket.
+    #[error("{feature} is not supported here: {reason}")]
+    Unsupported {
+        /// `SO_PEEK_OFF on TCP`.
+        feature: &'static str,
+        /// The kernel's answer and the version that would have it.
+        reason: String,
+    },
     /// A system call failed.
-    #[error("{op}: {source}")]
+    #[error("{call}: {source}")]
     Io {
         /// The call.
-        op: &'static str,
+        call: &'static str,
         /// The kernel's error.
         #[source]
         source: io::Error,
@@ -110,65 +155,59 @@ impl From<PeekError> for io::Error {
 #[derive(Debug)]
 pub struct PeekCursor<S: AsFd> {
     socket: S,
-    method: Method,
+    method: Mode,
     fallback: Option<String>,
     consumed: u64,
     peeked: u64,
     discard: Vec<u8>,
     lowat: i32,
-    tcp: sys::TcpSocket,
-    counters: PeekCounters,
+    counters: Counters,
 }
 
 impl<S: AsFd> PeekCursor<S> {
-    /// A cursor with `SO_PEEK_OFF` where the kernel takes it, else the discard buffer with
-    /// [`PeekCursor::fallback_reason`] saying why. Nothing may have been peeked on the socket
-    /// through other means.
+    /// A cursor over `socket`, a connected TCP socket on which nothing has been peeked by other
+    /// means, with the method `config.mode` says.
     ///
     /// # Errors
-    /// Only for errors other than "not supported" from `setsockopt`.
-    pub fn new(socket: S) -> Result<Self, PeekError> {
-        let tcp = check(&socket)?;
-        match sys::setsockopt(socket.as_fd(), libc::SOL_SOCKET, abi::SO_PEEK_OFF, &0i32) {
-            Ok(()) => Ok(Self::build(socket, tcp, Method::PeekOffset, None)),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EOPNOTSUPP | libc::ENOPROTOOPT | libc::EINVAL)
-                ) =>
-            {
-                let why = format!(
-                    "SO_PEEK_OFF refused on this TCP socket ({e}; TCP over IPv4 needs Linux 6.9, \
-                     IPv6 6.10): peeking through a discard buffer"
-                );
-                Ok(Self::build(socket, tcp, Method::DiscardBuffer, Some(why)))
+    /// [`PeekError::Io`] for a socket that is not TCP; [`PeekError::Unsupported`] for
+    /// [`Mode::PeekOffset`] where the kernel refuses it; other `setsockopt` errors.
+    pub fn new(socket: S, config: Config) -> Result<Self, PeekError> {
+        check(&socket)?;
+        let set =
+            |off: i32| sys::setsockopt(socket.as_fd(), libc::SOL_SOCKET, abi::SO_PEEK_OFF, &off);
+        let unsupported = |e: &io::Error| {
+            matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP | libc::ENOPROTOOPT | libc::EINVAL)
+            )
+        };
+        let (method, fallback) = match config.mode {
+            Mode::DiscardBuffer => {
+                set(-1).map_err(io_err("setsockopt(SO_PEEK_OFF, -1)"))?;
+                (Mode::DiscardBuffer, None)
             }
-            Err(source) => Err(PeekError::Io {
-                op: "setsockopt(SO_PEEK_OFF)",
-                source,
-            }),
-        }
-    }
-
-    /// A cursor with the given method (the discard buffer even where `SO_PEEK_OFF` works: for
-    /// comparisons and tests).
-    ///
-    /// # Errors
-    /// `setsockopt(SO_PEEK_OFF)` failing for [`Method::PeekOffset`].
-    pub fn with_method(socket: S, method: Method) -> Result<Self, PeekError> {
-        let tcp = check(&socket)?;
-        let off = if method == Method::PeekOffset { 0 } else { -1 };
-        sys::setsockopt(socket.as_fd(), libc::SOL_SOCKET, abi::SO_PEEK_OFF, &off).map_err(
-            |source| PeekError::Io {
-                op: "setsockopt(SO_PEEK_OFF)",
-                source,
+            mode => match set(0) {
+                Ok(()) => (Mode::PeekOffset, None),
+                Err(e) if unsupported(&e) => {
+                    let reason = format!(
+                        "SO_PEEK_OFF refused on this TCP socket ({e}; TCP over IPv4 needs Linux \
+                         6.9, IPv6 6.10)"
+                    );
+                    if mode == Mode::PeekOffset {
+                        return Err(PeekError::Unsupported {
+                            feature: "SO_PEEK_OFF on TCP",
+                            reason,
+                        });
+                    }
+                    (
+                        Mode::DiscardBuffer,
+                        Some(format!("{reason}: peeking through a discard buffer")),
+                    )
+                }
+                Err(e) => return Err(io_err("setsockopt(SO_PEEK_OFF)")(e)),
             },
-        )?;
-        Ok(Self::build(socket, tcp, method, None))
-    }
-
-    fn build(socket: S, tcp: sys::TcpSocket, method: Method, fallback: Option<String>) -> Self {
-        PeekCursor {
+        };
+        Ok(PeekCursor {
             socket,
             method,
             fallback,
@@ -176,13 +215,12 @@ impl<S: AsFd> PeekCursor<S> {
             peeked: 0,
             discard: Vec::new(),
             lowat: 1,
-            tcp,
-            counters: PeekCounters::default(),
-        }
+            counters: Counters::default(),
+        })
     }
 
-    /// The method in use.
-    pub fn method(&self) -> Method {
+    /// The method in use ([`Mode::PeekOffset`] or [`Mode::DiscardBuffer`], never `Auto`).
+    pub fn method(&self) -> Mode {
         self.method
     }
 
@@ -212,7 +250,7 @@ impl<S: AsFd> PeekCursor<S> {
     }
 
     /// What was done so far.
-    pub fn counters(&self) -> PeekCounters {
+    pub fn counters(&self) -> Counters {
         self.counters
     }
 
@@ -235,8 +273,8 @@ impl<S: AsFd> PeekCursor<S> {
             return Ok(0);
         }
         let n = match self.method {
-            Method::PeekOffset => sys::recv(self.socket.as_fd(), buf, libc::MSG_PEEK | flags)?,
-            Method::DiscardBuffer => self.peek_discarding(buf, flags)?,
+            Mode::PeekOffset => sys::recv(self.socket.as_fd(), buf, libc::MSG_PEEK | flags)?,
+            _ => self.peek_discarding(buf, flags)?,
         };
         if n > 0 {
             self.peeked += n as u64;
@@ -307,12 +345,8 @@ impl<S: AsFd> PeekCursor<S> {
         let mut left = n;
         while left > 0 {
             let chunk = left.min(1 << 30) as usize;
-            let got = sys::tcp_discard(self.socket.as_fd(), self.tcp, chunk).map_err(|source| {
-                PeekError::Io {
-                    op: "recv(MSG_TRUNC)",
-                    source,
-                }
-            })?;
+            let got =
+                sys::tcp_discard(self.socket.as_fd(), chunk).map_err(io_err("recv(MSG_TRUNC)"))?;
             if got == 0 {
                 return Err(PeekError::ShortConsume { want: n, left });
             }
@@ -336,9 +370,9 @@ impl<S: AsFd> PeekCursor<S> {
                 peeked: self.peeked,
             });
         }
-        if self.method == Method::PeekOffset {
+        if self.method == Mode::PeekOffset {
             let off = i32::try_from(to - self.consumed).map_err(|_| PeekError::Io {
-                op: "setsockopt(SO_PEEK_OFF)",
+                call: "setsockopt(SO_PEEK_OFF)",
                 source: io::Error::new(io::ErrorKind::InvalidInput, "offset over 2 GiB"),
             })?;
             sys::setsockopt(
@@ -348,7 +382,7 @@ impl<S: AsFd> PeekCursor<S> {
                 &off,
             )
             .map_err(|source| PeekError::Io {
-                op: "setsockopt(SO_PEEK_OFF)",
+                call: "setsockopt(SO_PEEK_OFF)",
                 source,
             })?;
         }
@@ -358,19 +392,124 @@ impl<S: AsFd> PeekCursor<S> {
     }
 }
 
-fn check(socket: &impl AsFd) -> Result<sys::TcpSocket, PeekError> {
-    sys::check_tcp(socket.as_fd()).map_err(|source| PeekError::Io {
-        op: "getsockopt(SO_PROTOCOL): a peek cursor needs a TCP socket",
-        source,
-    })
+fn io_err(call: &'static str) -> impl FnOnce(io::Error) -> PeekError {
+    move |source| PeekError::Io { call, source }
+}
+
+fn check(socket: &impl AsFd) -> Result<(), PeekError> {
+    sys::check_tcp(socket.as_fd()).map_err(io_err(
+        "getsockopt(SO_PROTOCOL): a peek cursor needs a TCP socket",
+    ))
+}
+
+/// Drops up to `len` bytes from the head of `socket`'s receive queue without copying them
+/// (`recv(MSG_TRUNC)` on TCP, Linux 4.3); returns how many were dropped (0 at end of stream).
+/// Blocks as the socket does.
+///
+/// # Errors
+/// `InvalidInput` when `socket` is not a TCP socket (checked on every call: on other sockets
+/// `MSG_TRUNC` means something else), or `recv`'s error.
+#[doc(alias = "MSG_TRUNC")]
+pub fn discard(socket: &impl AsFd, len: usize) -> io::Result<usize> {
+    sys::tcp_discard(socket.as_fd(), len)
 }
 
 /// Whether the peer's FIN arrived (`tcpi_state` CLOSE_WAIT, LAST_ACK, CLOSING or CLOSE).
 fn peer_closed(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<bool> {
-    let (info, len) = sys::tcp_info(fd)?;
-    const CLOSE: u8 = 7;
-    const CLOSE_WAIT: u8 = 8;
-    const LAST_ACK: u8 = 9;
-    const CLOSING: u8 = 11;
-    Ok(len > 0 && matches!(info.head[0], CLOSE | CLOSE_WAIT | LAST_ACK | CLOSING))
+    Ok(crate::tcp_info::tcp_info(&fd)?.state.peer_closed())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Support: this mechanism's own checks, run once per process.
+
+/// What this kernel allows of `SO_PEEK_OFF` on TCP: see [`support`].
+#[derive(Clone, Debug)]
+pub struct Support {
+    /// `peek.tcp_ipv4` (Linux 6.9).
+    pub ipv4: Check,
+    /// `peek.tcp_ipv6` (after IPv4).
+    pub ipv6: Check,
+}
+
+impl Support {
+    /// The checks, for a report.
+    pub fn checks(&self) -> Vec<Check> {
+        vec![self.ipv4.clone(), self.ipv6.clone()]
+    }
+
+    /// The check for `socket`'s address family.
+    pub fn for_family(&self, ipv6: bool) -> &Check {
+        if ipv6 { &self.ipv6 } else { &self.ipv4 }
+    }
+}
+
+/// Whether `SO_PEEK_OFF` works on TCP over IPv4 and over IPv6 (two peeks must advance); once per
+/// process, then cached.
+pub fn support() -> &'static Support {
+    static SUPPORT: OnceLock<Support> = OnceLock::new();
+    SUPPORT.get_or_init(|| Support {
+        ipv4: peek_check(false),
+        ipv6: peek_check(true),
+    })
+}
+
+fn peek_check(v6: bool) -> Check {
+    let (id, fam) = if v6 {
+        (CheckId::PeekIpv6, "IPv6")
+    } else {
+        (CheckId::PeekIpv4, "IPv4")
+    };
+    let mut p = Probe::new(id);
+    let (client, server) = match tcp_pair(v6) {
+        Ok(pair) => pair,
+        Err(e) => {
+            return p.failed(
+                &format!("TCP pair on {fam} loopback"),
+                &e,
+                "needs an IPv6 loopback address",
+            );
+        }
+    };
+    p.step("setsockopt(SO_PEEK_OFF, 0)");
+    if let Err(e) = sys::setsockopt(server.as_fd(), libc::SOL_SOCKET, abi::SO_PEEK_OFF, &0i32) {
+        return p.failed(
+            &format!("setsockopt(SO_PEEK_OFF) on TCP/{fam}"),
+            &e,
+            "TCP support came in Linux 6.9 (IPv4) and later for IPv6",
+        );
+    }
+    p.step("send 8 bytes; recv(MSG_PEEK, 4) twice");
+    let peek_twice = || -> io::Result<([u8; 4], [u8; 4])> {
+        (&client).write_all(b"abcdefgh")?;
+        // Wait until all 8 bytes are queued, so the second peek has something to find.
+        let mut probe = [0u8; 8];
+        sys::setsockopt(server.as_fd(), libc::SOL_SOCKET, abi::SO_PEEK_OFF, &-1i32)?;
+        for _ in 0..200 {
+            wait_readable(&server)?;
+            if sys::recv(server.as_fd(), &mut probe, libc::MSG_PEEK)? == 8 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        sys::setsockopt(server.as_fd(), libc::SOL_SOCKET, abi::SO_PEEK_OFF, &0i32)?;
+        let (mut a, mut b) = ([0u8; 4], [0u8; 4]);
+        sys::recv(server.as_fd(), &mut a, libc::MSG_PEEK)?;
+        sys::recv(server.as_fd(), &mut b, libc::MSG_PEEK)?;
+        Ok((a, b))
+    };
+    match peek_twice() {
+        Ok((a, b)) if &a == b"abcd" && &b == b"efgh" => p.ok(format!(
+            "SO_PEEK_OFF works on TCP over {fam}: successive peeks advance"
+        )),
+        Ok((a, b)) => p.done(
+            Status::Unavailable,
+            format!(
+                "SO_PEEK_OFF accepted on TCP/{fam} but peeks read {:?} then {:?} (offset ignored)",
+                String::from_utf8_lossy(&a),
+                String::from_utf8_lossy(&b)
+            ),
+            None,
+        ),
+        Err(e) => p.failed("peek", &e, ""),
+    }
 }

@@ -16,7 +16,7 @@
 //!
 //! Where the kernel lacks the feature, the socket cannot be mapped, or copying is forced, the
 //! same API reads with plain `recv(2)` and [`TcpZerocopyReceiver::fallback_reason`] says why.
-//! [`RxStats`] always says how many bytes were mapped and how many copied.
+//! [`Counters`] always says how many bytes were mapped and how many copied.
 //!
 //! Only whole 4 KiB pages at offset 0 of a segment's payload can be mapped: on loopback that
 //! needs an MSS of 4108 (4096 + 12 timestamp bytes) or a loopback MTU of 61512, and a sender
@@ -32,10 +32,29 @@ use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-use crate::probe::{self, CheckId, Status};
+use std::sync::OnceLock;
+
+use crate::support::{Check, CheckId, Probe, Status, tcp_pair, wait_readable};
+use crate::sys::abi;
 use crate::sys::{self, tcp_zerocopy::ZcWindow};
 
 pub use crate::sys::tcp_zerocopy::Release;
+
+/// Largest window [`TcpZerocopyReceiver::new`] accepts: 1 GiB.
+pub const MAX_WINDOW: usize = 1 << 30;
+
+/// How a [`TcpZerocopyReceiver`] receives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Map whole pages where the kernel can (`TCP_ZEROCOPY_RECEIVE`), copy the rest; where the
+    /// socket cannot be mapped at all, copy everything and say why
+    /// ([`TcpZerocopyReceiver::fallback_reason`]).
+    #[default]
+    ZeroCopy,
+    /// Read everything with `recv(2)`: the copying twin, with the same API.
+    Copy,
+}
 
 /// Default window: 512 KiB, as `tcp_mmap` uses.
 pub const DEFAULT_WINDOW: usize = 512 * 1024;
@@ -45,7 +64,9 @@ pub const WINDOW_ALIGN: usize = 2 * 1024 * 1024;
 /// How a [`TcpZerocopyReceiver`] is set up.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Bytes mapped per call at most (rounded up to whole pages).
+    /// Zero-copy (default) or copy.
+    pub mode: Mode,
+    /// Bytes mapped per call at most (rounded up to whole pages; at most [`MAX_WINDOW`]).
     pub window: usize,
     /// How pages are released after use. [`Release::Madvise`] measured faster here (see the
     /// README's tcp-rx results), as `tcp_mmap`'s comment predicts.
@@ -53,8 +74,6 @@ pub struct Config {
     /// `SO_RCVLOWAT`: wake the receiver only when this many bytes are queued (or at EOF).
     /// Batching pays for zero-copy; `None` leaves the socket's setting alone.
     pub rcvlowat: Option<usize>,
-    /// Read by copy even where zero-copy works (the copying twin, with the same API).
-    pub force_copy: bool,
     /// Give up when no data arrives for this long; `None` waits forever.
     pub timeout: Option<Duration>,
 }
@@ -62,10 +81,10 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
+            mode: Mode::ZeroCopy,
             window: DEFAULT_WINDOW,
             release: Release::Madvise,
             rcvlowat: Some(DEFAULT_WINDOW),
-            force_copy: false,
             timeout: None,
         }
     }
@@ -74,11 +93,14 @@ impl Default for Config {
 /// Errors of setting up or running a receiver.
 #[derive(Debug, thiserror::Error)]
 pub enum RxError {
+    /// A configuration the receiver cannot use (a window over [`MAX_WINDOW`]).
+    #[error("{0}")]
+    Config(String),
     /// A setup call failed (`SO_RCVLOWAT`, ...).
-    #[error("{op}: {source}")]
-    Setup {
+    #[error("{call}: {source}")]
+    Io {
         /// The call.
-        op: &'static str,
+        call: &'static str,
         /// The kernel's error.
         #[source]
         source: io::Error,
@@ -103,7 +125,8 @@ pub enum RxError {
 
 /// What a receiver has done so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RxStats {
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Counters {
     /// Bytes received by page mapping.
     pub bytes_mapped: u64,
     /// Bytes received by copy (`copybuf`, `recv`).
@@ -116,7 +139,7 @@ pub struct RxStats {
     pub recv_calls: u64,
 }
 
-impl RxStats {
+impl Counters {
     /// All bytes received.
     pub fn bytes(&self) -> u64 {
         self.bytes_mapped + self.bytes_copied
@@ -128,6 +151,19 @@ impl RxStats {
             0 => 0.0,
             n => self.bytes_mapped as f64 / n as f64,
         }
+    }
+}
+
+impl crate::ZeroCopyCounters for Counters {
+    fn zero_copy_bytes(&self) -> u64 {
+        self.bytes_mapped
+    }
+    fn copied_bytes(&self) -> u64 {
+        self.bytes_copied
+    }
+    /// `recv(2)` calls: bytes that could not be mapped, or the whole stream in copy mode.
+    fn fallbacks(&self) -> u64 {
+        self.recv_calls
     }
 }
 
@@ -176,7 +212,7 @@ pub struct TcpZerocopyReceiver<S: AsFd> {
     window: Option<ZcWindow>,
     kernel: KernelStruct,
     buf: Vec<u8>,
-    stats: RxStats,
+    counters: Counters,
     fallback: Option<String>,
     pending_error: Option<io::Error>,
     timeout: Option<Duration>,
@@ -192,30 +228,34 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
     /// not an error: the receiver falls back to copying and says why.
     pub fn new(socket: S, config: Config) -> Result<Self, RxError> {
         let page = sys::page_size();
+        if config.window > MAX_WINDOW {
+            return Err(RxError::Config(format!(
+                "a receive window of {} bytes is over the {MAX_WINDOW}-byte maximum",
+                config.window
+            )));
+        }
         let window_len = config.window.max(page).next_multiple_of(page);
         if let Some(lowat) = config.rcvlowat {
             let lowat = lowat.min(i32::MAX as usize) as i32;
             sys::setsockopt(socket.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, &lowat).map_err(
-                |source| RxError::Setup {
-                    op: "setsockopt(SO_RCVLOWAT)",
+                |source| RxError::Io {
+                    call: "setsockopt(SO_RCVLOWAT)",
                     source,
                 },
             )?;
         }
-        let check = probe::features().check(CheckId::RxTcpZerocopyReceive);
+        let support = support();
         let kernel = KernelStruct {
-            optlen: check
-                .detail
-                .get("struct_len")
-                .and_then(|v| v.as_u64())
-                .unwrap_or(16) as usize,
-            copybuf_len: match check.detail.get("copybuf").and_then(|v| v.as_bool()) {
-                Some(true) => page - 1,
-                _ => 0,
+            optlen: if support.struct_len > 0 {
+                support.struct_len
+            } else {
+                16
             },
+            copybuf_len: if support.copybuf { page - 1 } else { 0 },
             page,
         };
-        let (window, fallback) = if config.force_copy {
+        let check = &support.check;
+        let (window, fallback) = if config.mode == Mode::Copy {
             (None, Some("copy mode requested".to_owned()))
         } else if check.status != Status::Available {
             (
@@ -236,7 +276,7 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
             window,
             kernel,
             buf: vec![0; window_len],
-            stats: RxStats::default(),
+            counters: Counters::default(),
             fallback,
             pending_error: None,
             timeout: config.timeout,
@@ -250,8 +290,8 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
     }
 
     /// Counters so far.
-    pub fn stats(&self) -> RxStats {
-        self.stats
+    pub fn counters(&self) -> Counters {
+        self.counters
     }
 
     /// The socket.
@@ -266,7 +306,7 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
 
     fn fail(&self, source: io::Error) -> RxError {
         RxError::Receive {
-            received: self.stats.bytes(),
+            received: self.counters.bytes(),
             source,
         }
     }
@@ -286,7 +326,7 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
     /// `recv(MSG_DONTWAIT)` into `buf[at..at + len]`; `Ok(None)` when nothing is queued.
     fn recv_into(&mut self, at: usize, len: usize) -> Result<Option<usize>, RxError> {
         let end = (at + len).min(self.buf.len());
-        self.stats.recv_calls += 1;
+        self.counters.recv_calls += 1;
         match sys::recv(
             self.socket.as_fd(),
             &mut self.buf[at..end],
@@ -320,7 +360,7 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
             let mapped = match self.window.as_mut() {
                 None => None,
                 Some(window) => {
-                    self.stats.zc_calls += 1;
+                    self.counters.zc_calls += 1;
                     let copybuf = &mut self.buf[..self.kernel.copybuf_len];
                     match window.receive(self.socket.as_fd(), copybuf, self.kernel.optlen) {
                         Ok(out) => Some(out),
@@ -338,7 +378,7 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
                     None => continue,
                     Some(0) => return Ok(None),
                     Some(n) => {
-                        self.stats.bytes_copied += n as u64;
+                        self.counters.bytes_copied += n as u64;
                         return Ok(Some(Received {
                             mapped: &[],
                             copied: &self.buf[..n],
@@ -366,9 +406,9 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
             if got == 0 {
                 continue;
             }
-            self.stats.bytes_mapped += out.mapped as u64;
-            self.stats.pages_mapped += (out.mapped / self.kernel.page) as u64;
-            self.stats.bytes_copied += copied as u64;
+            self.counters.bytes_mapped += out.mapped as u64;
+            self.counters.pages_mapped += (out.mapped / self.kernel.page) as u64;
+            self.counters.bytes_copied += copied as u64;
             let window = self.window.as_ref().expect("zero-copy path has a window");
             return Ok(Some(Received {
                 mapped: window.mapped(),
@@ -392,4 +432,106 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
         out.flush().map_err(RxError::Write)?;
         Ok(total)
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Support: this mechanism's own checks, run once per process.
+
+/// What this kernel allows of TCP zero-copy receive: see [`support`].
+#[derive(Clone, Debug)]
+pub struct Support {
+    /// `rx.tcp_zerocopy_receive`: `getsockopt(TCP_ZEROCOPY_RECEIVE)` on a mapped TCP socket.
+    pub check: Check,
+    /// Bytes of `struct tcp_zerocopy_receive` the kernel fills (16 on 4.18, 24 on 5.7, 64 on
+    /// 5.12); 0 when the call failed.
+    pub struct_len: usize,
+    /// Whether the kernel has the `copybuf` fields (5.11), which copy unmappable bytes in the
+    /// same call.
+    pub copybuf: bool,
+}
+
+impl Support {
+    /// Whether zero-copy receive works here.
+    pub fn available(&self) -> bool {
+        self.check.status == Status::Available
+    }
+
+    /// The checks, for a report.
+    pub fn checks(&self) -> Vec<Check> {
+        vec![self.check.clone()]
+    }
+}
+
+/// Whether `TCP_ZEROCOPY_RECEIVE` works here, and which struct version the kernel knows: tried
+/// once per process on a loopback connection (1 byte queued: the kernel must map nothing and
+/// hint 1 byte to copy), then cached.
+pub fn support() -> &'static Support {
+    static SUPPORT: OnceLock<Support> = OnceLock::new();
+    SUPPORT.get_or_init(|| {
+        let mut facts = (0, false);
+        let check = rx_check(&mut facts);
+        Support {
+            check,
+            struct_len: facts.0,
+            copybuf: facts.1,
+        }
+    })
+}
+
+fn rx_check(facts: &mut (usize, bool)) -> Check {
+    let mut p = Probe::new(CheckId::RxTcpZerocopyReceive);
+    let page = sys::page_size();
+    let (client, server) = match tcp_pair(false) {
+        Ok(pair) => pair,
+        Err(e) => return p.failed("TCP pair on 127.0.0.1", &e, "needs IPv4 loopback"),
+    };
+    p.step("mmap(PROT_READ, MAP_SHARED) on a connected TCP socket");
+    let map = match sys::Mmap::shared(server.as_fd(), page, libc::PROT_READ) {
+        Ok(m) => m,
+        Err(e) => return p.failed("mmap(TCP socket)", &e, "needs Linux 4.18+ (tcp_mmap)"),
+    };
+    if let Err(e) = (&client)
+        .write_all(b"z")
+        .and_then(|()| wait_readable(&server))
+    {
+        return p.failed("send 1 byte over loopback", &e, "loopback TCP must work");
+    }
+    let mut zc = abi::TcpZerocopyReceive::default();
+    p.step("getsockopt(TCP_ZEROCOPY_RECEIVE, optlen 64) after 1 byte");
+    let optlen = match sys::tcp_zerocopy_receive(server.as_fd(), &map, &mut zc) {
+        Ok(n) => n,
+        Err(e) => {
+            return p.failed("getsockopt(TCP_ZEROCOPY_RECEIVE)", &e, "needs Linux 4.18+");
+        }
+    };
+    let fields: Vec<&str> = abi::TcpZerocopyReceive::FIELDS
+        .iter()
+        .filter(|(_, _, end)| *end as usize <= optlen)
+        .map(|(name, _, _)| *name)
+        .collect();
+    let newest = abi::TcpZerocopyReceive::FIELDS
+        .iter()
+        .filter(|(_, _, end)| *end as usize <= optlen)
+        .map(|(_, v, _)| *v)
+        .next_back()
+        .unwrap_or("?");
+    *facts = (optlen, fields.contains(&"copybuf_address"));
+    p.detail("struct_len", optlen);
+    p.detail("fields", fields.clone());
+    p.detail("copybuf", fields.contains(&"copybuf_address"));
+    // One byte cannot be mapped: the kernel must map nothing and hint that 1 byte be copied.
+    if zc.length != 0 || zc.recv_skip_hint != 1 {
+        return p.done(
+            Status::Unavailable,
+            format!(
+                "TCP_ZEROCOPY_RECEIVE returned length {} and recv_skip_hint {} for 1 queued byte (expected 0 and 1)",
+                zc.length, zc.recv_skip_hint
+            ),
+            None,
+        );
+    }
+    p.ok(format!(
+        "works; the kernel fills {optlen} bytes of struct tcp_zerocopy_receive (the {newest} layout: {})",
+        fields.join(", ")
+    ))
 }

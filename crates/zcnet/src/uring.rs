@@ -11,7 +11,7 @@
 //! Requests stay in flight in a window and are submitted in batches; the sender waits only when
 //! the window is full, and then for whatever completes, never once per notification.
 //!
-//! With [`Mode::ZcFixed`] the buffers come from a [`Pool`] registered with the ring
+//! With [`Mode::ZeroCopyFixed`] the buffers come from a [`Pool`] registered with the ring
 //! (`IORING_REGISTER_BUFFERS`, `IORING_RECVSEND_FIXED_BUF`): the kernel pins the pool's pages
 //! once instead of on every send. Registration counts against `RLIMIT_MEMLOCK` unless the caller
 //! has `CAP_IPC_LOCK`; the need is checked before registering.
@@ -26,7 +26,7 @@
 //!
 //! let sock = UdpSocket::bind("127.0.0.1:0")?;
 //! sock.connect("127.0.0.1:9")?;
-//! let mut tx = UringSender::new(sock, Config { mode: Mode::Zc, ..Config::default() })?;
+//! let mut tx = UringSender::new(sock, Config { mode: Mode::ZeroCopy, ..Config::default() })?;
 //! if let Some(why) = tx.fallback_reason() {
 //!     eprintln!("io_uring: {why}");
 //! }
@@ -49,20 +49,27 @@ use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use crate::sys::{self, uring::SendRing};
+use crate::support::TIMEOUT;
+use crate::support::{Check, CheckId, Probe, Status, loopback};
+use crate::sys::{self, abi, uring::SendRing};
+use std::net::UdpSocket;
+use std::sync::OnceLock;
 
-pub use crate::sys::owned_buf::OwnedBuf;
-pub use crate::sys::uring::{Finished, Pool, PoolBuf, SendOp};
+pub use crate::loan::{OwnedBuf, Returned, SendError};
+use crate::sys::uring::{Finished, SendOp};
+pub use crate::sys::uring::{Pool, PoolBuf};
 
 /// How a [`UringSender`] sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Mode {
     /// `IORING_OP_SEND` / `SENDMSG`: the kernel copies; the buffer comes back at the result.
     Copy,
-    /// `IORING_OP_SEND_ZC` / `SENDMSG_ZC`: the buffer comes back at the notification.
-    Zc,
+    /// `IORING_OP_SEND_ZC` / `SENDMSG_ZC`: the buffer comes back at the notification. Where the
+    /// kernel lacks them, sends by copy and says why ([`UringSender::fallback_reason`]).
+    ZeroCopy,
     /// `SEND_ZC` with `IORING_RECVSEND_FIXED_BUF`: buffers of a registered [`Pool`].
-    ZcFixed,
+    ZeroCopyFixed,
 }
 
 impl Mode {
@@ -70,8 +77,8 @@ impl Mode {
     pub fn name(self) -> &'static str {
         match self {
             Mode::Copy => "copy",
-            Mode::Zc => "zc",
-            Mode::ZcFixed => "zc-fixed",
+            Mode::ZeroCopy => "zc",
+            Mode::ZeroCopyFixed => "zc-fixed",
         }
     }
 }
@@ -89,19 +96,16 @@ pub struct Config {
     pub batch: usize,
     /// How long a send waits for room in the window before failing with `TimedOut`.
     pub stall_timeout: Duration,
-    /// Send by copy even where zero-copy works (tests, comparisons).
-    pub force_copy: bool,
 }
 
 impl Default for Config {
     fn default() -> Config {
         Config {
-            mode: Mode::Zc,
+            mode: Mode::ZeroCopy,
             entries: 256,
             window: 128,
             batch: 16,
             stall_timeout: Duration::from_secs(10),
-            force_copy: false,
         }
     }
 }
@@ -135,7 +139,7 @@ pub enum UringError {
         #[source]
         source: io::Error,
     },
-    /// [`Mode::ZcFixed`] without a pool.
+    /// [`Mode::ZeroCopyFixed`] without a pool.
     #[error("zc-fixed sends need a registered pool: build the sender with UringSender::with_pool")]
     NoPool,
     /// The window does not fit the ring.
@@ -148,36 +152,9 @@ pub enum UringError {
     },
 }
 
-/// A send that could not be queued; the buffer comes back with the error.
-#[derive(Debug, thiserror::Error)]
-#[error("{error}")]
-pub struct SendError<B> {
-    /// What went wrong.
-    #[source]
-    pub error: io::Error,
-    /// The buffer, never handed to the kernel.
-    pub buf: B,
-}
-
-/// A buffer given back: the kernel no longer reads it.
-#[derive(Debug)]
-pub struct Returned<B> {
-    /// The buffer.
-    pub buf: B,
-    /// Bytes the kernel accepted (all of them unless `error`).
-    pub sent: usize,
-    /// The request's error (`-errno` of its result CQE), if any.
-    pub error: Option<io::Error>,
-    /// Sent with a zero-copy opcode.
-    pub zero_copy: bool,
-    /// What the notification said: `Some(true)` copied, `Some(false)` really zero-copy, `None`
-    /// not known (copy mode, no notification, or a kernel without usage reports).
-    pub copied: Option<bool>,
-}
-
 /// What a [`UringSender`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct UringCounters {
+pub struct Counters {
     /// Requests queued.
     pub requests: u64,
     /// Of those, with a zero-copy opcode.
@@ -200,15 +177,20 @@ pub struct UringCounters {
     pub window_waits: u64,
 }
 
-impl UringCounters {
-    /// Share of the bytes sent that went out without a copy, from the notifications' usage
-    /// reports (`0.0` in copy mode, when nothing was sent, or without reports).
-    pub fn zero_copy_share(&self) -> f64 {
-        if self.bytes == 0 {
-            0.0
-        } else {
-            self.not_copied_bytes as f64 / self.bytes as f64
-        }
+impl crate::ZeroCopyCounters for Counters {
+    /// Bytes of buffers whose notification said "not copied" (none in copy mode or without
+    /// usage reports, Linux 6.2).
+    fn zero_copy_bytes(&self) -> u64 {
+        self.not_copied_bytes
+    }
+    /// Every other byte the kernel accepted.
+    fn copied_bytes(&self) -> u64 {
+        self.bytes - self.not_copied_bytes
+    }
+    /// Requests sent by copy although a zero-copy mode was configured are not counted here
+    /// (the sender decides once, see `fallback_reason`); this counts failed requests.
+    fn fallbacks(&self) -> u64 {
+        self.errors
     }
 }
 
@@ -224,7 +206,7 @@ pub struct UringSender<S: AsFd, B: OwnedBuf> {
     queued: usize,
     finished: Vec<Finished<B>>,
     returned: VecDeque<Returned<B>>,
-    counters: UringCounters,
+    counters: Counters,
 }
 
 impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
@@ -233,10 +215,10 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
     /// [`UringSender::fallback_reason`] saying why, where the kernel lacks `SEND_ZC`.
     ///
     /// # Errors
-    /// [`UringError::NoPool`] for [`Mode::ZcFixed`] (use [`UringSender::with_pool`]),
+    /// [`UringError::NoPool`] for [`Mode::ZeroCopyFixed`] (use [`UringSender::with_pool`]),
     /// [`UringError::Setup`], [`UringError::Window`].
     pub fn new(socket: S, config: Config) -> Result<Self, UringError> {
-        if config.mode == Mode::ZcFixed {
+        if config.mode == Mode::ZeroCopyFixed {
             return Err(UringError::NoPool);
         }
         Self::build(socket, config)
@@ -251,13 +233,9 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
         }
         let ring = SendRing::new(config.entries).map_err(UringError::Setup)?;
         let ty = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE).unwrap_or(0);
-        let (mode, fallback) = match (config.mode, config.force_copy) {
-            (Mode::Copy, _) => (Mode::Copy, None),
-            (_, true) => (
-                Mode::Copy,
-                Some("copying forced by the configuration (IORING_OP_SEND)".to_owned()),
-            ),
-            (m, false) => match ring.probe() {
+        let (mode, fallback) = match config.mode {
+            Mode::Copy => (Mode::Copy, None),
+            m => match ring.probe() {
                 Ok(ops) if ops.send_zc && ops.sendmsg_zc => (m, None),
                 Ok(ops) if ops.send_zc => (
                     m,
@@ -289,7 +267,7 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
             queued: 0,
             finished: Vec::new(),
             returned: VecDeque::new(),
-            counters: UringCounters::default(),
+            counters: Counters::default(),
         })
     }
 
@@ -315,7 +293,7 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
     }
 
     /// What was done so far.
-    pub fn counters(&self) -> UringCounters {
+    pub fn counters(&self) -> Counters {
         self.counters
     }
 
@@ -343,7 +321,7 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
         } else {
             SendOp::SendZc
         };
-        self.queue(buf, op, None, self.mode == Mode::ZcFixed)
+        self.queue(buf, op, None, self.mode == Mode::ZeroCopyFixed)
     }
 
     /// Sends `buf` to `dest` (`SENDMSG_ZC`, or `SENDMSG` in copy mode), for unconnected
@@ -375,7 +353,11 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
             Ok(())
         };
         if let Err(error) = ready.and_then(|()| self.make_room()) {
-            return Err(SendError { error, buf });
+            return Err(SendError {
+                error,
+                sent: 0,
+                buf,
+            });
         }
         let req = sys::uring::SendRequest {
             op,
@@ -386,7 +368,11 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
         };
         self.ring
             .push(self.socket.as_fd(), buf, req)
-            .map_err(|(buf, error)| SendError { error, buf })?;
+            .map_err(|(buf, error)| SendError {
+                error,
+                sent: 0,
+                buf,
+            })?;
         self.counters.requests += 1;
         self.counters.zc_requests += u64::from(op != SendOp::Send && op != SendOp::SendMsg);
         self.counters.fixed_requests += u64::from(fixed);
@@ -492,7 +478,7 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
 }
 
 impl<S: AsFd> UringSender<S, PoolBuf> {
-    /// A sender whose buffers come from `pool`; in [`Mode::ZcFixed`] the pool is registered with
+    /// A sender whose buffers come from `pool`; in [`Mode::ZeroCopyFixed`] the pool is registered with
     /// the ring first.
     ///
     /// # Errors
@@ -501,7 +487,7 @@ impl<S: AsFd> UringSender<S, PoolBuf> {
     /// kernel refuses it, and the errors of [`UringSender::new`].
     pub fn with_pool(socket: S, config: Config, pool: &Pool) -> Result<Self, UringError> {
         let mut tx = Self::build(socket, config)?;
-        if tx.mode == Mode::ZcFixed {
+        if tx.mode == Mode::ZeroCopyFixed {
             memlock_check(pool.region_len() as u64)?;
             tx.ring
                 .register(pool)
@@ -554,4 +540,245 @@ impl<S: AsFd, B: OwnedBuf> Drop for UringSender<S, B> {
             let _ = self.drain(Duration::from_millis(500));
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Support: this mechanism's own checks, run once per process.
+
+/// What this kernel allows of io_uring zero-copy sends: see [`support`].
+#[derive(Clone, Debug)]
+pub struct Support {
+    /// `uring.setup`: `io_uring_setup(2)` (5.1), which a sysctl or seccomp can refuse.
+    pub setup: Check,
+    /// `uring.send_zc`: `IORING_OP_SEND_ZC` (6.0).
+    pub send_zc: Check,
+    /// `uring.sendmsg_zc`: `IORING_OP_SENDMSG_ZC` (6.1).
+    pub sendmsg_zc: Check,
+    /// `uring.report_usage`: `IORING_SEND_ZC_REPORT_USAGE` (6.2).
+    pub report_usage: Check,
+    /// `uring.registered_buffers`: `IORING_REGISTER_BUFFERS` + `IORING_RECVSEND_FIXED_BUF`.
+    pub registered_buffers: Check,
+}
+
+impl Support {
+    /// The checks, for a report.
+    pub fn checks(&self) -> Vec<Check> {
+        vec![
+            self.setup.clone(),
+            self.send_zc.clone(),
+            self.sendmsg_zc.clone(),
+            self.report_usage.clone(),
+            self.registered_buffers.clone(),
+        ]
+    }
+}
+
+/// Whether io_uring, `SEND_ZC`, `SENDMSG_ZC`, usage reports and registered buffers work here:
+/// the opcode probe, then real sends over loopback UDP; once per process, then cached.
+pub fn support() -> &'static Support {
+    static SUPPORT: OnceLock<Support> = OnceLock::new();
+    SUPPORT.get_or_init(|| {
+        let mut checks = uring_checks();
+        let take = |checks: &mut Vec<Check>, id: CheckId| {
+            let i = checks
+                .iter()
+                .position(|c| c.id == id)
+                .expect("uring_checks reports every uring check");
+            checks.swap_remove(i)
+        };
+        Support {
+            setup: take(&mut checks, CheckId::UringSetup),
+            send_zc: take(&mut checks, CheckId::UringSendZc),
+            sendmsg_zc: take(&mut checks, CheckId::UringSendmsgZc),
+            report_usage: take(&mut checks, CheckId::UringReportUsage),
+            registered_buffers: take(&mut checks, CheckId::UringRegisteredBuffers),
+        }
+    })
+}
+
+fn uring_checks() -> Vec<Check> {
+    let io_uring_disabled: Option<u32> =
+        std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+    let memlock_soft = sys::memlock_limit().map_or(None, |(soft, _)| soft);
+    let cap_ipc_lock = sys::has_cap_ipc_lock();
+    use CheckId::*;
+    let mut setup = Probe::new(UringSetup);
+    setup.step("io_uring_setup(4)");
+    let ring = match sys::uring::setup(4) {
+        Ok(r) => r,
+        Err(e) => {
+            let why = match (e.raw_os_error(), io_uring_disabled) {
+                (_, Some(2)) => " (kernel.io_uring_disabled = 2: io_uring is switched off)".to_owned(),
+                (Some(libc::EPERM), Some(1)) => {
+                    " (kernel.io_uring_disabled = 1: only members of kernel.io_uring_group may use it)".to_owned()
+                }
+                (Some(libc::ENOSYS), Some(_)) => {
+                    " (the kernel has io_uring, so a seccomp filter must be refusing it)".to_owned()
+                }
+                _ => String::new(),
+            };
+            let first = setup.failed(
+                &format!("io_uring_setup{why}"),
+                &e,
+                "needs Linux 5.1+ with CONFIG_IO_URING",
+            );
+            let rest = [
+                UringSendZc,
+                UringSendmsgZc,
+                UringReportUsage,
+                UringRegisteredBuffers,
+            ]
+            .map(|id| Probe::new(id).skipped("io_uring is not usable here (see uring.setup)"));
+            return std::iter::once(first).chain(rest).collect();
+        }
+    };
+    let mut out = vec![setup.ok("io_uring_setup works")];
+
+    let mut send_zc = Probe::new(UringSendZc);
+    let mut sendmsg_zc = Probe::new(UringSendmsgZc);
+    send_zc.step("io_uring_register(IORING_REGISTER_PROBE)");
+    sendmsg_zc.step("io_uring_register(IORING_REGISTER_PROBE)");
+    let ops = match sys::uring::probe_opcodes(&ring) {
+        Ok(ops) => ops,
+        Err(e) => {
+            out.push(send_zc.failed("IORING_REGISTER_PROBE", &e, "needs Linux 5.6+"));
+            out.push(sendmsg_zc.failed("IORING_REGISTER_PROBE", &e, "needs Linux 5.6+"));
+            out.push(Probe::new(UringReportUsage).skipped("opcode probe failed"));
+            out.push(Probe::new(UringRegisteredBuffers).skipped("opcode probe failed"));
+            return out;
+        }
+    };
+    drop(ring);
+    out.push(if ops.sendmsg_zc {
+        sendmsg_zc.ok("the kernel lists IORING_OP_SENDMSG_ZC as supported")
+    } else {
+        sendmsg_zc.done(
+            Status::Unavailable,
+            "IORING_OP_SENDMSG_ZC is not in the opcode probe; needs Linux 6.1+",
+            None,
+        )
+    });
+    if !ops.send_zc {
+        out.insert(
+            1,
+            send_zc.done(
+                Status::Unavailable,
+                "IORING_OP_SEND_ZC is not in the opcode probe; needs Linux 6.0+",
+                None,
+            ),
+        );
+        out.push(Probe::new(UringReportUsage).skipped("no IORING_OP_SEND_ZC"));
+        out.push(Probe::new(UringRegisteredBuffers).skipped("no IORING_OP_SEND_ZC"));
+        return out;
+    }
+
+    // A real SEND_ZC over a connected UDP loopback pair, plain and with a registered buffer.
+    let pair = UdpSocket::bind(loopback(false)).and_then(|rx| {
+        let tx = UdpSocket::bind(loopback(false))?;
+        tx.connect(rx.local_addr()?)?;
+        Ok((tx, rx))
+    });
+    let (tx, _rx) = match pair {
+        Ok(p) => p,
+        Err(e) => {
+            out.insert(
+                1,
+                send_zc.failed("UDP pair on 127.0.0.1", &e, "needs IPv4 loopback"),
+            );
+            out.push(Probe::new(UringReportUsage).skipped("no UDP loopback"));
+            out.push(Probe::new(UringRegisteredBuffers).skipped("no UDP loopback"));
+            return out;
+        }
+    };
+    let mut usage = Probe::new(UringReportUsage);
+    usage.step("IORING_OP_SEND_ZC with IORING_SEND_ZC_REPORT_USAGE over loopback UDP");
+    send_zc.step("IORING_OP_SEND_ZC over loopback UDP");
+    match sys::uring::send_zc_once(
+        tx.as_fd(),
+        1024,
+        abi::IORING_SEND_ZC_REPORT_USAGE,
+        false,
+        TIMEOUT,
+    ) {
+        Ok(o) if o.result == -libc::EINVAL => {
+            out.insert(1, send_zc.ok("the opcode probe lists IORING_OP_SEND_ZC"));
+            out.push(usage.done(
+                Status::Unavailable,
+                "SEND_ZC rejects IORING_SEND_ZC_REPORT_USAGE (EINVAL); needs Linux 6.2+",
+                Some("EINVAL"),
+            ));
+        }
+        Ok(o) if o.result < 0 => {
+            let e = io::Error::from_raw_os_error(-o.result);
+            out.insert(
+                1,
+                send_zc.failed("IORING_OP_SEND_ZC", &e, "needs Linux 6.0+"),
+            );
+            out.push(Probe::new(UringReportUsage).skipped("SEND_ZC itself failed"));
+        }
+        Ok(o) => {
+            send_zc.detail("more", o.more);
+            out.insert(
+                1,
+                send_zc.ok(format!(
+                    "a SEND_ZC request sent {} bytes; result CQE then notification CQE",
+                    o.result
+                )),
+            );
+            match o.copied() {
+                Some(copied) => {
+                    usage.detail("copied", copied);
+                    let how = if copied {
+                        "copied, as over loopback"
+                    } else {
+                        "not copied"
+                    };
+                    out.push(usage.ok(format!("the notification reports usage ({how})")));
+                }
+                None => out.push(usage.done(
+                    Status::Unavailable,
+                    "no notification CQE followed the result",
+                    None,
+                )),
+            }
+        }
+        Err(e) => {
+            out.insert(
+                1,
+                send_zc.failed("IORING_OP_SEND_ZC", &e, "needs Linux 6.0+"),
+            );
+            out.push(Probe::new(UringReportUsage).skipped("SEND_ZC itself failed"));
+        }
+    }
+
+    let mut fixed = Probe::new(UringRegisteredBuffers);
+    fixed.step(
+        "IORING_REGISTER_BUFFERS (one page); IORING_OP_SEND_ZC with IORING_RECVSEND_FIXED_BUF",
+    );
+    fixed.detail("memlock_soft", memlock_soft);
+    fixed.detail("memlock_exempt", cap_ipc_lock);
+    let limit = match (cap_ipc_lock, memlock_soft) {
+        (true, _) => "CAP_IPC_LOCK exempts this process from RLIMIT_MEMLOCK".to_owned(),
+        (false, None) => "RLIMIT_MEMLOCK is unlimited".to_owned(),
+        (false, Some(n)) => format!(
+            "registered buffers may pin up to {} KiB (RLIMIT_MEMLOCK)",
+            n / 1024
+        ),
+    };
+    out.push(
+        match sys::uring::send_zc_once(tx.as_fd(), sys::page_size(), 0, true, TIMEOUT) {
+            Ok(o) if o.result >= 0 => {
+                fixed.ok(format!("a registered-buffer SEND_ZC worked; {limit}"))
+            }
+            Ok(o) => fixed.failed(
+                "SEND_ZC(FIXED_BUF)",
+                &io::Error::from_raw_os_error(-o.result),
+                "needs Linux 6.0+",
+            ),
+            Err(e) => fixed.failed("IORING_REGISTER_BUFFERS", &e, &limit),
+        },
+    );
+    out
 }

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};
 
 use netlab::pattern;
-use zcnet::peek::{Method, PeekCursor, PeekError};
+use zcnet::peek::{Config, Mode as Method, PeekCursor, PeekError};
 
 const STREAM: usize = 1 << 20;
 
@@ -49,10 +49,7 @@ fn run_model(addr: &str, method: Method, seed: u64) {
         c.shutdown(Shutdown::Write).unwrap();
         c
     });
-    let mut cur = match method {
-        Method::PeekOffset => PeekCursor::new(s).unwrap(),
-        Method::DiscardBuffer => PeekCursor::with_method(s, Method::DiscardBuffer).unwrap(),
-    };
+    let mut cur = PeekCursor::new(s, Config { mode: method }).unwrap();
     assert_eq!(cur.method(), method, "{:?}", cur.fallback_reason());
     let mut rng = Rng(seed | 1);
     // The model: the first unconsumed byte and the next byte a peek returns.
@@ -124,7 +121,7 @@ fn run_model(addr: &str, method: Method, seed: u64) {
     assert_eq!(counters.consumed_bytes, STREAM as u64);
     match method {
         Method::PeekOffset => assert_eq!(counters.reread_bytes, 0),
-        Method::DiscardBuffer => assert!(counters.reread_bytes > 0, "seed {seed}"),
+        _ => assert!(counters.reread_bytes > 0, "seed {seed}"),
     }
     drop(writer.join().unwrap());
 }
@@ -150,7 +147,7 @@ fn random_interleavings_match_the_model_with_the_discard_buffer() {
 #[test]
 fn new_picks_the_peek_offset_here_and_says_nothing() {
     let (_c, s) = pair("127.0.0.1:0").unwrap();
-    let cur = PeekCursor::new(s).unwrap();
+    let cur = PeekCursor::new(s, Config::default()).unwrap();
     // Linux 6.9+ takes SO_PEEK_OFF on TCP; this machine runs 6.18.
     assert_eq!(
         cur.method(),
@@ -164,6 +161,6 @@ fn new_picks_the_peek_offset_here_and_says_nothing() {
 #[test]
 fn a_udp_socket_is_refused() {
     let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let e = PeekCursor::new(u).unwrap_err();
+    let e = PeekCursor::new(u, Config::default()).unwrap_err();
     assert!(e.to_string().contains("needs a TCP socket"), "{e}");
 }

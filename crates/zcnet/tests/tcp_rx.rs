@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use netlab::pattern::{self, Verifier};
 use netlab::{Family, LoopbackLab, Netns, require_lab};
-use zcnet::msg_zerocopy::{CopiedPolicy, SenderConfig, ZerocopySender};
-use zcnet::tcp_rx::{Config, RxError, TcpZerocopyReceiver};
+use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZerocopySender};
+use zcnet::tcp_rx::{Config, Mode, RxError, TcpZerocopyReceiver};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-fn set_mss(s: &impl AsFd, mss: i32) {
-    zcnet::sys::setsockopt(s.as_fd(), libc::IPPROTO_TCP, libc::TCP_MAXSEG, &mss)
+fn set_mss<S: AsFd>(s: &S, mss: i32) {
+    socket2::SockRef::from(s)
+        .set_tcp_mss(mss as u32)
         .expect("TCP_MAXSEG");
 }
 
@@ -37,23 +38,27 @@ fn pair(ns: Option<&Netns>, ip: IpAddr, mss: Option<i32>) -> (TcpStream, TcpStre
 
 /// connect(2) with TCP_MAXSEG set before the handshake.
 fn socket_connect(addr: SocketAddr, mss: Option<i32>) -> TcpStream {
-    let domain = if addr.is_ipv4() {
-        libc::AF_INET
-    } else {
-        libc::AF_INET6
-    };
-    let fd = zcnet::sys::socket(domain, libc::SOCK_STREAM, 0).unwrap();
+    let fd = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )
+    .unwrap();
     if let Some(m) = mss {
         set_mss(&fd, m);
     }
-    zcnet::sys::connect(fd.as_fd(), &addr).unwrap();
+    fd.connect(&addr.into()).unwrap();
     TcpStream::from(fd)
 }
 
 /// A sender of the static pattern that keeps using MSG_ZEROCOPY even though loopback copies.
 fn pattern_sender(client: TcpStream, zerocopy: bool) -> ZerocopySender<TcpStream, &'static [u8]> {
     let config = SenderConfig {
-        zerocopy,
+        mode: if zerocopy {
+            msg_zerocopy::Mode::ZeroCopy
+        } else {
+            msg_zerocopy::Mode::Copy
+        },
         policy: CopiedPolicy::Keep,
         ..SenderConfig::default()
     };
@@ -97,7 +102,7 @@ fn receiver(server: TcpStream) -> TcpZerocopyReceiver<TcpStream> {
     .unwrap()
 }
 
-fn receive_all(server: TcpStream, config: Config) -> (Verifier, zcnet::tcp_rx::RxStats) {
+fn receive_all(server: TcpStream, config: Config) -> (Verifier, zcnet::tcp_rx::Counters) {
     let mut rx = TcpZerocopyReceiver::new(
         server,
         Config {
@@ -113,7 +118,7 @@ fn receive_all(server: TcpStream, config: Config) -> (Verifier, zcnet::tcp_rx::R
             v.check(part);
         }
     }
-    (v, rx.stats())
+    (v, rx.counters())
 }
 
 fn sizes_case() -> Vec<Vec<usize>> {
@@ -149,7 +154,7 @@ fn sizes_case() -> Vec<Vec<usize>> {
 
 #[test]
 fn awkward_sizes_and_splits_arrive_intact_on_both_paths() {
-    for force_copy in [false, true] {
+    for mode in [Mode::ZeroCopy, Mode::Copy] {
         for sizes in sizes_case() {
             let total: usize = sizes.iter().sum();
             let (client, server) = pair(None, "127.0.0.1".parse().unwrap(), None);
@@ -157,7 +162,7 @@ fn awkward_sizes_and_splits_arrive_intact_on_both_paths() {
             let (v, stats) = receive_all(
                 server,
                 Config {
-                    force_copy,
+                    mode,
                     ..Config::default()
                 },
             );
@@ -170,7 +175,7 @@ fn awkward_sizes_and_splits_arrive_intact_on_both_paths() {
             );
             assert_eq!(v.offset(), total as u64);
             assert_eq!(stats.bytes(), total as u64);
-            if force_copy {
+            if mode == Mode::Copy {
                 assert_eq!(stats.bytes_mapped, 0);
                 assert_eq!(stats.zc_calls, 0);
             }
@@ -234,11 +239,9 @@ fn reset_mid_stream_is_a_clear_error_and_nothing_unreceived_is_reported() {
     for part in first.parts() {
         v.check(part);
     }
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    zcnet::sys::setsockopt(client.as_fd(), libc::SOL_SOCKET, libc::SO_LINGER, &linger).unwrap();
+    socket2::SockRef::from(&client)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
     drop(client);
     let err = loop {
         match rx.recv() {
@@ -258,7 +261,7 @@ fn reset_mid_stream_is_a_clear_error_and_nothing_unreceived_is_reported() {
                 std::io::ErrorKind::ConnectionReset,
                 "{source}"
             );
-            assert_eq!(received, rx.stats().bytes());
+            assert_eq!(received, rx.counters().bytes());
             assert!(received <= sent as u64);
         }
         other => panic!("unexpected error {other}"),
@@ -267,7 +270,7 @@ fn reset_mid_stream_is_a_clear_error_and_nothing_unreceived_is_reported() {
         v.ok(),
         "bytes handed out before the reset must be the stream's"
     );
-    assert_eq!(v.offset(), rx.stats().bytes());
+    assert_eq!(v.offset(), rx.counters().bytes());
 }
 
 #[test]

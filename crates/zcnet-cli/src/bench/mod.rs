@@ -245,7 +245,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             "uring-tx (sink)",
             Box::new(move || {
                 use zcnet::uring::Mode;
-                let modes = [Mode::Copy, Mode::Zc, Mode::ZcFixed];
+                let modes = [Mode::Copy, Mode::ZeroCopy, Mode::ZeroCopyFixed];
                 uring_tx::bench(
                     &["sink"],
                     Family::V4,

@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use netlab::{CONGESTION, Family, Side, VethLab, pattern};
 use serde_json::json;
-use zcnet::peek::Method;
+use zcnet::peek::Mode as Method;
 
 use super::{Common, Outcome, Pinned, SummaryRow, pin};
 use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
-use crate::relay::{Settings, relay_connection};
+use zcnet::relay::{self as zrelay, Config as Settings};
 
 /// A downstream condition: the relay's bound on unacknowledged bytes (`--max-unacked`). The
 /// source is faster than the rate-limited link, so the relay stays at its bound: each
@@ -97,7 +97,7 @@ fn one_run(
     let relay_addr = front.local_addr()?;
     let settings = Settings {
         targets: vec![dest],
-        method: Some(method),
+        mode: method,
         max_unacked: cond.max_unacked,
         ack_timeout: Duration::from_secs(10),
         connect_timeout: Duration::from_secs(5),
@@ -110,7 +110,7 @@ fn one_run(
             pin(0);
             let (src, _) = front.accept()?;
             let meter = Meter::start();
-            let stats = relay_connection(src, &settings)?;
+            let stats = zrelay::relay(src, &settings)?;
             let mut samples = stats.unacked_samples.clone();
             samples.sort_unstable();
             let median = samples.get(samples.len() / 2).copied().unwrap_or(0);

@@ -13,15 +13,14 @@
 //! that added about 30 µs per MB to the zero-copy receiver.
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use netlab::pattern::{self, Verifier};
 use netlab::{CONGESTION, Family, LoopbackLab, Netns, Side, VethLab};
 use serde_json::json;
-use zcnet::msg_zerocopy::{CopiedPolicy, SendCounters, SenderConfig, ZerocopySender};
-use zcnet::tcp_rx::{Config, Release, RxStats, TcpZerocopyReceiver};
+use zcnet::msg_zerocopy::{self, CopiedPolicy, Counters as SendCounters, ZerocopySender};
+use zcnet::tcp_rx::{self, Config, Counters as RxStats, Release, TcpZerocopyReceiver};
 
 use super::{Common, Outcome, Pinned, SummaryRow, pin};
 use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
@@ -192,9 +191,9 @@ impl Lab {
     }
 }
 
-fn set_mss(s: &impl AsFd, mss: Option<i32>) -> anyhow::Result<()> {
+fn set_mss(s: socket2::SockRef<'_>, mss: Option<i32>) -> anyhow::Result<()> {
     if let Some(m) = mss {
-        zcnet::sys::setsockopt(s.as_fd(), libc::IPPROTO_TCP, libc::TCP_MAXSEG, &m)
+        s.set_tcp_mss(u32::try_from(m).context("MSS")?)
             .context("setsockopt(TCP_MAXSEG)")?;
     }
     Ok(())
@@ -202,29 +201,30 @@ fn set_mss(s: &impl AsFd, mss: Option<i32>) -> anyhow::Result<()> {
 
 fn listen(addr: SocketAddr, mss: Option<i32>) -> anyhow::Result<TcpListener> {
     let l = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
-    set_mss(&l, mss)?;
+    set_mss(socket2::SockRef::from(&l), mss)?;
     Ok(l)
 }
 
 fn connect(addr: SocketAddr, mss: Option<i32>) -> anyhow::Result<TcpStream> {
-    let domain = if addr.is_ipv4() {
-        libc::AF_INET
-    } else {
-        libc::AF_INET6
-    };
-    let fd = zcnet::sys::socket(domain, libc::SOCK_STREAM, 0).context("socket")?;
-    set_mss(&fd, mss)?;
-    zcnet::sys::connect(fd.as_fd(), &addr).with_context(|| format!("connecting to {addr}"))?;
-    Ok(TcpStream::from(fd))
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )
+    .context("socket")?;
+    set_mss(socket2::SockRef::from(&s), mss)?;
+    s.connect(&addr.into())
+        .with_context(|| format!("connecting to {addr}"))?;
+    Ok(TcpStream::from(s))
 }
 
 /// Streams the pattern for `seconds` on `stream` with MSG_ZEROCOPY, then closes it. The
 /// sender keeps zero-copy on although loopback copies: that deferred copy is what makes the
 /// receiver's pages mappable.
 fn send_for(stream: TcpStream, seconds: f64) -> anyhow::Result<SendCounters> {
-    let config = SenderConfig {
+    let config = msg_zerocopy::Config {
         policy: CopiedPolicy::Keep,
-        ..SenderConfig::default()
+        ..msg_zerocopy::Config::default()
     };
     let mut tx = ZerocopySender::new(stream, config).context("enabling SO_ZEROCOPY")?;
     let start = Instant::now();
@@ -246,7 +246,11 @@ fn receive(conn: TcpStream, mode: Mode, s: &Settings) -> anyhow::Result<(Run, Rx
     let config = Config {
         window: s.window,
         rcvlowat: Some(s.window),
-        force_copy: mode == Mode::Copy,
+        mode: if mode == Mode::Copy {
+            tcp_rx::Mode::Copy
+        } else {
+            tcp_rx::Mode::ZeroCopy
+        },
         release: if mode == Mode::ZcKernelZap {
             Release::KernelZap
         } else {
@@ -270,7 +274,7 @@ fn receive(conn: TcpStream, mode: Mode, s: &Settings) -> anyhow::Result<(Run, Rx
             }
         }
     }
-    let stats = rx.stats();
+    let stats = rx.counters();
     let run = meter.finish(Work {
         bytes: stats.bytes(),
         requests: None,

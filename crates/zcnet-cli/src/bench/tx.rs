@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use netlab::{CONGESTION, Family, LoopbackLab, Netns, Side, SinkLab, VethLab, pattern};
 use serde_json::json;
-use zcnet::msg_zerocopy::{CopiedPolicy, SenderConfig, ZerocopySender};
+use zcnet::ZeroCopyCounters as _;
+use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZerocopySender};
 
 use super::{Common, Outcome, Pinned, SummaryRow, pin};
 use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
@@ -63,13 +64,13 @@ impl Mode {
     fn config(self) -> SenderConfig {
         match self {
             Mode::Copy => SenderConfig {
-                zerocopy: false,
+                mode: msg_zerocopy::Mode::Copy,
                 ..SenderConfig::default()
             },
             Mode::Zc => SenderConfig {
+                mode: msg_zerocopy::Mode::ZeroCopy,
                 threshold: 0,
                 policy: CopiedPolicy::Keep,
-                zerocopy: true,
             },
             Mode::ZcAdaptive => SenderConfig::default(),
         }
@@ -242,7 +243,7 @@ fn send_for<S: std::os::fd::AsFd>(
     Ok(meter.finish(Work {
         bytes: calls * size as u64,
         requests: Some(calls),
-        zero_copy_share: Some(c.zero_copy_share()),
+        zero_copy_share: Some(c.zero_copy_share().unwrap_or(0.0)),
         verified: None,
     }))
 }

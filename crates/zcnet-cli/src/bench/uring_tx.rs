@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use netlab::{Family, pattern};
 use serde_json::json;
+use zcnet::ZeroCopyCounters as _;
 use zcnet::uring::{Config, Mode, Pool, UringSender};
 
 use super::tx::{self, Lab, Proto};
@@ -31,7 +32,6 @@ pub const CONFIG: Config = Config {
     window: 128,
     batch: 16,
     stall_timeout: Duration::from_secs(10),
-    force_copy: false,
 };
 
 /// Sender mode, as the command line names it.
@@ -49,8 +49,8 @@ impl From<ModeArg> for Mode {
     fn from(m: ModeArg) -> Mode {
         match m {
             ModeArg::Copy => Mode::Copy,
-            ModeArg::Zc => Mode::Zc,
-            ModeArg::ZcFixed => Mode::ZcFixed,
+            ModeArg::Zc => Mode::ZeroCopy,
+            ModeArg::ZcFixed => Mode::ZeroCopyFixed,
         }
     }
 }
@@ -132,7 +132,7 @@ fn send_for<S: AsFd>(socket: S, mode: Mode, seconds: f64, pool: &Pool) -> anyhow
     let run = meter.finish(Work {
         bytes: requests * size as u64,
         requests: Some(requests),
-        zero_copy_share: Some(c.zero_copy_share()),
+        zero_copy_share: Some(c.zero_copy_share().unwrap_or(0.0)),
         verified: None,
     });
     if let Some(e) = failed {
@@ -327,7 +327,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         bail!("--size {s}: give 1 to 65507 bytes (the largest UDP datagram over IPv4)");
     }
     let modes: Vec<Mode> = if opt.modes.is_empty() {
-        vec![Mode::Copy, Mode::Zc, Mode::ZcFixed]
+        vec![Mode::Copy, Mode::ZeroCopy, Mode::ZeroCopyFixed]
     } else {
         opt.modes.iter().map(|&m| m.into()).collect()
     };

@@ -16,11 +16,14 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use crate::errqueue::{self, Completion, Entry};
+use crate::support::TIMEOUT;
+use crate::support::{Check, CheckId, Probe, Status, loopback, tcp_pair};
 use crate::sys::{self, abi};
+use std::sync::OnceLock;
 
 mod tracker;
-pub use crate::sys::owned_buf::OwnedBuf;
-pub use tracker::{Returned, Tracker};
+pub use crate::loan::{OwnedBuf, Returned, SendError};
+pub use tracker::{Freed, Tracker};
 
 /// Errors of enabling or using `MSG_ZEROCOPY`.
 #[derive(Debug, thiserror::Error)]
@@ -37,10 +40,10 @@ pub enum ZerocopyError {
     #[error("no MSG_ZEROCOPY completion within {0:?} (the buffer was leaked, not freed)")]
     Timeout(Duration),
     /// A system call failed.
-    #[error("{op}: {source}")]
+    #[error("{call}: {source}")]
     Io {
         /// The call that failed.
-        op: &'static str,
+        call: &'static str,
         /// The kernel's error.
         #[source]
         source: io::Error,
@@ -48,7 +51,7 @@ pub enum ZerocopyError {
 }
 
 fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ZerocopyError {
-    move |source| ZerocopyError::Io { op, source }
+    move |source| ZerocopyError::Io { call: op, source }
 }
 
 /// `setsockopt(SOL_SOCKET, SO_ZEROCOPY, 1)`: without it `MSG_ZEROCOPY` is silently ignored.
@@ -155,7 +158,8 @@ impl Default for CopiedPolicy {
 
 /// What a [`ZerocopySender`] has done so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SendCounters {
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Counters {
     /// Send calls made with `MSG_ZEROCOPY` (each takes one completion id).
     pub zerocopy_calls: u64,
     /// Bytes sent by those calls.
@@ -176,43 +180,72 @@ pub struct SendCounters {
     pub queued_errors: u64,
 }
 
-impl SendCounters {
+impl Counters {
     /// Completed zero-copy calls not flagged copied, as a fraction of completed calls.
     pub fn not_copied_share(&self) -> Option<f64> {
         (self.completed_calls > 0).then(|| {
             (self.completed_calls - self.copied_calls) as f64 / self.completed_calls as f64
         })
     }
+}
 
-    /// Fraction of the bytes sent that went with `MSG_ZEROCOPY` and were not reported copied
-    /// (estimated per call: calls flagged copied count their share of the zero-copy bytes).
-    pub fn zero_copy_share(&self) -> f64 {
-        let total = self.zerocopy_bytes + self.copy_bytes;
-        match (total, self.not_copied_share()) {
-            (0, _) | (_, None) => 0.0,
-            (t, Some(s)) => self.zerocopy_bytes as f64 * s / t as f64,
-        }
+impl crate::ZeroCopyCounters for Counters {
+    /// Bytes sent with `MSG_ZEROCOPY` whose completions were not flagged copied (estimated per
+    /// call: calls flagged copied count their share of the zero-copy bytes; none before the
+    /// first completion).
+    fn zero_copy_bytes(&self) -> u64 {
+        let share = self.not_copied_share().unwrap_or(0.0);
+        (self.zerocopy_bytes as f64 * share) as u64
     }
+    /// Bytes sent by copy, plus zero-copy bytes the kernel copied.
+    fn copied_bytes(&self) -> u64 {
+        self.copy_bytes + self.zerocopy_bytes - self.zero_copy_bytes()
+    }
+    /// `ENOBUFS` fallbacks and copied-policy switches.
+    fn fallbacks(&self) -> u64 {
+        self.enobufs_fallbacks + self.policy_disables
+    }
+}
+
+/// A second `io::Error` with the same errno (or kind and message): `io::Error` is not `Clone`.
+fn copy_error(e: &io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(errno) => io::Error::from_raw_os_error(errno),
+        None => io::Error::new(e.kind(), e.to_string()),
+    }
+}
+
+/// How a [`ZerocopySender`] sends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mode {
+    /// `MSG_ZEROCOPY` for buffers of at least [`Config::threshold`] bytes, as the copied policy
+    /// allows; by copy where the socket refuses `SO_ZEROCOPY`, saying why
+    /// ([`ZerocopySender::fallback_reason`]).
+    #[default]
+    ZeroCopy,
+    /// Every send by copy: the copying twin, with the same API.
+    Copy,
 }
 
 /// How a [`ZerocopySender`] behaves.
 #[derive(Clone, Copy, Debug)]
-pub struct SenderConfig {
+pub struct Config {
+    /// Zero-copy (default) or copy.
+    pub mode: Mode,
     /// Buffers smaller than this go by copy (default 16 KiB; the kernel documentation puts the
     /// break-even near 10 KB).
     pub threshold: usize,
     /// What to do about completions flagged copied.
     pub policy: CopiedPolicy,
-    /// Use `MSG_ZEROCOPY` at all (false: the copying twin, with the same API).
-    pub zerocopy: bool,
 }
 
-impl Default for SenderConfig {
+impl Default for Config {
     fn default() -> Self {
-        SenderConfig {
+        Config {
+            mode: Mode::ZeroCopy,
             threshold: DEFAULT_THRESHOLD,
             policy: CopiedPolicy::default(),
-            zerocopy: true,
         }
     }
 }
@@ -227,24 +260,9 @@ pub struct BorrowToken(pub u64);
 /// What the tracker holds for a send: an owned buffer, or the token of a borrowed one.
 #[derive(Debug)]
 enum Slot<B> {
-    Owned(B),
+    /// The caller's buffer, and the error that ended its send part-way with the bytes sent.
+    Owned(B, Option<(io::Error, usize)>),
     Borrowed(BorrowToken),
-}
-
-/// A failed send. `buf` is the buffer when none of it was loaned to the kernel; when part of it
-/// was, the buffer comes back later through [`ZerocopySender::returned`] like any other.
-#[derive(Debug, thiserror::Error)]
-#[error("send failed after {sent} of {len} bytes: {error}")]
-pub struct SendError<B> {
-    /// The kernel's error (`ECONNRESET`, `EPIPE`, ...).
-    #[source]
-    pub error: io::Error,
-    /// Bytes of this buffer sent before the error.
-    pub sent: usize,
-    /// Length of the buffer.
-    pub len: usize,
-    /// The buffer, if the kernel holds none of it.
-    pub buf: Option<B>,
 }
 
 /// A sender that loans owned buffers to the kernel with `MSG_ZEROCOPY` and gives each back
@@ -264,11 +282,13 @@ pub struct ZerocopySender<S: AsFd, B: OwnedBuf> {
     ready: std::collections::VecDeque<Returned<B>>,
     borrowed_done: Vec<BorrowToken>,
     next_token: u64,
-    config: SenderConfig,
+    config: Config,
     /// Why zero-copy is off for good, if it is.
     disabled: Option<String>,
     copy_for: u64,
-    counters: SendCounters,
+    counters: Counters,
+    /// An error that ended a partly loaned send, reported again by the next send.
+    pending_error: Option<io::Error>,
 }
 
 impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
@@ -277,8 +297,8 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
     ///
     /// # Errors
     /// The `setsockopt` error other than "unsupported".
-    pub fn new(socket: S, config: SenderConfig) -> Result<Self, ZerocopyError> {
-        let disabled = if !config.zerocopy {
+    pub fn new(socket: S, config: Config) -> Result<Self, ZerocopyError> {
+        let disabled = if config.mode == Mode::Copy {
             Some("copy mode requested".to_owned())
         } else {
             match enable(&socket) {
@@ -298,7 +318,8 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
             config,
             disabled,
             copy_for: 0,
-            counters: SendCounters::default(),
+            counters: Counters::default(),
+            pending_error: None,
         })
     }
 
@@ -313,7 +334,7 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
     }
 
     /// Counters so far.
-    pub fn counters(&self) -> SendCounters {
+    pub fn counters(&self) -> Counters {
         self.counters
     }
 
@@ -328,14 +349,22 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
     }
 
     /// Moves freed slots to where their owners find them.
-    fn settle(&mut self, freed: Vec<Returned<Slot<B>>>) {
+    fn settle(&mut self, freed: Vec<Freed<Slot<B>>>) {
         for r in freed {
             match r.buf {
-                Slot::Owned(buf) => self.ready.push_back(Returned {
-                    buf,
-                    zerocopy: r.zerocopy,
-                    copied: r.copied,
-                }),
+                Slot::Owned(buf, failed) => {
+                    let (error, sent) = match failed {
+                        Some((e, sent)) => (Some(e), sent),
+                        None => (None, buf.bytes().len()),
+                    };
+                    self.ready.push_back(Returned {
+                        buf,
+                        sent,
+                        error,
+                        zero_copy: r.zerocopy,
+                        copied: r.zerocopy.then_some(r.copied),
+                    })
+                }
                 Slot::Borrowed(token) => self.borrowed_done.push(token),
             }
         }
@@ -435,6 +464,13 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
     /// # Errors
     /// As [`send`](Self::send).
     pub fn send_with(&mut self, buf: B, flags: i32) -> Result<(), SendError<B>> {
+        if let Some(error) = self.pending_error.take() {
+            return Err(SendError {
+                error,
+                sent: 0,
+                buf,
+            });
+        }
         let len = buf.bytes().len();
         let zerocopy =
             self.disabled.is_none() && self.copy_for == 0 && len >= self.config.threshold;
@@ -444,17 +480,14 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
                 Ok(()) => {
                     self.ready.push_back(Returned {
                         buf,
-                        zerocopy: false,
-                        copied: false,
+                        sent: len,
+                        error: None,
+                        zero_copy: false,
+                        copied: None,
                     });
                     Ok(())
                 }
-                Err((error, sent)) => Err(SendError {
-                    error,
-                    sent,
-                    len,
-                    buf: Some(buf),
-                }),
+                Err((error, sent)) => Err(SendError { error, sent, buf }),
             };
         }
         // Zero-copy calls until all is sent; ENOBUFS sends the rest by copy.
@@ -464,21 +497,18 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
         };
         let mut freed = Vec::new();
         match result {
-            Err((error, sent)) if calls == 0 => Err(SendError {
-                error,
-                sent,
-                len,
-                buf: Some(buf),
-            }),
+            Err((error, sent)) if calls == 0 => Err(SendError { error, sent, buf }),
             result => {
-                self.tracker.push(Slot::Owned(buf), calls, &mut freed);
+                // Part of the buffer is loaned: it comes back with its completion, carrying
+                // the error, which the next send reports too.
+                let failed = result.err().map(|(e, sent)| {
+                    self.pending_error = Some(copy_error(&e));
+                    (e, sent)
+                });
+                self.tracker
+                    .push(Slot::Owned(buf, failed), calls, &mut freed);
                 self.settle(freed);
-                result.map_err(|(error, sent)| SendError {
-                    error,
-                    sent,
-                    len,
-                    buf: None,
-                })
+                Ok(())
             }
         }
     }
@@ -567,4 +597,99 @@ impl<S: AsFd, B: OwnedBuf> Drop for ZerocopySender<S, B> {
             std::mem::forget(slot);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Support: this mechanism's own checks, run once per process.
+
+/// What this kernel allows of `MSG_ZEROCOPY`: see [`support`].
+#[derive(Clone, Debug)]
+pub struct Support {
+    /// `tx.msg_zerocopy_tcp` (Linux 4.14).
+    pub tcp: Check,
+    /// `tx.msg_zerocopy_udp` (Linux 5.0).
+    pub udp: Check,
+}
+
+impl Support {
+    /// The checks, for a report.
+    pub fn checks(&self) -> Vec<Check> {
+        vec![self.tcp.clone(), self.udp.clone()]
+    }
+}
+
+/// Whether `SO_ZEROCOPY` + `MSG_ZEROCOPY` work on TCP and on UDP here: one send each over
+/// loopback and its completion read from the error queue; once per process, then cached.
+pub fn support() -> &'static Support {
+    static SUPPORT: OnceLock<Support> = OnceLock::new();
+    SUPPORT.get_or_init(|| Support {
+        tcp: tx_tcp_check(),
+        udp: tx_udp_check(),
+    })
+}
+
+fn zerocopy_outcome(mut p: Probe, r: Result<Completion, ZerocopyError>, proto: &str) -> Check {
+    match r {
+        Ok(c) => {
+            p.detail("copied", c.copied);
+            let how = if c.copied {
+                "flagged copied, as it always is over loopback"
+            } else {
+                "not copied"
+            };
+            p.ok(format!(
+                "SO_ZEROCOPY accepted and a {proto} MSG_ZEROCOPY send completed on the error queue ({how})"
+            ))
+        }
+        Err(ZerocopyError::Unsupported { reason, .. }) => {
+            p.step("setsockopt(SO_ZEROCOPY) -> unsupported");
+            let need = if proto == "UDP" {
+                "Linux 5.0+"
+            } else {
+                "Linux 4.14+"
+            };
+            p.done(
+                Status::Unavailable,
+                format!("SO_ZEROCOPY refused on {proto}: {reason}; needs {need}"),
+                Some("ENOPROTOOPT"),
+            )
+        }
+        Err(ZerocopyError::Timeout(t)) => p.done(
+            Status::Unavailable,
+            format!("MSG_ZEROCOPY send accepted but no completion within {t:?}"),
+            Some("ETIMEDOUT"),
+        ),
+        Err(ZerocopyError::Io { call, source }) => {
+            p.failed(call, &source, "MSG_ZEROCOPY send failed")
+        }
+    }
+}
+
+fn tx_tcp_check() -> Check {
+    let mut p = Probe::new(CheckId::TxTcp);
+    let (client, _server) = match tcp_pair(false) {
+        Ok(pair) => pair,
+        Err(e) => return p.failed("TCP pair on 127.0.0.1", &e, "needs IPv4 loopback"),
+    };
+    p.step(
+        "setsockopt(SO_ZEROCOPY, 1); send(MSG_ZEROCOPY) over loopback TCP; recvmsg(MSG_ERRQUEUE)",
+    );
+    let r = enable(&client).and_then(|()| send_once(&client, None, 4096, TIMEOUT));
+    zerocopy_outcome(p, r, "TCP")
+}
+
+fn tx_udp_check() -> Check {
+    let mut p = Probe::new(CheckId::TxUdp);
+    let receiver = match UdpSocket::bind(loopback(false)) {
+        Ok(s) => s,
+        Err(e) => return p.failed("bind UDP 127.0.0.1", &e, "needs IPv4 loopback"),
+    };
+    let dest = match receiver.local_addr() {
+        Ok(a) => a,
+        Err(e) => return p.failed("getsockname", &e, ""),
+    };
+    p.step(
+        "setsockopt(SO_ZEROCOPY, 1); sendto(MSG_ZEROCOPY) over loopback UDP; recvmsg(MSG_ERRQUEUE)",
+    );
+    zerocopy_outcome(p, udp_send_once(dest, 4096, TIMEOUT), "UDP")
 }

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use crate::errqueue::Completion;
 
-/// A buffer given back: the kernel no longer reads it.
+/// A buffer freed by the tracker: the kernel no longer reads it.
 #[derive(Debug)]
-pub struct Returned<B> {
+pub struct Freed<B> {
     /// The buffer.
     pub buf: B,
     /// Whether it went out with `MSG_ZEROCOPY` (false: sent by copy, returned at once).
@@ -72,9 +72,9 @@ impl<B> Tracker<B> {
 
     /// Records that `calls` successful zero-copy send calls carried `buf` (their ids are the
     /// next `calls` ids). With `calls == 0` the buffer is returned at once.
-    pub fn push(&mut self, buf: B, calls: u64, out: &mut Vec<Returned<B>>) {
+    pub fn push(&mut self, buf: B, calls: u64, out: &mut Vec<Freed<B>>) {
         if calls == 0 {
-            out.push(Returned {
+            out.push(Freed {
                 buf,
                 zerocopy: false,
                 copied: false,
@@ -93,7 +93,7 @@ impl<B> Tracker<B> {
             remaining -= 1;
         }
         if remaining == 0 {
-            out.push(Returned {
+            out.push(Freed {
                 buf,
                 zerocopy: true,
                 copied,
@@ -118,7 +118,7 @@ impl<B> Tracker<B> {
     }
 
     /// Applies one completion range, returning every buffer it frees.
-    pub fn complete(&mut self, c: Completion, out: &mut Vec<Returned<B>>) {
+    pub fn complete(&mut self, c: Completion, out: &mut Vec<Freed<B>>) {
         let last = self.unwrap(c.last);
         let first = last.saturating_sub(c.count() - 1);
         // Ids at or past `next` belong to calls not yet registered (a send in progress).
@@ -148,7 +148,7 @@ impl<B> Tracker<B> {
             e.copied |= c.copied;
             if e.remaining == 0 {
                 let e = self.inflight.remove(&k).expect("key just listed");
-                out.push(Returned {
+                out.push(Freed {
                     buf: e.buf,
                     zerocopy: true,
                     copied: e.copied,

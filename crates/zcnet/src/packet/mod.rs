@@ -20,6 +20,8 @@
 
 pub mod block;
 pub mod pcap;
+mod support;
+pub use support::{Support, support};
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

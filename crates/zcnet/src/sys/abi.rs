@@ -2,6 +2,8 @@
 //!
 //! Values come from `include/uapi/linux/*.h`; they are part of the stable ABI, so they are
 //! defined here once instead of depending on which of them a given `libc` release exports.
+//! The table names the kernel's values of a field whether or not zcnet reads every one.
+#![allow(dead_code)]
 
 /// `SO_ZEROCOPY` (`asm-generic/socket.h`, Linux 4.14).
 pub const SO_ZEROCOPY: i32 = 60;
@@ -197,15 +199,15 @@ pub struct TpacketReq3 {
 /// Marker for plain-old-data structs that may be passed to the kernel by pointer and length.
 ///
 /// # Safety
-/// Implementors must be `repr(C)` (or primitive), valid for any bit pattern and without
-/// interior pointers the kernel could dereference.
+/// Implementors must be `repr(C)` (or primitive), valid for any bit pattern and hold no
+/// addresses, not even as integers: the kernel dereferences some fields it reads as `u64`
+/// (`struct tcp_zerocopy_receive`'s `address` and `copybuf_address` are why that struct is not
+/// `Pod`: a generic `getsockopt` with it would let the caller choose where the kernel writes).
 pub unsafe trait Pod: Copy {}
 // SAFETY: primitive integers are valid for every bit pattern.
 unsafe impl Pod for i32 {}
 // SAFETY: primitive integers are valid for every bit pattern.
 unsafe impl Pod for u32 {}
-// SAFETY: repr(C) struct of integers only.
-unsafe impl Pod for TcpZerocopyReceive {}
 // SAFETY: repr(C) struct of integers only.
 unsafe impl Pod for TpacketReq3 {}
 // SAFETY: repr(C) struct of integers only.
@@ -234,10 +236,6 @@ pub struct TcpInfo {
     /// `tcpi_bytes_retrans` (4.19).
     pub bytes_retrans: u64,
 }
-
-/// Offset of `tcpi_bytes_acked` in `struct tcp_info`: a `getsockopt` that wrote less than this
-/// plus 8 bytes comes from a kernel without the field.
-pub const TCPI_BYTES_ACKED_END: usize = 128;
 
 #[cfg(test)]
 mod tcp_info_layout {

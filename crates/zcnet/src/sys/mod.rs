@@ -161,25 +161,6 @@ pub fn sendto(
     cvt_size(ret)
 }
 
-/// `connect(2)`.
-pub fn connect(fd: BorrowedFd<'_>, addr: &SocketAddr) -> io::Result<()> {
-    let (storage, len) = sockaddr(addr);
-    loop {
-        // SAFETY: `storage` holds a sockaddr of `len` bytes.
-        let r = unsafe {
-            libc::connect(
-                fd.as_raw_fd(),
-                (&storage as *const libc::sockaddr_storage).cast(),
-                len,
-            )
-        };
-        match cvt(r) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            r => return r.map(drop),
-        }
-    }
-}
-
 /// `recv(2)` with `flags`.
 pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], flags: i32) -> io::Result<usize> {
     // SAFETY: `buf` is valid for writes of buf.len() bytes during the call.
@@ -201,36 +182,30 @@ pub fn recv_vectored(
     cvt_size(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) })
 }
 
-/// Proof that a descriptor number was a TCP socket when checked: under Rust's I/O safety the
-/// number keeps naming that socket while its owner (who holds the proof) keeps it.
-#[derive(Clone, Copy, Debug)]
-pub struct TcpSocket(RawFd);
-
-/// Checks that `fd` is a TCP socket (`SO_PROTOCOL`, Linux 2.6.32).
-pub fn check_tcp(fd: BorrowedFd<'_>) -> io::Result<TcpSocket> {
+/// Checks that `fd` is a TCP socket (`SO_PROTOCOL`, Linux 2.6.32, and `SO_TYPE`).
+pub fn check_tcp(fd: BorrowedFd<'_>) -> io::Result<()> {
     let proto = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)?;
-    if proto != libc::IPPROTO_TCP {
+    let ty = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)?;
+    if proto != libc::IPPROTO_TCP || ty != libc::SOCK_STREAM {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "not a TCP socket",
         ));
     }
-    Ok(TcpSocket(fd.as_raw_fd()))
+    Ok(())
 }
 
-/// `recv(fd, NULL-ish, len, MSG_TRUNC)` on TCP: drops up to `len` queued bytes without copying
-/// them (Linux 4.3 for TCP). Returns how many were dropped.
+/// `recv(fd, _, len, MSG_TRUNC)` on TCP: drops up to `len` queued bytes without copying them
+/// (Linux 4.3 for TCP). Returns how many were dropped.
 ///
-/// # Panics
-/// If `fd` is not the descriptor `tcp` was checked for.
-pub fn tcp_discard(fd: BorrowedFd<'_>, tcp: TcpSocket, len: usize) -> io::Result<usize> {
-    assert_eq!(
-        fd.as_raw_fd(),
-        tcp.0,
-        "tcp_discard on an unchecked descriptor"
-    );
+/// `fd` is checked to be TCP on every call, through the same borrowed descriptor the receive
+/// uses: under I/O safety it cannot be closed and reused in between, so no proof of an earlier
+/// check can outlive the socket it was made for.
+pub fn tcp_discard(fd: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
+    check_tcp(fd)?;
     let mut sink = [0u8; 1];
-    // SAFETY: `fd` is a TCP socket (checked, see TcpSocket), and TCP with MSG_TRUNC advances the
+    // SAFETY: `fd` is a TCP stream socket (checked just above on this same borrowed descriptor,
+    // which stays open and the same file for the borrow), and TCP with MSG_TRUNC advances the
     // queue without writing to the buffer, so `len` may exceed the one byte given.
     cvt_size(unsafe {
         libc::recv(
@@ -375,11 +350,6 @@ impl Mmap {
     pub fn len(&self) -> usize {
         self.len
     }
-
-    /// True for a zero-length mapping (never produced by [`Mmap::shared`]).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 impl Drop for Mmap {
@@ -389,20 +359,36 @@ impl Drop for Mmap {
     }
 }
 
-/// `getsockopt(TCP_ZEROCOPY_RECEIVE)`: maps received pages at `zc.address`.
+/// `getsockopt(TCP_ZEROCOPY_RECEIVE)` into `window`, a mapping of this socket, with no copy
+/// buffer: the kernel may only replace pages of `window`. `zc` is filled in here (address and
+/// length from `window`, everything else zero); it comes back as the kernel wrote it.
 ///
 /// Returns the `optlen` the kernel wrote back (how much of the struct it knows).
 pub fn tcp_zerocopy_receive(
     fd: BorrowedFd<'_>,
+    window: &Mmap,
     zc: &mut abi::TcpZerocopyReceive,
 ) -> io::Result<usize> {
-    getsockopt(
-        fd,
-        libc::IPPROTO_TCP,
-        abi::TCP_ZEROCOPY_RECEIVE,
-        zc,
-        size_of::<abi::TcpZerocopyReceive>(),
-    )
+    *zc = abi::TcpZerocopyReceive {
+        address: window.addr() as u64,
+        length: u32::try_from(window.len()).unwrap_or(u32::MAX),
+        ..Default::default()
+    };
+    let mut optlen = size_of::<abi::TcpZerocopyReceive>() as libc::socklen_t;
+    // SAFETY: `zc` is valid for writes of `optlen` bytes. The only addresses in it are
+    // `window`'s, a read-only shared mapping of this socket that `window` owns and that no Rust
+    // slice reads while borrowed here (the kernel replaces its pages, nothing else); copybuf
+    // and msg_control are zero, so the kernel writes nowhere else.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            abi::TCP_ZEROCOPY_RECEIVE,
+            (zc as *mut abi::TcpZerocopyReceive).cast(),
+            &mut optlen,
+        )
+    })?;
+    Ok(optlen as usize)
 }
 
 /// `sendfile(2)` from `in_fd` at `*offset` to `out_fd`.
@@ -560,4 +546,72 @@ pub fn has_cap_ipc_lock() -> bool {
 pub fn euid() -> u32 {
     // SAFETY: geteuid cannot fail and takes no pointers.
     unsafe { libc::geteuid() }
+}
+
+/// An epoll instance (`epoll_create1(EPOLL_CLOEXEC)`, `epoll(7)`).
+#[derive(Debug)]
+pub struct Epoll(OwnedFd);
+
+impl Epoll {
+    /// `epoll_create1(EPOLL_CLOEXEC)`.
+    pub fn new() -> io::Result<Epoll> {
+        // SAFETY: no pointers; a non-negative return is a new descriptor we own.
+        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        // SAFETY: `fd` was just created and is owned by nobody else.
+        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// `epoll_ctl(EPOLL_CTL_ADD)` of `fd` for `events`, reported with `token`.
+    pub fn add(&self, fd: BorrowedFd<'_>, events: u32, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
+        cvt(unsafe {
+            libc::epoll_ctl(
+                self.0.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                fd.as_raw_fd(),
+                &mut ev,
+            )
+        })
+        .map(drop)
+    }
+
+    /// `epoll_ctl(EPOLL_CTL_DEL)` of `fd`.
+    pub fn delete(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: `ev` is valid (ignored by EPOLL_CTL_DEL, required non-NULL before 2.6.9).
+        cvt(unsafe {
+            libc::epoll_ctl(
+                self.0.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd.as_raw_fd(),
+                &mut ev,
+            )
+        })
+        .map(drop)
+    }
+
+    /// `epoll_wait(2)` for up to `timeout`; returns `(events, token)` pairs into `out` (cleared
+    /// first). `EINTR` is an empty wait.
+    pub fn wait(
+        &self,
+        out: &mut Vec<(u32, u64)>,
+        max: usize,
+        timeout: std::time::Duration,
+    ) -> io::Result<()> {
+        out.clear();
+        let mut evs = vec![libc::epoll_event { events: 0, u64: 0 }; max.max(1)];
+        let ms = i32::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+        // SAFETY: `evs` has room for `evs.len()` events, written by the kernel.
+        let n =
+            unsafe { libc::epoll_wait(self.0.as_raw_fd(), evs.as_mut_ptr(), evs.len() as i32, ms) };
+        match cvt(n) {
+            Ok(n) => {
+                out.extend(evs[..n as usize].iter().map(|e| ({ e.events }, { e.u64 })));
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
 }

@@ -110,11 +110,6 @@ impl UserBlock<'_> {
         // goes back to the kernel only in `drop`, after every borrow of `self` ended.
         unsafe { std::slice::from_raw_parts(addr as *const u8, self.ring.slot_size) }
     }
-
-    /// Index of the block in the ring.
-    pub fn index(&self) -> usize {
-        self.i
-    }
 }
 
 impl Drop for UserBlock<'_> {

@@ -93,16 +93,6 @@ impl ZcWindow {
         })
     }
 
-    /// Window size in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True for an empty window.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Releases the pages of the last call, as the window's [`Release`] policy says.
     pub fn release(&mut self) {
         if self.mapped == 0 {

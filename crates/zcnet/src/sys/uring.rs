@@ -18,8 +18,6 @@ use super::owned_buf::OwnedBuf;
 /// Opcodes this kernel's io_uring supports, from `IORING_REGISTER_PROBE` (Linux 5.6).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OpcodeSupport {
-    /// `IORING_OP_SEND` (5.6).
-    pub send: bool,
     /// `IORING_OP_SEND_ZC` (6.0).
     pub send_zc: bool,
     /// `IORING_OP_SENDMSG_ZC` (6.1).
@@ -36,7 +34,6 @@ pub fn probe_opcodes(ring: &IoUring) -> io::Result<OpcodeSupport> {
     let mut probe = io_uring::Probe::new();
     ring.submitter().register_probe(&mut probe)?;
     Ok(OpcodeSupport {
-        send: probe.is_supported(opcode::Send::CODE),
         send_zc: probe.is_supported(opcode::SendZc::CODE),
         sendmsg_zc: probe.is_supported(opcode::SendMsgZc::CODE),
     })
@@ -678,19 +675,6 @@ impl<B: OwnedBuf> SendRing<B> {
             self.slots[key as usize] = Some(slot);
         }
         Ok(())
-    }
-
-    /// Gives up on the requests still in flight: their buffers (and the ring, whose requests may
-    /// still read them) are leaked, never freed under the kernel. Returns how many.
-    pub fn abandon(mut self) -> usize {
-        let n = self.in_flight;
-        if n > 0 {
-            for slot in self.slots.drain(..).flatten() {
-                std::mem::forget(slot);
-            }
-            std::mem::forget(self);
-        }
-        n
     }
 }
 

@@ -1,0 +1,603 @@
+//! A TCP relay that keeps the bytes it forwards in the source connection's kernel receive queue
+//! until the destination's TCP has acknowledged them, reading them with a peek cursor
+//! ([`crate::peek`], `SO_PEEK_OFF`). `zcnet relay` is this module behind a command line.
+//!
+//! What is guaranteed, source to destination: a byte is dropped from the source's queue only
+//! once the destination's TCP acknowledged it (`tcpi_bytes_acked` of `TCP_INFO`). When the
+//! destination fails (reset, refused, no acknowledgement for [`Config::ack_timeout`]), the relay connects
+//! again (the next of [`Config::targets`] first, in turn) and sends from the first
+//! unacknowledged byte, straight from the kernel queue: no user-space retransmit buffer. Bytes a
+//! destination's TCP acknowledged but its application never read are outside what a relay can
+//! know. The reverse direction (destination to source) is copied as it comes, without that
+//! guarantee. Memory per connection: one 64 KiB buffer each way, plus, for the discard-buffer
+//! method only, up to [`Config::max_unacked`] bytes of discard buffer; unacknowledged bytes stay in the
+//! kernel and hold back the source through its receive window.
+//!
+//! The unacknowledged bytes occupy the source socket's receive buffer, which autotuning sizes by
+//! what the application takes per round trip: a relay holding back more than a few hundred KiB
+//! needs a larger one (`net.ipv4.tcp_rmem`'s default, or the bound is never reached and the
+//! source's window, not [`Config::max_unacked`], limits the bytes in flight downstream).
+//!
+//! Each connection is one thread with one epoll: new source bytes (edge-triggered `EPOLLIN`),
+//! destination acknowledgements (`SO_TIMESTAMPING` `TX_ACK` notifications on its error queue,
+//! `EPOLLERR`) and room in its send buffer (`EPOLLOUT`) wake it, with a 2 ms backstop while bytes
+//! are unacknowledged (see [`ACK_BACKSTOP`]); it never spins.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::peek::{self, PeekCursor};
+use crate::sys::{self, Epoll};
+use crate::tcp_info::{TcpState, tcp_info};
+
+/// Errors of relaying a connection.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// A call failed.
+    #[error("{call}: {source}")]
+    Io {
+        /// The call, named as in C (or what it did).
+        call: &'static str,
+        /// The kernel's error.
+        #[source]
+        source: io::Error,
+    },
+    /// No destination accepted a connection in time.
+    #[error("no destination accepted within {timeout:?} ({errors})")]
+    NoDestination {
+        /// [`Config::connect_timeout`].
+        timeout: Duration,
+        /// The last error of each target, `; `-separated.
+        errors: String,
+    },
+    /// The peek cursor refused an operation (a bug if it happens: the relay keeps within
+    /// the cursor's rules).
+    #[error(transparent)]
+    Peek(#[from] peek::PeekError),
+    /// The configuration cannot work (no targets, a zero bound).
+    #[error("invalid relay configuration: {0}")]
+    Config(&'static str),
+}
+
+fn io_err(call: &'static str) -> impl FnOnce(io::Error) -> RelayError {
+    move |source| RelayError::Io { call, source }
+}
+
+/// How each connection is relayed.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// How the source is peeked: [`peek::Mode::Auto`] (`SO_PEEK_OFF` where the kernel has it),
+    /// or one method.
+    pub mode: peek::Mode,
+    /// Destinations, tried in turn (at least one).
+    pub targets: Vec<SocketAddr>,
+    /// Bytes unacknowledged at most.
+    pub max_unacked: u64,
+    /// No acknowledgement for this long: fail over.
+    pub ack_timeout: Duration,
+    /// No destination for this long: give up.
+    pub connect_timeout: Duration,
+    /// `SO_SNDBUF` of destination sockets (the kernel doubles it): bounds the bytes written and
+    /// not yet acknowledged, and a full buffer makes the relay's write wait for acknowledgements.
+    pub dest_sndbuf: Option<usize>,
+    /// Record the unacknowledged bytes at every peek (benchmarks; memory grows with the stream).
+    pub sample_unacked: bool,
+}
+
+impl Config {
+    /// A relay to `targets` with the defaults of `zcnet relay`: auto mode, 16 MiB unacknowledged
+    /// at most, 5 s acknowledgement and connect timeouts, autotuned send buffers.
+    pub fn new(targets: Vec<SocketAddr>) -> Config {
+        Config {
+            mode: peek::Mode::Auto,
+            targets,
+            max_unacked: 16 << 20,
+            ack_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+            dest_sndbuf: None,
+            sample_unacked: false,
+        }
+    }
+}
+
+/// What one relayed connection did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    /// Source address.
+    pub peer: String,
+    /// `peek-offset` or `discard-buffer`.
+    pub method: String,
+    /// Bytes of the source stream relayed and acknowledged.
+    pub bytes: u64,
+    /// Bytes written to destinations, resent ones included.
+    pub written: u64,
+    /// Bytes sent again after a failover.
+    pub resent: u64,
+    /// Stream offsets at which each failover resumed.
+    pub resumed_at: Vec<u64>,
+    /// Why each failover happened.
+    pub failures: Vec<String>,
+    /// Each failover: which destination failed, why, and the bytes it had acknowledged (the
+    /// stream offset the next destination resumed at).
+    pub failovers: Vec<Failover>,
+    /// Why the cursor does not use `SO_PEEK_OFF`, if it does not.
+    pub fallback_reason: Option<String>,
+    /// True when the kernel gave no acknowledgement notifications (`SO_TIMESTAMPING`
+    /// `TX_ACK`, Linux 4.6) and `TCP_INFO` was polled every millisecond instead.
+    pub ack_polling: bool,
+    /// Samples of the bytes unacknowledged, one per peek, when [`Config::sample_unacked`].
+    #[serde(skip)]
+    pub unacked_samples: Vec<u64>,
+    /// The cursor's counters.
+    pub peek: peek::Counters,
+}
+
+/// One failover of a relayed connection.
+#[derive(Clone, Debug, Serialize)]
+pub struct Failover {
+    /// The destination that failed.
+    pub from: SocketAddr,
+    /// The destination the stream resumed on.
+    pub to: SocketAddr,
+    /// Why it was given up (its error, or no acknowledgement in time).
+    pub why: String,
+    /// Stream bytes acknowledged by TCP when it failed, all destinations before it included:
+    /// the offset the next one resumed at.
+    pub acknowledged: u64,
+}
+
+/// The current destination connection.
+struct Dest {
+    stream: TcpStream,
+    target: usize,
+    /// Stream offset of the first byte sent on it.
+    base: u64,
+    /// Marks the reverse-copy thread of the current destination.
+    generation: u64,
+    /// The kernel reports the acknowledgement of each write on the error queue
+    /// ([`ask_ack_notifications`]); without it the relay polls `TCP_INFO` every millisecond.
+    ack_events: bool,
+}
+
+impl Dest {
+    /// Drops from the source's queue what this destination acknowledged; whether it dropped
+    /// any.
+    fn consume_acked(&self, cur: &mut PeekCursor<TcpStream>) -> Result<bool, RelayError> {
+        let acked = acked_data_bytes(&self.stream)
+            .map_err(io_err("getsockopt(TCP_INFO) of the destination"))?;
+        let upto = (self.base + acked).min(cur.peeked());
+        if upto > cur.consumed() {
+            cur.consume(upto - cur.consumed())?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Empties the error queue of acknowledgement notifications; then whether the connection
+    /// failed: its pending error, or the reset that a concurrent read already took.
+    fn failure(&self) -> io::Result<Option<String>> {
+        let mut control = [0u8; 256];
+        while sys::recv_errqueue(self.stream.as_fd(), &mut control)?.is_some() {}
+        if let Some(e) = self.stream.take_error()? {
+            return Ok(Some(e.to_string()));
+        }
+        let info = tcp_info(&self.stream)?;
+        Ok((info.state == TcpState::Close).then(|| "connection reset".to_owned()))
+    }
+}
+
+/// Data bytes of an actively opened TCP connection that the peer acknowledged
+/// (`tcpi_bytes_acked` of `TCP_INFO`, Linux 4.2).
+///
+/// # Errors
+/// `getsockopt`'s error, or a kernel whose `tcp_info` lacks the field.
+pub fn acked_data_bytes(stream: &TcpStream) -> io::Result<u64> {
+    // tcpi_bytes_acked advances with snd_una, and the acknowledgement of our SYN moved it by
+    // one: data bytes are one fewer (without this a failover skipped the byte after the last
+    // one the destination received; `acknowledged_count_is_exact` checks it). A FIN's
+    // acknowledgement adds one more at the end; callers cap at what was sent.
+    tcp_info(stream)?
+        .acked_data_bytes()
+        .ok_or_else(|| io::Error::other("TCP_INFO without tcpi_bytes_acked (needs Linux 4.2)"))
+}
+
+/// Asks for an error-queue notification when the last byte of each write is acknowledged:
+/// `SO_TIMESTAMPING` with `SOF_TIMESTAMPING_TX_ACK` (Linux 3.17) and `OPT_TSONLY` (4.6), see
+/// the kernel's `Documentation/networking/timestamping.rst`. Each one wakes the relay's epoll
+/// with `EPOLLERR`, so it learns of acknowledgements when they happen instead of by polling.
+fn ask_ack_notifications(stream: &TcpStream) -> io::Result<()> {
+    let flags = (libc::SOF_TIMESTAMPING_TX_ACK
+        | libc::SOF_TIMESTAMPING_SOFTWARE
+        | libc::SOF_TIMESTAMPING_OPT_ID
+        | libc::SOF_TIMESTAMPING_OPT_TSONLY) as i32;
+    sys::setsockopt(
+        stream.as_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_TIMESTAMPING,
+        &flags,
+    )
+}
+
+/// Epoll tokens.
+const SOURCE: u64 = 0;
+const DESTINATION: u64 = 1;
+
+/// Without acknowledgement notifications, how often `TCP_INFO` is read while bytes are
+/// unacknowledged.
+const ACK_POLL: Duration = Duration::from_millis(1);
+
+/// With them, the same, as a backstop: the kernel marks the last byte of a write only if its
+/// segment is still in the write queue when `tcp_sendmsg` ends (`tcp_tx_timestamp`), so a write
+/// sent out whole at once gets no notification. Mid-stream the next write's covers it; at the
+/// bound or the end of the stream only this timer does (the failover test caught one such
+/// stall: a stream acknowledged in full, then five seconds of silence).
+const ACK_BACKSTOP: Duration = Duration::from_millis(2);
+
+/// What a connection's destinations share across failovers.
+struct Link<'a> {
+    s: &'a Config,
+    epoll: Epoll,
+    /// Names the reverse-copy thread of the current destination.
+    generation: Arc<AtomicU64>,
+    /// The source, for the reverse copy.
+    back: TcpStream,
+}
+
+/// Relays one accepted connection until the source's stream is acknowledged end to end.
+///
+/// One thread, one epoll: edge-triggered `EPOLLIN` on the source says bytes arrived (past the
+/// peek offset, as the queue only grows at its tail), `EPOLLERR` on the destination says an
+/// acknowledgement notification or an error arrived, `EPOLLOUT` that its send buffer has room
+/// again. After any wake the relay does all it can without blocking (consume what was
+/// acknowledged, write what it peeked, peek more) and waits again; the wait's timeout is what
+/// is left of `ack_timeout`.
+///
+/// # Errors
+/// [`RelayError::NoDestination`] when no destination accepts within the connect timeout (at
+/// the start or after a failure), [`RelayError::Io`] when the source fails. Bytes the last
+/// destination acknowledged are in [`Report`] only on success; on an error they were consumed
+/// from the source as far as acknowledged.
+pub fn relay(src: TcpStream, s: &Config) -> Result<Report, RelayError> {
+    if s.targets.is_empty() {
+        return Err(RelayError::Config("no destination"));
+    }
+    if s.max_unacked == 0 {
+        return Err(RelayError::Config(
+            "max_unacked is 0: nothing could ever be forwarded",
+        ));
+    }
+    let peer = src.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let link = Link {
+        s,
+        epoll: Epoll::new().map_err(io_err("epoll_create1"))?,
+        generation: Arc::new(AtomicU64::new(0)),
+        back: src.try_clone().map_err(io_err("dup"))?,
+    };
+    link.epoll
+        .add(
+            src.as_fd(),
+            (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+            SOURCE,
+        )
+        .map_err(io_err("epoll_ctl"))?;
+    let mut cur = PeekCursor::new(src, peek::Config { mode: s.mode })?;
+    let mut stats = Report {
+        peer,
+        method: cur.method().name().to_owned(),
+        fallback_reason: cur.fallback_reason().map(str::to_owned),
+        ..Report::default()
+    };
+    let mut dest = link.connect(0, 0)?;
+    if !dest.ack_events {
+        stats.ack_polling = true;
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    // Bytes of `buf` peeked and not yet written to the destination.
+    let mut pending = 0..0;
+    let mut eof = false;
+    let mut failed: Option<String> = None;
+    let mut last_progress = Instant::now();
+    let mut events = Vec::with_capacity(4);
+    loop {
+        if failed.is_none() && last_progress.elapsed() > s.ack_timeout {
+            failed = Some(format!("no acknowledgement for {:?}", s.ack_timeout));
+        }
+        if let Some(why) = failed.take() {
+            dest = link.failover(&mut cur, dest, why, &mut stats)?;
+            pending = 0..0;
+            // The rewind made the bytes past the resume point unpeeked again: a FIN seen
+            // before the failure comes after them (without this, a destination failing after
+            // the source's end lost the rest: the stream "ended" at the resume point).
+            eof = false;
+            last_progress = Instant::now();
+            continue;
+        }
+        if dest.consume_acked(&mut cur)? {
+            last_progress = Instant::now();
+        }
+        if cur.outstanding() == 0 {
+            last_progress = Instant::now();
+            if eof {
+                break;
+            }
+        }
+        // Write what was peeked, peek more while there is room, until one side would block.
+        loop {
+            if pending.is_empty() {
+                // Acknowledgements arrive while this loop runs: without taking them before
+                // each peek the source queue (and the discard method's re-reading) grows
+                // with every write the destination accepts.
+                if dest.consume_acked(&mut cur)? {
+                    last_progress = Instant::now();
+                }
+                if eof || cur.outstanding() >= s.max_unacked {
+                    break;
+                }
+                let room = usize::try_from(s.max_unacked - cur.outstanding())
+                    .unwrap_or(usize::MAX)
+                    .min(buf.len());
+                match cur.peek_with(&mut buf[..room], libc::MSG_DONTWAIT) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        pending = 0..n;
+                        if s.sample_unacked {
+                            stats.unacked_samples.push(cur.outstanding());
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(io_err("recv(MSG_PEEK) from the source")(e)),
+                }
+            }
+            let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+            match sys::sendto(dest.stream.as_fd(), &buf[pending.clone()], flags, None) {
+                Ok(w) => {
+                    pending.start += w;
+                    stats.written += w as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    failed = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        // A failure to handle, or the end just seen with nothing outstanding: no wait.
+        if failed.is_some() || (eof && cur.outstanding() == 0) {
+            continue;
+        }
+        let mut wait = s.ack_timeout.saturating_sub(last_progress.elapsed());
+        if cur.outstanding() > 0 {
+            wait = wait.min(if dest.ack_events {
+                ACK_BACKSTOP
+            } else {
+                ACK_POLL
+            });
+        }
+        link.epoll
+            .wait(&mut events, 4, wait + Duration::from_millis(1))
+            .map_err(io_err("epoll_wait"))?;
+        let err = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+        if events
+            .iter()
+            .any(|&(ev, token)| token == DESTINATION && ev & err != 0)
+        {
+            failed = dest
+                .failure()
+                .map_err(io_err("recvmsg(MSG_ERRQUEUE) of the destination"))?;
+        }
+    }
+    // Everything acknowledged: pass the source's FIN on.
+    let _ = dest.stream.shutdown(Shutdown::Write);
+    stats.bytes = cur.consumed();
+    stats.peek = cur.counters();
+    Ok(stats)
+}
+
+impl Link<'_> {
+    /// Connects to the targets in turn, starting at `first`, for at most `connect_timeout`;
+    /// registers the new connection with the epoll and starts its reverse copy (destination to
+    /// source).
+    fn connect(&self, first: usize, base: u64) -> Result<Dest, RelayError> {
+        let s = self.s;
+        let deadline = Instant::now() + s.connect_timeout;
+        // The last error of each target, in target order.
+        let mut errors: Vec<Option<String>> = vec![None; s.targets.len()];
+        let mut i = first;
+        loop {
+            let target = s.targets[i % s.targets.len()];
+            let left = deadline.saturating_duration_since(Instant::now());
+            match TcpStream::connect_timeout(&target, left.max(Duration::from_millis(10))) {
+                Ok(stream) => return self.adopt(stream, i % s.targets.len(), base),
+                Err(e) => errors[i % s.targets.len()] = Some(format!("{target}: {e}")),
+            }
+            if Instant::now() >= deadline {
+                return Err(RelayError::NoDestination {
+                    timeout: s.connect_timeout,
+                    errors: errors.into_iter().flatten().collect::<Vec<_>>().join("; "),
+                });
+            }
+            i += 1;
+            if i % s.targets.len() == first % s.targets.len() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    fn adopt(&self, stream: TcpStream, target: usize, base: u64) -> Result<Dest, RelayError> {
+        if let Some(b) = self.s.dest_sndbuf {
+            let b = i32::try_from(b).unwrap_or(i32::MAX);
+            // Past net.core.wmem_max with CAP_NET_ADMIN (SO_SNDBUFFORCE), else capped there.
+            let fd = stream.as_fd();
+            sys::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &b)
+                .or_else(|_| sys::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &b))
+                .map_err(io_err("setsockopt(SO_SNDBUF)"))?;
+        }
+        let ack_events = ask_ack_notifications(&stream).is_ok();
+        self.epoll
+            .add(
+                stream.as_fd(),
+                (libc::EPOLLOUT | libc::EPOLLERR | libc::EPOLLET) as u32,
+                DESTINATION,
+            )
+            .map_err(io_err("epoll_ctl"))?;
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        spawn_reverse(
+            stream.try_clone().map_err(io_err("dup"))?,
+            self.back.try_clone().map_err(io_err("dup"))?,
+            self.generation.clone(),
+            generation,
+        );
+        Ok(Dest {
+            stream,
+            target,
+            base,
+            generation,
+            ack_events,
+        })
+    }
+
+    /// The destination failed: take its last acknowledgements, connect the next target, and
+    /// rewind the cursor to the first unacknowledged byte.
+    fn failover(
+        &self,
+        cur: &mut PeekCursor<TcpStream>,
+        old: Dest,
+        why: String,
+        stats: &mut Report,
+    ) -> Result<Dest, RelayError> {
+        let s = self.s;
+        // TCP_INFO stays readable after a reset: its acknowledged count is final.
+        let _ = old.consume_acked(cur);
+        let at = cur.consumed();
+        let target = s.targets[old.target];
+        // Retire the old reverse copy before closing, so that its end is not taken for the
+        // destination's FIN.
+        let _ = self.generation.compare_exchange(
+            old.generation,
+            old.generation + 1_000_000,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+        // The reverse copy holds a duplicate of the descriptor: closing ours would leave the
+        // registration (it belongs to the open file) and its events.
+        let _ = self.epoll.delete(old.stream.as_fd());
+        let _ = old.stream.shutdown(Shutdown::Both);
+        drop(old);
+        stats.resent += cur.peeked() - at;
+        cur.rewind(at)?;
+        let next = old_target_next(s, target);
+        let dest = self.connect(next, at)?;
+        stats.failovers.push(Failover {
+            from: target,
+            to: s.targets[dest.target],
+            why: why.clone(),
+            acknowledged: at,
+        });
+        stats.resumed_at.push(at);
+        stats.failures.push(why);
+        Ok(dest)
+    }
+}
+
+fn old_target_next(s: &Config, failed: SocketAddr) -> usize {
+    let i = s.targets.iter().position(|&t| t == failed).unwrap_or(0);
+    (i + 1) % s.targets.len()
+}
+
+/// Copies destination to source while `generation` still names this destination; passes the
+/// destination's FIN on.
+fn spawn_reverse(mut from: TcpStream, mut to: TcpStream, generation: Arc<AtomicU64>, mine: u64) {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) => {
+                    if generation.load(Ordering::SeqCst) == mine {
+                        let _ = to.shutdown(Shutdown::Write);
+                    }
+                    return;
+                }
+                Ok(n) => {
+                    if generation.load(Ordering::SeqCst) != mine || to.write_all(&buf[..n]).is_err()
+                    {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    });
+}
+
+/// What [`serve`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Served {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections closed at once because `max_connections` were being relayed.
+    pub refused: u64,
+    /// Connections that ended in an error.
+    pub failed: u64,
+}
+
+/// Accepts connections on `listener` and relays each on its own thread, at most
+/// `max_connections` at once (more are closed at once), until `count` connections were
+/// accepted (`None`: forever). `done` is called on each connection's thread when it ends.
+///
+/// # Errors
+/// [`RelayError::Io`] when `accept` fails, [`RelayError::Config`] for `max_connections` 0.
+pub fn serve(
+    listener: &TcpListener,
+    config: Arc<Config>,
+    max_connections: usize,
+    count: Option<u64>,
+    done: impl Fn(SocketAddr, Result<Report, RelayError>) + Send + Sync + 'static,
+) -> Result<Served, RelayError> {
+    if max_connections == 0 {
+        return Err(RelayError::Config(
+            "max_connections is 0: every connection would be refused",
+        ));
+    }
+    let done = Arc::new(done);
+    let active = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let mut handles = Vec::new();
+    let mut served = Served::default();
+    while count.is_none_or(|c| served.accepted < c) {
+        let (src, from) = listener.accept().map_err(io_err("accept"))?;
+        served.accepted += 1;
+        if active.load(Ordering::SeqCst) >= max_connections {
+            served.refused += 1;
+            continue;
+        }
+        active.fetch_add(1, Ordering::SeqCst);
+        let (config, active, failed, done) =
+            (config.clone(), active.clone(), failed.clone(), done.clone());
+        handles.push(std::thread::spawn(move || {
+            let r = relay(src, &config);
+            active.fetch_sub(1, Ordering::SeqCst);
+            if r.is_err() {
+                failed.fetch_add(1, Ordering::SeqCst);
+            }
+            done(from, r);
+        }));
+        handles.retain(|h| !h.is_finished());
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    served.failed = failed.load(Ordering::SeqCst);
+    Ok(served)
+}

@@ -1,0 +1,118 @@
+//! `getsockopt(TCP_INFO)`: a connection's state and byte counters, typed.
+//!
+//! # References
+//! - `tcp(7)` (`TCP_INFO`), `linux/tcp.h` (`struct tcp_info`)
+
+use std::io;
+use std::os::fd::AsFd;
+
+use crate::sys;
+
+/// A TCP connection's state (`tcpi_state`, the kernel's `enum tcp_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TcpState {
+    /// `TCP_ESTABLISHED`.
+    Established,
+    /// `TCP_SYN_SENT`.
+    SynSent,
+    /// `TCP_SYN_RECV`.
+    SynRecv,
+    /// `TCP_FIN_WAIT1`.
+    FinWait1,
+    /// `TCP_FIN_WAIT2`.
+    FinWait2,
+    /// `TCP_TIME_WAIT`.
+    TimeWait,
+    /// `TCP_CLOSE`: closed, also after a reset.
+    Close,
+    /// `TCP_CLOSE_WAIT`: the peer's FIN arrived.
+    CloseWait,
+    /// `TCP_LAST_ACK`.
+    LastAck,
+    /// `TCP_LISTEN`.
+    Listen,
+    /// `TCP_CLOSING`.
+    Closing,
+    /// `TCP_NEW_SYN_RECV`.
+    NewSynRecv,
+    /// A value this version does not know.
+    Unknown(u8),
+}
+
+impl TcpState {
+    /// The state of kernel value `v` (`include/net/tcp_states.h`).
+    pub fn from_kernel(v: u8) -> TcpState {
+        use TcpState::*;
+        match v {
+            1 => Established,
+            2 => SynSent,
+            3 => SynRecv,
+            4 => FinWait1,
+            5 => FinWait2,
+            6 => TimeWait,
+            7 => Close,
+            8 => CloseWait,
+            9 => LastAck,
+            10 => Listen,
+            11 => Closing,
+            12 => NewSynRecv,
+            v => Unknown(v),
+        }
+    }
+
+    /// Whether the peer's FIN arrived or the connection is closed (`CLOSE_WAIT`, `LAST_ACK`,
+    /// `CLOSING`, `CLOSE`): no more bytes will be queued.
+    pub fn peer_closed(self) -> bool {
+        matches!(
+            self,
+            TcpState::CloseWait | TcpState::LastAck | TcpState::Closing | TcpState::Close
+        )
+    }
+}
+
+/// The fields of `struct tcp_info` zcnet uses. A counter is `None` when the kernel's struct
+/// ends before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TcpInfo {
+    /// `tcpi_state`.
+    pub state: TcpState,
+    /// `tcpi_bytes_acked` (Linux 4.2): bytes the peer acknowledged, counting the SYN when this
+    /// side opened the connection (see [`TcpInfo::acked_data_bytes`]).
+    pub bytes_acked: Option<u64>,
+    /// `tcpi_bytes_received` (4.2): data bytes received and acknowledged.
+    pub bytes_received: Option<u64>,
+    /// `tcpi_bytes_sent` (4.19): data bytes sent, retransmissions included.
+    pub bytes_sent: Option<u64>,
+    /// `tcpi_bytes_retrans` (4.19).
+    pub bytes_retrans: Option<u64>,
+}
+
+impl TcpInfo {
+    /// Data bytes the peer acknowledged on an actively opened connection: `tcpi_bytes_acked`
+    /// less the SYN's one. A FIN's acknowledgement adds one more at the end; cap at what was
+    /// sent.
+    pub fn acked_data_bytes(&self) -> Option<u64> {
+        self.bytes_acked.map(|n| n.saturating_sub(1))
+    }
+}
+
+/// `getsockopt(IPPROTO_TCP, TCP_INFO)` on `socket`.
+///
+/// # Errors
+/// `getsockopt`'s error (`ENOPROTOOPT` when `socket` is not TCP).
+#[doc(alias = "TCP_INFO")]
+pub fn tcp_info(socket: &impl AsFd) -> io::Result<TcpInfo> {
+    let (raw, len) = sys::tcp_info(socket.as_fd())?;
+    if len == 0 {
+        return Err(io::Error::other("TCP_INFO returned nothing"));
+    }
+    let has = |end: usize| len >= end;
+    Ok(TcpInfo {
+        state: TcpState::from_kernel(raw.head[0]),
+        bytes_acked: has(128).then_some(raw.bytes_acked),
+        bytes_received: has(136).then_some(raw.bytes_received),
+        bytes_sent: has(208).then_some(raw.bytes_sent),
+        bytes_retrans: has(216).then_some(raw.bytes_retrans),
+    })
+}
