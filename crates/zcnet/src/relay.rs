@@ -21,7 +21,7 @@
 //! Each connection is one thread with one epoll: new source bytes (edge-triggered `EPOLLIN`),
 //! destination acknowledgements (`SO_TIMESTAMPING` `TX_ACK` notifications on its error queue,
 //! `EPOLLERR`) and room in its send buffer (`EPOLLOUT`) wake it, with a 2 ms backstop while bytes
-//! are unacknowledged (see [`ACK_BACKSTOP`]); it never spins.
+//! are unacknowledged (the kernel marks no byte of a write sent out whole at once); it never spins.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};

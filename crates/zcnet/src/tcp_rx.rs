@@ -224,7 +224,7 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
     /// Sets up a receiver on `socket`, a connected TCP socket.
     ///
     /// # Errors
-    /// [`RxError::Setup`] when `SO_RCVLOWAT` cannot be set. A socket that cannot be mapped is
+    /// [`RxError::Config`] for a window over [`MAX_WINDOW`], [`RxError::Io`] when `SO_RCVLOWAT` cannot be set. A socket that cannot be mapped is
     /// not an error: the receiver falls back to copying and says why.
     pub fn new(socket: S, config: Config) -> Result<Self, RxError> {
         let page = sys::page_size();

@@ -164,3 +164,67 @@ fn a_udp_socket_is_refused() {
     let e = PeekCursor::new(u, Config::default()).unwrap_err();
     assert!(e.to_string().contains("needs a TCP socket"), "{e}");
 }
+
+/// An `AsFd` that names a TCP socket when the cursor is built and a UDP socket afterwards (what
+/// a closed and reused descriptor number looks like to the cursor).
+struct Shifty {
+    tcp: TcpStream,
+    udp: std::net::UdpSocket,
+    calls: std::cell::Cell<u32>,
+}
+
+impl std::os::fd::AsFd for Shifty {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        let n = self.calls.get();
+        self.calls.set(n + 1);
+        // The constructor asks a few times (the TCP check, SO_PEEK_OFF); later calls get UDP.
+        if n < 4 {
+            self.tcp.as_fd()
+        } else {
+            self.udp.as_fd()
+        }
+    }
+}
+
+#[test]
+fn a_descriptor_that_stops_being_tcp_is_refused_not_written_through() {
+    use std::os::fd::AsFd;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // A 64 KiB datagram waits on the UDP socket: MSG_TRUNC there would copy it into the
+    // discard path's 1-byte sink if the cursor trusted an earlier check.
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sender
+        .send_to(&[7u8; 60000], udp.local_addr().unwrap())
+        .unwrap();
+    c.write_all(b"0123456789").unwrap();
+    let shifty = Shifty {
+        tcp: s,
+        udp,
+        calls: std::cell::Cell::new(0),
+    };
+    let mut cur = PeekCursor::new(
+        shifty,
+        Config {
+            mode: Method::DiscardBuffer,
+        },
+    )
+    .unwrap();
+    // Burn the TCP answers, so that the next as_fd is the UDP socket.
+    while cur.get_ref().calls.get() < 4 {
+        let _ = cur.get_ref().as_fd();
+    }
+    let mut buf = [0u8; 4];
+    // A peek through the UDP socket reads the datagram's head into a real buffer (harmless)...
+    assert_eq!(cur.peek(&mut buf).unwrap(), 4);
+    assert_eq!(buf, [7u8; 4]);
+    // ...but consuming must refuse: the socket is not TCP any more.
+    let e = cur.consume(4).unwrap_err();
+    assert!(e.to_string().contains("not a TCP socket"), "{e}");
+    assert_eq!(cur.consumed(), 0);
+    // And the free function refuses a UDP socket outright.
+    let e = zcnet::peek::discard(&cur.get_ref().udp, 60000).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+}

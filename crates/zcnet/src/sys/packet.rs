@@ -26,6 +26,11 @@ pub struct Ring {
 impl Ring {
     /// Maps the ring set up on `fd` by `PACKET_RX_RING` or `PACKET_TX_RING` (`mmap(2)` of
     /// `slot_size * count` bytes, read-write, shared).
+    ///
+    /// At most one `Ring` may map a socket's ring: the guards it lends (`&mut` views of blocks
+    /// and frames) assume no other mapping of the same pages in this process. That holds because
+    /// only `RxRing::open` and `TxRing::open` call this, once, on the packet socket each just
+    /// created; `sys` is private, so no code outside the crate can map a ring a second time.
     pub fn map(fd: BorrowedFd<'_>, slot_size: usize, count: usize) -> io::Result<Ring> {
         if slot_size < abi::TPACKET_BLOCK_DESC_LEN || slot_size % 8 != 0 {
             return Err(io::Error::new(
