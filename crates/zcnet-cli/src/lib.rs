@@ -3,6 +3,7 @@
 //! ([`probe`]). Each subcommand is a module with its `Opt` and `run(opt) -> anyhow::Result<()>`.
 #![forbid(unsafe_code)]
 
+pub mod args;
 pub mod bench;
 pub mod capture;
 pub mod measure;

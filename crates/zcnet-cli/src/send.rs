@@ -1,18 +1,22 @@
 //! `zcnet send`: a netcat-like sender on the zero-copy file paths.
 //!
 //! `zcnet send FILE HOST:PORT` sends a file with `sendfile`, `splice`, an mmap window with
-//! `MSG_ZEROCOPY`, or `read` + `send`; `-` sends standard input (spliced when it is a pipe,
-//! sent with sendfile when it is a regular file, copied otherwise). At the end it prints the
-//! bytes, the strategy used, the share sent without a user-space copy, and Gbit.
+//! `MSG_ZEROCOPY`, or `read` + `send`; `-` sends standard input. A regular file of known size
+//! goes by the strategy; a pipe or FIFO is spliced (copied with `--strategy copy`); anything
+//! else (a character device, a /proc file whose size reads 0) is read to its end and copied,
+//! `--limit` bounding an endless source such as /dev/zero. At the end it prints the bytes, the
+//! strategy really used, the share sent without a user-space copy, and Gbit.
 
 use std::fs::File;
+use std::io::Read;
 use std::net::{TcpStream, ToSocketAddrs};
-use std::os::fd::AsFd;
-use std::time::Instant;
+use std::os::unix::fs::FileTypeExt;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use serde_json::json;
-use zcnet::file::{self, FileSent, Options, Strategy};
+use zcnet::ZeroCopyCounters as _;
+use zcnet::file::{self, FileSender, Mode as Strategy};
 
 /// `--strategy` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -35,7 +39,7 @@ impl From<StrategyArg> for Strategy {
             StrategyArg::Auto => Strategy::Auto,
             StrategyArg::Sendfile => Strategy::Sendfile,
             StrategyArg::Splice => Strategy::Splice,
-            StrategyArg::MmapZc => Strategy::MmapZc,
+            StrategyArg::MmapZc => Strategy::MmapZerocopy,
             StrategyArg::Copy => Strategy::Copy,
         }
     }
@@ -51,43 +55,115 @@ pub struct Opt {
     /// How to send it.
     #[arg(long, value_enum, default_value = "auto")]
     strategy: StrategyArg,
+    /// Send at most this many bytes (a bound for endless sources such as /dev/zero).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    limit: Option<u64>,
+    /// Give up connecting after this many seconds.
+    #[arg(long, value_name = "S", default_value = "10", value_parser = crate::args::seconds)]
+    connect_timeout: f64,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     json: bool,
 }
 
+/// What the input is, decided before connecting.
+enum Input {
+    /// A regular file of known, non-zero size (after `--limit`).
+    File(File, u64),
+    /// A pipe or FIFO.
+    Pipe(File),
+    /// Anything else, read to its end.
+    Stream(File),
+}
+
+fn classify(f: File, limit: Option<u64>, what: &str) -> anyhow::Result<Input> {
+    let meta = f
+        .metadata()
+        .with_context(|| format!("cannot read {what}"))?;
+    let ty = meta.file_type();
+    if ty.is_dir() {
+        bail!("cannot send {what}: it is a directory");
+    }
+    Ok(if ty.is_file() && meta.len() > 0 {
+        Input::File(f, limit.map_or(meta.len(), |l| l.min(meta.len())))
+    } else if ty.is_fifo() {
+        Input::Pipe(f)
+    } else {
+        // A size of 0 is also what /proc and sysfs files report: read them to the end.
+        Input::Stream(f)
+    })
+}
+
 /// Runs `zcnet send`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    let strategy: Strategy = Strategy::from(opt.strategy).resolve();
     // Open (and check) the input before connecting.
     let input = if opt.file == "-" {
-        None
+        let fd = std::os::fd::AsFd::as_fd(&std::io::stdin())
+            .try_clone_to_owned()
+            .context("stdin")?;
+        classify(File::from(fd), opt.limit, "standard input")?
     } else {
         let f = File::open(&opt.file).with_context(|| format!("cannot read {}", opt.file))?;
-        let meta = f
-            .metadata()
-            .with_context(|| format!("cannot read {}", opt.file))?;
-        if meta.is_dir() {
-            bail!("cannot send {}: it is a directory", opt.file);
-        }
-        Some((f, meta.len()))
+        classify(f, opt.limit, &opt.file)?
     };
-    let addr = opt
+    let addrs: Vec<_> = opt
         .addr
         .to_socket_addrs()
         .map_err(|e| anyhow!("bad address {:?}: {e} (expected HOST:PORT)", opt.addr))?
-        .next()
-        .ok_or_else(|| anyhow!("bad address {:?}: it resolves to nothing", opt.addr))?;
-    let stream = TcpStream::connect(addr).with_context(|| format!("cannot connect to {addr}"))?;
-    let socket = stream.as_fd();
-    let start = Instant::now();
-    let (used, sent): (&str, FileSent) = match input {
-        Some((f, len)) => (
-            strategy.name(),
-            file::send_file(socket, &f, 0, len, strategy, Options::default())?,
-        ),
-        None => send_stdin(socket, strategy)?,
+        .collect();
+    if addrs.is_empty() {
+        bail!("bad address {:?}: it resolves to nothing", opt.addr);
+    }
+    let timeout = Duration::from_secs_f64(opt.connect_timeout);
+    let mut last = None;
+    let mut stream = None;
+    for addr in &addrs {
+        match TcpStream::connect_timeout(addr, timeout) {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) => last = Some((addr, e)),
+        }
+    }
+    let stream = match (stream, last) {
+        (Some(s), _) => s,
+        (None, Some((addr, e))) => {
+            return Err(e).with_context(|| format!("cannot connect to {addr}"));
+        }
+        (None, None) => unreachable!("addrs is not empty"),
     };
+    let addr = stream.peer_addr().context("getpeername")?;
+    let mode = Strategy::from(opt.strategy);
+    let mut tx = FileSender::new(
+        &stream,
+        file::Config {
+            mode,
+            ..file::Config::default()
+        },
+    )?;
+    if let Some(why) = tx.fallback_reason() {
+        eprintln!("zcnet send: {why}");
+    }
+    let start = Instant::now();
+    let used = match input {
+        Input::File(f, len) => {
+            tx.send_file(&f, 0, len)?;
+            tx.mode().name()
+        }
+        Input::Pipe(f) if mode != Strategy::Copy && opt.limit.is_none() => {
+            tx.send_pipe(&f)?;
+            "splice"
+        }
+        Input::Pipe(f) | Input::Stream(f) => {
+            match opt.limit {
+                Some(l) => tx.send_reader(&mut f.take(l))?,
+                None => tx.send_reader(&mut &f)?,
+            };
+            "copy"
+        }
+    };
+    let sent = tx.counters();
     // Half-close and wait for the peer to finish reading, so that "sent" means delivered to it.
     stream
         .shutdown(std::net::Shutdown::Write)
@@ -103,44 +179,19 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     } else {
         0.0
     };
+    let share = sent.zero_copy_share().unwrap_or(0.0);
     if opt.json {
         println!(
             "{}",
-            json!({"bytes": sent.bytes, "strategy": used, "zero_copy_share": sent.zero_copy_share(),
+            json!({"bytes": sent.bytes, "strategy": used, "zero_copy_share": share,
                    "seconds": seconds, "gbit": gbit, "peer": addr.to_string()})
         );
     } else {
         eprintln!(
             "sent {} bytes by {used} ({:.2} % without a user copy) in {seconds:.2} s, {gbit:.2} Gbit, to {addr}",
             sent.bytes,
-            100.0 * sent.zero_copy_share()
+            100.0 * share
         );
     }
     Ok(())
-}
-
-/// Standard input: a regular file goes by the file strategies, a pipe by splice, else by copy.
-fn send_stdin(
-    socket: std::os::fd::BorrowedFd<'_>,
-    strategy: Strategy,
-) -> anyhow::Result<(&'static str, FileSent)> {
-    let stdin = std::io::stdin();
-    let fd = stdin.as_fd().try_clone_to_owned().context("stdin")?;
-    let f = File::from(fd);
-    let meta = f.metadata().context("stdin")?;
-    if meta.is_file() {
-        let len = meta.len();
-        return Ok((
-            strategy.name(),
-            file::send_file(socket, &f, 0, len, strategy, Options::default())?,
-        ));
-    }
-    use std::os::unix::fs::FileTypeExt;
-    if meta.file_type().is_fifo() {
-        return Ok(("splice", file::send_pipe(socket, f.as_fd())?));
-    }
-    Ok((
-        "copy",
-        file::send_reader(socket, &mut stdin.lock(), 256 * 1024)?,
-    ))
 }

@@ -145,3 +145,133 @@ fn unreadable_file_is_a_one_line_error() {
     let err = one_line_error(out);
     assert!(err.contains("Permission denied"), "{err}");
 }
+
+/// A receiver thread on 127.0.0.1: everything one connection sends.
+fn collector() -> (String, std::thread::JoinHandle<Vec<u8>>) {
+    use std::io::Read;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let h = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        got
+    });
+    (addr, h)
+}
+
+fn send_json(args: &[&str], stdin: Stdio) -> (serde_json::Value, Vec<u8>) {
+    let (addr, h) = collector();
+    let out = zcnet()
+        .arg("send")
+        .args(args)
+        .arg(&addr)
+        .arg("--json")
+        .stdin(stdin)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        serde_json::from_slice(&out.stdout).unwrap(),
+        h.join().unwrap(),
+    )
+}
+
+/// Issue 15 item 4: sources whose size is 0 or unknown sent 0 bytes and exited 0.
+#[test]
+fn sources_of_unknown_size_are_read_to_their_end() {
+    // A /proc file reports size 0 but has content.
+    let version = std::fs::read("/proc/version").unwrap();
+    assert!(!version.is_empty());
+    let (v, got) = send_json(&["/proc/version"], Stdio::null());
+    assert_eq!(got, version);
+    assert_eq!(v["bytes"], version.len() as u64);
+    assert_eq!(v["strategy"], "copy");
+    // The same on standard input.
+    let (v, got) = send_json(
+        &["-"],
+        Stdio::from(std::fs::File::open("/proc/version").unwrap()),
+    );
+    assert_eq!(got, version);
+    assert_eq!(v["strategy"], "copy");
+    // An endless device, bounded by --limit.
+    let (v, got) = send_json(&["/dev/zero", "--limit", "3000001"], Stdio::null());
+    assert_eq!(got.len(), 3_000_001);
+    assert!(got.iter().all(|&b| b == 0));
+    assert_eq!(v["bytes"], 3_000_001);
+}
+
+#[test]
+fn a_fifo_is_spliced_and_a_pipe_follows_the_strategy() {
+    let dir = tmpdir("fifo");
+    let fifo = dir.join("fifo");
+    let _ = std::fs::remove_file(&fifo);
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let data = random_bytes((1 << 20) + 3, 0x9e37_79b9_7f4a_7c15);
+    let writer = {
+        let (fifo, data) = (fifo.clone(), data.clone());
+        std::thread::spawn(move || std::fs::write(fifo, data).unwrap())
+    };
+    let (v, got) = send_json(&[fifo.to_str().unwrap()], Stdio::null());
+    writer.join().unwrap();
+    assert!(
+        got == data,
+        "FIFO contents differ ({} of {} bytes)",
+        got.len(),
+        data.len()
+    );
+    assert_eq!(v["strategy"], "splice");
+    // A pipe on stdin: spliced by default, copied when copy is asked for (it used to say
+    // "splice" whatever --strategy said).
+    for (strategy, expect) in [("auto", "splice"), ("copy", "copy")] {
+        let mut cat = Command::new("cat")
+            .arg("/proc/version")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = Stdio::from(cat.stdout.take().unwrap());
+        let (v, got) = send_json(&["-", "--strategy", strategy], stdin);
+        assert!(cat.wait().unwrap().success());
+        assert_eq!(got, std::fs::read("/proc/version").unwrap());
+        assert_eq!(v["strategy"], expect, "--strategy {strategy}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 15 item 7: `send` has a `--connect-timeout` (default 10 s; before, an unanswered SYN
+/// waited 135 s), validated like every duration; a closed port on 127.0.0.1 is a one-line error.
+#[test]
+fn connect_gives_up_in_time() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = zcnet()
+        .args(["send", "/proc/version", &format!("127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    let err = one_line_error(out);
+    assert!(err.contains("cannot connect to 127.0.0.1"), "{err}");
+    for bad in ["-1", "0", "nan", "inf", "1e30"] {
+        let out = zcnet()
+            .args([
+                "send",
+                "/proc/version",
+                "127.0.0.1:9",
+                "--connect-timeout",
+                bad,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "--connect-timeout {bad}: {out:?}"
+        );
+    }
+}

@@ -2,13 +2,15 @@
 //!
 //! | strategy | calls | user copy | "safe to modify the file" signal |
 //! |---|---|---|---|
-//! | [`Strategy::Sendfile`] | `sendfile(2)` | none | **none**: pages go out straight from the page cache, later writes to the file may change bytes not yet transmitted |
-//! | [`Strategy::Splice`] | `splice(2)` file → pipe → socket (pipe sized with `F_SETPIPE_SZ`) | none | none, as `sendfile` |
-//! | [`Strategy::MmapZc`] | `mmap` a sliding window, `send(MSG_ZEROCOPY)` | none (unless the kernel copies: loopback, local delivery) | **yes**: a window is unmapped only when its completions say the kernel is done with it |
-//! | [`Strategy::Copy`] | `read(2)` + `send(2)` | read and send both copy | not needed |
+//! | [`Mode::Sendfile`] | `sendfile(2)` | none | **none**: pages go out straight from the page cache, later writes to the file may change bytes not yet transmitted |
+//! | [`Mode::Splice`] | `splice(2)` file → pipe → socket (pipe sized with `F_SETPIPE_SZ`) | none | none, as `sendfile` |
+//! | [`Mode::MmapZerocopy`] | `mmap` a sliding window, `send(MSG_ZEROCOPY)` | none (unless the kernel copies: loopback, local delivery) | **yes**: a window is unmapped only when its completions say the kernel is done with it |
+//! | [`Mode::Copy`] | `read(2)` + `send(2)` | read and send both copy | not needed |
 //!
-//! [`Strategy::Auto`] picks `sendfile` where the probe found it working, else `splice`, else
-//! copy. The mmap window is the seed's recipe ("a server that mmaps a file and sends it moves the
+//! [`FileSender::new`]`(socket, `[`Config`]`)` sends any number of files, pipes or readers on one
+//! connected TCP socket and counts what went without a copy ([`FileSender::counters`]).
+//! [`Mode::Auto`] picks `sendfile` where [`support`] found it working, else `splice`, else
+//! copy, and says why when it copies ([`FileSender::fallback_reason`]). The mmap window is the seed's recipe ("a server that mmaps a file and sends it moves the
 //! data exactly once: disk to memory"); use it for files that change while being served.
 //!
 //! # References
@@ -31,53 +33,64 @@ use crate::sys::{self, owned_buf::FileRegion};
 use std::fs;
 use std::io::Write as _;
 
-/// How to send.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Strategy {
+/// How a [`FileSender`] sends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mode {
     /// The best available: sendfile, else splice, else copy.
+    #[default]
     Auto,
     /// `sendfile(2)`.
     Sendfile,
     /// `splice(2)` through a pipe.
     Splice,
-    /// `mmap` window + `MSG_ZEROCOPY`.
-    MmapZc,
-    /// `read(2)` + `send(2)`, the copying baseline.
+    /// `mmap` window + `MSG_ZEROCOPY` (the only zero-copy mode that says when the file's pages
+    /// are free again).
+    MmapZerocopy,
+    /// `read(2)` + `send(2)`, the copying twin.
     Copy,
 }
 
-impl Strategy {
-    /// The name used on the command line and in reports.
+impl Mode {
+    /// The name used on the command line and in reports (`mmap-zc` for [`Mode::MmapZerocopy`]).
     pub fn name(self) -> &'static str {
         match self {
-            Strategy::Auto => "auto",
-            Strategy::Sendfile => "sendfile",
-            Strategy::Splice => "splice",
-            Strategy::MmapZc => "mmap-zc",
-            Strategy::Copy => "copy",
+            Mode::Auto => "auto",
+            Mode::Sendfile => "sendfile",
+            Mode::Splice => "splice",
+            Mode::MmapZerocopy => "mmap-zc",
+            Mode::Copy => "copy",
         }
     }
 
-    /// What [`Strategy::Auto`] means on this machine.
-    pub fn resolve(self) -> Strategy {
-        if self != Strategy::Auto {
-            return self;
+    /// What [`Mode::Auto`] means on this machine, and why when it means copying.
+    pub fn resolve(self) -> (Mode, Option<String>) {
+        if self != Mode::Auto {
+            return (self, None);
         }
         let s = support();
         if s.sendfile.status == Status::Available {
-            Strategy::Sendfile
+            (Mode::Sendfile, None)
         } else if s.splice.status == Status::Available {
-            Strategy::Splice
+            (Mode::Splice, None)
         } else {
-            Strategy::Copy
+            (
+                Mode::Copy,
+                Some(format!(
+                    "neither sendfile nor splice works here ({}; {}): sending by copy",
+                    s.sendfile.reason, s.splice.reason
+                )),
+            )
         }
     }
 }
 
-/// Tuning of the strategies.
+/// How a [`FileSender`] is set up.
 #[derive(Clone, Copy, Debug)]
-pub struct Options {
-    /// Bytes per call (read/send, splice, MSG_ZEROCOPY send).
+pub struct Config {
+    /// Which calls: [`Mode::Auto`] by default.
+    pub mode: Mode,
+    /// Bytes per call (read/send, MSG_ZEROCOPY send).
     pub chunk: usize,
     /// Pipe size asked for with `F_SETPIPE_SZ` (splice).
     pub pipe_size: usize,
@@ -85,9 +98,10 @@ pub struct Options {
     pub window: usize,
 }
 
-impl Default for Options {
+impl Default for Config {
     fn default() -> Self {
-        Options {
+        Config {
+            mode: Mode::Auto,
             chunk: 256 * 1024,
             pipe_size: 1 << 20,
             window: 4 << 20,
@@ -95,78 +109,206 @@ impl Default for Options {
     }
 }
 
-/// What a file send did.
+/// What a [`FileSender`] sent so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct FileSent {
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Counters {
     /// Bytes sent.
     pub bytes: u64,
     /// Bytes that left without a user-space copy: all of them for sendfile and splice, none for
     /// copy, and for mmap-zc those whose completion was not flagged copied.
     pub zero_copy_bytes: u64,
-    /// For mmap-zc, the sender's counters.
+    /// For mmap-zc, the `MSG_ZEROCOPY` sender's counters of the last file.
     pub zerocopy: Option<msg_zerocopy::Counters>,
 }
 
-impl FileSent {
-    /// `zero_copy_bytes / bytes` (0 for an empty file).
-    pub fn zero_copy_share(&self) -> f64 {
-        if self.bytes == 0 {
-            0.0
-        } else {
-            self.zero_copy_bytes as f64 / self.bytes as f64
-        }
+impl Counters {
+    fn add(&mut self, bytes: u64, zero_copy_bytes: u64) {
+        self.bytes += bytes;
+        self.zero_copy_bytes += zero_copy_bytes;
+    }
+}
+
+impl crate::ZeroCopyCounters for Counters {
+    fn zero_copy_bytes(&self) -> u64 {
+        self.zero_copy_bytes
+    }
+    fn copied_bytes(&self) -> u64 {
+        self.bytes - self.zero_copy_bytes
+    }
+    /// `ENOBUFS` fallbacks and copied-policy switches of the mmap-zc sender.
+    fn fallbacks(&self) -> u64 {
+        self.zerocopy.map_or(0, |c| c.fallbacks())
     }
 }
 
 /// A failed file send.
 #[derive(Debug, thiserror::Error)]
-#[error("{strategy}: {op} failed after {sent} bytes: {source}")]
-pub struct FileError {
-    /// The strategy used.
-    pub strategy: &'static str,
-    /// The call that failed.
-    pub op: &'static str,
-    /// Bytes sent before it.
-    pub sent: u64,
-    /// The kernel's error.
-    #[source]
-    pub source: io::Error,
+pub enum FileError {
+    /// A call failed.
+    #[error("{mode}: {call} failed after {sent} bytes: {source}")]
+    Io {
+        /// The call that failed.
+        call: &'static str,
+        /// The mode used (`sendfile`, ...).
+        mode: &'static str,
+        /// Bytes of this send that went out before it.
+        sent: u64,
+        /// The kernel's error.
+        #[source]
+        source: io::Error,
+    },
+    /// A mode the kernel lacks was asked for explicitly.
+    #[error("{feature} is not supported here: {reason}")]
+    Unsupported {
+        /// `sendfile`, `splice`.
+        feature: &'static str,
+        /// The probe's one-line reason.
+        reason: String,
+    },
 }
 
 impl FileError {
-    /// A constructor for `map_err`: `op` of `strategy` failed after `sent` bytes.
+    /// A constructor for `map_err`: `call` of `mode` failed after `sent` bytes.
     fn at(
-        strategy: &'static str,
-        op: &'static str,
+        mode: &'static str,
+        call: &'static str,
         sent: u64,
     ) -> impl FnOnce(io::Error) -> FileError {
-        move |source| FileError {
-            strategy,
-            op,
+        move |source| FileError::Io {
+            call,
+            mode,
             sent,
             source,
         }
     }
+
+    /// Bytes of the failed send that went out before the error.
+    pub fn sent(&self) -> u64 {
+        match self {
+            FileError::Io { sent, .. } => *sent,
+            FileError::Unsupported { .. } => 0,
+        }
+    }
 }
 
-/// Sends `len` bytes of `file` from `offset` on `socket` (a connected TCP socket) with
-/// `strategy`. For [`Strategy::MmapZc`] the socket must not have made zero-copy sends before.
-///
-/// # Errors
-/// [`FileError`] naming the strategy, the call and the bytes sent before it failed.
-pub fn send_file(
+/// Sends files, pipes and readers on one connected TCP socket (see the module docs).
+#[derive(Debug)]
+pub struct FileSender<S: AsFd> {
+    socket: S,
+    config: Config,
+    mode: Mode,
+    fallback: Option<String>,
+    counters: Counters,
+}
+
+impl<S: AsFd> FileSender<S> {
+    /// A sender on `socket`, a connected TCP socket; [`Mode::Auto`] is resolved here.
+    ///
+    /// # Errors
+    /// [`FileError::Unsupported`] when `sendfile` or `splice` was asked for and [`support`]
+    /// found it not working. For [`Mode::MmapZerocopy`] the socket must not have made
+    /// zero-copy sends before.
+    pub fn new(socket: S, config: Config) -> Result<Self, FileError> {
+        let (mode, fallback) = config.mode.resolve();
+        let s = support();
+        for (want, check, feature) in [
+            (Mode::Sendfile, &s.sendfile, "sendfile"),
+            (Mode::Splice, &s.splice, "splice"),
+        ] {
+            if mode == want && check.status != Status::Available {
+                return Err(FileError::Unsupported {
+                    feature,
+                    reason: check.reason.clone(),
+                });
+            }
+        }
+        Ok(FileSender {
+            socket,
+            config,
+            mode,
+            fallback,
+            counters: Counters::default(),
+        })
+    }
+
+    /// The mode in use (never [`Mode::Auto`]).
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Why [`Mode::Auto`] chose copying, if it did.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    /// What was sent so far.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// The socket.
+    pub fn get_ref(&self) -> &S {
+        &self.socket
+    }
+
+    /// Sends `len` bytes of `file` from `offset`; returns the bytes sent (`len`).
+    ///
+    /// # Errors
+    /// [`FileError::Io`] naming the mode, the call and the bytes sent before it failed; a file
+    /// shorter than `offset + len` is `UnexpectedEof`.
+    pub fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Result<u64, FileError> {
+        let c = send_file(
+            self.socket.as_fd(),
+            file,
+            offset,
+            len,
+            self.mode,
+            self.config,
+        )?;
+        self.counters.add(c.bytes, c.zero_copy_bytes);
+        if c.zerocopy.is_some() {
+            self.counters.zerocopy = c.zerocopy;
+        }
+        Ok(c.bytes)
+    }
+
+    /// Splices everything from the pipe `pipe` to the socket until the writer closes it (no
+    /// user copy: the pipe's pages move to the socket), whatever the mode; returns the bytes.
+    ///
+    /// # Errors
+    /// The failing `splice`, with the bytes sent before it.
+    pub fn send_pipe(&mut self, pipe: &impl AsFd) -> Result<u64, FileError> {
+        let c = send_pipe(self.socket.as_fd(), pipe.as_fd())?;
+        self.counters.add(c.bytes, c.zero_copy_bytes);
+        Ok(c.bytes)
+    }
+
+    /// Reads `r` to its end and sends it by copy (a source that is neither a file nor a pipe);
+    /// returns the bytes.
+    ///
+    /// # Errors
+    /// The failing read or send, with the bytes sent before it.
+    pub fn send_reader(&mut self, r: &mut impl Read) -> Result<u64, FileError> {
+        let c = send_reader(self.socket.as_fd(), r, self.config.chunk)?;
+        self.counters.add(c.bytes, c.zero_copy_bytes);
+        Ok(c.bytes)
+    }
+}
+
+/// Sends `len` bytes of `file` from `offset` on `socket` with `strategy` (resolved).
+fn send_file(
     socket: BorrowedFd<'_>,
     file: &File,
     offset: u64,
     len: u64,
-    strategy: Strategy,
-    opts: Options,
-) -> Result<FileSent, FileError> {
-    let strategy = strategy.resolve();
+    strategy: Mode,
+    opts: Config,
+) -> Result<Counters, FileError> {
     let err = |op: &'static str, sent: u64| FileError::at(strategy.name(), op, sent);
     let mut sent = 0u64;
     match strategy {
-        Strategy::Sendfile | Strategy::Auto => {
+        Mode::Sendfile | Mode::Auto => {
             let mut off = offset as i64;
             while sent < len {
                 let want = (len - sent).min(1 << 30) as usize;
@@ -179,13 +321,13 @@ pub fn send_file(
                     Err(e) => return Err(err("sendfile", sent)(e)),
                 }
             }
-            Ok(FileSent {
+            Ok(Counters {
                 bytes: sent,
                 zero_copy_bytes: sent,
                 zerocopy: None,
             })
         }
-        Strategy::Splice => {
+        Mode::Splice => {
             let (pipe_r, pipe_w) = sys::pipe().map_err(err("pipe", 0))?;
             // A larger pipe moves more per call; the kernel may grant less (fs.pipe-max-size).
             let _ = sys::set_pipe_size(pipe_w.as_fd(), opts.pipe_size);
@@ -214,14 +356,14 @@ pub fn send_file(
                 }
                 sent += n as u64;
             }
-            Ok(FileSent {
+            Ok(Counters {
                 bytes: sent,
                 zero_copy_bytes: sent,
                 zerocopy: None,
             })
         }
-        Strategy::MmapZc => send_mmap_zc(socket, file, offset, len, opts),
-        Strategy::Copy => {
+        Mode::MmapZerocopy => send_mmap_zc(socket, file, offset, len, opts),
+        Mode::Copy => {
             let mut buf = vec![0u8; opts.chunk];
             let mut pos = offset;
             while sent < len {
@@ -234,7 +376,7 @@ pub fn send_file(
                 sent += n as u64;
                 pos += n as u64;
             }
-            Ok(FileSent {
+            Ok(Counters {
                 bytes: sent,
                 zero_copy_bytes: 0,
                 zerocopy: None,
@@ -275,8 +417,8 @@ fn send_mmap_zc(
     file: &File,
     offset: u64,
     len: u64,
-    opts: Options,
-) -> Result<FileSent, FileError> {
+    opts: Config,
+) -> Result<Counters, FileError> {
     let err = |op: &'static str, sent: u64| FileError::at("mmap-zc", op, sent);
     let page = sys::page_size() as u64;
     let mut tx: ZerocopySender<BorrowedFd<'_>, FileRegion> =
@@ -325,7 +467,7 @@ fn send_mmap_zc(
         .map_err(err("waiting for completions", sent))?;
     first_error(&mut tx).map_err(err("send(MSG_ZEROCOPY)", sent))?;
     let c = tx.counters();
-    Ok(FileSent {
+    Ok(Counters {
         bytes: sent,
         zero_copy_bytes: (sent as f64 * c.zero_copy_share().unwrap_or(0.0)) as u64,
         zerocopy: Some(c),
@@ -344,12 +486,8 @@ fn first_error(tx: &mut ZerocopySender<BorrowedFd<'_>, FileRegion>) -> io::Resul
     first.map_or(Ok(()), Err)
 }
 
-/// Splices everything from the pipe `pipe` to `socket` until the writer closes it (no user
-/// copy: the pipe's pages move to the socket).
-///
-/// # Errors
-/// The failing `splice`, with the bytes sent before it.
-pub fn send_pipe(socket: BorrowedFd<'_>, pipe: BorrowedFd<'_>) -> Result<FileSent, FileError> {
+/// Splices everything from the pipe `pipe` to `socket` until the writer closes it.
+fn send_pipe(socket: BorrowedFd<'_>, pipe: BorrowedFd<'_>) -> Result<Counters, FileError> {
     let mut sent = 0u64;
     loop {
         match sys::splice(
@@ -360,7 +498,7 @@ pub fn send_pipe(socket: BorrowedFd<'_>, pipe: BorrowedFd<'_>) -> Result<FileSen
             libc::SPLICE_F_MOVE | libc::SPLICE_F_MORE,
         ) {
             Ok(0) => {
-                return Ok(FileSent {
+                return Ok(Counters {
                     bytes: sent,
                     zero_copy_bytes: sent,
                     zerocopy: None,
@@ -373,22 +511,19 @@ pub fn send_pipe(socket: BorrowedFd<'_>, pipe: BorrowedFd<'_>) -> Result<FileSen
     }
 }
 
-/// Reads the rest of `r` (for a stdin that is neither a file nor a pipe) and sends it by copy.
-///
-/// # Errors
-/// The failing read or send, with the bytes sent before it.
-pub fn send_reader(
+/// Reads the rest of `r` and sends it by copy.
+fn send_reader(
     socket: BorrowedFd<'_>,
     r: &mut impl Read,
     chunk: usize,
-) -> Result<FileSent, FileError> {
+) -> Result<Counters, FileError> {
     let err = |op: &'static str, sent: u64| FileError::at("copy", op, sent);
     let mut buf = vec![0u8; chunk];
     let mut sent = 0u64;
     loop {
         let n = match r.read(&mut buf) {
             Ok(0) => {
-                return Ok(FileSent {
+                return Ok(Counters {
                     bytes: sent,
                     zero_copy_bytes: 0,
                     zerocopy: None,

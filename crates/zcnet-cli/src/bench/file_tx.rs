@@ -7,14 +7,14 @@
 use std::fs::File;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use netlab::{CONGESTION, Family, LoopbackLab, pattern};
 use serde_json::json;
-use zcnet::file::{self, Options, Strategy};
+use zcnet::ZeroCopyCounters as _;
+use zcnet::file::{self, FileSender, Mode as Strategy};
 
 use super::{Common, Outcome, Pinned, SummaryRow, pin};
 use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
@@ -54,7 +54,7 @@ pub struct Mode {
 impl Mode {
     /// Every strategy with the library's default chunk, `copy` once per buffer size (KiB).
     pub fn list(strategies: &[Strategy], copy_buffer_kib: &[usize]) -> Vec<Mode> {
-        let default = Options::default().chunk;
+        let default = file::Config::default().chunk;
         let mut modes = Vec::new();
         for &strategy in strategies {
             if strategy == Strategy::Copy {
@@ -150,15 +150,18 @@ fn one_run(lab: &LoopbackLab, f: &CachedFile, mode: Mode) -> anyhow::Result<Run>
         pin(0);
         let s = TcpStream::connect(addr)?;
         let meter = Meter::start();
-        let opts = Options {
+        let config = file::Config {
+            mode: mode.strategy,
             chunk: mode.chunk,
-            ..Options::default()
+            ..file::Config::default()
         };
-        let sent = file::send_file(s.as_fd(), &file, 0, len, mode.strategy, opts)?;
+        let mut tx = FileSender::new(&s, config)?;
+        tx.send_file(&file, 0, len)?;
+        let sent = tx.counters();
         let run = meter.finish(Work {
             bytes: sent.bytes,
             requests: None,
-            zero_copy_share: Some(sent.zero_copy_share()),
+            zero_copy_share: Some(sent.zero_copy_share().unwrap_or(0.0)),
             verified: None,
         });
         s.shutdown(std::net::Shutdown::Write)?;
@@ -282,12 +285,12 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
             Strategy::Copy,
             Strategy::Sendfile,
             Strategy::Splice,
-            Strategy::MmapZc,
+            Strategy::MmapZerocopy,
         ]
     } else {
         opt.strategies
             .iter()
-            .map(|&s| Strategy::from(s).resolve())
+            .map(|&s| Strategy::from(s).resolve().0)
             .collect()
     };
     let modes = Mode::list(&strategies, &copy_kib);

@@ -229,12 +229,12 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             // 256 MiB in page cache, each strategy.
             "file-tx (loopback)",
             Box::new(move || {
-                use zcnet::file::Strategy;
+                use zcnet::file::Mode as Strategy;
                 let strategies = [
                     Strategy::Copy,
                     Strategy::Sendfile,
                     Strategy::Splice,
-                    Strategy::MmapZc,
+                    Strategy::MmapZerocopy,
                 ];
                 let modes = file_tx::Mode::list(&strategies, &file_tx::COPY_BUFFERS_KIB);
                 file_tx::bench(256, &modes, runs, quiet)
