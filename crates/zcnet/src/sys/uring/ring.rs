@@ -1,297 +1,16 @@
-//! io_uring calls that need `unsafe`: registering buffers and submitting sends whose buffer the
-//! kernel reads after submission. The functions here keep the buffer alive until the kernel says
-//! it is done with it (the notification CQE), or leak it when that never comes in time.
+//! A ring whose send requests own their buffers until the kernel is done with them.
 
-use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use io_uring::{IoUring, opcode, types};
 
-use super::Mmap;
-use super::abi;
-use super::owned_buf::OwnedBuf;
-
-/// Opcodes this kernel's io_uring supports, from `IORING_REGISTER_PROBE` (Linux 5.6).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct OpcodeSupport {
-    /// `IORING_OP_SEND_ZC` (6.0).
-    pub send_zc: bool,
-    /// `IORING_OP_SENDMSG_ZC` (6.1).
-    pub sendmsg_zc: bool,
-}
-
-/// `io_uring_setup(2)` with `entries` entries.
-pub fn setup(entries: u32) -> io::Result<IoUring> {
-    IoUring::new(entries)
-}
-
-/// `io_uring_register(IORING_REGISTER_PROBE)`.
-pub fn probe_opcodes(ring: &IoUring) -> io::Result<OpcodeSupport> {
-    let mut probe = io_uring::Probe::new();
-    ring.submitter().register_probe(&mut probe)?;
-    Ok(OpcodeSupport {
-        send_zc: probe.is_supported(opcode::SendZc::CODE),
-        sendmsg_zc: probe.is_supported(opcode::SendMsgZc::CODE),
-    })
-}
-
-/// What one `SEND_ZC` request produced.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SendZcOutcome {
-    /// The result CQE's `res`: bytes sent or `-errno`.
-    pub result: i32,
-    /// Whether the result CQE carried `IORING_CQE_F_MORE` (a notification follows).
-    pub more: bool,
-    /// The notification CQE's `res`, when one arrived.
-    pub notification: Option<u32>,
-}
-
-impl SendZcOutcome {
-    /// True when the notification says the kernel copied the data
-    /// (`IORING_NOTIF_USAGE_ZC_COPIED`, needs `IORING_SEND_ZC_REPORT_USAGE`).
-    pub fn copied(&self) -> Option<bool> {
-        self.notification
-            .map(|res| res & abi::IORING_NOTIF_USAGE_ZC_COPIED != 0)
-    }
-}
-
-/// Submits one `IORING_OP_SEND_ZC` of `len` bytes on the connected socket `fd` and waits for
-/// its result and, when `F_MORE` says one follows, its notification.
-///
-/// With `fixed`, the buffer is registered first (`IORING_REGISTER_BUFFERS`, counted against
-/// `RLIMIT_MEMLOCK`) and the send uses `IORING_RECVSEND_FIXED_BUF`. If the notification does not
-/// arrive within `timeout`, the buffer and ring are leaked rather than freed under the kernel.
-pub fn send_zc_once(
-    fd: BorrowedFd<'_>,
-    len: usize,
-    zc_flags: u16,
-    fixed: bool,
-    timeout: Duration,
-) -> io::Result<SendZcOutcome> {
-    let ring = setup(4)?;
-    let buf = vec![0x5a_u8; len].into_boxed_slice();
-    if fixed {
-        let iov = libc::iovec {
-            iov_base: buf.as_ptr() as *mut libc::c_void,
-            iov_len: buf.len(),
-        };
-        // SAFETY: `buf` stays allocated until the ring is dropped (or both are leaked below),
-        // so the registered region outlives its registration.
-        unsafe { ring.submitter().register_buffers(&[iov])? };
-    }
-    let mut op =
-        opcode::SendZc::new(types::Fd(fd.as_raw_fd()), buf.as_ptr(), len as u32).zc_flags(zc_flags);
-    if fixed {
-        op = op.buf_index(Some(0));
-    }
-    let sqe = op.build().user_data(1);
-    // SAFETY: the SQE points at `buf`, which lives until the notification CQE has been seen
-    // (or is leaked on timeout); the socket `fd` is borrowed for the whole function.
-    unsafe {
-        ring.submission_shared()
-            .push(&sqe)
-            .map_err(|_| io::Error::other("submission queue full"))?;
-    }
-    ring.submit()?;
-
-    let mut out = SendZcOutcome::default();
-    let mut have_result = false;
-    let deadline = Instant::now() + timeout;
-    loop {
-        // SAFETY: only this thread touches the completion queue of this private ring.
-        for cqe in unsafe { ring.completion_shared() } {
-            let flags = cqe.flags();
-            if flags & abi::IORING_CQE_F_NOTIF != 0 {
-                out.notification = Some(cqe.result() as u32);
-            } else {
-                out.result = cqe.result();
-                out.more = flags & abi::IORING_CQE_F_MORE != 0;
-                have_result = true;
-            }
-        }
-        if have_result && (!out.more || out.notification.is_some()) {
-            return Ok(out);
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            // The kernel may still read `buf`: leak it and the ring instead of freeing them.
-            std::mem::forget(buf);
-            std::mem::forget(ring);
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "no io_uring notification within the timeout",
-            ));
-        }
-        let ts = types::Timespec::from(left.min(Duration::from_millis(50)));
-        let args = types::SubmitArgs::new().timespec(&ts);
-        match ring.submitter().submit_with_args(1, &args) {
-            Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                // Same as the timeout: the request may still hold `buf`.
-                std::mem::forget(buf);
-                std::mem::forget(ring);
-                return Err(e);
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Buffers loaned to io_uring sends, and the ring that tracks them.
-// ---------------------------------------------------------------------------------------------
-
-/// Equal-sized buffers in one anonymous mapping, handed out first-in first-out; the mapping can
-/// be registered with a ring as one region (`IORING_REGISTER_BUFFERS`, Linux 5.1) for
-/// `IORING_RECVSEND_FIXED_BUF` sends.
-///
-/// Handing buffers out in FIFO order cycles through the whole pool, as a server sending distinct
-/// data does; a LIFO pool would keep resending the same cache-hot buffer.
-#[derive(Clone, Debug)]
-pub struct Pool {
-    inner: Arc<PoolInner>,
-}
-
-#[derive(Debug)]
-struct PoolInner {
-    map: Mmap,
-    buf_size: usize,
-    count: usize,
-    free: Mutex<VecDeque<u32>>,
-}
-
-impl Pool {
-    /// `count` buffers of `buf_size` bytes (the mapping is rounded up to whole pages).
-    ///
-    /// # Errors
-    /// `InvalidInput` for an empty pool or more than `u32::MAX` buffers, or `mmap`'s error.
-    pub fn new(count: usize, buf_size: usize) -> io::Result<Pool> {
-        let bytes = count
-            .checked_mul(buf_size)
-            .filter(|&b| b > 0 && count <= u32::MAX as usize)
-            .ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidInput, "empty or oversized pool")
-            })?;
-        let page = super::page_size();
-        let map = Mmap::anonymous(bytes.div_ceil(page) * page)?;
-        Ok(Pool {
-            inner: Arc::new(PoolInner {
-                map,
-                buf_size,
-                count,
-                free: Mutex::new((0..count as u32).collect()),
-            }),
-        })
-    }
-
-    /// Bytes per buffer.
-    pub fn buf_size(&self) -> usize {
-        self.inner.buf_size
-    }
-
-    /// Number of buffers.
-    pub fn count(&self) -> usize {
-        self.inner.count
-    }
-
-    /// Bytes of the whole mapping (what registration pins and counts against `RLIMIT_MEMLOCK`).
-    pub fn region_len(&self) -> usize {
-        self.inner.map.len()
-    }
-
-    /// Buffers not handed out now.
-    pub fn available(&self) -> usize {
-        self.inner.free().len()
-    }
-
-    /// The next free buffer, its length set to the full buffer size; `None` when all are out.
-    pub fn acquire(&self) -> Option<PoolBuf> {
-        let index = self.inner.free().pop_front()?;
-        Some(PoolBuf {
-            pool: self.inner.clone(),
-            index,
-            len: self.inner.buf_size,
-        })
-    }
-}
-
-impl PoolInner {
-    fn free(&self) -> std::sync::MutexGuard<'_, VecDeque<u32>> {
-        // A panic while holding the lock cannot leave the queue half-updated (push/pop only).
-        self.free.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// One buffer of a [`Pool`], owned exclusively; back in the pool when dropped.
-#[derive(Debug)]
-pub struct PoolBuf {
-    pool: Arc<PoolInner>,
-    index: u32,
-    len: usize,
-}
-
-impl PoolBuf {
-    /// Its index in the pool.
-    pub fn index(&self) -> usize {
-        self.index as usize
-    }
-
-    /// The buffer size of its pool.
-    pub fn capacity(&self) -> usize {
-        self.pool.buf_size
-    }
-
-    /// Sets how many bytes (from the start) are sent.
-    ///
-    /// # Panics
-    /// If `len` exceeds [`PoolBuf::capacity`].
-    pub fn set_len(&mut self, len: usize) {
-        assert!(len <= self.capacity(), "PoolBuf::set_len beyond capacity");
-        self.len = len;
-    }
-
-    fn start(&self) -> *mut u8 {
-        (self.pool.map.addr() + self.index as usize * self.pool.buf_size) as *mut u8
-    }
-}
-
-impl std::ops::Deref for PoolBuf {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        // SAFETY: [start, start + len) lies inside the live mapping (index < count, len <=
-        // buf_size) and belongs to this PoolBuf alone: an index is either in the free queue or in
-        // exactly one PoolBuf.
-        unsafe { std::slice::from_raw_parts(self.start(), self.len) }
-    }
-}
-
-impl std::ops::DerefMut for PoolBuf {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as for Deref; `&mut self` makes the access exclusive, and while the buffer is
-        // loaned to the kernel the ring owns the PoolBuf, so no `&mut` can exist then.
-        unsafe { std::slice::from_raw_parts_mut(self.start(), self.len) }
-    }
-}
-
-impl Drop for PoolBuf {
-    fn drop(&mut self) {
-        self.pool.free().push_back(self.index);
-    }
-}
-
-// SAFETY: the bytes live in the pool's mapping, which the PoolBuf keeps alive (Arc) and which
-// never moves; only the owner of the PoolBuf can write them (DerefMut), and a loaned PoolBuf is
-// owned by the ring until the kernel is done with it.
-unsafe impl OwnedBuf for PoolBuf {
-    fn bytes(&self) -> &[u8] {
-        self
-    }
-}
+use super::super::abi;
+use super::super::owned_buf::OwnedBuf;
+use super::{OpcodeSupport, Pool, probe_opcodes};
+use crate::uring::state::{Request, State, Step};
 
 /// The request a buffer is sent with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -360,15 +79,8 @@ struct Slot<B> {
     req: SendRequest,
     fd: RawFd,
     msg: Option<Box<MsgStorage>>,
-    sent: usize,
-    /// Result CQEs still to come.
-    results: u32,
-    /// Notifications announced by `F_MORE` minus notifications seen: a notification that
-    /// arrives before its result makes this -1 for a while.
-    notifs: i32,
-    error: Option<i32>,
-    copied: Option<bool>,
-    usage_retry: bool,
+    /// Which CQEs are still due (the pure state machine of `crate::uring::state`).
+    state: State,
 }
 
 /// A ring whose send requests own their buffers: each buffer stays in the ring until its result
@@ -419,8 +131,8 @@ impl<B: OwnedBuf> SendRing<B> {
             ));
         }
         let iov = libc::iovec {
-            iov_base: pool.inner.map.addr() as *mut libc::c_void,
-            iov_len: pool.inner.map.len(),
+            iov_base: pool.region().0 as *mut libc::c_void,
+            iov_len: pool.region().1,
         };
         // SAFETY: the region stays mapped while registered: `self.registered` holds the pool
         // until the ring is dropped (the ring field is dropped first, which unregisters).
@@ -475,12 +187,7 @@ impl<B: OwnedBuf> SendRing<B> {
             req,
             fd: fd.as_raw_fd(),
             msg: None,
-            sent: 0,
-            results: 1,
-            notifs: 0,
-            error: None,
-            copied: None,
-            usage_retry: false,
+            state: State::new(),
         };
         let sqe = self.build(&mut slot, key);
         self.slots[key as usize] = Some(slot);
@@ -496,19 +203,19 @@ impl<B: OwnedBuf> SendRing<B> {
 
     fn in_registered(&self, bytes: &[u8]) -> bool {
         self.registered.as_ref().is_some_and(|p| {
-            let start = p.inner.map.addr();
+            let (start, len) = p.region();
             let at = bytes.as_ptr() as usize;
-            at >= start && at + bytes.len() <= start + p.inner.map.len()
+            at >= start && at + bytes.len() <= start + len
         })
     }
 
     /// The SQE for the unsent rest of `slot`'s buffer.
     fn build(&self, slot: &mut Slot<B>, key: u32) -> io_uring::squeue::Entry {
-        let bytes = &slot.buf.bytes()[slot.sent..];
+        let bytes = &slot.buf.bytes()[slot.state.sent..];
         let (ptr, len) = (bytes.as_ptr(), bytes.len());
         let fd = types::Fd(slot.fd);
         let mut zc_flags = 0;
-        if slot.req.report_usage && !self.usage_refused && !slot.usage_retry {
+        if slot.req.report_usage && !self.usage_refused && !slot.state.usage_retry {
             zc_flags |= abi::IORING_SEND_ZC_REPORT_USAGE;
         }
         let sqe = match slot.req.op {
@@ -532,7 +239,7 @@ impl<B: OwnedBuf> SendRing<B> {
                 msg.hdr.msg_iov = &mut msg.iov;
                 msg.hdr.msg_iovlen = 1;
                 if let Some(dest) = slot.req.dest {
-                    let (storage, alen) = super::sockaddr(&dest);
+                    let (storage, alen) = super::super::sockaddr(&dest);
                     msg.addr = storage;
                     msg.hdr.msg_name = (&mut msg.addr as *mut libc::sockaddr_storage).cast();
                     msg.hdr.msg_namelen = alen;
@@ -622,59 +329,34 @@ impl<B: OwnedBuf> SendRing<B> {
             // dropping it is the only safe thing (no buffer is freed by it).
             return Ok(());
         };
-        let mut resubmit = false;
-        if flags & abi::IORING_CQE_F_NOTIF != 0 {
-            slot.notifs -= 1;
-            if slot.req.report_usage && !self.usage_refused {
-                let copied = res as u32 & abi::IORING_NOTIF_USAGE_ZC_COPIED != 0;
-                slot.copied = Some(slot.copied.unwrap_or(false) | copied);
+        let req = Request {
+            len: slot.buf.bytes().len(),
+            zero_copy: slot.req.op.zero_copy(),
+            report_usage: slot.req.report_usage,
+        };
+        match slot.state.on_cqe(req, res, flags, &mut self.usage_refused) {
+            Step::Resubmit => {
+                let sqe = self.build(&mut slot, key);
+                self.slots[key as usize] = Some(slot);
+                self.push_sqe(&sqe)
             }
-        } else {
-            slot.results -= 1;
-            if flags & abi::IORING_CQE_F_MORE != 0 {
-                slot.notifs += 1;
+            Step::Done => {
+                self.in_flight -= 1;
+                self.free.push(key);
+                out.push(Finished {
+                    zero_copy: req.zero_copy,
+                    sent: slot.state.sent,
+                    error: slot.state.error.map(io::Error::from_raw_os_error),
+                    copied: slot.state.copied,
+                    buf: slot.buf,
+                });
+                Ok(())
             }
-            let len = slot.buf.bytes().len();
-            if res == -libc::EINVAL
-                && slot.req.op.zero_copy()
-                && slot.req.report_usage
-                && !self.usage_refused
-                && slot.sent == 0
-            {
-                // Kernels before 6.2 refuse IORING_SEND_ZC_REPORT_USAGE: send again without it.
-                slot.usage_retry = true;
-                resubmit = true;
-            } else if res < 0 {
-                slot.error.get_or_insert(-res);
-            } else {
-                slot.sent += res as usize;
-                if slot.usage_retry {
-                    self.usage_refused = true;
-                }
-                // A stream send cut short (a signal, or no MSG_WAITALL): send the rest.
-                resubmit = res > 0 && slot.sent < len;
+            Step::Wait => {
+                self.slots[key as usize] = Some(slot);
+                Ok(())
             }
         }
-        if resubmit {
-            slot.results += 1;
-            let sqe = self.build(&mut slot, key);
-            self.slots[key as usize] = Some(slot);
-            return self.push_sqe(&sqe);
-        }
-        if slot.results == 0 && slot.notifs == 0 {
-            self.in_flight -= 1;
-            self.free.push(key);
-            out.push(Finished {
-                zero_copy: slot.req.op.zero_copy(),
-                sent: slot.sent,
-                error: slot.error.map(io::Error::from_raw_os_error),
-                copied: slot.copied,
-                buf: slot.buf,
-            });
-        } else {
-            self.slots[key as usize] = Some(slot);
-        }
-        Ok(())
     }
 }
 

@@ -50,6 +50,8 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use crate::support::TIMEOUT;
+pub(crate) mod state;
+
 use crate::support::{Check, CheckId, Probe, Status, loopback};
 use crate::sys::{self, abi, uring::SendRing};
 use std::net::UdpSocket;
@@ -113,9 +115,15 @@ impl Default for Config {
 /// Errors of setting up a [`UringSender`].
 #[derive(Debug, thiserror::Error)]
 pub enum UringError {
-    /// `io_uring_setup` failed (no io_uring, `kernel.io_uring_disabled`, seccomp, ...).
-    #[error("io_uring_setup: {0} (io_uring needs Linux 5.6+ and kernel.io_uring_disabled = 0)")]
-    Setup(#[source] io::Error),
+    /// io_uring cannot be used here: `io_uring_setup` failed (no io_uring,
+    /// `kernel.io_uring_disabled`, seccomp, ...).
+    #[error("{feature} is not available: {reason}")]
+    Unsupported {
+        /// `io_uring`.
+        feature: &'static str,
+        /// The kernel's error and what would enable it.
+        reason: String,
+    },
     /// Registering the pool would exceed `RLIMIT_MEMLOCK`.
     #[error(
         "registering {need} bytes of send buffers needs RLIMIT_MEMLOCK >= {need} bytes, but the \
@@ -130,9 +138,11 @@ pub enum UringError {
         /// The soft limit.
         limit: u64,
     },
-    /// The kernel refused the registration.
-    #[error("io_uring_register(IORING_REGISTER_BUFFERS) of {bytes} bytes: {source}")]
-    Register {
+    /// A call failed (the buffer registration, with the bytes it would have pinned).
+    #[error("{call} of {bytes} bytes: {source}")]
+    Io {
+        /// The call.
+        call: &'static str,
         /// Bytes registered.
         bytes: usize,
         /// The kernel's error.
@@ -216,7 +226,7 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
     ///
     /// # Errors
     /// [`UringError::NoPool`] for [`Mode::ZeroCopyFixed`] (use [`UringSender::with_pool`]),
-    /// [`UringError::Setup`], [`UringError::Window`].
+    /// [`UringError::Unsupported`], [`UringError::Window`].
     pub fn new(socket: S, config: Config) -> Result<Self, UringError> {
         if config.mode == Mode::ZeroCopyFixed {
             return Err(UringError::NoPool);
@@ -231,7 +241,12 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
                 entries: config.entries,
             });
         }
-        let ring = SendRing::new(config.entries).map_err(UringError::Setup)?;
+        let ring = SendRing::new(config.entries).map_err(|e| UringError::Unsupported {
+            feature: "io_uring",
+            reason: format!(
+                "io_uring_setup: {e} (io_uring needs Linux 5.6+ and kernel.io_uring_disabled = 0)"
+            ),
+        })?;
         let ty = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE).unwrap_or(0);
         let (mode, fallback) = match config.mode {
             Mode::Copy => (Mode::Copy, None),
@@ -483,7 +498,7 @@ impl<S: AsFd> UringSender<S, PoolBuf> {
     ///
     /// # Errors
     /// [`UringError::Memlock`] when the registration would exceed `RLIMIT_MEMLOCK` (checked
-    /// before trying; root has `CAP_IPC_LOCK` and is exempt), [`UringError::Register`] when the
+    /// before trying; root has `CAP_IPC_LOCK` and is exempt), [`UringError::Io`] when the
     /// kernel refuses it, and the errors of [`UringSender::new`].
     pub fn with_pool(socket: S, config: Config, pool: &Pool) -> Result<Self, UringError> {
         let mut tx = Self::build(socket, config)?;
@@ -493,7 +508,8 @@ impl<S: AsFd> UringSender<S, PoolBuf> {
                 .register(pool)
                 .map_err(|source| match source.raw_os_error() {
                     Some(libc::ENOMEM) => memlock_check_failed(pool.region_len() as u64),
-                    _ => UringError::Register {
+                    _ => UringError::Io {
+                        call: "io_uring_register(IORING_REGISTER_BUFFERS)",
                         bytes: pool.region_len(),
                         source,
                     },
