@@ -17,7 +17,7 @@ use zcnet::ZeroCopyCounters as _;
 use zcnet::file::{self, FileSender, Mode as Strategy};
 
 use super::{Common, Outcome, Pinned, SummaryRow, pin};
-use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
+use crate::measure::{self, Comparison, Meter, Metric, Progress, Report, ResultSet, Run, Work};
 use crate::send::StrategyArg;
 
 /// Options of `zcnet bench file-tx`.
@@ -230,16 +230,16 @@ pub fn bench(size_mib: u64, modes: &[Mode], runs: usize, quiet: bool) -> anyhow:
         })
         .collect();
     let mut summary = Vec::new();
-    let med = |s: &ResultSet, k: &str| s.median.get(k).and_then(|v| v.as_f64());
+    let med = |s: &ResultSet, k: Metric| s.median_of(k);
     let copies = sets.iter().filter(|(m, _)| m.strategy == Strategy::Copy);
     for (copy_mode, copy) in copies {
         for (mode, other) in sets.iter().filter(|(m, _)| m.strategy != Strategy::Copy) {
-            for metric in ["cpu_us_per_mb", "gbit"] {
+            for metric in [Metric::CpuUsPerMb, Metric::Gbit] {
                 report
                     .comparisons
                     .extend(Comparison::new(other, copy, metric));
             }
-            let Some(c) = Comparison::new(other, copy, "cpu_us_per_mb") else {
+            let Some(c) = Comparison::new(other, copy, Metric::CpuUsPerMb) else {
                 continue;
             };
             // The bound: sendfile at most half the sender CPU of read + send.
@@ -255,10 +255,10 @@ pub fn bench(size_mib: u64, modes: &[Mode], runs: usize, quiet: bool) -> anyhow:
                     copy_mode.name()
                 ),
                 metric: "sender us/MB".into(),
-                copy: med(copy, "cpu_us_per_mb").unwrap_or(f64::NAN),
-                zero_copy: med(other, "cpu_us_per_mb").unwrap_or(f64::NAN),
+                copy: med(copy, Metric::CpuUsPerMb).unwrap_or(f64::NAN),
+                zero_copy: med(other, Metric::CpuUsPerMb).unwrap_or(f64::NAN),
                 ratio: c.ratio_median,
-                zero_copy_share: med(other, "zero_copy_share"),
+                zero_copy_share: med(other, Metric::ZeroCopyShare),
                 verdict,
             });
         }

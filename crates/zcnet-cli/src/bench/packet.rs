@@ -43,7 +43,8 @@ use zcnet::packet::{RxConfig, RxRing, Socket, TxConfig, TxRing, pcap};
 
 use super::{Common, Outcome, Pinned, SummaryRow, pin};
 use crate::measure::{
-    self, Comparison, MachineCpu, ProcessCpu, Progress, Report, ResultSet, Run, ThreadCpu, Work,
+    self, Comparison, MachineCpu, Metric, ProcessCpu, Progress, Report, ResultSet, Run, ThreadCpu,
+    Work,
 };
 
 /// Frame sizes of the issue: Ethernet header through payload, as a packet socket sees them.
@@ -544,7 +545,11 @@ pub fn bench(
         if let Some(ring) = set(Mode::Ring) {
             for other in [Mode::Recvfrom, Mode::Tcpdump] {
                 let Some(o) = set(other) else { continue };
-                for metric in ["cpu_ns_per_request", "requests_per_s", "capture_share"] {
+                for metric in [
+                    Metric::CpuNsPerRequest,
+                    Metric::RequestsPerS,
+                    Metric::CaptureShare,
+                ] {
                     report.comparisons.extend(Comparison::new(ring, o, metric));
                 }
             }
@@ -579,11 +584,8 @@ fn describe(mode: Mode, run: &Run) -> String {
     )
 }
 
-fn median(set: &ResultSet, key: &str) -> f64 {
-    set.median
-        .get(key)
-        .and_then(|v| v.as_f64())
-        .unwrap_or(f64::NAN)
+fn median(set: &ResultSet, metric: Metric) -> f64 {
+    set.median_of(metric).unwrap_or(f64::NAN)
 }
 
 /// The summary rows of one condition and size: ring against recvfrom (CPU per packet, judged
@@ -602,7 +604,7 @@ fn summary_rows(
     let name = cond.name();
     let mut rows = Vec::new();
     if let Some(r) = recvfrom
-        && let Some(c) = Comparison::new(ring, r, "cpu_ns_per_request")
+        && let Some(c) = Comparison::new(ring, r, Metric::CpuNsPerRequest)
     {
         let judged = judged && cond == Condition::RxOnGenerator;
         // Packets per CPU second is the inverse of CPU per packet: at least 2x means <= 0.5.
@@ -617,25 +619,26 @@ fn summary_rows(
         rows.push(SummaryRow {
             experiment: format!("packet veth {name} {size} B: recvfrom -> ring"),
             metric: "CPU ns/packet".into(),
-            copy: median(r, "cpu_ns_per_request"),
-            zero_copy: median(ring, "cpu_ns_per_request"),
+            copy: median(r, Metric::CpuNsPerRequest),
+            zero_copy: median(ring, Metric::CpuNsPerRequest),
             ratio: c.ratio_median,
             zero_copy_share: None,
             verdict,
         });
     }
     if let Some(t) = tcpdump
-        && let Some(c) = Comparison::new(ring, t, "capture_share")
+        && let Some(c) = Comparison::new(ring, t, Metric::CaptureShare)
     {
         let drops = |s: &ResultSet| s.runs.iter().all(|r| r.packets_dropped.is_some());
         // The raw rates, shown beside the verdict: they follow the generator's rate.
-        let rate = Comparison::new(ring, t, "requests_per_s").map_or(f64::NAN, |r| r.ratio_median);
+        let rate =
+            Comparison::new(ring, t, Metric::RequestsPerS).map_or(f64::NAN, |r| r.ratio_median);
         let verdict = match (judged, c.ratio_median >= 1.0, drops(ring) && drops(t)) {
             (false, _, _) => "-".to_owned(),
             (true, true, true) => format!(
                 "ok (drops {:.0} / {:.0}, pkt/s ratio {rate:.2})",
-                median(t, "packets_dropped"),
-                median(ring, "packets_dropped"),
+                median(t, Metric::PacketsDropped),
+                median(ring, Metric::PacketsDropped),
             ),
             (true, false, _) => "MISS (needs >= tcpdump's)".to_owned(),
             (true, true, false) => "MISS (drops not reported)".to_owned(),
@@ -643,8 +646,8 @@ fn summary_rows(
         rows.push(SummaryRow {
             experiment: format!("packet veth {name} {size} B: tcpdump -> ring"),
             metric: "captured %".into(),
-            copy: 100.0 * median(t, "capture_share"),
-            zero_copy: 100.0 * median(ring, "capture_share"),
+            copy: 100.0 * median(t, Metric::CaptureShare),
+            zero_copy: 100.0 * median(ring, Metric::CaptureShare),
             ratio: c.ratio_median,
             zero_copy_share: None,
             verdict,

@@ -19,7 +19,7 @@ use serde_json::json;
 use zcnet::peek::Mode as Method;
 
 use super::{Common, Outcome, Pinned, SummaryRow, pin};
-use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
+use crate::measure::{self, Comparison, Meter, Metric, Progress, Report, ResultSet, Run, Work};
 use zcnet::relay::{self as zrelay, Config as Settings};
 
 /// A downstream condition: the relay's bound on unacknowledged bytes (`--max-unacked`). The
@@ -241,17 +241,15 @@ pub fn bench(
                 )
             })
             .collect();
-        for metric in ["cpu_us_per_mb", "gbit"] {
+        for metric in [Metric::CpuUsPerMb, Metric::Gbit] {
             report
                 .comparisons
                 .extend(Comparison::new(&sets[1], &sets[0], metric));
         }
-        if let Some(c) = Comparison::new(&sets[1], &sets[0], "cpu_us_per_mb") {
-            let med = |s: &ResultSet, k: &str| {
-                s.median.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN)
-            };
-            let gbit_ratio =
-                Comparison::new(&sets[1], &sets[0], "gbit").map_or(f64::NAN, |g| g.ratio_median);
+        if let Some(c) = Comparison::new(&sets[1], &sets[0], Metric::CpuUsPerMb) {
+            let med = |s: &ResultSet, k: Metric| s.median_of(k).unwrap_or(f64::NAN);
+            let gbit_ratio = Comparison::new(&sets[1], &sets[0], Metric::Gbit)
+                .map_or(f64::NAN, |g| g.ratio_median);
             // The acceptance: <= 0.8 at 1 MiB, lower still at 4 MiB, throughput not lower (5 %
             // is within this machine's run-to-run noise) in any condition.
             let cpu_ok = match cond.name {
@@ -275,8 +273,8 @@ pub fn bench(
                     sets[1].params["median_unacked"].as_u64().unwrap_or(0) >> 10
                 ),
                 metric: "relay us/MB".into(),
-                copy: med(&sets[0], "cpu_us_per_mb"),
-                zero_copy: med(&sets[1], "cpu_us_per_mb"),
+                copy: med(&sets[0], Metric::CpuUsPerMb),
+                zero_copy: med(&sets[1], Metric::CpuUsPerMb),
                 ratio: c.ratio_median,
                 zero_copy_share: None,
                 verdict,

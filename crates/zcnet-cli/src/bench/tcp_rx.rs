@@ -23,7 +23,7 @@ use zcnet::msg_zerocopy::{self, CopiedPolicy, Counters as SendCounters, Zerocopy
 use zcnet::tcp_rx::{self, Config, Counters as RxStats, Release, TcpZerocopyReceiver};
 
 use super::{Common, Outcome, Pinned, SummaryRow, pin};
-use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
+use crate::measure::{self, Comparison, Meter, Metric, Progress, Report, ResultSet, Run, Work};
 
 /// Bytes per send call and receive window, as `tcp_mmap` uses.
 const CHUNK: usize = 512 * 1024;
@@ -468,7 +468,7 @@ pub fn bench(conds: &[Condition], s: &Settings, quiet: bool) -> anyhow::Result<O
             .collect();
         let base = &sets[0];
         for other in &sets[1..] {
-            for metric in ["cpu_us_per_mb", "machine_cpu_us_per_mb", "gbit"] {
+            for metric in [Metric::CpuUsPerMb, Metric::MachineCpuUsPerMb, Metric::Gbit] {
                 report
                     .comparisons
                     .extend(Comparison::new(other, base, metric));
@@ -484,12 +484,10 @@ pub fn bench(conds: &[Condition], s: &Settings, quiet: bool) -> anyhow::Result<O
 }
 
 fn summary_row(c: &Condition, copy: &ResultSet, zc: &ResultSet) -> SummaryRow {
-    let med = |s: &ResultSet, k: &str| s.median.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
-    let ratio = Comparison::new(zc, copy, "cpu_us_per_mb").map_or(f64::NAN, |c| c.ratio_median);
-    let share = zc.median.get("zero_copy_share").and_then(|v| v.as_f64());
-    let verified = [copy, zc]
-        .iter()
-        .all(|s| s.median.get("verified").and_then(|v| v.as_bool()) != Some(false));
+    let med = |s: &ResultSet, k: Metric| s.median_of(k).unwrap_or(f64::NAN);
+    let ratio = Comparison::new(zc, copy, Metric::CpuUsPerMb).map_or(f64::NAN, |c| c.ratio_median);
+    let share = zc.median_of(Metric::ZeroCopyShare);
+    let verified = [copy, zc].iter().all(|s| s.verified());
     let verdict = if !verified {
         "FAIL: wrong bytes".to_owned()
     } else {
@@ -510,8 +508,8 @@ fn summary_row(c: &Condition, copy: &ResultSet, zc: &ResultSet) -> SummaryRow {
     SummaryRow {
         experiment: format!("tcp-rx {}", c.label()),
         metric: "recv us/MB".into(),
-        copy: med(copy, "cpu_us_per_mb"),
-        zero_copy: med(zc, "cpu_us_per_mb"),
+        copy: med(copy, Metric::CpuUsPerMb),
+        zero_copy: med(zc, Metric::CpuUsPerMb),
         ratio,
         zero_copy_share: share,
         verdict,
@@ -624,7 +622,7 @@ fn remote_receiver(
             ResultSet::new("remote", family, None, json!({"mss": mss}), m.name(), runs)
         })
         .collect();
-    for metric in ["cpu_us_per_mb", "gbit"] {
+    for metric in [Metric::CpuUsPerMb, Metric::Gbit] {
         report
             .comparisons
             .extend(Comparison::new(&sets[1], &sets[0], metric));

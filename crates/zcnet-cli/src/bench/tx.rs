@@ -21,7 +21,7 @@ use zcnet::ZeroCopyCounters as _;
 use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZerocopySender};
 
 use super::{Common, Outcome, Pinned, SummaryRow, pin};
-use crate::measure::{self, Comparison, Meter, Progress, Report, ResultSet, Run, Work};
+use crate::measure::{self, Comparison, Meter, Metric, Progress, Report, ResultSet, Run, Work};
 
 /// Transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -363,7 +363,7 @@ impl SizeStep<'_> {
             })
             .collect();
         for other in &sets[1..] {
-            for metric in ["requests_per_s", "cpu_us_per_mb"] {
+            for metric in [Metric::RequestsPerS, Metric::CpuUsPerMb] {
                 report
                     .comparisons
                     .extend(Comparison::new(other, &sets[0], metric));
@@ -423,15 +423,15 @@ pub fn bench(
 }
 
 fn summary_rows(proto: Proto, lab: &str, size: usize, sets: &[ResultSet]) -> Vec<SummaryRow> {
-    let med = |s: &ResultSet, k: &str| s.median.get(k).and_then(|v| v.as_f64());
+    let med = |s: &ResultSet, k: Metric| s.median_of(k);
     let Some(copy) = sets.iter().find(|s| s.mode == "copy") else {
         return Vec::new();
     };
     sets.iter()
         .filter(|s| s.mode != "copy")
         .filter_map(|s| {
-            let ratio = Comparison::new(s, copy, "requests_per_s")?.ratio_median;
-            let share = med(s, "zero_copy_share");
+            let ratio = Comparison::new(s, copy, Metric::RequestsPerS)?.ratio_median;
+            let share = med(s, Metric::ZeroCopyShare);
             let verdict = match (proto, lab, size, s.mode.as_str()) {
                 (Proto::Udp, "sink", 64000, "zc") => {
                     let ok = ratio >= 1.6 && share.is_some_and(|x| x >= 0.999);
@@ -454,8 +454,8 @@ fn summary_rows(proto: Proto, lab: &str, size: usize, sets: &[ResultSet]) -> Vec
             Some(SummaryRow {
                 experiment: format!("{} {lab} {size} B {}", proto.bench(), s.mode),
                 metric: "req/s".into(),
-                copy: med(copy, "requests_per_s").unwrap_or(f64::NAN),
-                zero_copy: med(s, "requests_per_s").unwrap_or(f64::NAN),
+                copy: med(copy, Metric::RequestsPerS).unwrap_or(f64::NAN),
+                zero_copy: med(s, Metric::RequestsPerS).unwrap_or(f64::NAN),
                 ratio,
                 zero_copy_share: share,
                 verdict,

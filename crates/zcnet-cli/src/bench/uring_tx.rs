@@ -20,7 +20,7 @@ use zcnet::uring::{Config, Mode, Pool, UringSender};
 
 use super::tx::{self, Lab, Proto};
 use super::{Common, Outcome, Pinned, SummaryRow};
-use crate::measure::{Comparison, Meter, Progress, Report, ResultSet, Run, Work};
+use crate::measure::{Comparison, Meter, Metric, Progress, Report, ResultSet, Run, Work};
 
 /// The IO sizes of the patches' table.
 pub const SIZES: [usize; 9] = [600, 1000, 1200, 1500, 4000, 8000, 16000, 32000, 64000];
@@ -247,21 +247,13 @@ fn seed_table(lab: &str, proto: Proto, rows: &[(usize, Vec<ResultSet>)]) -> Stri
         let _ = write!(out, "{size:>8} |");
         let copy = &sets[0];
         for s in sets {
-            let rps = s
-                .median
-                .get("requests_per_s")
-                .and_then(|v| v.as_f64())
-                .unwrap_or(f64::NAN);
-            let share = s
-                .median
-                .get("zero_copy_share")
-                .and_then(|v| v.as_f64())
-                .unwrap_or(0.0);
+            let rps = s.median_of(Metric::RequestsPerS).unwrap_or(f64::NAN);
+            let share = s.median_of(Metric::ZeroCopyShare).unwrap_or(0.0);
             let cell = if std::ptr::eq(s, copy) {
                 format!("{rps:.0}")
             } else {
-                let r =
-                    Comparison::new(s, copy, "requests_per_s").map_or(f64::NAN, |c| c.ratio_median);
+                let r = Comparison::new(s, copy, Metric::RequestsPerS)
+                    .map_or(f64::NAN, |c| c.ratio_median);
                 format!(
                     "{rps:.0} ({:+.0} %, zc {:.0} %)",
                     100.0 * (r - 1.0),
@@ -276,15 +268,15 @@ fn seed_table(lab: &str, proto: Proto, rows: &[(usize, Vec<ResultSet>)]) -> Stri
 }
 
 fn summary_rows(lab: &str, size: usize, sets: &[ResultSet]) -> Vec<SummaryRow> {
-    let med = |s: &ResultSet, k: &str| s.median.get(k).and_then(|v| v.as_f64());
+    let med = |s: &ResultSet, k: Metric| s.median_of(k);
     let Some(copy) = sets.iter().find(|s| s.mode == "copy") else {
         return Vec::new();
     };
     sets.iter()
         .filter(|s| s.mode != "copy")
         .filter_map(|s| {
-            let ratio = Comparison::new(s, copy, "requests_per_s")?.ratio_median;
-            let share = med(s, "zero_copy_share");
+            let ratio = Comparison::new(s, copy, Metric::RequestsPerS)?.ratio_median;
+            let share = med(s, Metric::ZeroCopyShare);
             let bound = match (lab, size, s.mode.as_str()) {
                 ("sink", 64000, "zc-fixed") => Some(3.0),
                 ("sink", 8000, "zc-fixed") => Some(1.3),
@@ -300,8 +292,8 @@ fn summary_rows(lab: &str, size: usize, sets: &[ResultSet]) -> Vec<SummaryRow> {
             Some(SummaryRow {
                 experiment: format!("uring-tx {lab} {size} B {}", s.mode),
                 metric: "req/s".into(),
-                copy: med(copy, "requests_per_s").unwrap_or(f64::NAN),
-                zero_copy: med(s, "requests_per_s").unwrap_or(f64::NAN),
+                copy: med(copy, Metric::RequestsPerS).unwrap_or(f64::NAN),
+                zero_copy: med(s, Metric::RequestsPerS).unwrap_or(f64::NAN),
                 ratio,
                 zero_copy_share: share,
                 verdict,

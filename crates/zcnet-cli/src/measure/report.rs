@@ -1,0 +1,243 @@
+//! Presenting results: the one JSON document of every bench and the human table.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::stats::{Comparison, Metric, ResultSet};
+
+/// The machine a report was made on.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostInfo {
+    /// Kernel release.
+    pub kernel: String,
+    /// CPUs available.
+    pub cpus: usize,
+    /// Page size.
+    pub page_size: usize,
+}
+
+impl HostInfo {
+    /// This machine, from the probe.
+    pub fn this() -> HostInfo {
+        let h = &zcnet::probe::features().host;
+        HostInfo {
+            kernel: h.kernel.clone(),
+            cpus: h.cpus,
+            page_size: h.page_size,
+        }
+    }
+}
+
+/// The one JSON document every `zcnet bench <name> --json` prints.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Bench name.
+    pub bench: String,
+    /// zcnet version.
+    pub zcnet_version: &'static str,
+    /// The machine.
+    pub host: HostInfo,
+    /// Settings shared by every result (window, verification, CPU placement, ...).
+    pub settings: Value,
+    /// One set per (condition, mode).
+    pub results: Vec<ResultSet>,
+    /// Ratios between modes.
+    pub comparisons: Vec<Comparison>,
+}
+
+impl Report {
+    /// An empty report for `bench` on this machine.
+    pub fn new(bench: &str) -> Report {
+        Report {
+            bench: bench.to_owned(),
+            zcnet_version: env!("CARGO_PKG_VERSION"),
+            host: HostInfo::this(),
+            settings: Value::Null,
+            results: Vec::new(),
+            comparisons: Vec::new(),
+        }
+    }
+}
+
+/// A progress bar on stderr, shown only on a terminal and only for work expected to last over
+/// a second.
+pub struct Progress(Option<ProgressBar>);
+
+impl Progress {
+    /// A bar of `steps` steps expected to take `expected` in all.
+    pub fn new(label: &str, steps: u64, expected: Duration) -> Progress {
+        if !std::io::stderr().is_terminal() || expected < Duration::from_secs(1) {
+            return Progress(None);
+        }
+        let bar = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
+        if let Ok(style) =
+            ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} runs, {elapsed}")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(label.to_owned());
+        Progress(Some(bar))
+    }
+
+    /// A bar that never draws.
+    pub fn hidden() -> Progress {
+        Progress(None)
+    }
+
+    /// One step done.
+    pub fn inc(&self) {
+        if let Some(b) = &self.0 {
+            b.inc(1);
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(b) = &self.0 {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// The numeric field `metric` of a summary object (`min`, `max`: the spread columns).
+fn summary(v: &Value, metric: Metric) -> Option<f64> {
+    v.get(metric.name())?.as_f64()
+}
+
+fn fmt(v: Option<f64>, prec: usize) -> String {
+    v.map_or_else(|| "-".to_owned(), |x| format!("{x:.prec$}"))
+}
+
+/// The human table: one row per result set (medians, with the spread of the thread's CPU per
+/// MB; the thread's CPU per request where requests are counted), then the comparisons. The
+/// parameters column is as wide as the longest.
+pub fn render(report: &Report) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: Linux {}, {} CPUs, medians of {} sets; {}",
+        report.bench,
+        report.host.kernel,
+        report.host.cpus,
+        report.results.len(),
+        report.settings
+    );
+    let params: Vec<String> = report
+        .results
+        .iter()
+        .map(|r| match &r.params {
+            Value::Object(m) => m
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            _ => String::new(),
+        })
+        .collect();
+    let pw = params.iter().map(String::len).max().unwrap_or(0).max(22);
+    let _ = writeln!(
+        out,
+        "{:<9} {:<5} {:<pw$} {:<9} {:>8} {:>11} {:>9} {:>17} {:>12} {:>7} {:>9}",
+        "lab",
+        "fam",
+        "params",
+        "mode",
+        "Gbit",
+        "req/s",
+        "ns/req",
+        "us/MB (min-max)",
+        "machine us/MB",
+        "zc %",
+        "c-switch"
+    );
+    for (r, params) in report.results.iter().zip(&params) {
+        let spread = format!(
+            "{} ({}-{})",
+            fmt(r.median_of(Metric::CpuUsPerMb), 1),
+            fmt(summary(&r.min, Metric::CpuUsPerMb), 0),
+            fmt(summary(&r.max, Metric::CpuUsPerMb), 0)
+        );
+        let _ = writeln!(
+            out,
+            "{:<9} {:<5} {:<pw$} {:<9} {:>8} {:>11} {:>9} {:>17} {:>12} {:>7} {:>9}",
+            r.lab,
+            r.family,
+            params,
+            r.mode,
+            fmt(r.median_of(Metric::Gbit), 2),
+            fmt(r.median_of(Metric::RequestsPerS), 0),
+            fmt(r.median_of(Metric::CpuNsPerRequest), 0),
+            spread,
+            fmt(r.median_of(Metric::MachineCpuUsPerMb), 1),
+            fmt(r.median_of(Metric::ZeroCopyShare).map(|s| s * 100.0), 2),
+            fmt(r.median_of(Metric::CtxSwitches), 0),
+        );
+    }
+    for c in &report.comparisons {
+        let _ = writeln!(
+            out,
+            "{} {} {}: {}/{} {} = {:.3} (pairs {:.3}-{:.3})",
+            c.lab, c.family, c.params, c.a, c.b, c.metric, c.ratio_median, c.ratio_min, c.ratio_max
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::Run;
+
+    fn run(cpu_us: f64, gbit: f64, verified: Option<bool>) -> Run {
+        Run {
+            cpu_us_per_mb: cpu_us,
+            gbit,
+            verified,
+            bytes: 1 << 20,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_table_aligns_long_parameters_and_shows_cpu_per_request() {
+        let mut report = Report::new("t");
+        let with = |requests: Option<f64>| Run {
+            requests_per_s: requests.map(|_| 1000.0),
+            cpu_ns_per_request: requests,
+            ..run(10.0, 1.0, None)
+        };
+        report.results = vec![
+            ResultSet::new(
+                "veth",
+                "ipv4",
+                None,
+                serde_json::json!({"n": 1}),
+                "a",
+                vec![with(None)],
+            ),
+            ResultSet::new(
+                "veth",
+                "ipv4",
+                None,
+                serde_json::json!({"condition": "a-rather-long-condition", "frame_bytes": 64}),
+                "b",
+                vec![with(Some(35.4))],
+            ),
+        ];
+        let table = render(&report);
+        let lines: Vec<&str> = table.lines().skip(1).take(3).collect();
+        let col = |l: &str, word: &str| l.find(word).unwrap();
+        // The mode column starts at the same place in the header and in both rows.
+        assert_eq!(col(lines[0], "mode"), col(lines[1], " a ") + 1, "{table}");
+        assert_eq!(col(lines[0], "mode"), col(lines[2], " b ") + 1, "{table}");
+        assert!(lines[0].contains("ns/req"), "{table}");
+        assert!(lines[2].contains(" 35 "), "{table}");
+    }
+}
