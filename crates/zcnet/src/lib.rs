@@ -5,20 +5,131 @@
 //!   the only module with `unsafe` code, each block carrying a `SAFETY:` line. Nothing public
 //!   lets safe code hand the kernel an address that did not come from a live borrow or an owned
 //!   loan ([`loan`]).
-//! - One module per mechanism, named as the kernel names it: [`msg_zerocopy`] (with
-//!   [`errqueue`], where its completions arrive), [`tcp_rx`], [`file`](mod@file), [`uring`], [`peek`] and
-//!   [`packet`] (TPACKET_V3 rings).
-//! - [`probe`] decides at run time, by trying each operation, what this kernel, these limits
-//!   and these privileges allow, and says why not where it says no.
+//! - One module per mechanism, named as the kernel names it: [`tcp_rx`], [`msg_zerocopy`] (with
+//!   [`errqueue`], where its completions arrive), [`file`](mod@file), [`uring`], [`peek`] (and
+//!   [`relay`] on top of it) and [`packet`] (TPACKET_V3 rings). Each has the same shape (the
+//!   repository's `docs/api.md`): `X::new(socket, Config { mode, .. })`, `counters()` returning
+//!   a [`ZeroCopyCounters`], `fallback_reason()`, and a cached `support()` of its own.
+//! - [`probe`] assembles every mechanism's `support()` with the machine's limits and this
+//!   process's privileges into one report.
 //!
-//! # Example
+//! # Examples, one per mechanism
+//! Each runs on loopback (the last where the process has `CAP_NET_RAW`) and checks its bytes.
+//!
+//! TCP zero-copy receive (`TCP_ZEROCOPY_RECEIVE`, Linux 4.18): pages are mapped where whole ones
+//! arrive, the rest is copied, and the counters say which.
 //! ```
-//! use zcnet::probe::{self, CheckId};
+//! use std::io::Write;
+//! use std::net::{TcpListener, TcpStream};
+//! use zcnet::tcp_rx::{Config, TcpZerocopyReceiver};
+//! use zcnet::ZeroCopyCounters;
 //!
-//! let f = probe::features();
-//! let rx = f.check(CheckId::RxTcpZerocopyReceive);
-//! println!("{}: {:?} ({})", rx.id.name(), rx.status, rx.reason);
-//! assert!(!f.host.kernel.is_empty());
+//! let l = TcpListener::bind("127.0.0.1:0")?;
+//! let mut tx = TcpStream::connect(l.local_addr()?)?;
+//! let sender = std::thread::spawn(move || tx.write_all(&[7u8; 100_000]));
+//! let mut rx = TcpZerocopyReceiver::new(l.accept()?.0, Config::default())?;
+//! let mut got = Vec::new();
+//! rx.copy_to(&mut got)?;
+//! sender.join().unwrap()?;
+//! assert_eq!(got, vec![7u8; 100_000]);
+//! println!("{:?} mapped", rx.counters().zero_copy_share());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//! `MSG_ZEROCOPY` (Linux 4.14 TCP, 5.0 UDP): the buffer is the kernel's until its completion
+//! hands it back, with the kernel's word on whether it copied after all.
+//! ```
+//! use std::net::UdpSocket;
+//! use std::time::Duration;
+//! use zcnet::msg_zerocopy::{Config, ZerocopySender};
+//!
+//! let rx = UdpSocket::bind("127.0.0.1:0")?;
+//! let tx = UdpSocket::bind("127.0.0.1:0")?;
+//! tx.connect(rx.local_addr()?)?;
+//! let mut sender = ZerocopySender::new(tx, Config::default())?;
+//! sender.send(vec![1u8; 32_000]).map_err(|e| e.error)?;
+//! sender.drain(Duration::from_secs(5))?;
+//! let back: Vec<_> = sender.returned().collect();
+//! assert_eq!(back.len(), 1);
+//! assert_eq!(back[0].sent, 32_000);
+//! // Over loopback the kernel copies for local delivery, and says so.
+//! assert!(back[0].copied != Some(false));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//! A file without a user copy (`sendfile`, `splice`, or an mmap window with `MSG_ZEROCOPY`):
+//! ```
+//! use std::io::{Read, Write};
+//! use std::net::{TcpListener, TcpStream};
+//! use zcnet::file::{Config, FileSender};
+//!
+//! let path = std::env::temp_dir().join(format!("zcnet-doc-{}", std::process::id()));
+//! std::fs::write(&path, vec![3u8; 300_000])?;
+//! let l = TcpListener::bind("127.0.0.1:0")?;
+//! let socket = TcpStream::connect(l.local_addr()?)?;
+//! let reader = std::thread::spawn(move || {
+//!     let mut got = Vec::new();
+//!     l.accept()?.0.read_to_end(&mut got).map(|_| got)
+//! });
+//! let mut tx = FileSender::new(&socket, Config::default())?;
+//! tx.send_file(&std::fs::File::open(&path)?, 0, 300_000)?;
+//! socket.shutdown(std::net::Shutdown::Write)?;
+//! assert_eq!(reader.join().unwrap()?.len(), 300_000);
+//! println!("{} by {}", tx.counters().bytes, tx.mode().name());
+//! std::fs::remove_file(&path)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//! io_uring `SEND_ZC` (Linux 6.0): owned buffers come back at their notification.
+//! ```
+//! use std::net::UdpSocket;
+//! use std::time::Duration;
+//! use zcnet::uring::{Config, Mode, UringSender};
+//!
+//! if !zcnet::uring::support().setup.status.eq(&zcnet::support::Status::Available) {
+//!     return Ok(()); // io_uring refused here (sysctl, seccomp): nothing to show
+//! }
+//! let rx = UdpSocket::bind("127.0.0.1:0")?;
+//! let tx = UdpSocket::bind("127.0.0.1:0")?;
+//! tx.connect(rx.local_addr()?)?;
+//! let config = Config { mode: Mode::ZeroCopy, ..Config::default() };
+//! let mut sender = UringSender::new(tx, config)?;
+//! sender.send(vec![9u8; 8000]).map_err(|e| e.error)?;
+//! sender.drain(Duration::from_secs(5))?;
+//! assert_eq!(sender.returned().count(), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//! `SO_PEEK_OFF` (Linux 6.9): read queued bytes at an offset, drop them only when done.
+//! ```
+//! use std::io::Write;
+//! use std::net::{TcpListener, TcpStream};
+//! use zcnet::peek::{Config, PeekCursor};
+//!
+//! let l = TcpListener::bind("127.0.0.1:0")?;
+//! TcpStream::connect(l.local_addr()?)?.write_all(b"headerbody")?;
+//! let mut cur = PeekCursor::new(l.accept()?.0, Config::default())?;
+//! let (mut a, mut b) = ([0u8; 6], [0u8; 4]);
+//! cur.peek(&mut a)?;
+//! cur.peek(&mut b)?; // continues after "header", which is still queued
+//! assert_eq!((&a, &b), (b"header", b"body"));
+//! cur.consume(6)?; // now "header" leaves the queue, without a copy
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//! `TPACKET_V3` capture (needs `CAP_NET_RAW`):
+//! ```
+//! use std::time::Duration;
+//! use zcnet::packet::{Capture, Config};
+//!
+//! if zcnet::packet::support().rx.status != zcnet::support::Status::Available {
+//!     return Ok(()); // no CAP_NET_RAW here
+//! }
+//! let mut cap = Capture::new("lo", Config::default())?;
+//! let udp = std::net::UdpSocket::bind("127.0.0.1:0")?;
+//! udp.send_to(b"hello", udp.local_addr()?)?;
+//! let mut frames = 0;
+//! for _ in 0..10 {
+//!     frames += cap.next_frames(Some(Duration::from_millis(200)), |f| assert!(f.len > 0))?;
+//!     if frames > 0 { break; }
+//! }
+//! assert!(frames > 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # Soundness: what the types forbid
