@@ -20,6 +20,20 @@ pub fn seconds(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// The longest single benchmark run: one hour, in seconds.
+pub const MAX_BENCH_SECONDS: f64 = 3600.0;
+
+/// A bench run's length: as [`seconds`], at most [`MAX_BENCH_SECONDS`].
+pub fn bench_seconds(s: &str) -> Result<f64, String> {
+    let v = seconds(s)?;
+    if v > MAX_BENCH_SECONDS {
+        return Err(format!(
+            "{s} s: one run lasts at most {MAX_BENCH_SECONDS} s"
+        ));
+    }
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

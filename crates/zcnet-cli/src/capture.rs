@@ -26,22 +26,22 @@ pub struct Opt {
     #[arg(short = 'w', value_name = "FILE")]
     pub write: Option<String>,
     /// Stop after this many packets.
-    #[arg(short = 'c', value_name = "COUNT")]
+    #[arg(short = 'c', value_name = "COUNT", value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=u64::MAX))]
     pub count: Option<u64>,
     /// Bytes of each packet to keep (cut in the kernel by the filter program).
-    #[arg(short = 's', value_name = "SNAPLEN", default_value_t = 262_144)]
+    #[arg(short = 's', value_name = "SNAPLEN", default_value_t = 262_144, value_parser = clap::builder::RangedU64ValueParser::<u32>::new().range(1..=262144))]
     pub snaplen: u32,
     /// Spread the capture over N rings in a PACKET_FANOUT hash group, one thread each.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub fanout: usize,
     /// Stop after this many seconds.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = crate::args::seconds)]
     pub seconds: Option<f64>,
     /// Ring block size, KiB.
-    #[arg(long, value_name = "KIB", default_value_t = 1024)]
+    #[arg(long, value_name = "KIB", default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(4..=65536))]
     pub block_kib: usize,
     /// Ring blocks.
-    #[arg(long, value_name = "N", default_value_t = 32)]
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65536))]
     pub blocks: usize,
     /// Print the summary as JSON on stdout (with -w FILE).
     #[arg(long)]

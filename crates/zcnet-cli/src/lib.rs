@@ -1,5 +1,5 @@
 //! The `zcnet` command's parts, as a library so that the binary, the benches and the tests share
-//! them: the measurement core ([`measure`]), the benches ([`bench`]) and the probe report
+//! them: the measurement core ([`measure`]), the benches ([`mod@bench`]) and the probe report
 //! ([`probe`]). Each subcommand is a module with its `Opt` and `run(opt) -> anyhow::Result<()>`.
 #![forbid(unsafe_code)]
 

@@ -32,9 +32,44 @@ enum Command {
     Capture(capture::Opt),
 }
 
+/// The error chain on one line, each cause once: library errors often show their source in their
+/// own message already ("recv: Connection reset by peer"), so a cause whose text the line holds
+/// is not repeated.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line.replace('\n', " ")
+}
+
 fn main() -> ExitCode {
-    // clap exits with status 2 on bad arguments.
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+                || matches!(
+                    e.kind(),
+                    ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                )
+            {
+                e.exit();
+            }
+            // Bad arguments: exit 2 (as clap does) with one line, not clap's usage block.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("bad arguments");
+            eprintln!("zcnet: {}", first.trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Probe(opt) => probe::run(opt),
         Command::Bench(opt) => bench::run(*opt),
@@ -47,7 +82,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // The whole cause chain, on one line: "cannot listen on [::1]:9000: Address in use".
-            eprintln!("zcnet: error: {e:#}");
+            eprintln!("zcnet: error: {}", one_line(&e));
             ExitCode::FAILURE
         }
     }

@@ -25,10 +25,10 @@ pub struct Opt {
     #[arg(short, long, value_name = "FILE", default_value = "-")]
     output: String,
     /// TCP_MAXSEG on the listening socket (4108 gives 4 KiB payloads on loopback).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(i32).range(88..=65535))]
     mss: Option<i32>,
     /// Receive window in KiB (also SO_RCVLOWAT: the receiver wakes per window or at the end).
-    #[arg(long, value_name = "KIB", default_value_t = 512)]
+    #[arg(long, value_name = "KIB", default_value_t = 512, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(4..=1048576))]
     window_kib: usize,
     /// Read by copy instead of mapping (the copying twin, for comparison).
     #[arg(long)]

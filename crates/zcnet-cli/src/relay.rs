@@ -25,19 +25,19 @@ pub struct Opt {
     #[arg(long, value_enum, default_value = "auto")]
     pub method: MethodArg,
     /// Stop peeking while this many bytes are unacknowledged, MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 16)]
+    #[arg(long, value_name = "MIB", default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=4096))]
     pub max_unacked_mib: u64,
     /// Fail over when no byte is acknowledged for this long, seconds.
-    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = crate::args::seconds)]
     pub ack_timeout: f64,
     /// Give up on a connection when no destination accepts for this long, seconds.
-    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = crate::args::seconds)]
     pub connect_timeout: f64,
     /// SO_SNDBUF of the destination sockets, KiB (the kernel doubles it); default: autotuned.
-    #[arg(long, value_name = "KIB")]
+    #[arg(long, value_name = "KIB", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1048576))]
     pub sndbuf_kib: Option<usize>,
     /// Connections relayed at once; more are closed at once.
-    #[arg(long, value_name = "N", default_value_t = 256)]
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65536))]
     pub max_connections: usize,
     /// Relay this many connections, then exit (0: forever).
     #[arg(long, value_name = "N", default_value_t = 0)]

@@ -26,14 +26,14 @@ pub struct Opt {
     #[command(flatten)]
     pub common: Common,
     /// File size in MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 1024)]
+    #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=65536))]
     pub size_mib: u64,
     /// Strategies to alternate (repeatable). Default: copy, sendfile, splice, mmap-zc.
     #[arg(long = "strategy", value_enum)]
     pub strategies: Vec<StrategyArg>,
     /// Buffer sizes of the `copy` baseline, KiB (repeatable): one copy mode per size, every other
     /// strategy compared with each. Default: 16 (netcat's buffer) and 256 (zcnet's own copy).
-    #[arg(long = "copy-buffer-kib", value_name = "KIB")]
+    #[arg(long = "copy-buffer-kib", value_name = "KIB", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1048576))]
     pub copy_buffer_kib: Vec<usize>,
 }
 

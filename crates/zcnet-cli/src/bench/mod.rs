@@ -21,10 +21,10 @@ pub struct Common {
     #[arg(long = "lab", value_name = "LAB")]
     pub labs: Vec<String>,
     /// Alternations per mode (A B A B ...).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
     pub runs: Option<usize>,
     /// Length of one run, in seconds.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = crate::args::bench_seconds)]
     pub seconds: Option<f64>,
     /// Print one JSON document (the report schema of design.md) instead of tables.
     #[arg(long)]

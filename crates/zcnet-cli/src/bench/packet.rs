@@ -119,7 +119,7 @@ pub struct Opt {
     pub common: Common,
     /// Frame size in bytes, Ethernet header through payload (repeatable; default 64, 512 and
     /// 1500).
-    #[arg(long = "size", value_name = "BYTES")]
+    #[arg(long = "size", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(42..=1514))]
     pub sizes: Vec<usize>,
     /// Capture method (repeatable; default all three, tcpdump when installed).
     #[arg(long = "mode", value_enum)]

@@ -69,13 +69,13 @@ pub struct Opt {
     #[arg(long, value_name = "ADDR")]
     pub connect: Option<SocketAddr>,
     /// TCP_MAXSEG for --listen/--connect (4108 makes 4 KiB payloads with timestamps).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(i32).range(88..=65535))]
     pub mss: Option<i32>,
     /// With --connect: connections to make (default: runs × modes, one per receiver run).
-    #[arg(long, value_name = "N", requires = "connect")]
+    #[arg(long, value_name = "N", requires = "connect", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub connections: Option<usize>,
     /// Receive window (bytes mapped or read per call, and SO_RCVLOWAT), in KiB.
-    #[arg(long, value_name = "KIB", default_value_t = 512)]
+    #[arg(long, value_name = "KIB", default_value_t = 512, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(4..=1048576))]
     pub window_kib: usize,
 }
 

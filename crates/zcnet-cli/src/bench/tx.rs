@@ -83,7 +83,7 @@ pub struct Opt {
     #[command(flatten)]
     pub common: Common,
     /// Buffer size per send call (repeatable). Default: 1024 4096 16384 32768 64000.
-    #[arg(long = "size", value_name = "BYTES")]
+    #[arg(long = "size", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1073741824))]
     pub sizes: Vec<usize>,
     /// Sender modes to alternate (repeatable). Default: copy, zc (UDP); copy, zc, zc-adaptive (TCP).
     #[arg(long = "mode", value_enum)]
@@ -94,7 +94,7 @@ pub struct Opt {
     /// Size of the buffer pool the sends cycle through, in MiB. 256 (default) is far larger than
     /// the caches: the data is cold, as for a server sending distinct data. 2 keeps it hot in
     /// L2/L3, where copying costs least.
-    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=16384))]
     pub pool_mib: usize,
 }
 

@@ -61,7 +61,7 @@ pub struct Opt {
     #[command(flatten)]
     pub common: Common,
     /// IO size per request (repeatable). Default: 600 1000 1200 1500 4000 8000 16000 32000 64000.
-    #[arg(long = "size", value_name = "BYTES")]
+    #[arg(long = "size", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65507))]
     pub sizes: Vec<usize>,
     /// Modes to alternate (repeatable); the first is the baseline. Default: copy zc zc-fixed.
     #[arg(long = "mode", value_enum)]
@@ -71,7 +71,7 @@ pub struct Opt {
     pub family: super::tcp_rx::FamilyArg,
     /// Size of the buffer pool in MiB (registered whole for zc-fixed). 256 (default) is cold in
     /// cache; 2 keeps it hot.
-    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=16384))]
     pub pool_mib: usize,
 }
 
