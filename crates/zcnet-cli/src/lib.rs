@@ -7,6 +7,7 @@ pub mod args;
 pub mod bench;
 pub mod capture;
 pub mod measure;
+pub mod output;
 pub mod probe;
 pub mod recv;
 pub mod relay;

@@ -83,7 +83,18 @@ fn main() -> ExitCode {
         Err(e) => {
             // The whole cause chain, on one line: "cannot listen on [::1]:9000: Address in use".
             eprintln!("zcnet: error: {}", one_line(&e));
-            ExitCode::FAILURE
+            // Something to install (libpcap for a filter expression) is a usage problem: 2.
+            let missing = e.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<zcnet::packet::PacketError>(),
+                    Some(zcnet::packet::PacketError::Unsupported { .. })
+                )
+            });
+            if missing {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -6,7 +6,6 @@
 //! pages (see `zcnet::tcp_rx`). Writing the data out is itself a copy into the file's pages:
 //! "mapped" speaks of the receive side only.
 
-use std::fs::File;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::time::Instant;
@@ -14,6 +13,8 @@ use std::time::Instant;
 use anyhow::{Context, anyhow};
 use serde_json::json;
 use zcnet::tcp_rx::{Config, TcpZerocopyReceiver};
+
+use crate::output::Output;
 
 /// Options of `zcnet recv`.
 #[derive(Debug, clap::Args)]
@@ -48,11 +49,14 @@ fn parse_addr(s: &str) -> anyhow::Result<SocketAddr> {
 /// Runs `zcnet recv`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
     let addr = parse_addr(&opt.listen)?;
-    // Open the output before listening, so that a bad path fails before any peer connects.
-    let mut out: Box<dyn Write> = if opt.output == "-" {
-        Box::new(std::io::stdout().lock())
-    } else {
-        Box::new(File::create(&opt.output).with_context(|| format!("cannot write {}", opt.output))?)
+    // Open the output before listening, so that a bad path fails before any peer connects;
+    // it replaces an existing file only once a peer has connected.
+    let mut file = match opt.output.as_str() {
+        "-" => None,
+        path => Some(
+            Output::create(std::path::Path::new(path))
+                .with_context(|| format!("cannot write {path}"))?,
+        ),
     };
     let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
     if let Some(m) = opt.mss {
@@ -62,6 +66,14 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     }
     let (conn, peer) = listener.accept().context("accept")?;
     drop(listener);
+    if let Some(f) = file.as_mut() {
+        f.commit()
+            .with_context(|| format!("cannot write {}", opt.output))?;
+    }
+    let mut out: Box<dyn Write> = match file {
+        Some(f) => Box::new(f),
+        None => Box::new(std::io::stdout().lock()),
+    };
     let window = opt.window_kib.max(4) * 1024;
     let config = Config {
         window,

@@ -108,3 +108,62 @@ fn unwritable_output_is_one_line_and_exit_1() {
     );
     assert!(err.contains("cannot write /nonexistent-dir/out"), "{err}");
 }
+
+/// Issue 15 item 1, through the command: a sender writes 10 MiB, waits until the receiver's
+/// kernel acknowledged all of it, then resets (SO_LINGER 0). `zcnet recv -o FILE` must have
+/// written every byte, in both modes (hashes equal), and say "reset" once, on one line.
+#[test]
+fn a_reset_after_everything_was_acknowledged_writes_every_byte() {
+    use std::io::Write;
+    const LEN: usize = 10 << 20;
+    let data = random_bytes(LEN, 0x1234_5678_9abc_def1);
+    let dir = std::env::temp_dir().join(format!("zcnet-recv-rst-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for round in 0..3 {
+        for mode in ["zero-copy", "copy"] {
+            let port = free_port();
+            let dst = dir.join(format!("{mode}-{round}"));
+            let mut cmd = zcnet();
+            cmd.args(["recv", "--listen", &format!("127.0.0.1:{port}"), "-o"])
+                .arg(&dst)
+                .stderr(Stdio::piped());
+            if mode == "copy" {
+                cmd.arg("--copy");
+            }
+            let recv = cmd.spawn().unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut c = loop {
+                match std::net::TcpStream::connect(("127.0.0.1", port)) {
+                    Ok(c) => break c,
+                    Err(_) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    Err(e) => panic!("zcnet recv never listened: {e}"),
+                }
+            };
+            c.write_all(&data).unwrap();
+            while zcnet::tcp_info::tcp_info(&c).unwrap().acked_data_bytes() != Some(LEN as u64) {
+                assert!(
+                    Instant::now() < deadline + Duration::from_secs(10),
+                    "never acknowledged"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            socket2::SockRef::from(&c)
+                .set_linger(Some(Duration::ZERO))
+                .unwrap();
+            drop(c);
+            let out = recv.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            let got = std::fs::read(&dst).unwrap();
+            assert_eq!(got.len(), LEN, "{mode} round {round}: {err}");
+            assert!(got == data, "{mode} round {round}: wrong bytes");
+            if !out.status.success() {
+                assert_eq!(out.status.code(), Some(1), "{err}");
+                let last = err.trim_end().lines().last().unwrap_or("");
+                assert_eq!(last.matches("reset").count(), 1, "{last}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -347,18 +347,16 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
     /// [`RxError::Receive`] when the connection fails (a reset: `ConnectionReset`), after every
     /// byte received before the failure has been returned; [`RxError::TimedOut`].
     pub fn recv(&mut self) -> Result<Option<Received<'_>>, RxError> {
-        if let Some(e) = self.pending_error.take() {
-            return Err(self.fail(e));
-        }
         loop {
-            // When the last call left a whole window queued, call again at once: polling would
-            // only return immediately.
-            if self.queued < self.buf.len() {
+            // When the last call left a whole window queued, or the connection already failed
+            // (the rest is queued or gone), call again at once: polling would only return.
+            if self.queued < self.buf.len() && self.pending_error.is_none() {
                 self.wait()?;
             }
             self.queued = 0;
             let mapped = match self.window.as_mut() {
                 None => None,
+                Some(_) if self.pending_error.is_some() => None,
                 Some(window) => {
                     self.counters.zc_calls += 1;
                     let copybuf = &mut self.buf[..self.kernel.copybuf_len];
@@ -372,17 +370,35 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
                 }
             };
             let Some(out) = mapped else {
-                // The copying path: the fallback, or the end of a zero-copy stream.
+                // The copying path: the fallback, the end of a zero-copy stream, or draining
+                // what a failed connection still has queued.
                 let len = self.buf.len();
-                match self.recv_into(0, len)? {
-                    None => continue,
-                    Some(0) => return Ok(None),
-                    Some(n) => {
+                match self.recv_into(0, len) {
+                    // Nothing queued: wait for more, unless the connection already failed.
+                    Ok(None) => match self.pending_error.take() {
+                        Some(e) => return Err(self.fail(e)),
+                        None => continue,
+                    },
+                    Ok(Some(0)) => {
+                        // End of stream: the error the kernel reported with earlier data, if
+                        // any, now that every queued byte has been handed out.
+                        return match self.pending_error.take() {
+                            Some(e) => Err(self.fail(e)),
+                            None => Ok(None),
+                        };
+                    }
+                    Ok(Some(n)) => {
                         self.counters.bytes_copied += n as u64;
                         return Ok(Some(Received {
                             mapped: &[],
                             copied: &self.buf[..n],
                         }));
+                    }
+                    Err(e) => {
+                        return Err(match self.pending_error.take() {
+                            Some(first) => self.fail(first),
+                            None => e,
+                        });
                     }
                 }
             };
@@ -396,12 +412,13 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
             }
             let got = out.mapped + copied;
             if let Some(errno) = out.err {
-                let e = io::Error::from_raw_os_error(errno);
-                if got == 0 {
-                    return Err(self.fail(e));
-                }
-                // Hand out what arrived first; report the error on the next call.
-                self.pending_error = Some(e);
+                // `err` is the socket's pending error, which this call consumed (sock_error):
+                // a reset, say. Bytes may still be queued behind it (acknowledged, so the peer
+                // counts them delivered): hand them all out first, by copy from here on, and
+                // report the error at the end of the queue (issue 15: the error used to come
+                // first and what was queued was lost).
+                self.pending_error
+                    .get_or_insert_with(|| io::Error::from_raw_os_error(errno));
             }
             if got == 0 {
                 continue;

@@ -82,6 +82,9 @@ fn collect(ring: &mut RxRing, port: u16, want: usize, limit: Duration) -> (Vec<V
 #[test]
 fn rx_ring_captures_each_datagram_once_and_the_filter_keeps_one_port() {
     require_lab!();
+    if let Err(why) = zcnet::packet::libpcap_available() {
+        return netlab::skip::skip(&why);
+    }
     let lab = lab();
     let config = RxConfig {
         filter: Some(Filter::compile(&format!("udp dst port {PORT}"), 65535).unwrap()),
@@ -111,6 +114,9 @@ fn rx_ring_captures_each_datagram_once_and_the_filter_keeps_one_port() {
 #[test]
 fn blocks_go_back_to_the_kernel_when_dropped() {
     require_lab!();
+    if let Err(why) = zcnet::packet::libpcap_available() {
+        return netlab::skip::skip(&why);
+    }
     let lab = lab();
     // Four one-page blocks: 100 rounds of 20 datagrams need many times more blocks than that.
     let config = RxConfig {
@@ -119,6 +125,7 @@ fn blocks_go_back_to_the_kernel_when_dropped() {
         frame_size: 2048,
         retire_timeout: Duration::from_millis(2),
         filter: Some(Filter::compile(&format!("udp dst port {PORT}"), 65535).unwrap()),
+        ignore_outgoing: false,
     };
     let mut ring = ring(&lab, config);
     let s = sender(&lab, PORT);
@@ -161,6 +168,7 @@ fn drops_are_reported_under_overload() {
         frame_size: 2048,
         retire_timeout: Duration::from_millis(2),
         filter: None,
+        ignore_outgoing: false,
     };
     let mut ring = ring(&lab, config);
     let s = sender(&lab, PORT);
@@ -187,6 +195,9 @@ fn drops_are_reported_under_overload() {
 #[test]
 fn tx_ring_frames_arrive_intact_in_the_other_namespace() {
     require_lab!();
+    if let Err(why) = zcnet::packet::libpcap_available() {
+        return netlab::skip::skip(&why);
+    }
     let lab = lab();
     let (IpAddr::V4(a), IpAddr::V4(b)) = (VethLab::addr(Side::A, Family::V4), b_ip()) else {
         unreachable!()
@@ -322,6 +333,9 @@ fn the_copying_socket_reads_each_frame_once_and_counts_its_drops() {
 #[test]
 fn bad_input_gives_clear_errors() {
     require_lab!();
+    if let Err(why) = zcnet::packet::libpcap_available() {
+        return netlab::skip::skip(&why);
+    }
     let e = RxRing::open("no-such-if0", &RxConfig::default()).unwrap_err();
     assert_eq!(
         e.to_string(),

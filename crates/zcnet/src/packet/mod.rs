@@ -76,6 +76,30 @@ fn sys_err(call: &'static str) -> impl FnOnce(io::Error) -> PacketError {
     move |source| PacketError::Io { call, source }
 }
 
+/// Whether libpcap can be loaded (what [`Filter::compile`] needs), and if not, why: the names
+/// tried and the loader's message.
+///
+/// # Errors
+/// The one-line reason, naming the Debian package that provides it.
+pub fn libpcap_available() -> Result<(), String> {
+    ring::libpcap_loaded().map_err(|m| {
+        format!(
+            "libpcap could not be loaded (tried {}: {}); install it (Debian: apt install libpcap0.8)",
+            m.tried.join(", "),
+            m.message
+        )
+    })
+}
+
+/// Whether `iface` is a loopback device (`IFF_LOOPBACK` in `/sys/class/net/IFACE/flags`), where
+/// every packet passes twice; see [`RxConfig::ignore_outgoing`].
+pub fn is_loopback(iface: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/flags"))
+        .ok()
+        .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
+        .is_some_and(|flags| flags & libc::IFF_LOOPBACK as u32 != 0)
+}
+
 /// A classic BPF program for Ethernet frames.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Filter {
@@ -136,6 +160,10 @@ pub struct RxConfig {
     pub retire_timeout: Duration,
     /// Optional filter, attached before binding.
     pub filter: Option<Filter>,
+    /// Skip the frames this host sends (`PACKET_IGNORE_OUTGOING`, Linux 4.20). On a loopback
+    /// device every packet passes twice, once going out and once coming in; tcpdump (libpcap)
+    /// skips the outgoing copy there, and so should a capture of `lo`.
+    pub ignore_outgoing: bool,
 }
 
 impl Default for RxConfig {
@@ -146,6 +174,7 @@ impl Default for RxConfig {
             frame_size: 2048,
             retire_timeout: Duration::from_millis(10),
             filter: None,
+            ignore_outgoing: false,
         }
     }
 }
@@ -274,6 +303,15 @@ impl RxRing {
         if let Some(f) = &config.filter {
             ring::attach_filter(fd.as_fd(), &f.program)
                 .map_err(sys_err("setsockopt(SO_ATTACH_FILTER)"))?;
+        }
+        if config.ignore_outgoing {
+            sys::setsockopt(
+                fd.as_fd(),
+                abi::SOL_PACKET,
+                abi::PACKET_IGNORE_OUTGOING,
+                &1i32,
+            )
+            .map_err(sys_err("setsockopt(PACKET_IGNORE_OUTGOING) (Linux 4.20)"))?;
         }
         sys::bind_packet(fd.as_fd(), index, abi::ETH_P_ALL).map_err(sys_err("bind(AF_PACKET)"))?;
         Ok(RxRing {

@@ -255,6 +255,11 @@ impl Libpcap {
     }
 }
 
+/// Whether libpcap loads (cached like every use of it).
+pub fn libpcap_loaded() -> Result<(), LibpcapMissing> {
+    Libpcap::get().map(drop)
+}
+
 /// `PCAP_NETMASK_UNKNOWN`.
 const PCAP_NETMASK_UNKNOWN: u32 = 0xffff_ffff;
 
