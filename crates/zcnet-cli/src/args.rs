@@ -34,6 +34,15 @@ pub fn bench_seconds(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// `HOST:PORT` (`127.0.0.1:80`, `[::1]:80`, `localhost:80`), resolved now to its first address.
+pub fn host_port(s: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    s.to_socket_addrs()
+        .map_err(|e| format!("{e} (expected HOST:PORT, e.g. 127.0.0.1:9000 or localhost:9000)"))?
+        .next()
+        .ok_or_else(|| format!("{s:?} resolves to no address"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,5 +54,14 @@ mod tests {
         }
         assert_eq!(seconds("0.5"), Ok(0.5));
         assert_eq!(seconds("604800"), Ok(MAX_SECONDS));
+    }
+
+    #[test]
+    fn host_port_takes_names_and_literals() {
+        assert_eq!(host_port("localhost:9").unwrap().port(), 9);
+        assert!(host_port("localhost:9").unwrap().ip().is_loopback());
+        assert_eq!(host_port("[::1]:80").unwrap().to_string(), "[::1]:80");
+        assert!(host_port("127.0.0.1").is_err());
+        assert!(host_port("127.0.0.1:99999").is_err());
     }
 }

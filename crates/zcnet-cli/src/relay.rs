@@ -13,13 +13,13 @@ use zcnet::relay::{self, Config};
 #[derive(Debug, clap::Args)]
 pub struct Opt {
     /// Address to accept connections on (port 0: any; the address is printed on stderr).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::host_port)]
     pub listen: SocketAddr,
     /// Destination.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::host_port)]
     pub to: SocketAddr,
     /// Second destination, tried in turn with --to when one fails.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::host_port)]
     pub fallback: Option<SocketAddr>,
     /// How to peek: auto (SO_PEEK_OFF where the kernel has it), peek-offset, discard-buffer.
     #[arg(long, value_enum, default_value = "auto")]

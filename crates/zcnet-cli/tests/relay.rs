@@ -22,8 +22,12 @@ struct Relay {
 
 impl Relay {
     fn start(to: SocketAddr, fallback: Option<SocketAddr>, extra: &[&str]) -> Relay {
+        Relay::start_named("127.0.0.1:0", &to.to_string(), fallback, extra)
+    }
+
+    fn start_named(listen: &str, to: &str, fallback: Option<SocketAddr>, extra: &[&str]) -> Relay {
         let mut cmd = zcnet();
-        cmd.args(["relay", "--listen", "127.0.0.1:0", "--to", &to.to_string()]);
+        cmd.args(["relay", "--listen", listen, "--to", to]);
         if let Some(f) = fallback {
             cmd.args(["--fallback", &f.to_string()]);
         }
@@ -197,6 +201,12 @@ fn resumed_once(relay: Relay, data: &[u8], fallback_got: &[u8]) -> usize {
     let resumed = stats["resumed_at"].as_array().unwrap();
     assert_eq!(resumed.len(), 1, "{stats}");
     let at = resumed[0].as_u64().unwrap() as usize;
+    // Issue 15 item 6: the failover says what the dead destination's TCP acknowledged, and
+    // that is where the stream resumed.
+    let f = &stats["failovers"][0];
+    assert_eq!(f["acknowledged"].as_u64(), Some(at as u64), "{stats}");
+    assert!(f["why"].as_str().is_some_and(|w| !w.is_empty()), "{stats}");
+    assert_ne!(f["from"], f["to"], "{stats}");
     assert!(
         fallback_got == &data[at..],
         "fallback got {} bytes from {at}",
@@ -369,4 +379,19 @@ fn fifty_connections_at_once() {
     sent.sort();
     assert!(got == sent, "a stream differs");
     assert!(relay.finish().1);
+}
+
+/// Issue 15 item 7: `relay` takes host names as `send` and `recv` do (`localhost:PORT`).
+#[test]
+fn relay_takes_host_names() {
+    let (dest, rx) = destination(None);
+    let to = format!("localhost:{}", dest.port());
+    let relay = Relay::start_named("localhost:0", &to, None, &["--count", "1", "--json"]);
+    let data = random_bytes(1 << 20, 3);
+    send_all(relay.addr, data.clone()).join().unwrap();
+    assert!(rx.join().unwrap() == data);
+    let (json, ok) = relay.finish();
+    assert!(ok);
+    let stats: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(stats["bytes"], data.len() as u64);
 }
