@@ -47,10 +47,11 @@ pub fn render(f: &Features) -> String {
     .filter(|(has, _)| *has)
     .map(|(_, n)| *n)
     .collect();
-    let who = if p.euid == 0 {
-        "root".to_owned()
-    } else {
-        format!("uid {}", p.euid)
+    let who = match (p.euid, p.user_namespace) {
+        (0, false) => "root".to_owned(),
+        (0, true) => "root of a user namespace".to_owned(),
+        (uid, false) => format!("uid {uid}"),
+        (uid, true) => format!("uid {uid} of a user namespace"),
     };
     let _ = writeln!(
         out,

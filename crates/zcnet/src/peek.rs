@@ -1,5 +1,5 @@
 //! A cursor over a TCP socket's receive queue: `SO_PEEK_OFF` (TCP over IPv4 since Linux 6.9,
-//! IPv6 since 6.10).
+//! IPv6 in a later kernel; [`support`] says what this one does).
 //!
 //! [`PeekCursor::peek`] returns the bytes after those already peeked, leaving everything in the
 //! kernel's queue; [`PeekCursor::consume`] drops acknowledged bytes from the head without
@@ -191,7 +191,7 @@ impl<S: AsFd> PeekCursor<S> {
                 Err(e) if unsupported(&e) => {
                     let reason = format!(
                         "SO_PEEK_OFF refused on this TCP socket ({e}; TCP over IPv4 needs Linux \
-                         6.9, IPv6 6.10)"
+                         6.9, IPv6 a later kernel)"
                     );
                     if mode == Mode::PeekOffset {
                         return Err(PeekError::Unsupported {
@@ -463,11 +463,12 @@ fn peek_check(v6: bool) -> Check {
     let (client, server) = match tcp_pair(v6) {
         Ok(pair) => pair,
         Err(e) => {
-            return p.failed(
-                &format!("TCP pair on {fam} loopback"),
-                &e,
-                "needs an IPv6 loopback address",
-            );
+            let need = if v6 {
+                "needs an IPv6 loopback address (::1)"
+            } else {
+                "needs an IPv4 loopback address (127.0.0.1)"
+            };
+            return p.failed(&format!("TCP pair on {fam} loopback"), &e, need);
         }
     };
     p.step("setsockopt(SO_PEEK_OFF, 0)");

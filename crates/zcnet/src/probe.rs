@@ -47,11 +47,16 @@ pub struct Host {
     pub pipe_max_size: Option<u64>,
 }
 
-/// Who we are, as far as the probed features care.
+/// Who we are, as far as the probed features care. A capability counts only where it works:
+/// in a user namespace of our own, `CAP_NET_RAW` and `CAP_NET_ADMIN` act only on a network
+/// namespace that user namespace owns (`unshare -rn`, not `unshare -r`), and `CAP_IPC_LOCK`
+/// never lifts `RLIMIT_MEMLOCK`.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Privileges {
-    /// Effective user id.
+    /// Effective user id (inside the user namespace, when in one).
     pub euid: u32,
+    /// Running in a user namespace other than the initial one (`unshare -r`, a container).
+    pub user_namespace: bool,
     /// `CAP_NET_ADMIN` in the effective set (namespaces, qdiscs, devices).
     pub cap_net_admin: bool,
     /// `CAP_NET_RAW` (packet sockets, `AF_XDP`).
@@ -165,12 +170,16 @@ impl Privileges {
             .and_then(|s| parse_cap_eff(&s))
             .unwrap_or(0);
         let has = |bit: u32| caps & (1 << bit) != 0;
+        let user_namespace = !sys::in_initial_user_ns();
+        // In a user namespace the network capabilities reach only a network namespace it owns.
+        let net = !user_namespace || sys::user_ns_owns_net_ns().unwrap_or(false);
         Privileges {
             euid: sys::euid(),
-            cap_net_admin: has(12),
-            cap_net_raw: has(13),
-            cap_ipc_lock: has(14),
-            cap_sys_admin: has(21),
+            user_namespace,
+            cap_net_admin: has(12) && net,
+            cap_net_raw: has(13) && net,
+            cap_ipc_lock: has(14) && !user_namespace,
+            cap_sys_admin: has(21) && !user_namespace,
         }
     }
 }

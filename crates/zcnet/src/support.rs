@@ -186,6 +186,7 @@ pub fn errno_name(errno: i32) -> &'static str {
         libc::ETIMEDOUT => "ETIMEDOUT",
         libc::EAGAIN => "EAGAIN",
         libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::ENETUNREACH => "ENETUNREACH",
         _ => "E?",
     }
 }
@@ -260,6 +261,12 @@ impl Probe {
                 Status::Blocked,
                 format!(
                     "{what}: ENOSYS, either a kernel without it or a seccomp filter; cannot tell which"
+                ),
+            ),
+            Some(libc::ENETUNREACH | libc::EADDRNOTAVAIL) => (
+                Status::Blocked,
+                format!(
+                    "{what}: {err}: loopback is down in this network namespace, so not checked (`ip link set lo up`)"
                 ),
             ),
             Some(libc::ENOMEM | libc::ENOBUFS) => (

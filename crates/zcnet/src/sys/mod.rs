@@ -525,9 +525,40 @@ pub fn memlock_limit() -> io::Result<(Option<u64>, Option<u64>)> {
     Ok((f(r.rlim_cur), f(r.rlim_max)))
 }
 
+/// Whether this process runs in the initial user namespace: its `/proc/self/uid_map` maps the
+/// whole id range onto itself (`0 0 4294967295`). Capabilities held in another user namespace
+/// act only on what that namespace owns.
+pub fn in_initial_user_ns() -> bool {
+    std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|m| {
+        let fields: Vec<&str> = m.split_whitespace().collect();
+        fields == ["0", "0", "4294967295"]
+    })
+}
+
+/// Whether the network namespace of this thread is owned by this thread's user namespace
+/// (`ioctl(NS_GET_USERNS)` on `/proc/thread-self/ns/net`, Linux 4.9, compared by inode with
+/// `/proc/thread-self/ns/user`): where it is, capabilities in the user namespace (`unshare
+/// -rn`) work on its sockets and devices; where it is not (`unshare -r` alone), they do not.
+pub fn user_ns_owns_net_ns() -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    const NS_GET_USERNS: libc::c_ulong = 0xb701;
+    let net = std::fs::File::open("/proc/thread-self/ns/net")?;
+    // SAFETY: NS_GET_USERNS takes no argument and returns a new descriptor we own.
+    let fd = cvt(unsafe { libc::ioctl(net.as_raw_fd(), NS_GET_USERNS as _) })?;
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+    let owner = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let owner = owner.metadata()?;
+    let mine = std::fs::metadata("/proc/thread-self/ns/user")?;
+    Ok(owner.ino() == mine.ino() && owner.dev() == mine.dev())
+}
+
 /// Whether this thread's effective capabilities include `CAP_IPC_LOCK` (bit 14 of `CapEff` in
-/// `/proc/thread-self/status`), which exempts it from `RLIMIT_MEMLOCK`.
+/// `/proc/thread-self/status`) in the initial user namespace, the only place where it exempts
+/// from `RLIMIT_MEMLOCK` (`capable()` in `mm/mlock.c`).
 pub fn has_cap_ipc_lock() -> bool {
+    if !in_initial_user_ns() {
+        return false;
+    }
     const CAP_IPC_LOCK: u32 = 14;
     std::fs::read_to_string("/proc/thread-self/status")
         .ok()
