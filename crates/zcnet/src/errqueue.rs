@@ -104,12 +104,13 @@ pub fn parse(control: &[u8]) -> Result<Vec<Entry>, ParseError> {
             offset: off,
             len: control.len(),
         };
-        if cmsg_len < field::CMSG_HDR || off + cmsg_len > control.len() {
+        let end = off.checked_add(cmsg_len).filter(|&e| e <= control.len());
+        let Some(end) = end.filter(|_| cmsg_len >= field::CMSG_HDR) else {
             return Err(truncated);
-        }
+        };
         let level = read_u32(control, off + field::CMSG_LEVEL) as i32;
         let ty = read_u32(control, off + field::CMSG_TYPE) as i32;
-        let data = &control[off + field::CMSG_HDR..off + cmsg_len];
+        let data = &control[off + field::CMSG_HDR..end];
         let is_recverr = (level == abi::SOL_IP && ty == abi::IP_RECVERR)
             || (level == abi::SOL_IPV6 && ty == abi::IPV6_RECVERR);
         if is_recverr {
@@ -130,6 +131,8 @@ pub fn parse(control: &[u8]) -> Result<Vec<Entry>, ParseError> {
                 }
             });
         }
+        // The next header starts at the aligned end (at most one word past `end`, so no
+        // overflow: `end <= control.len()`).
         off += align(cmsg_len);
     }
     Ok(out)
