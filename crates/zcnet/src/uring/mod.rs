@@ -185,6 +185,9 @@ pub struct Counters {
     pub errors: u64,
     /// `io_uring_enter` calls that waited for room in the window.
     pub window_waits: u64,
+    /// Zero-copy requests the kernel refused to pin (`ENOMEM`/`ENOBUFS`: `RLIMIT_MEMLOCK`, which
+    /// counts the pages a zero-copy send pins) and that were sent again by copy.
+    pub memlock_fallbacks: u64,
 }
 
 impl crate::ZeroCopyCounters for Counters {
@@ -197,10 +200,9 @@ impl crate::ZeroCopyCounters for Counters {
     fn copied_bytes(&self) -> u64 {
         self.bytes - self.not_copied_bytes
     }
-    /// Requests sent by copy although a zero-copy mode was configured are not counted here
-    /// (the sender decides once, see `fallback_reason`); this counts failed requests.
+    /// Zero-copy requests sent again by copy for want of locked memory.
     fn fallbacks(&self) -> u64 {
-        self.errors
+        self.memlock_fallbacks
     }
 }
 
@@ -448,6 +450,7 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
             c.returned += 1;
             c.bytes += f.sent as u64;
             c.errors += u64::from(f.error.is_some());
+            c.memlock_fallbacks += u64::from(f.memlock_fallback);
             match f.copied {
                 Some(true) => c.copied += 1,
                 Some(false) => {

@@ -5,7 +5,10 @@
 //! notification will follow) and a notification CQE (`IORING_CQE_F_NOTIF`), in either order;
 //! only when both were seen is the buffer free. A stream send cut short is submitted again for
 //! the rest (one more result, maybe one more notification). A kernel before 6.2 refuses
-//! `IORING_SEND_ZC_REPORT_USAGE` with `EINVAL`: the request is sent again without it.
+//! `IORING_SEND_ZC_REPORT_USAGE` with `EINVAL`: the request is sent again without it. A
+//! zero-copy request refused for locked memory (`ENOMEM`, `ENOBUFS`: the pages a zero-copy send
+//! pins count against `RLIMIT_MEMLOCK`, `ulimit -l`) is sent again by copy, as `MSG_ZEROCOPY`
+//! does on `ENOBUFS`: never a lost send for want of a limit.
 
 use crate::sys::abi;
 
@@ -48,6 +51,8 @@ pub(crate) struct State {
     pub copied: Option<bool>,
     /// Sent again without `REPORT_USAGE` after the kernel refused it.
     pub usage_retry: bool,
+    /// Sent again by copy after the kernel refused to pin its pages (`ENOMEM`/`ENOBUFS`).
+    pub copy_retry: bool,
 }
 
 impl State {
@@ -60,6 +65,7 @@ impl State {
             error: None,
             copied: None,
             usage_retry: false,
+            copy_retry: false,
         }
     }
 
@@ -86,6 +92,14 @@ impl State {
             {
                 // Kernels before 6.2 refuse IORING_SEND_ZC_REPORT_USAGE: send again without it.
                 self.usage_retry = true;
+                resubmit = true;
+            } else if matches!(-res, libc::ENOMEM | libc::ENOBUFS)
+                && req.zero_copy
+                && !self.copy_retry
+                && self.sent == 0
+            {
+                // The pages could not be pinned (RLIMIT_MEMLOCK): send the same bytes by copy.
+                self.copy_retry = true;
                 resubmit = true;
             } else if res < 0 {
                 self.error.get_or_insert(-res);
@@ -165,6 +179,18 @@ mod tests {
         assert_eq!(steps, [Step::Resubmit, Step::Wait, Step::Done]);
         assert!(refused && s.usage_retry);
         assert_eq!((s.sent, s.copied, s.error), (1000, None, None));
+    }
+
+    #[test]
+    fn a_request_refused_for_locked_memory_is_sent_again_by_copy() {
+        let (steps, s, _) = run(&[(-libc::ENOMEM, 0), (1000, 0)]);
+        assert_eq!(steps, [Step::Resubmit, Step::Done]);
+        assert!(s.copy_retry);
+        assert_eq!((s.sent, s.error, s.copied), (1000, None, None));
+        // Refused again by copy: the error stands, no loop.
+        let (steps, s, _) = run(&[(-libc::ENOBUFS, 0), (-libc::ENOBUFS, 0)]);
+        assert_eq!(steps, [Step::Resubmit, Step::Done]);
+        assert_eq!(s.error, Some(libc::ENOBUFS));
     }
 
     #[test]

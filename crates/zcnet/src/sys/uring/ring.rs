@@ -55,8 +55,10 @@ pub struct Finished<B> {
     pub sent: usize,
     /// The first error of its request(s), from the result CQE's `-errno`.
     pub error: Option<io::Error>,
-    /// Sent with a zero-copy opcode.
+    /// Sent with a zero-copy opcode (and not sent again by copy).
     pub zero_copy: bool,
+    /// Sent again by copy because the kernel could not pin its pages (`RLIMIT_MEMLOCK`).
+    pub memlock_fallback: bool,
     /// From the notification with `REPORT_USAGE`: `Some(true)` if the kernel copied; `None`
     /// without a notification or without usage reports.
     pub copied: Option<bool>,
@@ -218,7 +220,13 @@ impl<B: OwnedBuf> SendRing<B> {
         if slot.req.report_usage && !self.usage_refused && !slot.state.usage_retry {
             zc_flags |= abi::IORING_SEND_ZC_REPORT_USAGE;
         }
-        let sqe = match slot.req.op {
+        // A zero-copy request the kernel refused to pin goes again by copy (see `State`).
+        let op = match (slot.req.op, slot.state.copy_retry) {
+            (SendOp::SendZc, true) => SendOp::Send,
+            (SendOp::SendMsgZc, true) => SendOp::SendMsg,
+            (op, _) => op,
+        };
+        let sqe = match op {
             SendOp::Send => opcode::Send::new(fd, ptr, len as u32)
                 .flags(slot.req.flags)
                 .build(),
@@ -245,7 +253,7 @@ impl<B: OwnedBuf> SendRing<B> {
                     msg.hdr.msg_namelen = alen;
                 }
                 let hdr: *const libc::msghdr = &msg.hdr;
-                if slot.req.op == SendOp::SendMsg {
+                if op == SendOp::SendMsg {
                     opcode::SendMsg::new(fd, hdr)
                         .flags(slot.req.flags as u32)
                         .build()
@@ -344,7 +352,9 @@ impl<B: OwnedBuf> SendRing<B> {
                 self.in_flight -= 1;
                 self.free.push(key);
                 out.push(Finished {
-                    zero_copy: req.zero_copy,
+                    // What was really done: a copy retry is not zero-copy.
+                    zero_copy: req.zero_copy && !slot.state.copy_retry,
+                    memlock_fallback: slot.state.copy_retry,
                     sent: slot.state.sent,
                     error: slot.state.error.map(io::Error::from_raw_os_error),
                     copied: slot.state.copied,
