@@ -144,6 +144,101 @@ pub fn ip(args: &[&str]) -> Result<String, LabError> {
 const PREFIX: &str = "zcnet-";
 const NETNS_DIR: &str = "/run/netns";
 
+/// Creates network namespace `name` as `ip netns add` does (a thread unshares `CLONE_NEWNET`
+/// and bind-mounts its namespace on `/run/netns/NAME`), without `ip netns add`'s return to the
+/// original namespace, which a user-namespace root may not enter (`setns: EPERM`).
+fn add_named(name: &str) -> Result<(), LabError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let fail = |what: &str, e: &dyn std::fmt::Display| LabError::Command {
+        cmd: format!("netns add {name}: {what}"),
+        stderr: e.to_string(),
+    };
+    fs::create_dir_all(NETNS_DIR).map_err(|e| fail("mkdir /run/netns", &e))?;
+    let path = std::path::PathBuf::from(NETNS_DIR).join(name);
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(&path)
+        .map_err(|e| fail("create the mount point", &e))?;
+    let target = path.clone();
+    let made = std::thread::spawn(move || -> nix::Result<()> {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)?;
+        nix::mount::mount(
+            Some("/proc/thread-self/ns/net"),
+            &target,
+            None::<&str>,
+            nix::mount::MsFlags::MS_BIND,
+            None::<&str>,
+        )
+    })
+    .join()
+    .unwrap_or(Err(nix::errno::Errno::EINVAL));
+    if let Err(e) = made {
+        let _ = fs::remove_file(&path);
+        return Err(fail("unshare(CLONE_NEWNET) and bind mount", &e));
+    }
+    Ok(())
+}
+
+/// Makes this process root of a user namespace of its own, with a mount namespace and a private
+/// `/run/netns`, so that an ordinary user can build labs: the network namespaces made after
+/// this are owned by the new user namespace, in which the caller holds every capability
+/// (`unshare -rn`, as `nobody`, works on this kernel). The caller's uid and gid map to 0.
+/// `RLIMIT_MEMLOCK` still applies (`CAP_IPC_LOCK` in a user namespace does not lift it).
+///
+/// Must be called while the process has a single thread (`unshare(CLONE_NEWUSER)` requires
+/// it), before anything else runs: the CLI does it first thing for `zcnet bench` when not root.
+///
+/// # Errors
+/// [`LabError::NotPrivileged`] saying which setting forbids unprivileged user namespaces.
+pub fn enter_user_namespace() -> Result<(), LabError> {
+    use nix::mount::{MsFlags, mount};
+    use nix::sched::{CloneFlags, unshare};
+    let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS).map_err(|e| {
+        LabError::NotPrivileged(format!(
+            "not root, and unshare(CLONE_NEWUSER) failed ({e}): this machine forbids unprivileged \
+             user namespaces (sysctl kernel.unprivileged_userns_clone=1, or \
+             kernel.apparmor_restrict_unprivileged_userns=0, would allow them)"
+        ))
+    })?;
+    let write = |path: &str, v: String| {
+        fs::write(path, v).map_err(|e| LabError::NotPrivileged(format!("writing {path}: {e}")))
+    };
+    write("/proc/self/setgroups", "deny".to_owned())?;
+    write("/proc/self/uid_map", format!("0 {uid} 1"))?;
+    write("/proc/self/gid_map", format!("0 {gid} 1"))?;
+    let private = |what: &str, e: nix::errno::Errno| {
+        LabError::NotPrivileged(format!("{what} in a private mount namespace: {e}"))
+    };
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| private("making mounts private", e))?;
+    // A private /run/netns for the labs' names: over the host's where it exists, else over
+    // /run (only this process sees either).
+    let at = if std::path::Path::new(NETNS_DIR).is_dir() {
+        NETNS_DIR
+    } else {
+        "/run"
+    };
+    mount(
+        Some("tmpfs"),
+        at,
+        Some("tmpfs"),
+        MsFlags::empty(),
+        Some("mode=0755"),
+    )
+    .map_err(|e| private("mounting a tmpfs on /run/netns", e))?;
+    fs::create_dir_all(NETNS_DIR).map_err(|e| LabError::NotPrivileged(e.to_string()))?;
+    Ok(())
+}
+
 /// A named network namespace of this process, deleted on drop.
 #[derive(Debug)]
 pub struct Netns {
@@ -164,7 +259,7 @@ impl Netns {
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         );
-        ip(&["netns", "add", &name])?;
+        add_named(&name)?;
         Ok(Netns { name })
     }
 
@@ -280,7 +375,12 @@ impl Netns {
                 stderr: "bad device name".into(),
             });
         }
-        let script = format!("echo {mask:x} > /sys/class/net/{dev}/queues/rx-0/rps_cpus");
+        // Write only when the mask differs: writing needs CAP_NET_ADMIN of the initial user
+        // namespace (`store_rps_map`), which a user-namespace lab lacks even for the default.
+        let file = format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus");
+        let script = format!(
+            "[ \"$(( 0x$(tr -d ',\\n' < {file}) ))\" = \"$(( 0x{mask:x} ))\" ] || echo {mask:x} > {file}"
+        );
         let out = self
             .command("sh")
             .args(["-c", &script])

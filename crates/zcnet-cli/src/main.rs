@@ -5,7 +5,7 @@ use zcnet_cli::{bench, capture, probe, recv, relay, send};
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Probe, benchmark and use the Linux kernel's zero-copy socket paths.
 #[derive(Debug, Parser)]
@@ -30,6 +30,14 @@ enum Command {
     Relay(relay::Opt),
     /// Capture packets through TPACKET_V3 rings into a pcap file (tcpdump-like).
     Capture(capture::Opt),
+    /// Print shell completions on stdout (`zcnet completions bash > /etc/bash_completion.d/zcnet`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout (`zcnet man > zcnet.1; man ./zcnet.1`).
+    Man,
 }
 
 /// The error chain on one line, each cause once: library errors often show their source in their
@@ -48,6 +56,15 @@ fn one_line(e: &anyhow::Error) -> String {
         line.push_str(&text);
     }
     line.replace('\n', " ")
+}
+
+/// Writes `bytes` to stdout; a closed pipe is an error, not a panic.
+fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .map_err(|e| anyhow::anyhow!("writing to stdout: {e}"))
 }
 
 fn main() -> ExitCode {
@@ -70,6 +87,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Benches build private network namespaces. Without root, build them inside a user
+    // namespace of this process's own (first thing: it must be single-threaded); where the
+    // machine forbids that, each lab says so.
+    if matches!(cli.command, Command::Bench(_)) && !nix::unistd::geteuid().is_root() {
+        match netlab::enter_user_namespace() {
+            Ok(()) => eprintln!(
+                "zcnet: not root: the labs run in a user namespace of this process (RLIMIT_MEMLOCK \
+                 still applies)"
+            ),
+            Err(e) => eprintln!("zcnet: {e}"),
+        }
+    }
     let result = match cli.command {
         Command::Probe(opt) => probe::run(opt),
         Command::Bench(opt) => bench::run(*opt),
@@ -77,6 +106,19 @@ fn main() -> ExitCode {
         Command::Send(opt) => send::run(opt),
         Command::Relay(opt) => relay::run(opt),
         Command::Capture(opt) => capture::run(opt),
+        Command::Completions { shell } => {
+            // Rendered in memory first: clap_complete panics on a write error (a closed pipe).
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "zcnet", &mut text);
+            write_stdout(&text)
+        }
+        Command::Man => {
+            let mut text = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut text)
+                .map_err(anyhow::Error::from)
+                .and_then(|()| write_stdout(&text))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

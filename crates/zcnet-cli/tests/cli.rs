@@ -281,3 +281,45 @@ fn probe_in_a_user_namespace_claims_only_what_works_there() {
     assert!(reason.contains("loopback is down"), "{reason}");
     assert!(!reason.contains("IPv6"), "{reason}");
 }
+
+/// Issue 16 item 5: what a user expects of a Rust tool: a version, shell completions and a man
+/// page generated from the same argument definitions; a closed pipe is an error, not a panic.
+#[test]
+fn version_completions_and_man_page() {
+    let out = zcnet().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("zcnet {}", env!("CARGO_PKG_VERSION"))
+    );
+    for (shell, marker) in [
+        ("bash", "_zcnet()"),
+        ("zsh", "#compdef zcnet"),
+        ("fish", "complete -c zcnet"),
+    ] {
+        let out = zcnet().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success(), "{shell}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(marker),
+            "{shell}: {}",
+            &text[..text.len().min(200)]
+        );
+        assert!(text.contains("capture"), "{shell}: subcommands listed");
+    }
+    let out = zcnet().arg("man").output().unwrap();
+    assert!(out.status.success());
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(page.contains(".TH zcnet 1"), "{page}");
+    assert!(page.contains("bench"), "subcommands in the man page");
+    // A reader that goes away at once: exit 1 with a message, never a panic (101).
+    let mut child = zcnet()
+        .args(["completions", "bash"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_ne!(out.status.code(), Some(101), "{out:?}");
+}
