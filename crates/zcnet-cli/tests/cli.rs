@@ -323,3 +323,71 @@ fn version_completions_and_man_page() {
     let out = child.wait_with_output().unwrap();
     assert_ne!(out.status.code(), Some(101), "{out:?}");
 }
+
+/// Issue 16 item 3: an ordinary user (`nobody`) runs one bench of each lab kind, loopback, sink
+/// and veth, in a user namespace zcnet makes itself, and gets results, not skips.
+#[test]
+fn nobody_runs_a_bench_in_each_kind_of_lab() {
+    if !netlab::skip::on_path("setpriv") {
+        return netlab::skip::skip("setpriv (util-linux) is not installed");
+    }
+    if nix::unistd::geteuid().as_raw() != 0 {
+        return netlab::skip::skip("needs root to switch to an unprivileged user");
+    }
+    // Can nobody make a user namespace here at all?
+    let userns = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "unshare",
+            "-rn",
+            "true",
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !userns {
+        return netlab::skip::skip("unprivileged user namespaces are not allowed here");
+    }
+    let dir = std::env::temp_dir().join(format!("zcnet-nobody-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("zcnet");
+    std::fs::copy(env!("CARGO_BIN_EXE_zcnet"), &bin).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let short = ["--runs", "1", "--seconds", "0.3", "--json"];
+    for (bench, extra) in [
+        ("tcp-rx", &["--lab", "loopback"][..]),
+        ("udp-tx", &["--lab", "sink", "--size", "64000"][..]),
+        (
+            "packet",
+            &[
+                "--lab", "veth", "--size", "64", "--mode", "recvfrom", "--mode", "ring",
+            ][..],
+        ),
+    ] {
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .args(["bench", bench])
+            .args(extra)
+            .args(short)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{bench} as nobody: {err}");
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{bench}: {e}: {err}"));
+        let results = v["results"].as_array().unwrap();
+        assert!(!results.is_empty(), "{bench}: no results: {err}");
+        assert!(
+            results
+                .iter()
+                .all(|r| r["runs"].as_array().is_some_and(|a| !a.is_empty())),
+            "{bench}: {v}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
