@@ -12,7 +12,9 @@ pub fn skip(reason: &str) {
     let current = std::thread::current();
     let test = current.name().unwrap_or("<unnamed test>");
     let line = format!("SKIPPED {test}: {reason}");
-    eprintln!("{line}");
+    // Straight to the stderr handle, not `eprintln!`: libtest captures the macros' output of a
+    // passing test, and a skip must show in a plain `cargo test` run too.
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
     if let Some(path) = std::env::var_os("ZCNET_SKIP_LOG") {
         let appended = std::fs::OpenOptions::new()
             .create(true)
