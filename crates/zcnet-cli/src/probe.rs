@@ -67,7 +67,7 @@ pub fn render(f: &Features) -> String {
     );
     let _ = writeln!(
         out,
-        "limits: RLIMIT_MEMLOCK {} (hard {}){}, optmem_max {}, lo MTU {}, THP {}, tcp cc {}, pipe-max-size {}, io_uring_disabled {}",
+        "limits: RLIMIT_MEMLOCK {} (hard {}){}, optmem_max {}, lo MTU {}, THP {}, tcp cc {}, pipe-max-size {}, io_uring_disabled {}, unprivileged user namespaces {}",
         kib(h.memlock_soft),
         kib(h.memlock_hard),
         if p.cap_ipc_lock {
@@ -81,6 +81,7 @@ pub fn render(f: &Features) -> String {
         opt(&h.tcp_congestion_control),
         opt(&h.pipe_max_size),
         opt(&h.io_uring_disabled),
+        h.unprivileged_user_namespaces,
     );
     let _ = writeln!(out);
     let _ = writeln!(out, "{:<5} {:<25} {:<11} reason", "mech", "check", "status");

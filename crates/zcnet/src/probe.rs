@@ -45,6 +45,30 @@ pub struct Host {
     pub io_uring_disabled: Option<u32>,
     /// `fs.pipe-max-size`: the largest pipe `F_SETPIPE_SZ` grants without `CAP_SYS_RESOURCE`.
     pub pipe_max_size: Option<u64>,
+    /// Whether an ordinary user may create user namespaces (what `zcnet bench` needs without
+    /// root): `"allowed"`, or the setting that forbids it and its value.
+    pub unprivileged_user_namespaces: String,
+}
+
+/// What the sysctls say about unprivileged user namespaces: Debian's
+/// `kernel.unprivileged_userns_clone`, `user.max_user_namespaces` and Ubuntu's AppArmor switch.
+pub fn unprivileged_userns(
+    clone: Option<&str>,
+    max: Option<&str>,
+    apparmor: Option<&str>,
+) -> String {
+    if clone == Some("0") {
+        return "forbidden: kernel.unprivileged_userns_clone = 0 (set it to 1 to allow)".into();
+    }
+    if max == Some("0") {
+        return "forbidden: user.max_user_namespaces = 0 (raise it to allow)".into();
+    }
+    if apparmor == Some("1") {
+        return "restricted by AppArmor: kernel.apparmor_restrict_unprivileged_userns = 1 (0, or \
+                an AppArmor profile for zcnet, allows it)"
+            .into();
+    }
+    "allowed".into()
 }
 
 /// Who we are, as far as the probed features care. A capability counts only where it works:
@@ -151,6 +175,11 @@ impl Host {
             io_uring_disabled: read_trimmed("/proc/sys/kernel/io_uring_disabled")
                 .and_then(|s| s.parse().ok()),
             pipe_max_size: read_trimmed("/proc/sys/fs/pipe-max-size").and_then(|s| s.parse().ok()),
+            unprivileged_user_namespaces: unprivileged_userns(
+                read_trimmed("/proc/sys/kernel/unprivileged_userns_clone").as_deref(),
+                read_trimmed("/proc/sys/user/max_user_namespaces").as_deref(),
+                read_trimmed("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref(),
+            ),
         }
     }
 }
@@ -201,6 +230,14 @@ fn xdp_check() -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_namespace_settings_name_what_forbids_them() {
+        assert_eq!(unprivileged_userns(None, Some("96364"), None), "allowed");
+        assert!(unprivileged_userns(Some("0"), None, None).contains("unprivileged_userns_clone"));
+        assert!(unprivileged_userns(Some("1"), Some("0"), None).contains("max_user_namespaces"));
+        assert!(unprivileged_userns(None, None, Some("1")).contains("AppArmor"));
+    }
 
     #[test]
     fn selected_mode_reads_the_bracket() {
