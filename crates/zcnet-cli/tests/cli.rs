@@ -361,6 +361,18 @@ fn nobody_runs_a_bench_in_each_kind_of_lab() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The programs the labs run (ip, sh, tr), by their real directories: the caller's PATH may
+    // be a directory nobody cannot enter (as under shared/tools/fresh-machine).
+    let mut dirs: Vec<std::path::PathBuf> = Vec::new();
+    for p in ["ip", "sh", "tr"] {
+        let Some(dir) = real(p).and_then(|r| r.parent().map(std::path::Path::to_path_buf)) else {
+            return netlab::skip::skip(&format!("{p} is not installed"));
+        };
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    let path = std::env::join_paths(&dirs).unwrap();
     let short = ["--runs", "1", "--seconds", "0.3", "--json"];
     for (bench, extra) in [
         ("tcp-rx", &["--lab", "loopback"][..]),
@@ -379,6 +391,7 @@ fn nobody_runs_a_bench_in_each_kind_of_lab() {
             .args(extra)
             .args(short)
             .current_dir(&dir)
+            .env("PATH", &path)
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
