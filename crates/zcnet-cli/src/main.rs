@@ -58,6 +58,41 @@ fn one_line(e: &anyhow::Error) -> String {
     line.replace('\n', " ")
 }
 
+/// Runs the subcommand.
+fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Probe(opt) => probe::run(opt),
+        Command::Bench(opt) => bench::run(*opt),
+        Command::Recv(opt) => recv::run(opt),
+        Command::Send(opt) => send::run(opt),
+        Command::Relay(opt) => relay::run(opt),
+        Command::Capture(opt) => capture::run(opt),
+        Command::Completions { shell } => {
+            // Rendered in memory first: clap_complete panics on a write error (a closed pipe).
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "zcnet", &mut text);
+            write_stdout(&text)
+        }
+        Command::Man => {
+            let mut text = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut text)
+                .map_err(anyhow::Error::from)
+                .and_then(|()| write_stdout(&text))
+        }
+    }
+}
+
+/// Whether a panic payload is println!'s "failed printing to stdout: Broken pipe".
+fn is_broken_pipe(payload: &(dyn std::any::Any + Send)) -> bool {
+    let msg = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    msg.contains("failed printing to stdout") && msg.contains("Broken pipe")
+}
+
 /// Writes `bytes` to stdout; a closed pipe is an error, not a panic.
 fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
     use std::io::Write;
@@ -99,26 +134,19 @@ fn main() -> ExitCode {
             Err(e) => eprintln!("zcnet: {e}"),
         }
     }
-    let result = match cli.command {
-        Command::Probe(opt) => probe::run(opt),
-        Command::Bench(opt) => bench::run(*opt),
-        Command::Recv(opt) => recv::run(opt),
-        Command::Send(opt) => send::run(opt),
-        Command::Relay(opt) => relay::run(opt),
-        Command::Capture(opt) => capture::run(opt),
-        Command::Completions { shell } => {
-            // Rendered in memory first: clap_complete panics on a write error (a closed pipe).
-            let mut text = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "zcnet", &mut text);
-            write_stdout(&text)
+    // A reader that went away (`zcnet probe | head -1`): println! panics on EPIPE. Such a panic
+    // ends the command quietly with the status a SIGPIPE death gives (128 + 13), as C tools end.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !is_broken_pipe(info.payload()) {
+            default_hook(info);
         }
-        Command::Man => {
-            let mut text = Vec::new();
-            clap_mangen::Man::new(Cli::command())
-                .render(&mut text)
-                .map_err(anyhow::Error::from)
-                .and_then(|()| write_stdout(&text))
-        }
+    }));
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(cli)));
+    let result = match run {
+        Ok(r) => r,
+        Err(payload) if is_broken_pipe(payload.as_ref()) => return ExitCode::from(141),
+        Err(payload) => std::panic::resume_unwind(payload),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -322,6 +322,21 @@ fn version_completions_and_man_page() {
     drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();
     assert_ne!(out.status.code(), Some(101), "{out:?}");
+    // The same for a command that prints with println! (`zcnet probe | head -1`): it ends quietly
+    // with SIGPIPE's status, no panic message.
+    let mut child = zcnet()
+        .arg("probe")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(141), "{out:?}");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+        "{out:?}"
+    );
 }
 
 /// Issue 16 item 3: an ordinary user (`nobody`) runs one bench of each lab kind, loopback, sink
