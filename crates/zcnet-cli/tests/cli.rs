@@ -282,6 +282,18 @@ fn probe_in_a_user_namespace_claims_only_what_works_there() {
     assert!(!reason.contains("IPv6"), "{reason}");
 }
 
+/// Runs `zcnet ARGS` with its stdout a pipe whose reader is gone before it writes.
+fn with_stdout_closed(args: &[&str]) -> std::process::Output {
+    let mut child = zcnet()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    child.wait_with_output().unwrap()
+}
+
 /// Issue 16 item 5: what a user expects of a Rust tool: a version, shell completions and a man
 /// page generated from the same argument definitions; a closed pipe is an error, not a panic.
 #[test]
@@ -313,25 +325,11 @@ fn version_completions_and_man_page() {
     assert!(page.contains(".TH zcnet 1"), "{page}");
     assert!(page.contains("bench"), "subcommands in the man page");
     // A reader that goes away at once: exit 1 with a message, never a panic (101).
-    let mut child = zcnet()
-        .args(["completions", "bash"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
+    let out = with_stdout_closed(&["completions", "bash"]);
     assert_ne!(out.status.code(), Some(101), "{out:?}");
     // The same for a command that prints with println! (`zcnet probe | head -1`): it ends quietly
     // with SIGPIPE's status, no panic message.
-    let mut child = zcnet()
-        .arg("probe")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
+    let out = with_stdout_closed(&["probe"]);
     assert_eq!(out.status.code(), Some(141), "{out:?}");
     assert!(
         !String::from_utf8_lossy(&out.stderr).contains("panicked"),

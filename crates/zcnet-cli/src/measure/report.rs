@@ -194,16 +194,7 @@ pub fn render(report: &Report) -> String {
 mod tests {
     use super::*;
     use crate::measure::Run;
-
-    fn run(cpu_us: f64, gbit: f64, verified: Option<bool>) -> Run {
-        Run {
-            cpu_us_per_mb: cpu_us,
-            gbit,
-            verified,
-            bytes: 1 << 20,
-            ..Default::default()
-        }
-    }
+    use crate::measure::stats::tests::run;
 
     #[test]
     fn the_table_aligns_long_parameters_and_shows_cpu_per_request() {

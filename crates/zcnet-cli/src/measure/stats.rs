@@ -256,7 +256,7 @@ pub fn alternate<M: Copy, E>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -267,7 +267,8 @@ mod tests {
         assert_eq!(median(&[f64::NAN, 5.0]), Some(5.0));
     }
 
-    fn run(cpu_us: f64, gbit: f64, verified: Option<bool>) -> Run {
+    /// A run of 1 MiB with the given CPU, rate and verification (shared with the report tests).
+    pub(crate) fn run(cpu_us: f64, gbit: f64, verified: Option<bool>) -> Run {
         Run {
             cpu_us_per_mb: cpu_us,
             gbit,
