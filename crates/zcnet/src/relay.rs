@@ -119,10 +119,6 @@ pub struct Report {
     pub written: u64,
     /// Bytes sent again after a failover.
     pub resent: u64,
-    /// Stream offsets at which each failover resumed.
-    pub resumed_at: Vec<u64>,
-    /// Why each failover happened.
-    pub failures: Vec<String>,
     /// Each failover: which destination failed, why, and the bytes it had acknowledged (the
     /// stream offset the next destination resumed at).
     pub failovers: Vec<Failover>,
@@ -501,11 +497,9 @@ impl Link<'_> {
         stats.failovers.push(Failover {
             from: target,
             to: s.targets[dest.target],
-            why: why.clone(),
+            why,
             acknowledged: at,
         });
-        stats.resumed_at.push(at);
-        stats.failures.push(why);
         Ok(dest)
     }
 }
