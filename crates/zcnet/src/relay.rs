@@ -299,7 +299,7 @@ pub fn relay(src: TcpStream, s: &Config) -> Result<Report, RelayError> {
     let mut eof = false;
     let mut failed: Option<String> = None;
     let mut last_progress = Instant::now();
-    let mut events = Vec::with_capacity(4);
+    let mut events = Vec::with_capacity(Epoll::MAX_EVENTS);
     loop {
         if failed.is_none() && last_progress.elapsed() > s.ack_timeout {
             failed = Some(format!("no acknowledgement for {:?}", s.ack_timeout));
@@ -381,7 +381,7 @@ pub fn relay(src: TcpStream, s: &Config) -> Result<Report, RelayError> {
             });
         }
         link.epoll
-            .wait(&mut events, 4, wait + Duration::from_millis(1))
+            .wait(&mut events, wait + Duration::from_millis(1))
             .map_err(io_err("epoll_wait"))?;
         let err = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
         if events

@@ -182,11 +182,12 @@ pub fn recv_vectored(
     cvt_size(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) })
 }
 
-/// Checks that `fd` is a TCP socket (`SO_PROTOCOL`, Linux 2.6.32, and `SO_TYPE`).
+/// Checks that `fd` is a TCP socket (`SO_PROTOCOL`, Linux 2.6.32): one call, as the discard
+/// path makes it for every consume. `IPPROTO_TCP` is only ever a stream socket's protocol
+/// (MPTCP reports `IPPROTO_MPTCP`, Unix sockets 0).
 pub fn check_tcp(fd: BorrowedFd<'_>) -> io::Result<()> {
     let proto = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)?;
-    let ty = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)?;
-    if proto != libc::IPPROTO_TCP || ty != libc::SOCK_STREAM {
+    if proto != libc::IPPROTO_TCP {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "not a TCP socket",
@@ -584,6 +585,9 @@ pub fn euid() -> u32 {
 pub struct Epoll(OwnedFd);
 
 impl Epoll {
+    /// Events one [`Epoll::wait`] returns at most.
+    pub const MAX_EVENTS: usize = 8;
+
     /// `epoll_create1(EPOLL_CLOEXEC)`.
     pub fn new() -> io::Result<Epoll> {
         // SAFETY: no pointers; a non-negative return is a new descriptor we own.
@@ -622,16 +626,12 @@ impl Epoll {
         .map(drop)
     }
 
-    /// `epoll_wait(2)` for up to `timeout`; returns `(events, token)` pairs into `out` (cleared
-    /// first). `EINTR` is an empty wait.
-    pub fn wait(
-        &self,
-        out: &mut Vec<(u32, u64)>,
-        max: usize,
-        timeout: std::time::Duration,
-    ) -> io::Result<()> {
+    /// `epoll_wait(2)` for up to `timeout`, at most [`Epoll::MAX_EVENTS`] events; returns
+    /// `(events, token)` pairs into `out` (cleared first). `EINTR` is an empty wait.
+    pub fn wait(&self, out: &mut Vec<(u32, u64)>, timeout: std::time::Duration) -> io::Result<()> {
         out.clear();
-        let mut evs = vec![libc::epoll_event { events: 0, u64: 0 }; max.max(1)];
+        // On the stack: a relay waits once per wake-up, and a heap buffer each time was waste.
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; Self::MAX_EVENTS];
         let ms = i32::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
         // SAFETY: `evs` has room for `evs.len()` events, written by the kernel.
         let n =
