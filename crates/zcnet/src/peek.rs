@@ -84,13 +84,10 @@ impl crate::ZeroCopyCounters for Counters {
     fn copied_bytes(&self) -> u64 {
         self.reread_bytes
     }
-    /// Peeks that re-read skipped bytes.
+    /// A cursor's method is fixed when it is made ([`PeekCursor::fallback_reason`] says when
+    /// that was a fallback); nothing falls back per call.
     fn fallbacks(&self) -> u64 {
-        if self.reread_bytes > 0 {
-            self.peek_calls
-        } else {
-            0
-        }
+        0
     }
 }
 

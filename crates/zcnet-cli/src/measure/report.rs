@@ -104,11 +104,6 @@ impl Drop for Progress {
     }
 }
 
-/// The numeric field `metric` of a summary object (`min`, `max`: the spread columns).
-fn summary(v: &Value, metric: Metric) -> Option<f64> {
-    v.get(metric.name())?.as_f64()
-}
-
 fn fmt(v: Option<f64>, prec: usize) -> String {
     v.map_or_else(|| "-".to_owned(), |x| format!("{x:.prec$}"))
 }
@@ -161,8 +156,8 @@ pub fn render(report: &Report) -> String {
         let spread = format!(
             "{} ({}-{})",
             fmt(r.median_of(Metric::CpuUsPerMb), 1),
-            fmt(summary(&r.min, Metric::CpuUsPerMb), 0),
-            fmt(summary(&r.max, Metric::CpuUsPerMb), 0)
+            fmt(r.min_of(Metric::CpuUsPerMb), 0),
+            fmt(r.max_of(Metric::CpuUsPerMb), 0)
         );
         let _ = writeln!(
             out,

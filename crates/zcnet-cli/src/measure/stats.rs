@@ -167,6 +167,26 @@ impl ResultSet {
         median(&v?)
     }
 
+    /// Smallest `metric` over the runs; `None` where it does not apply (or no runs).
+    pub fn min_of(&self, metric: Metric) -> Option<f64> {
+        self.runs
+            .iter()
+            .map(|r| metric.of(r))
+            .try_fold(None, |m: Option<f64>, v| {
+                v.map(|v| Some(m.map_or(v, |m| m.min(v))))
+            })?
+    }
+
+    /// Largest `metric` over the runs; `None` where it does not apply (or no runs).
+    pub fn max_of(&self, metric: Metric) -> Option<f64> {
+        self.runs
+            .iter()
+            .map(|r| metric.of(r))
+            .try_fold(None, |m: Option<f64>, v| {
+                v.map(|v| Some(m.map_or(v, |m| m.max(v))))
+            })?
+    }
+
     /// Whether no run failed its verification (runs without verification count as passing).
     pub fn verified(&self) -> bool {
         self.runs.iter().all(|r| r.verified != Some(false))
@@ -309,6 +329,13 @@ pub(crate) mod tests {
             Value::Null,
             "copy",
             copy.to_vec(),
+        );
+        assert_eq!(a.min_of(Metric::CpuUsPerMb), Some(45.0));
+        assert_eq!(a.max_of(Metric::CpuUsPerMb), Some(60.0));
+        assert_eq!(
+            a.max_of(Metric::RequestsPerS),
+            None,
+            "null in the runs: no spread"
         );
         let c = Comparison::new(&a, &b, Metric::CpuUsPerMb).unwrap();
         assert_eq!((c.ratio_median, c.ratio_min, c.ratio_max), (0.5, 0.5, 0.6));
