@@ -82,13 +82,16 @@ fn sys_err(call: &'static str) -> impl FnOnce(io::Error) -> PacketError {
 /// # Errors
 /// The one-line reason, naming the Debian package that provides it.
 pub fn libpcap_available() -> Result<(), String> {
-    ring::libpcap_loaded().map_err(|m| {
-        format!(
-            "libpcap could not be loaded (tried {}: {}); install it (Debian: apt install libpcap0.8)",
-            m.tried.join(", "),
-            m.message
-        )
-    })
+    ring::libpcap_loaded().map_err(|m| libpcap_missing(&m))
+}
+
+/// The one line saying libpcap is missing: the names tried, the loader's word, the package.
+fn libpcap_missing(m: &ring::LibpcapMissing) -> String {
+    format!(
+        "libpcap could not be loaded (tried {}: {}); install it (Debian: apt install libpcap0.8)",
+        m.tried.join(", "),
+        m.message
+    )
 }
 
 /// Whether `iface` is a loopback device (`IFF_LOOPBACK` in `/sys/class/net/IFACE/flags`), where
@@ -125,11 +128,7 @@ impl Filter {
             }),
             Err(ring::CompileError::Missing(m)) => Err(PacketError::Unsupported {
                 feature: "filter expressions (libpcap)",
-                reason: format!(
-                    "libpcap could not be loaded (tried {}: {}); install it (Debian: apt install libpcap0.8)",
-                    m.tried.join(", "),
-                    m.message
-                ),
+                reason: libpcap_missing(&m),
             }),
         }
     }

@@ -527,16 +527,6 @@ impl<S: AsFd> UringSender<S, PoolBuf> {
 ///
 /// # Errors
 /// [`UringError::Memlock`].
-/// How many bytes this process may lock (`RLIMIT_MEMLOCK`, soft), or `None` where no limit
-/// applies (`CAP_IPC_LOCK` in the initial user namespace, or unlimited). Registered buffers
-/// and the pages of zero-copy sends in flight count against it.
-pub fn memlock_budget() -> Option<u64> {
-    if sys::has_cap_ipc_lock() {
-        return None;
-    }
-    sys::memlock_limit().ok().and_then(|(soft, _)| soft)
-}
-
 /// Checks that `need` bytes of registered buffers fit under `RLIMIT_MEMLOCK`.
 ///
 /// # Errors
