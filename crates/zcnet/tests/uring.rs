@@ -368,6 +368,10 @@ fn memlock_child() {
     let c = tx.counters();
     println!("CHILD-COUNTERS: {c:?}");
     assert_eq!(c.memlock_fallbacks > 0, !back[0].zero_copy, "{c:?}");
+    if !back[0].zero_copy {
+        assert_eq!(back[0].copied, None, "a copy retry has no usage report");
+        assert_eq!(c.copied + c.not_copied, 0, "{c:?}");
+    }
     let mut buf = [0u8; 65536];
     let n = rx.recv(&mut buf).unwrap();
     assert_eq!(&buf[..n], &datagram(7)[..]);

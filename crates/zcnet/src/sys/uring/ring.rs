@@ -357,7 +357,9 @@ impl<B: OwnedBuf> SendRing<B> {
                     memlock_fallback: slot.state.copy_retry,
                     sent: slot.state.sent,
                     error: slot.state.error.map(io::Error::from_raw_os_error),
-                    copied: slot.state.copied,
+                    // A notification of the refused zero-copy attempt says nothing about the
+                    // copy that sent the bytes: no usage report for it.
+                    copied: slot.state.copied.filter(|_| !slot.state.copy_retry),
                     buf: slot.buf,
                 });
                 Ok(())
