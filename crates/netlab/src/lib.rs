@@ -45,7 +45,7 @@ pub enum LabError {
     #[error("network labs need root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create namespaces: {0}")]
     NotPrivileged(String),
     /// `ip` is not installed.
-    #[error("the `ip` command (Debian package iproute2) is needed to build labs: {0}")]
+    #[error("the `ip` command (Debian package iproute2) is needed to build labs")]
     NoIpCommand(#[source] std::io::Error),
     /// An `ip` command failed.
     #[error("`{cmd}` failed: {stderr}")]
@@ -56,7 +56,7 @@ pub enum LabError {
         stderr: String,
     },
     /// A system call or file operation failed.
-    #[error("{op}: {source}")]
+    #[error("{op} failed")]
     Io {
         /// What was being done.
         op: String,

@@ -34,13 +34,48 @@ pub fn bench_seconds(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-/// `HOST:PORT` (`127.0.0.1:80`, `[::1]:80`, `localhost:80`), resolved now to its first address.
+/// Every address `HOST:PORT` names: an IP literal (`127.0.0.1:80`, `[::1]:80`), an IPv6 literal
+/// with a zone (`[fe80::1%veth0]:80`, `[fe80::1%3]:80`: the interface by name or index, as
+/// getaddrinfo(3) takes it), or a name (`localhost:80`) resolved by getaddrinfo.
+///
+/// # Errors
+/// One line naming the address: no port, a zone that is no interface here, a name that does not
+/// resolve.
+pub fn resolve(s: &str) -> Result<Vec<std::net::SocketAddr>, String> {
+    use std::net::{SocketAddr, SocketAddrV6, ToSocketAddrs};
+    let expected = "expected HOST:PORT, e.g. 127.0.0.1:9000, [::1]:9000 or localhost:9000";
+    // std parses neither a zone by name nor one inside brackets for a lookup: do it here.
+    if let Some((ip, zone, port)) = s
+        .strip_prefix('[')
+        .and_then(|rest| rest.split_once("]:"))
+        .and_then(|(host, port)| host.split_once('%').map(|(ip, zone)| (ip, zone, port)))
+    {
+        let ip: std::net::Ipv6Addr = ip
+            .parse()
+            .map_err(|_| format!("{ip:?} is not an IPv6 address ({expected})"))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("{port:?} is not a port ({expected})"))?;
+        let scope = match zone.parse::<u32>() {
+            Ok(index) => index,
+            Err(_) => nix::net::if_::if_nametoindex(zone)
+                .map_err(|e| format!("zone {zone:?}: no such interface here ({e})"))?,
+        };
+        return Ok(vec![SocketAddr::V6(SocketAddrV6::new(ip, port, 0, scope))]);
+    }
+    let addrs: Vec<SocketAddr> = s
+        .to_socket_addrs()
+        .map_err(|e| format!("{e} ({expected})"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("it resolves to no address ({expected})"));
+    }
+    Ok(addrs)
+}
+
+/// `HOST:PORT` as [`resolve`] takes it, resolved now to its first address.
 pub fn host_port(s: &str) -> Result<std::net::SocketAddr, String> {
-    use std::net::ToSocketAddrs;
-    s.to_socket_addrs()
-        .map_err(|e| format!("{e} (expected HOST:PORT, e.g. 127.0.0.1:9000 or localhost:9000)"))?
-        .next()
-        .ok_or_else(|| format!("{s:?} resolves to no address"))
+    Ok(resolve(s)?[0])
 }
 
 #[cfg(test)]
@@ -63,5 +98,31 @@ mod tests {
         assert_eq!(host_port("[::1]:80").unwrap().to_string(), "[::1]:80");
         assert!(host_port("127.0.0.1").is_err());
         assert!(host_port("127.0.0.1:99999").is_err());
+    }
+
+    /// Issue 22 item 7: zones as the kernel takes them, by name or index.
+    #[test]
+    fn ipv6_zones_by_name_and_index() {
+        let lo = nix::net::if_::if_nametoindex("lo").unwrap();
+        let a = host_port("[::1%lo]:80").unwrap();
+        let std::net::SocketAddr::V6(v6) = a else {
+            panic!("{a}")
+        };
+        assert_eq!((v6.scope_id(), v6.port()), (lo, 80));
+        assert!(v6.ip().is_loopback());
+        let b = host_port(&format!("[fe80::1%{lo}]:9")).unwrap();
+        let std::net::SocketAddr::V6(v6) = b else {
+            panic!("{b}")
+        };
+        assert_eq!(v6.scope_id(), lo);
+        for bad in [
+            "[::1%zcnet-none0]:80",
+            "[::1%lo]:x",
+            "[zz%lo]:80",
+            "[::1%lo]",
+        ] {
+            let e = host_port(bad).unwrap_err();
+            assert!(!e.is_empty(), "{bad}");
+        }
     }
 }

@@ -1,62 +1,12 @@
 //! `zcnet`: probe, benchmark and use the Linux kernel's zero-copy socket paths.
 #![forbid(unsafe_code)]
 
+use zcnet_cli::cli::{Cli, Command, one_line};
 use zcnet_cli::{bench, capture, probe, recv, relay, send};
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
-
-/// Probe, benchmark and use the Linux kernel's zero-copy socket paths.
-#[derive(Debug, Parser)]
-#[command(name = "zcnet", version, about, propagate_version = true)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Report which zero-copy paths this kernel, these limits and these privileges allow.
-    Probe(probe::Opt),
-    /// Benchmark zero-copy paths against their copying twins (no name: the whole suite).
-    Bench(Box<bench::Opt>),
-    /// Receive one TCP stream on the zero-copy path into a file or stdout (netcat-like).
-    Recv(recv::Opt),
-    /// Send a file (or stdin) over TCP by sendfile, splice or an mmap + MSG_ZEROCOPY window.
-    Send(send::Opt),
-    /// Relay TCP, keeping unacknowledged bytes in the kernel's queue (SO_PEEK_OFF) and failing
-    /// over to another destination without losing them.
-    Relay(relay::Opt),
-    /// Capture packets through TPACKET_V3 rings into a pcap file (tcpdump-like).
-    Capture(capture::Opt),
-    /// Print shell completions on stdout (`zcnet completions bash > /etc/bash_completion.d/zcnet`).
-    Completions {
-        /// The shell.
-        #[arg(value_enum)]
-        shell: clap_complete::Shell,
-    },
-    /// Print the man page (roff) on stdout (`zcnet man > zcnet.1; man ./zcnet.1`).
-    Man,
-}
-
-/// The error chain on one line, each cause once: library errors often show their source in their
-/// own message already ("recv: Connection reset by peer"), so a cause whose text the line holds
-/// is not repeated.
-fn one_line(e: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if line.contains(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    line.replace('\n', " ")
-}
+use clap::{CommandFactory, Parser};
 
 /// Runs the subcommand.
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
@@ -131,7 +81,7 @@ fn main() -> ExitCode {
                 "zcnet: not root: the labs run in a user namespace of this process (RLIMIT_MEMLOCK \
                  still applies)"
             ),
-            Err(e) => eprintln!("zcnet: {e}"),
+            Err(e) => eprintln!("zcnet: {}", zcnet_cli::cli::chain(&e)),
         }
     }
     // A reader that went away (`zcnet probe | head -1`): println! panics on EPIPE. Such a panic

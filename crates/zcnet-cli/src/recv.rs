@@ -7,7 +7,7 @@
 //! "mapped" speaks of the receive side only.
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener};
 use std::time::Instant;
 
 use anyhow::{Context, anyhow};
@@ -40,10 +40,7 @@ pub struct Opt {
 }
 
 fn parse_addr(s: &str) -> anyhow::Result<SocketAddr> {
-    s.to_socket_addrs()
-        .map_err(|e| anyhow!("bad address {s:?}: {e} (expected HOST:PORT, e.g. [::1]:9000)"))?
-        .next()
-        .ok_or_else(|| anyhow!("bad address {s:?}: it resolves to nothing"))
+    crate::args::host_port(s).map_err(|e| anyhow!("bad address {s:?}: {e}"))
 }
 
 /// Runs `zcnet recv`.

@@ -9,7 +9,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::os::unix::fs::FileTypeExt;
 use std::time::{Duration, Instant};
 
@@ -106,14 +106,8 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         let f = File::open(&opt.file).with_context(|| format!("cannot read {}", opt.file))?;
         classify(f, opt.limit, &opt.file)?
     };
-    let addrs: Vec<_> = opt
-        .addr
-        .to_socket_addrs()
-        .map_err(|e| anyhow!("bad address {:?}: {e} (expected HOST:PORT)", opt.addr))?
-        .collect();
-    if addrs.is_empty() {
-        bail!("bad address {:?}: it resolves to nothing", opt.addr);
-    }
+    let addrs =
+        crate::args::resolve(&opt.addr).map_err(|e| anyhow!("bad address {:?}: {e}", opt.addr))?;
     let timeout = Duration::from_secs_f64(opt.connect_timeout);
     let mut last = None;
     let mut stream = None;
@@ -148,7 +142,21 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let start = Instant::now();
     let used = match input {
         Input::File(f, len) => {
-            tx.send_file(&f, 0, len)?;
+            match tx.send_file(&f, 0, len) {
+                Ok(_) => {}
+                // A file shorter than its size (sysfs reports 4096 for a few bytes; a file
+                // truncated meanwhile) ends where its data ends: that is its end, not an error.
+                Err(file::FileError::Io { source, sent, .. })
+                    if source.kind() == std::io::ErrorKind::UnexpectedEof =>
+                {
+                    eprintln!(
+                        "zcnet send: {} ended after {sent} of the {len} bytes its size gave; \
+                         sent what it held",
+                        opt.file
+                    );
+                }
+                Err(e) => return Err(e.into()),
+            }
             tx.mode().name()
         }
         Input::Pipe(f) if mode != Strategy::Copy && opt.limit.is_none() => {
@@ -164,15 +172,8 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         }
     };
     let sent = tx.counters();
-    // Half-close and wait for the peer to finish reading, so that "sent" means delivered to it.
-    stream
-        .shutdown(std::net::Shutdown::Write)
-        .context("shutdown")?;
-    let mut rest = [0u8; 64];
-    while std::io::Read::read(&mut &stream, &mut rest)
-        .map(|n| n > 0)
-        .unwrap_or(false)
-    {}
+    // Half-close and wait for the peer's end, so that "sent" means delivered to it.
+    wait_for_close(&stream, sent.bytes)?;
     let seconds = start.elapsed().as_secs_f64();
     let gbit = if seconds > 0.0 {
         sent.bytes as f64 * 8.0 / seconds / 1e9
@@ -194,4 +195,33 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Half-closes, then reads (and drops) what the peer sends until its FIN. A reset instead means
+/// it did not read everything: a receiver that closes with unread data resets the connection
+/// (RFC 2525 2.17), so "sent" would be a lie. Issue 22 item 1.
+fn wait_for_close(stream: &TcpStream, sent: u64) -> anyhow::Result<()> {
+    let reset = |e: std::io::Error| {
+        // A reset that came before the shutdown leaves ENOTCONN to it: report the reset.
+        let e = stream.take_error().ok().flatten().unwrap_or(e);
+        let acked = zcnet::tcp_info::tcp_info(stream)
+            .ok()
+            .and_then(|i| i.acked_data_bytes())
+            .map(|a| format!(", {} acknowledged by its TCP", a.min(sent)))
+            .unwrap_or_default();
+        anyhow::Error::new(e).context(format!(
+            "the receiver ended the connection without reading everything: {sent} bytes \
+             sent{acked}, not all of them read"
+        ))
+    };
+    stream.shutdown(std::net::Shutdown::Write).map_err(reset)?;
+    let mut rest = [0u8; 4096];
+    loop {
+        match Read::read(&mut &*stream, &mut rest) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(reset(e)),
+        }
+    }
 }

@@ -272,3 +272,42 @@ fn a_filter_without_libpcap_names_the_package() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("apt install libpcap0.8"), "{err}");
 }
+
+/// Issue 22 item 3: `--blocks 100000` allocated until killed, `--fanout 1000` took 8.4 GB before
+/// starting. Rings that together exceed half the available memory are refused with one line,
+/// before anything is allocated (no privilege is needed to be told so).
+#[test]
+fn rings_beyond_the_memory_are_refused_before_allocating() {
+    for args in [
+        &["--block-kib", "65536", "--blocks", "65536"][..],
+        &["--fanout", "64", "--block-kib", "65536", "--blocks", "1024"][..],
+    ] {
+        let start = std::time::Instant::now();
+        let out = zcnet()
+            .args(["capture", "-i", "lo", "-c", "1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = one_line_error(out);
+        assert!(err.contains("more than half"), "{args:?}: {err}");
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "{args:?}: refused only after {:?}",
+            start.elapsed()
+        );
+    }
+}
+
+/// Issue 22 item 7: `-c 0` with no traffic waited forever; a count is at least 1 (tcpdump's
+/// `-c 0` is an error too).
+#[test]
+fn a_count_of_zero_is_refused() {
+    let out = zcnet()
+        .args(["capture", "-i", "lo", "-c", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("-c <COUNT>"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}

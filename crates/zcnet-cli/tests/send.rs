@@ -148,8 +148,13 @@ fn unreadable_file_is_a_one_line_error() {
 
 /// A receiver thread on 127.0.0.1: everything one connection sends.
 fn collector() -> (String, std::thread::JoinHandle<Vec<u8>>) {
+    collector_on("127.0.0.1:0")
+}
+
+/// A receiver on `bind` that reads one connection to its end: its address and its bytes.
+fn collector_on(bind: &str) -> (String, std::thread::JoinHandle<Vec<u8>>) {
     use std::io::Read;
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let l = TcpListener::bind(bind).unwrap();
     let addr = l.local_addr().unwrap().to_string();
     let h = std::thread::spawn(move || {
         let (mut c, _) = l.accept().unwrap();
@@ -321,4 +326,125 @@ fn an_unanswered_connect_gives_up_after_the_timeout() {
         took < Duration::from_secs(10),
         "gave up after {took:?}, not 0.5 s"
     );
+}
+
+/// Issue 22 item 1: a receiver that closes without reading resets the connection; `send` printed
+/// "sent 100000 bytes" and exited 0. Each strategy must now fail with one line, exit 1.
+#[test]
+fn a_receiver_that_resets_unread_is_an_error() {
+    let dir = tmpdir("reset");
+    let src = dir.join("src");
+    std::fs::write(&src, random_bytes(100_000, 7)).unwrap();
+    for strategy in ["auto", "splice", "mmap-zc", "copy"] {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        // Accepts, lets the whole file arrive unread, then closes: the kernel answers with RST.
+        let peer = std::thread::spawn(move || {
+            let (c, _) = l.accept().unwrap();
+            let end = Instant::now() + Duration::from_secs(10);
+            let mut queued = vec![0u8; 100_000];
+            while c.peek(&mut queued).unwrap() < queued.len() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            drop(c);
+        });
+        let out = zcnet()
+            .args(["send", src.to_str().unwrap(), &addr, "--strategy", strategy])
+            .output()
+            .unwrap();
+        peer.join().unwrap();
+        let err = one_line_error(out);
+        assert!(
+            err.contains("without reading everything: 100000 bytes sent"),
+            "{strategy}: {err}"
+        );
+        assert!(err.contains("reset"), "{strategy}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 22 item 6: a sysfs file reports a size of 4096 for a few bytes; `send` sent them and
+/// then failed with "unexpected end of file". Its end is where its data ends.
+#[test]
+fn a_file_shorter_than_its_size_is_sent_to_its_end() {
+    let path = "/sys/class/net/lo/address";
+    let data = std::fs::read(path).unwrap();
+    assert_eq!(std::fs::metadata(path).unwrap().len(), 4096);
+    assert!(data.len() < 4096);
+    for strategy in ["auto", "splice", "copy"] {
+        let (v, got) = send_json(&[path, "--strategy", strategy], Stdio::null());
+        assert_eq!(got, data, "{strategy}");
+        assert_eq!(v["bytes"], data.len() as u64, "{strategy}");
+    }
+}
+
+/// Issue 22 item 7: IPv6 addresses with a zone, by name or index, where the kernel takes them:
+/// `[::1%lo]` on loopback, a link-local `[fe80::2%veth-a]` across a veth pair.
+#[test]
+fn scoped_ipv6_addresses_are_accepted() {
+    let (addr, h) = collector_on("[::1]:0");
+    let addr = addr.replace("[::1]", "[::1%lo]");
+    let out = zcnet()
+        .args(["send", "/proc/version", &addr])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(h.join().unwrap(), std::fs::read("/proc/version").unwrap());
+    let out = zcnet()
+        .args(["send", "/proc/version", "[::1%zcnet-none0]:9"])
+        .output()
+        .unwrap();
+    let err = one_line_error(out);
+    assert!(err.contains("no such interface"), "{err}");
+
+    netlab::require_lab!();
+    let lab = netlab::VethLab::new(None).unwrap();
+    for (side, dev, ip) in [
+        (netlab::Side::A, netlab::VethLab::DEV_A, "fe80::1/64"),
+        (netlab::Side::B, netlab::VethLab::DEV_B, "fe80::2/64"),
+    ] {
+        lab.ns(side)
+            .ip(&["addr", "add", ip, "dev", dev, "nodad"])
+            .unwrap();
+    }
+    let dir = tmpdir("scoped");
+    let dst = dir.join("dst");
+    let port = 47_123;
+    let mut recv = lab
+        .ns(netlab::Side::B)
+        .command(env!("CARGO_BIN_EXE_zcnet"))
+        .args([
+            "recv",
+            "--listen",
+            &format!("[fe80::2%{}]:{port}", netlab::VethLab::DEV_B),
+            "-o",
+            dst.to_str().unwrap(),
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The listener is up once a connect from inside B succeeds; send from A then.
+    let to = format!("[fe80::2%{}]:{port}", netlab::VethLab::DEV_A);
+    let mut sent = None;
+    for _ in 0..100 {
+        let out = lab
+            .ns(netlab::Side::A)
+            .command(env!("CARGO_BIN_EXE_zcnet"))
+            .args(["send", "/proc/version", &to, "--connect-timeout", "1"])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            sent = Some(out);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = recv.wait().unwrap();
+    assert!(sent.is_some(), "send to {to} never succeeded");
+    assert!(status.success());
+    assert_eq!(
+        std::fs::read(&dst).unwrap(),
+        std::fs::read("/proc/version").unwrap()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

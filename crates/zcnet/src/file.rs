@@ -146,7 +146,7 @@ impl crate::ZeroCopyCounters for Counters {
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
     /// A call failed.
-    #[error("{mode}: {call} failed after {sent} bytes: {source}")]
+    #[error("{call} failed after {sent} bytes{}", of_mode(call, mode))]
     Io {
         /// The call that failed.
         call: &'static str,
@@ -166,6 +166,16 @@ pub enum FileError {
         /// The probe's one-line reason.
         reason: String,
     },
+}
+
+/// The mode in a [`FileError::Io`] message, unless the call already names it ("sendfile failed
+/// after 23 bytes", but "read failed after 0 bytes (copy)").
+fn of_mode(call: &str, mode: &str) -> String {
+    if call.starts_with(mode) {
+        String::new()
+    } else {
+        format!(" ({mode})")
+    }
 }
 
 impl FileError {
@@ -252,6 +262,17 @@ impl<S: AsFd> FileSender<S> {
         &self.socket
     }
 
+    /// Counts the bytes a failed send put out before its error: without a user copy for the
+    /// `sendfile` and `splice` calls, as copied otherwise (an `mmap-zc` send cut short has no
+    /// completion telling which of its bytes the kernel copied, so none is claimed).
+    fn count_failed(&mut self, e: FileError) -> FileError {
+        if let FileError::Io { call, sent, .. } = &e {
+            let zero_copy = call.starts_with("sendfile") || call.starts_with("splice");
+            self.counters.add(*sent, if zero_copy { *sent } else { 0 });
+        }
+        e
+    }
+
     /// Sends `len` bytes of `file` from `offset`; returns the bytes sent (`len`).
     ///
     /// # Errors
@@ -265,7 +286,8 @@ impl<S: AsFd> FileSender<S> {
             len,
             self.mode,
             self.config,
-        )?;
+        )
+        .map_err(|e| self.count_failed(e))?;
         self.counters.add(c.bytes, c.zero_copy_bytes);
         if c.zerocopy.is_some() {
             self.counters.zerocopy = c.zerocopy;
@@ -279,7 +301,7 @@ impl<S: AsFd> FileSender<S> {
     /// # Errors
     /// The failing `splice`, with the bytes sent before it.
     pub fn send_pipe(&mut self, pipe: &impl AsFd) -> Result<u64, FileError> {
-        let c = send_pipe(self.socket.as_fd(), pipe.as_fd())?;
+        let c = send_pipe(self.socket.as_fd(), pipe.as_fd()).map_err(|e| self.count_failed(e))?;
         self.counters.add(c.bytes, c.zero_copy_bytes);
         Ok(c.bytes)
     }
@@ -290,7 +312,8 @@ impl<S: AsFd> FileSender<S> {
     /// # Errors
     /// The failing read or send, with the bytes sent before it.
     pub fn send_reader(&mut self, r: &mut impl Read) -> Result<u64, FileError> {
-        let c = send_reader(self.socket.as_fd(), r, self.config.chunk)?;
+        let c = send_reader(self.socket.as_fd(), r, self.config.chunk)
+            .map_err(|e| self.count_failed(e))?;
         self.counters.add(c.bytes, c.zero_copy_bytes);
         Ok(c.bytes)
     }

@@ -46,7 +46,7 @@ impl<B> Returned<B> {
 /// with its completion, as a [`Returned`] whose `error` is set, and the sender reports the
 /// error again on its next call.
 #[derive(Debug, thiserror::Error)]
-#[error("send failed after {sent} bytes: {error}")]
+#[error("send failed after {sent} bytes")]
 pub struct SendError<B> {
     /// The kernel's error (or `InvalidInput` for a buffer the sender cannot take).
     #[source]

@@ -129,7 +129,7 @@ pub enum PeekError {
         reason: String,
     },
     /// A system call failed.
-    #[error("{call}: {source}")]
+    #[error("{call} failed")]
     Io {
         /// The call.
         call: &'static str,

@@ -40,7 +40,7 @@ use crate::tcp_info::{TcpState, tcp_info};
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
     /// A call failed.
-    #[error("{call}: {source}")]
+    #[error("{call} failed")]
     Io {
         /// The call, named as in C (or what it did).
         call: &'static str,

@@ -97,7 +97,7 @@ pub enum RxError {
     #[error("{0}")]
     Config(String),
     /// A setup call failed (`SO_RCVLOWAT`, ...).
-    #[error("{call}: {source}")]
+    #[error("{call} failed")]
     Io {
         /// The call.
         call: &'static str,
@@ -107,7 +107,7 @@ pub enum RxError {
     },
     /// The connection failed while receiving (reset, ...). Everything returned before was
     /// really received.
-    #[error("receive failed after {received} bytes: {source}")]
+    #[error("receive failed after {received} bytes")]
     Receive {
         /// Bytes received and handed out before the error.
         received: u64,
@@ -119,7 +119,7 @@ pub enum RxError {
     #[error("no data for {0:?}")]
     TimedOut(Duration),
     /// Writing received data out failed ([`TcpZerocopyReceiver::copy_to`]).
-    #[error("writing received data: {0}")]
+    #[error("writing received data")]
     Write(#[source] io::Error),
 }
 

@@ -222,7 +222,11 @@ fn a_descriptor_that_stops_being_tcp_is_refused_not_written_through() {
     assert_eq!(buf, [7u8; 4]);
     // ...but consuming must refuse: the socket is not TCP any more.
     let e = cur.consume(4).unwrap_err();
-    assert!(e.to_string().contains("not a TCP socket"), "{e}");
+    let cause = std::error::Error::source(&e).map(ToString::to_string);
+    assert!(
+        cause.as_deref().is_some_and(|c| c.contains("not a TCP socket")),
+        "{e}: {cause:?}"
+    );
     assert_eq!(cur.consumed(), 0);
     // And the free function refuses a UDP socket outright.
     let e = zcnet::peek::discard(&cur.get_ref().udp, 60000).unwrap_err();

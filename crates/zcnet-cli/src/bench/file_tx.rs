@@ -195,8 +195,9 @@ pub fn bench(size_mib: u64, modes: &[Mode], runs: usize, quiet: bool) -> anyhow:
         Ok(()) => true,
         Err(e) => {
             eprintln!(
-                "zcnet bench file-tx: receive processing not steered to CPU 1 ({e}; needs root): \
-                 the sender's CPU also carries the receiver's softirq work"
+                "zcnet bench file-tx: receive processing not steered to CPU 1 ({}; needs root): \
+                 the sender's CPU also carries the receiver's softirq work",
+                crate::cli::chain(&e)
             );
             false
         }

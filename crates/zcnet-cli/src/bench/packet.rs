@@ -524,8 +524,9 @@ pub fn bench(
             // Steering needs CAP_NET_ADMIN of the initial user namespace: a lab in a user
             // namespace (not root) cannot set it. Say so and measure the other conditions.
             eprintln!(
-                "packet: skipping {} {size} B: {e} (RPS needs real root)",
-                cond.name()
+                "packet: skipping {} {size} B: {} (RPS needs real root)",
+                cond.name(),
+                crate::cli::chain(&e)
             );
             continue;
         }

@@ -208,7 +208,10 @@ pub fn bench(
             let fits = zcnet::uring::memlock_check(pool.region_len() as u64);
             let modes: Vec<Mode> = match &fits {
                 Err(e) if modes.contains(&Mode::ZeroCopyFixed) => {
-                    eprintln!("uring-tx {lab_name} {size} B: zc-fixed skipped: {e}");
+                    eprintln!(
+                        "uring-tx {lab_name} {size} B: zc-fixed skipped: {}",
+                        crate::cli::chain(e)
+                    );
                     modes
                         .iter()
                         .copied()

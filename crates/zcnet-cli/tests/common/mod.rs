@@ -32,7 +32,20 @@ pub fn one_line_error(out: Output) -> String {
         1,
         "one line expected: {err:?}"
     );
+    assert_no_repeat(&err);
     err
+}
+
+/// Issue 22 item 5: an error line names each cause once. Its ": "-separated segments are
+/// distinct ("sendfile: sendfile failed", "X: X" are defects).
+pub fn assert_no_repeat(line: &str) {
+    let segments: Vec<&str> = line.trim_end().split(": ").map(str::trim).collect();
+    for (i, a) in segments.iter().enumerate() {
+        assert!(
+            !segments[i + 1..].contains(a),
+            "{a:?} is said twice in {line:?}"
+        );
+    }
 }
 
 /// `len` pseudo-random bytes (xorshift64 from `seed`): file contents that no page or pattern

@@ -40,7 +40,7 @@ pub enum ZerocopyError {
     #[error("no MSG_ZEROCOPY completion within {0:?} (the buffer was leaked, not freed)")]
     Timeout(Duration),
     /// A system call failed.
-    #[error("{call}: {source}")]
+    #[error("{call} failed")]
     Io {
         /// The call that failed.
         call: &'static str,

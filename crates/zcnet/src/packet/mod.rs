@@ -60,10 +60,10 @@ pub enum PacketError {
         message: String,
     },
     /// A block that does not describe itself consistently; it was handed back.
-    #[error("malformed block: {0}")]
+    #[error("malformed block")]
     Malformed(#[from] BlockError),
     /// A call failed.
-    #[error("{call}: {source}")]
+    #[error("{call} failed")]
     Io {
         /// The call, named as in C.
         call: &'static str,
@@ -239,6 +239,35 @@ fn v3_socket(iface: &str) -> Result<(u32, OwnedFd), PacketError> {
     Ok((index, fd))
 }
 
+/// Refuses `rings` rings of `block_count` blocks of `block_size` bytes before any is allocated
+/// when together they exceed half the memory the machine has available (`MemAvailable`): the
+/// kernel allocates a ring's blocks at once and in full, so a typo (`--blocks 100000`) would
+/// otherwise take the machine's memory (issue 22 item 3).
+pub fn check_ring_memory(
+    rings: usize,
+    block_size: usize,
+    block_count: usize,
+) -> Result<(), PacketError> {
+    let total = (block_size as u64)
+        .checked_mul(block_count as u64)
+        .and_then(|t| t.checked_mul(rings as u64))
+        .ok_or_else(|| PacketError::Config("ring too large".into()))?;
+    let Some(available) = sys::mem_available() else {
+        return Ok(());
+    };
+    if total > available / 2 {
+        const MIB: u64 = 1 << 20;
+        return Err(PacketError::Config(format!(
+            "{rings} ring(s) of {block_count} blocks of {} KiB need {} MiB, more than half the \
+             {} MiB this machine has available: use fewer or smaller blocks, or fewer rings",
+            block_size >> 10,
+            total.div_ceil(MIB),
+            available / MIB
+        )));
+    }
+    Ok(())
+}
+
 /// A ring dimension as `struct tpacket_req3` holds it.
 fn to_u32(n: usize) -> Result<u32, PacketError> {
     u32::try_from(n).map_err(|_| PacketError::Config("ring too large".into()))
@@ -284,6 +313,7 @@ impl RxRing {
                 "a ring needs at least one block".into(),
             ));
         }
+        check_ring_memory(1, config.block_size, config.block_count)?;
         let (index, fd) = v3_socket(iface)?;
         let req = abi::TpacketReq3 {
             tp_block_size: to_u32(config.block_size)?,
@@ -509,6 +539,7 @@ pub fn fanout(
     mode: FanoutMode,
     config: &RxConfig,
 ) -> Result<Vec<RxRing>, PacketError> {
+    check_ring_memory(n, config.block_size, config.block_count)?;
     let group = (std::process::id() & 0xffff) as u16;
     (0..n)
         .map(|_| {
@@ -592,6 +623,7 @@ impl TxRing {
         let block_size = config.frame_size.max(page);
         let per_block = block_size / config.frame_size;
         let blocks = config.frame_count.div_ceil(per_block).max(1);
+        check_ring_memory(1, block_size, blocks)?;
         let (index, fd) = v3_socket(iface)?;
         if config.qdisc_bypass {
             sys::setsockopt(fd.as_fd(), abi::SOL_PACKET, abi::PACKET_QDISC_BYPASS, &1i32)

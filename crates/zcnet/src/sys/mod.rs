@@ -505,6 +505,28 @@ pub fn kernel_release() -> io::Result<String> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// `MemAvailable` of /proc/meminfo in bytes (Linux 3.14): what can be allocated without
+/// swapping. `None` where the file or the line is missing.
+pub fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_mem_available(&text)
+}
+
+fn parse_mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+#[cfg(test)]
+#[test]
+fn mem_available_parses_meminfo() {
+    let text = "MemTotal:       24683656 kB\nMemFree:        1 kB\nMemAvailable:   24191388 kB\n";
+    assert_eq!(parse_mem_available(text), Some(24_191_388 * 1024));
+    assert_eq!(parse_mem_available("MemTotal: 5 kB\n"), None);
+    assert_eq!(parse_mem_available("MemAvailable: x kB\n"), None);
+}
+
 /// `sysconf(_SC_PAGESIZE)`.
 pub fn page_size() -> usize {
     // SAFETY: sysconf takes no pointers.

@@ -139,7 +139,7 @@ pub enum UringError {
         limit: u64,
     },
     /// A call failed (the buffer registration, with the bytes it would have pinned).
-    #[error("{call} of {bytes} bytes: {source}")]
+    #[error("{call} of {bytes} bytes failed")]
     Io {
         /// The call.
         call: &'static str,

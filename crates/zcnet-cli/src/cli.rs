@@ -1,0 +1,60 @@
+//! The command line: [`Cli`] (clap derive, one module per subcommand) and [`one_line`], the
+//! error chain as the binary prints it. Here rather than in `main.rs` so that tests can walk
+//! every option of every subcommand.
+
+use crate::{bench, capture, probe, recv, relay, send};
+
+use clap::{Parser, Subcommand};
+
+/// Probe, benchmark and use the Linux kernel's zero-copy socket paths.
+#[derive(Debug, Parser)]
+#[command(name = "zcnet", version, about, propagate_version = true)]
+pub struct Cli {
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands, one module each.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Report which zero-copy paths this kernel, these limits and these privileges allow.
+    Probe(probe::Opt),
+    /// Benchmark zero-copy paths against their copying twins (no name: the whole suite).
+    Bench(Box<bench::Opt>),
+    /// Receive one TCP stream on the zero-copy path into a file or stdout (netcat-like).
+    Recv(recv::Opt),
+    /// Send a file (or stdin) over TCP by sendfile, splice or an mmap + MSG_ZEROCOPY window.
+    Send(send::Opt),
+    /// Relay TCP, keeping unacknowledged bytes in the kernel's queue (SO_PEEK_OFF) and failing
+    /// over to another destination without losing them.
+    Relay(relay::Opt),
+    /// Capture packets through TPACKET_V3 rings into a pcap file (tcpdump-like).
+    Capture(capture::Opt),
+    /// Print shell completions on stdout (`zcnet completions bash > /etc/bash_completion.d/zcnet`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout (`zcnet man > zcnet.1; man ./zcnet.1`).
+    Man,
+}
+
+/// The error chain on one line: every error's `Display` says its own layer's part only (the rule
+/// of docs/api.md), so the causes are joined with ": " as they come, each once.
+pub fn one_line(e: &anyhow::Error) -> String {
+    chain(e.as_ref())
+}
+
+/// [`one_line`] for any error: "`setns(/run/netns/x)` failed: Operation not permitted".
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        line.push_str(": ");
+        line.push_str(&c.to_string());
+        cause = c.source();
+    }
+    line.replace('\n', " ")
+}

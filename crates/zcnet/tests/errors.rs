@@ -1,0 +1,102 @@
+//! Issue 22 item 5: one rule for every error of the library. `Display` says this layer's part
+//! only; the cause is `source()`, which a printer of the chain (the CLI's `one_line`, anyhow's
+//! `{:#}`) adds once. An error that printed its source too was printed "X: X" by the CLI.
+
+use std::error::Error;
+use std::io;
+
+use zcnet::file::FileError;
+use zcnet::loan::SendError;
+use zcnet::msg_zerocopy::ZerocopyError;
+use zcnet::packet::PacketError;
+use zcnet::peek::PeekError;
+use zcnet::relay::RelayError;
+use zcnet::tcp_rx::RxError;
+use zcnet::uring::UringError;
+
+/// A kernel error whose text is easy to find in a message.
+fn cause() -> io::Error {
+    io::Error::from_raw_os_error(libc::ECONNRESET)
+}
+
+/// `e` names its cause only through `source()`, and the chain holds that cause's text once.
+fn check(e: &(dyn Error + 'static)) {
+    let text = e.to_string();
+    let source = e
+        .source()
+        .unwrap_or_else(|| panic!("{text:?} has no source"));
+    let cause = source.to_string();
+    assert!(
+        !text.contains(&cause),
+        "{text:?} prints its source {cause:?} itself"
+    );
+    assert!(!text.is_empty());
+}
+
+#[test]
+fn every_error_with_a_cause_leaves_it_to_the_chain() {
+    let errors: Vec<Box<dyn Error>> = vec![
+        Box::new(RxError::Io {
+            call: "recv",
+            source: cause(),
+        }),
+        Box::new(RxError::Receive {
+            received: 5,
+            source: cause(),
+        }),
+        Box::new(RxError::Write(cause())),
+        Box::new(SendError {
+            error: cause(),
+            sent: 0,
+            buf: vec![0u8; 4],
+        }),
+        Box::new(FileError::Io {
+            call: "sendfile",
+            mode: "sendfile",
+            sent: 23,
+            source: cause(),
+        }),
+        Box::new(RelayError::Io {
+            call: "accept",
+            source: cause(),
+        }),
+        Box::new(RelayError::Peek(PeekError::Io {
+            call: "recv(MSG_PEEK)",
+            source: cause(),
+        })),
+        Box::new(PacketError::Io {
+            call: "poll",
+            source: cause(),
+        }),
+        Box::new(UringError::Io {
+            call: "io_uring_enter",
+            bytes: 64,
+            source: cause(),
+        }),
+        Box::new(ZerocopyError::Io {
+            call: "sendmsg(MSG_ZEROCOPY)",
+            source: cause(),
+        }),
+    ];
+    for e in &errors {
+        check(e.as_ref());
+    }
+}
+
+#[test]
+fn a_file_error_names_its_mode_once() {
+    let same = FileError::Io {
+        call: "sendfile",
+        mode: "sendfile",
+        sent: 23,
+        source: cause(),
+    };
+    assert_eq!(same.to_string(), "sendfile failed after 23 bytes");
+    let other = FileError::Io {
+        call: "read",
+        mode: "copy",
+        sent: 0,
+        source: cause(),
+    };
+    assert_eq!(other.to_string(), "read failed after 0 bytes (copy)");
+}
