@@ -157,7 +157,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
                 }
                 Err(e) => return Err(e.into()),
             }
-            tx.mode().name()
+            tx.used().name()
         }
         Input::Pipe(f) if mode != Strategy::Copy && opt.limit.is_none() => {
             tx.send_pipe(&f)?;

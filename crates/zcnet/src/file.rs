@@ -37,7 +37,9 @@ use std::io::Write as _;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Mode {
-    /// The best available: sendfile, else splice, else copy.
+    /// The best available: sendfile, else splice, else copy; and per file, copy where the
+    /// [`crate::auto`] profile says `sendfile` does not pay at this length on this route
+    /// (the built-in profile: it always pays).
     #[default]
     Auto,
     /// `sendfile(2)`.
@@ -120,6 +122,8 @@ pub struct Counters {
     pub zero_copy_bytes: u64,
     /// For mmap-zc, the `MSG_ZEROCOPY` sender's counters of the last file.
     pub zerocopy: Option<msg_zerocopy::Counters>,
+    /// [`Mode::Auto`]: files sent each way and why (one call per file; zeros in other modes).
+    pub auto: crate::auto::AutoCounters,
 }
 
 impl Counters {
@@ -210,6 +214,10 @@ pub struct FileSender<S: AsFd> {
     mode: Mode,
     fallback: Option<String>,
     counters: Counters,
+    /// [`Mode::Auto`]'s per-file decisions.
+    auto: Option<crate::auto::Decider>,
+    /// The mode of the last send.
+    used: Mode,
 }
 
 impl<S: AsFd> FileSender<S> {
@@ -233,12 +241,20 @@ impl<S: AsFd> FileSender<S> {
                 });
             }
         }
+        let auto = (config.mode == Mode::Auto && mode != Mode::Copy).then(|| {
+            crate::auto::Decider::new(crate::auto::Choice::for_socket(
+                crate::auto::SendPath::Sendfile,
+                &socket,
+            ))
+        });
         Ok(FileSender {
             socket,
             config,
             mode,
             fallback,
             counters: Counters::default(),
+            auto,
+            used: mode,
         })
     }
 
@@ -252,9 +268,23 @@ impl<S: AsFd> FileSender<S> {
         self.fallback.as_deref()
     }
 
+    /// In [`Mode::Auto`]: the threshold for `sendfile` on this route and its profile.
+    pub fn auto_choice(&self) -> Option<&crate::auto::Choice> {
+        self.auto.as_ref().map(|d| &d.choice)
+    }
+
+    /// The mode the last [`send_file`](Self::send_file) used: [`mode`](Self::mode), or
+    /// [`Mode::Copy`] for a file [`Mode::Auto`] found too short to pay.
+    pub fn used(&self) -> Mode {
+        self.used
+    }
+
     /// What was sent so far.
     pub fn counters(&self) -> Counters {
-        self.counters
+        Counters {
+            auto: self.auto.as_ref().map(|d| d.counters).unwrap_or_default(),
+            ..self.counters
+        }
     }
 
     /// The socket.
@@ -279,12 +309,17 @@ impl<S: AsFd> FileSender<S> {
     /// [`FileError::Io`] naming the mode, the call and the bytes sent before it failed; a file
     /// shorter than `offset + len` is `UnexpectedEof`.
     pub fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Result<u64, FileError> {
+        let pays = match &mut self.auto {
+            Some(d) => d.zero_copy(usize::try_from(len).unwrap_or(usize::MAX)),
+            None => true,
+        };
+        self.used = if pays { self.mode } else { Mode::Copy };
         let c = send_file(
             self.socket.as_fd(),
             file,
             offset,
             len,
-            self.mode,
+            self.used,
             self.config,
         )
         .map_err(|e| self.count_failed(e))?;
@@ -348,6 +383,7 @@ fn send_file(
                 bytes: sent,
                 zero_copy_bytes: sent,
                 zerocopy: None,
+                auto: Default::default(),
             })
         }
         Mode::Splice => {
@@ -383,6 +419,7 @@ fn send_file(
                 bytes: sent,
                 zero_copy_bytes: sent,
                 zerocopy: None,
+                auto: Default::default(),
             })
         }
         Mode::MmapZerocopy => send_mmap_zc(socket, file, offset, len, opts),
@@ -403,6 +440,7 @@ fn send_file(
                 bytes: sent,
                 zero_copy_bytes: 0,
                 zerocopy: None,
+                auto: Default::default(),
             })
         }
     }
@@ -494,6 +532,7 @@ fn send_mmap_zc(
         bytes: sent,
         zero_copy_bytes: (sent as f64 * c.zero_copy_share().unwrap_or(0.0)) as u64,
         zerocopy: Some(c),
+        auto: Default::default(),
     })
 }
 
@@ -525,6 +564,7 @@ fn send_pipe(socket: BorrowedFd<'_>, pipe: BorrowedFd<'_>) -> Result<Counters, F
                     bytes: sent,
                     zero_copy_bytes: sent,
                     zerocopy: None,
+                    auto: Default::default(),
                 });
             }
             Ok(n) => sent += n as u64,
@@ -550,6 +590,7 @@ fn send_reader(
                     bytes: sent,
                     zero_copy_bytes: 0,
                     zerocopy: None,
+                    auto: Default::default(),
                 });
             }
             Ok(n) => n,

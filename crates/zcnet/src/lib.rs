@@ -191,6 +191,7 @@
 
 pub use counters::ZeroCopyCounters;
 
+pub mod auto;
 pub mod counters;
 pub mod errqueue;
 pub mod file;

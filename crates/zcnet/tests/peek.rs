@@ -224,7 +224,9 @@ fn a_descriptor_that_stops_being_tcp_is_refused_not_written_through() {
     let e = cur.consume(4).unwrap_err();
     let cause = std::error::Error::source(&e).map(ToString::to_string);
     assert!(
-        cause.as_deref().is_some_and(|c| c.contains("not a TCP socket")),
+        cause
+            .as_deref()
+            .is_some_and(|c| c.contains("not a TCP socket")),
         "{e}: {cause:?}"
     );
     assert_eq!(cur.consumed(), 0);

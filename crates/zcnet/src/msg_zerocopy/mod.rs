@@ -15,6 +15,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
+use crate::auto::{Choice, SendPath};
 use crate::errqueue::{self, Completion, Entry};
 use crate::support::TIMEOUT;
 use crate::support::{Check, CheckId, Probe, Status, loopback, tcp_pair};
@@ -178,6 +179,8 @@ pub struct Counters {
     pub policy_disables: u64,
     /// Other errors read from the error queue (ICMP errors for UDP, ...).
     pub queued_errors: u64,
+    /// [`Mode::Auto`]: the sends each way and why (zeros in the other modes).
+    pub auto: crate::auto::AutoCounters,
 }
 
 impl Counters {
@@ -226,6 +229,12 @@ pub enum Mode {
     ZeroCopy,
     /// Every send by copy: the copying twin, with the same API.
     Copy,
+    /// Zero copy where it pays: from the [`crate::auto`] profile's threshold for this socket's
+    /// path (UDP or TCP) and route, by copy below it; after a completion flagged "copied", by
+    /// copy for [`crate::auto::BACKOFF_SENDS`] sends, then zero copy again.
+    /// [`ZerocopySender::auto_choice`] says which threshold and profile; [`Config::threshold`]
+    /// and [`Config::policy`] are not used.
+    Auto,
 }
 
 /// How a [`ZerocopySender`] behaves.
@@ -289,6 +298,8 @@ pub struct ZerocopySender<S: AsFd, B: OwnedBuf> {
     counters: Counters,
     /// An error that ended a partly loaned send, reported again by the next send.
     pending_error: Option<io::Error>,
+    /// [`Mode::Auto`]'s decisions.
+    auto: Option<crate::auto::Decider>,
 }
 
 impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
@@ -309,7 +320,18 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
                 Err(e) => return Err(e),
             }
         };
+        let auto = (config.mode == Mode::Auto).then(|| {
+            let stream = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE)
+                .is_ok_and(|t| t == libc::SOCK_STREAM);
+            let path = if stream {
+                SendPath::MsgZerocopyTcp
+            } else {
+                SendPath::MsgZerocopyUdp
+            };
+            crate::auto::Decider::new(Choice::for_socket(path, &socket))
+        });
         Ok(ZerocopySender {
+            auto,
             socket,
             tracker: Tracker::default(),
             ready: Default::default(),
@@ -328,6 +350,11 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
         self.disabled.as_deref()
     }
 
+    /// In [`Mode::Auto`]: the path, route and threshold used, and the profile they came from.
+    pub fn auto_choice(&self) -> Option<&Choice> {
+        self.auto.as_ref().map(|d| &d.choice)
+    }
+
     /// The socket (poll it for `POLLERR` to know when to [`reap`](Self::reap)).
     pub fn get_ref(&self) -> &S {
         &self.socket
@@ -335,7 +362,10 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
 
     /// Counters so far.
     pub fn counters(&self) -> Counters {
-        self.counters
+        Counters {
+            auto: self.auto.as_ref().map(|d| d.counters).unwrap_or_default(),
+            ..self.counters
+        }
     }
 
     /// Buffers the kernel still holds.
@@ -472,8 +502,10 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
             });
         }
         let len = buf.bytes().len();
-        let zerocopy =
-            self.disabled.is_none() && self.copy_for == 0 && len >= self.config.threshold;
+        let zerocopy = match &mut self.auto {
+            Some(d) => self.disabled.is_none() && d.zero_copy(len),
+            None => self.disabled.is_none() && self.copy_for == 0 && len >= self.config.threshold,
+        };
         if !zerocopy {
             self.copy_for = self.copy_for.saturating_sub(1);
             return match self.copy_all(buf.bytes(), flags) {
@@ -539,6 +571,10 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
     }
 
     fn on_copied(&mut self) {
+        if let Some(d) = &mut self.auto {
+            d.copied();
+            return;
+        }
         match self.config.policy {
             CopiedPolicy::Keep => {}
             CopiedPolicy::Disable => {

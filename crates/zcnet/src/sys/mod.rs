@@ -128,6 +128,53 @@ pub(crate) fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::sock
     (storage, len as libc::socklen_t)
 }
 
+/// `getpeername(2)`: the connected peer, `None` for an unconnected socket (`ENOTCONN`) or an
+/// address family other than IPv4/IPv6.
+pub fn peer_addr(fd: BorrowedFd<'_>) -> io::Result<Option<SocketAddr>> {
+    // SAFETY: sockaddr_storage is plain data for which all-zero is a valid value.
+    let mut storage: libc::sockaddr_storage = unsafe { zeroed() };
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: `storage` is writable for `len` bytes; the kernel writes at most that many.
+    let r = unsafe {
+        libc::getpeername(
+            fd.as_raw_fd(),
+            (&mut storage as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOTCONN) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    Ok(match i32::from(storage.ss_family) {
+        libc::AF_INET if len as usize >= size_of::<libc::sockaddr_in>() => {
+            // SAFETY: the kernel wrote a sockaddr_in (family AF_INET, length checked);
+            // sockaddr_storage is aligned for it.
+            let sin: libc::sockaddr_in =
+                unsafe { std::ptr::read((&storage as *const libc::sockaddr_storage).cast()) };
+            Some(SocketAddr::from((
+                sin.sin_addr.s_addr.to_ne_bytes(),
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 if len as usize >= size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6: libc::sockaddr_in6 =
+                unsafe { std::ptr::read((&storage as *const libc::sockaddr_storage).cast()) };
+            Some(SocketAddr::V6(std::net::SocketAddrV6::new(
+                sin6.sin6_addr.s6_addr.into(),
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    })
+}
+
 /// `sendto(2)` (or `send(2)` when `dest` is `None`) with `flags`.
 ///
 /// With `MSG_ZEROCOPY` in `flags` the kernel keeps reading `buf` after this returns; callers in

@@ -52,6 +52,7 @@ use std::time::{Duration, Instant};
 use crate::support::TIMEOUT;
 pub(crate) mod state;
 
+use crate::auto::{Choice, Decider, SendPath};
 use crate::support::{Check, CheckId, Probe, Status, loopback};
 use crate::sys::{self, abi, uring::SendRing};
 use std::net::UdpSocket;
@@ -72,6 +73,13 @@ pub enum Mode {
     ZeroCopy,
     /// `SEND_ZC` with `IORING_RECVSEND_FIXED_BUF`: buffers of a registered [`Pool`].
     ZeroCopyFixed,
+    /// Zero copy where it pays: `SEND_ZC` for buffers of at least the [`crate::auto`]
+    /// profile's threshold for this socket's route, `SEND` below it; after a notification
+    /// flagged "copied", by copy for [`crate::auto::BACKOFF_SENDS`] sends, then zero copy again.
+    /// With [`UringSender::with_pool`] the pool is registered where `RLIMIT_MEMLOCK` allows and
+    /// the zero-copy sends use it (the `uring_zc_fixed` threshold).
+    /// [`UringSender::auto_choice`] says which threshold and profile.
+    Auto,
 }
 
 impl Mode {
@@ -81,6 +89,7 @@ impl Mode {
             Mode::Copy => "copy",
             Mode::ZeroCopy => "zc",
             Mode::ZeroCopyFixed => "zc-fixed",
+            Mode::Auto => "auto",
         }
     }
 }
@@ -188,6 +197,8 @@ pub struct Counters {
     /// Zero-copy requests the kernel refused to pin (`ENOMEM`/`ENOBUFS`: `RLIMIT_MEMLOCK`, which
     /// counts the pages a zero-copy send pins) and that were sent again by copy.
     pub memlock_fallbacks: u64,
+    /// [`Mode::Auto`]: the sends each way and why (zeros in the other modes).
+    pub auto: crate::auto::AutoCounters,
 }
 
 impl crate::ZeroCopyCounters for Counters {
@@ -219,6 +230,10 @@ pub struct UringSender<S: AsFd, B: OwnedBuf> {
     finished: Vec<Finished<B>>,
     returned: VecDeque<Returned<B>>,
     counters: Counters,
+    /// Zero-copy sends use the registered pool.
+    fixed: bool,
+    /// [`Mode::Auto`]'s decisions.
+    auto: Option<Decider>,
 }
 
 impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
@@ -274,7 +289,11 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
                 ),
             },
         };
+        let auto = (mode == Mode::Auto)
+            .then(|| Decider::new(Choice::for_socket(SendPath::UringZc, &socket)));
         Ok(UringSender {
+            fixed: mode == Mode::ZeroCopyFixed,
+            auto,
             ring,
             socket,
             config,
@@ -298,6 +317,20 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
         self.fallback.as_deref()
     }
 
+    /// In [`Mode::Auto`]: the path, route and threshold used, and the profile they came from.
+    pub fn auto_choice(&self) -> Option<&Choice> {
+        self.auto.as_ref().map(|d| &d.choice)
+    }
+
+    /// Whether this buffer goes by zero copy (the mode, or auto's decision).
+    fn zero_copy(&mut self, buf: &B) -> bool {
+        match (self.mode, &mut self.auto) {
+            (Mode::Copy, _) => false,
+            (Mode::Auto, Some(d)) => d.zero_copy(buf.bytes().len()),
+            _ => true,
+        }
+    }
+
     /// Whether the kernel refused `IORING_SEND_ZC_REPORT_USAGE` (before Linux 6.2), leaving
     /// `copied` unknown.
     pub fn usage_unknown(&self) -> bool {
@@ -311,7 +344,10 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
 
     /// What was done so far.
     pub fn counters(&self) -> Counters {
-        self.counters
+        Counters {
+            auto: self.auto.as_ref().map(|d| d.counters).unwrap_or_default(),
+            ..self.counters
+        }
     }
 
     /// Requests whose buffers are still held.
@@ -333,12 +369,9 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
     /// The buffer comes back if it could not be queued: the window stayed full for
     /// `stall_timeout`, or the ring failed.
     pub fn send(&mut self, buf: B) -> Result<(), SendError<B>> {
-        let op = if self.mode == Mode::Copy {
-            SendOp::Send
-        } else {
-            SendOp::SendZc
-        };
-        self.queue(buf, op, None, self.mode == Mode::ZeroCopyFixed)
+        let zc = self.zero_copy(&buf);
+        let op = if zc { SendOp::SendZc } else { SendOp::Send };
+        self.queue(buf, op, None, zc && self.fixed)
     }
 
     /// Sends `buf` to `dest` (`SENDMSG_ZC`, or `SENDMSG` in copy mode), for unconnected
@@ -347,10 +380,10 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
     /// # Errors
     /// As [`UringSender::send`].
     pub fn send_to(&mut self, buf: B, dest: SocketAddr) -> Result<(), SendError<B>> {
-        let op = if self.mode == Mode::Copy {
-            SendOp::SendMsg
-        } else {
+        let op = if self.zero_copy(&buf) {
             SendOp::SendMsgZc
+        } else {
+            SendOp::SendMsg
         };
         self.queue(buf, op, Some(dest), false)
     }
@@ -452,7 +485,12 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
             c.errors += u64::from(f.error.is_some());
             c.memlock_fallbacks += u64::from(f.memlock_fallback);
             match f.copied {
-                Some(true) => c.copied += 1,
+                Some(true) => {
+                    c.copied += 1;
+                    if let Some(d) = &mut self.auto {
+                        d.copied();
+                    }
+                }
                 Some(false) => {
                     c.not_copied += 1;
                     c.not_copied_bytes += f.sent as u64;
@@ -505,6 +543,17 @@ impl<S: AsFd> UringSender<S, PoolBuf> {
     /// kernel refuses it, and the errors of [`UringSender::new`].
     pub fn with_pool(socket: S, config: Config, pool: &Pool) -> Result<Self, UringError> {
         let mut tx = Self::build(socket, config)?;
+        // Auto registers the pool where the limit allows, and sends from it by zero copy.
+        if tx.mode == Mode::Auto
+            && memlock_check(pool.region_len() as u64).is_ok()
+            && tx.ring.register(pool).is_ok()
+        {
+            tx.fixed = true;
+            tx.auto = Some(Decider::new(Choice::for_socket(
+                SendPath::UringZcFixed,
+                &tx.socket,
+            )));
+        }
         if tx.mode == Mode::ZeroCopyFixed {
             memlock_check(pool.region_len() as u64)?;
             tx.ring
@@ -522,11 +571,6 @@ impl<S: AsFd> UringSender<S, PoolBuf> {
     }
 }
 
-/// Errors with [`UringError::Memlock`] if pinning `need` bytes would exceed this process's
-/// `RLIMIT_MEMLOCK` (`CAP_IPC_LOCK` exempts it).
-///
-/// # Errors
-/// [`UringError::Memlock`].
 /// Checks that `need` bytes of registered buffers fit under `RLIMIT_MEMLOCK`.
 ///
 /// # Errors

@@ -1,0 +1,234 @@
+//! `Mode::Auto` of the sending mechanisms follows the profile in use (issue 17): a profile file
+//! written as `zcnet tune` writes it changes what each sender does, per route, and completions
+//! flagged "copied" make it back off to copying.
+
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use zcnet::auto::{self, Profile, Route, SendPath, Threshold};
+use zcnet::msg_zerocopy::{self, ZerocopySender};
+
+/// The profile is process-wide: the tests that install one take turns.
+static PROFILE: Mutex<()> = Mutex::new(());
+
+fn profile_file(name: &str, entries: &[(SendPath, Route, Threshold)]) -> PathBuf {
+    let mut p = Profile::builtin();
+    p.kernel = "test".into();
+    p.date = "2026-11-23T00:00:00Z".into();
+    for &(path, route, threshold) in entries {
+        let e = p
+            .entries
+            .iter_mut()
+            .find(|e| e.path == path && e.route == route)
+            .unwrap();
+        e.threshold = threshold;
+        e.lab = "test".into();
+    }
+    let dir = std::env::temp_dir().join(format!("zcnet-auto-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("profile.toml");
+    std::fs::write(&f, p.to_toml()).unwrap();
+    f
+}
+
+fn udp_pair() -> (UdpSocket, UdpSocket) {
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.connect(rx.local_addr().unwrap()).unwrap();
+    (tx, rx)
+}
+
+/// Sends `sizes` on a fresh auto sender; returns its counters.
+fn send_auto(sizes: &[usize]) -> (msg_zerocopy::Counters, zcnet::auto::Choice) {
+    let (sock, rx) = udp_pair();
+    let mut tx = ZerocopySender::<_, Vec<u8>>::new(
+        sock,
+        msg_zerocopy::Config {
+            mode: msg_zerocopy::Mode::Auto,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 70_000];
+    for &n in sizes {
+        tx.send(vec![1u8; n]).map_err(|e| e.error).unwrap();
+        // Keep the receive queue short: a queued datagram holds its zero-copy pages.
+        rx.recv(&mut buf).unwrap();
+    }
+    tx.drain(Duration::from_secs(5)).unwrap();
+    let choice = tx.auto_choice().unwrap().clone();
+    (tx.counters(), choice)
+}
+
+#[test]
+fn msg_zerocopy_auto_follows_the_profile_file() {
+    let _turn = PROFILE.lock().unwrap_or_else(|e| e.into_inner());
+    if msg_zerocopy::support().udp.status != zcnet::support::Status::Available {
+        netlab::skip::skip("MSG_ZEROCOPY on UDP is not available here");
+        return;
+    }
+    // Built in: never zero copy to a local socket.
+    auto::set_profile(Profile::builtin());
+    let (c, choice) = send_auto(&[600, 20_000, 60_000]);
+    assert_eq!(choice.route, Route::Local);
+    assert_eq!(choice.threshold, Threshold::Never);
+    assert!(choice.origin.contains("built-in"), "{}", choice.origin);
+    assert_eq!(c.auto.small_calls, 3);
+    assert_eq!(c.zerocopy_calls, 0);
+
+    // A profile that says zero copy pays from 10000 B on local routes: 600 B copies, the first
+    // large one goes by zero copy; loopback flags it copied, so the next ones back off.
+    let f = profile_file(
+        "udp",
+        &[(
+            SendPath::MsgZerocopyUdp,
+            Route::Local,
+            Threshold::From(10_000),
+        )],
+    );
+    auto::set_profile(Profile::load(&f).unwrap());
+    let (c, choice) = send_auto(&[600, 20_000]);
+    assert_eq!(choice.threshold, Threshold::From(10_000));
+    assert!(
+        choice.origin.contains(f.to_str().unwrap()),
+        "{}",
+        choice.origin
+    );
+    assert_eq!((c.auto.small_calls, c.auto.small_bytes), (1, 600));
+    assert_eq!(
+        (c.auto.zero_copy_calls, c.auto.zero_copy_bytes),
+        (1, 20_000)
+    );
+    assert_eq!(c.zerocopy_calls, 1);
+    assert_eq!(c.completed_calls, 1);
+    assert_eq!(c.copied_calls, 1, "loopback copies MSG_ZEROCOPY data");
+    // After that copied completion, large sends copy for a while.
+    let (sock, rx) = udp_pair();
+    let mut tx = ZerocopySender::<_, Vec<u8>>::new(
+        sock,
+        msg_zerocopy::Config {
+            mode: msg_zerocopy::Mode::Auto,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 70_000];
+    tx.send(vec![1u8; 20_000]).map_err(|e| e.error).unwrap();
+    rx.recv(&mut buf).unwrap();
+    tx.drain(Duration::from_secs(5)).unwrap();
+    for _ in 0..3 {
+        tx.send(vec![1u8; 20_000]).map_err(|e| e.error).unwrap();
+        rx.recv(&mut buf).unwrap();
+    }
+    let c = tx.counters();
+    assert_eq!(c.auto.zero_copy_calls, 1);
+    assert_eq!(c.auto.backoff_calls, 3);
+    std::fs::remove_dir_all(f.parent().unwrap()).unwrap();
+    auto::set_profile(Profile::builtin());
+}
+
+#[test]
+fn a_veth_peer_is_a_device_route() {
+    netlab::require_lab!();
+    let lab = netlab::VethLab::new(None).unwrap();
+    let peer = netlab::VethLab::addr(netlab::Side::B, netlab::Family::V4);
+    let route = lab
+        .ns(netlab::Side::A)
+        .run(move || {
+            let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+            s.connect((peer, 9)).unwrap();
+            Route::of(&s)
+        })
+        .unwrap();
+    assert_eq!(route, Some(Route::Device));
+    // Its own address, in A, is local.
+    let own = netlab::VethLab::addr(netlab::Side::A, netlab::Family::V4);
+    let route = lab.ns(netlab::Side::A).run(move || Route::to(own)).unwrap();
+    assert_eq!(route, Route::Local);
+}
+
+#[test]
+fn uring_auto_follows_the_profile() {
+    use zcnet::uring::{self, UringSender};
+    let _turn = PROFILE.lock().unwrap_or_else(|e| e.into_inner());
+    if uring::support().send_zc.status != zcnet::support::Status::Available {
+        netlab::skip::skip("io_uring SEND_ZC is not available here");
+        return;
+    }
+    let f = profile_file(
+        "uring",
+        &[(SendPath::UringZc, Route::Local, Threshold::From(4000))],
+    );
+    auto::set_profile(Profile::load(&f).unwrap());
+    let (sock, rx) = udp_pair();
+    let mut tx = UringSender::<_, Vec<u8>>::new(
+        sock,
+        uring::Config {
+            mode: uring::Mode::Auto,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(tx.auto_choice().unwrap().threshold, Threshold::From(4000));
+    let mut buf = vec![0u8; 70_000];
+    tx.send(vec![1u8; 1000]).map_err(|e| e.error).unwrap();
+    tx.send(vec![1u8; 8000]).map_err(|e| e.error).unwrap();
+    tx.drain(Duration::from_secs(5)).unwrap();
+    for _ in 0..2 {
+        rx.recv(&mut buf).unwrap();
+    }
+    let c = tx.counters();
+    assert_eq!((c.auto.small_calls, c.auto.zero_copy_calls), (1, 1));
+    assert_eq!(c.zc_requests, 1);
+    assert_eq!(c.requests, 2);
+    std::fs::remove_dir_all(f.parent().unwrap()).unwrap();
+    auto::set_profile(Profile::builtin());
+}
+
+#[test]
+fn file_auto_copies_files_below_the_sendfile_threshold() {
+    use std::io::Read;
+    use zcnet::file::{self, FileSender};
+    let _turn = PROFILE.lock().unwrap_or_else(|e| e.into_inner());
+    let f = profile_file(
+        "file",
+        &[(SendPath::Sendfile, Route::Local, Threshold::From(100_000))],
+    );
+    auto::set_profile(Profile::load(&f).unwrap());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let reader = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        got
+    });
+    let small = f.with_file_name("small");
+    let large = f.with_file_name("large");
+    std::fs::write(&small, vec![3u8; 5000]).unwrap();
+    std::fs::write(&large, vec![4u8; 200_000]).unwrap();
+    let sock = TcpStream::connect(addr).unwrap();
+    let mut tx = FileSender::new(&sock, file::Config::default()).unwrap();
+    if tx.mode() == file::Mode::Copy {
+        netlab::skip::skip("neither sendfile nor splice works here");
+        return;
+    }
+    tx.send_file(&std::fs::File::open(&small).unwrap(), 0, 5000)
+        .unwrap();
+    assert_eq!(tx.used(), file::Mode::Copy);
+    tx.send_file(&std::fs::File::open(&large).unwrap(), 0, 200_000)
+        .unwrap();
+    assert_eq!(tx.used(), tx.mode());
+    let c = tx.counters();
+    assert_eq!((c.auto.small_calls, c.auto.zero_copy_calls), (1, 1));
+    assert_eq!(c.zero_copy_bytes, 200_000);
+    drop(tx);
+    sock.shutdown(std::net::Shutdown::Write).unwrap();
+    let got = reader.join().unwrap();
+    assert_eq!(got.len(), 205_000);
+    assert!(got[..5000].iter().all(|&b| b == 3) && got[5000..].iter().all(|&b| b == 4));
+    std::fs::remove_dir_all(f.parent().unwrap()).unwrap();
+    auto::set_profile(Profile::builtin());
+}
