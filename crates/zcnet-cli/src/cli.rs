@@ -2,7 +2,7 @@
 //! error chain as the binary prints it. Here rather than in `main.rs` so that tests can walk
 //! every option of every subcommand.
 
-use crate::{bench, capture, probe, recv, relay, send};
+use crate::{bench, capture, probe, recv, relay, send, tune};
 
 use clap::{Parser, Subcommand};
 
@@ -22,6 +22,9 @@ pub enum Command {
     Probe(probe::Opt),
     /// Benchmark zero-copy paths against their copying twins (no name: the whole suite).
     Bench(Box<bench::Opt>),
+    /// Measure where zero copy starts to pay on this machine, per sending path and route, and
+    /// write the profile `Mode::Auto` uses.
+    Tune(tune::Opt),
     /// Receive one TCP stream on the zero-copy path into a file or stdout (netcat-like).
     Recv(recv::Opt),
     /// Send a file (or stdin) over TCP by sendfile, splice or an mmap + MSG_ZEROCOPY window.

@@ -13,3 +13,4 @@ pub mod probe;
 pub mod recv;
 pub mod relay;
 pub mod send;
+pub mod tune;

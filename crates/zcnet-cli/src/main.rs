@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 
 use zcnet_cli::cli::{Cli, Command, one_line};
-use zcnet_cli::{bench, capture, probe, recv, relay, send};
+use zcnet_cli::{bench, capture, probe, recv, relay, send, tune};
 
 use std::process::ExitCode;
 
@@ -13,6 +13,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Probe(opt) => probe::run(opt),
         Command::Bench(opt) => bench::run(*opt),
+        Command::Tune(opt) => tune::run(opt),
         Command::Recv(opt) => recv::run(opt),
         Command::Send(opt) => send::run(opt),
         Command::Relay(opt) => relay::run(opt),
@@ -75,7 +76,12 @@ fn main() -> ExitCode {
     // Benches build private network namespaces. Without root, build them inside a user
     // namespace of this process's own (first thing: it must be single-threaded); where the
     // machine forbids that, each lab says so.
-    if matches!(cli.command, Command::Bench(_)) && !nix::unistd::geteuid().is_root() {
+    let measures = match &cli.command {
+        Command::Bench(_) => true,
+        Command::Tune(t) => !t.show,
+        _ => false,
+    };
+    if measures && !nix::unistd::geteuid().is_root() {
         match netlab::enter_user_namespace() {
             Ok(()) => eprintln!(
                 "zcnet: not root: the labs run in a user namespace of this process (RLIMIT_MEMLOCK \

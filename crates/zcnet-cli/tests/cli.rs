@@ -64,10 +64,16 @@ fn bench_packet_rejects_what_it_cannot_run() {
 #[test]
 fn bench_suite_json_carries_probe_reports_and_summary() {
     // The shortest suite: shape and integrity, not figures.
+    // No profile of the machine's user: the auto modes use the built-in thresholds.
+    let config = std::env::temp_dir().join(format!("zcnet-suite-{}", std::process::id()));
+    std::fs::create_dir_all(&config).unwrap();
     let out = zcnet()
         .args(["bench", "--json", "--runs", "1", "--seconds", "0.3"])
+        .env("XDG_CONFIG_HOME", &config)
+        .env_remove("ZCNET_PROFILE")
         .output()
         .unwrap();
+    let _ = std::fs::remove_dir_all(&config);
     assert!(
         out.status.success(),
         "{}",
@@ -149,15 +155,34 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
         }
     }
     // UDP into the sink is the one place zero-copy really happens: nothing may be flagged copied.
+    // Auto sends by zero copy from the built-in 10000 B on this device route, by copy below.
+    // Each bench runs twice: with a cold pool and a hot one, which the settings name.
     for name in ["udp-tx", "uring-tx"] {
-        let bench = reports.iter().find(|r| r["bench"] == name).unwrap();
-        for set in bench["results"].as_array().unwrap() {
-            if set["mode"] != "copy" {
-                assert_eq!(set["median"]["zero_copy_share"], 1.0, "{name}: {set}");
+        let benches: Vec<_> = reports.iter().filter(|r| r["bench"] == name).collect();
+        let heats: Vec<&str> = benches
+            .iter()
+            .map(|b| b["settings"]["pool"]["heat"].as_str().unwrap())
+            .collect();
+        assert_eq!(heats, ["cold", "hot"], "{name}");
+        for bench in benches {
+            assert!(
+                bench["settings"]["auto_profile"]
+                    .as_str()
+                    .unwrap()
+                    .contains("built-in")
+            );
+            for set in bench["results"].as_array().unwrap() {
+                let size = set["params"]["size"].as_u64().unwrap();
+                let want = match set["mode"].as_str().unwrap() {
+                    "copy" => continue,
+                    "auto" if size < 10_000 => 0.0,
+                    _ => 1.0,
+                };
+                assert_eq!(set["median"]["zero_copy_share"], want, "{name}: {set}");
             }
         }
     }
-    // The io_uring table: every size with all three modes.
+    // The io_uring table: every size with all four modes, and the ring's set-up named.
     let uring = reports.iter().find(|r| r["bench"] == "uring-tx").unwrap();
     let modes: Vec<&str> = uring["results"]
         .as_array()
@@ -165,8 +190,12 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
         .iter()
         .map(|s| s["mode"].as_str().unwrap())
         .collect();
-    assert_eq!(modes.len(), 9, "{modes:?}");
-    assert!(["copy", "zc", "zc-fixed"].iter().all(|m| modes.contains(m)));
+    assert_eq!(modes.len(), 12, "{modes:?}");
+    assert!(
+        ["copy", "zc", "zc-fixed", "auto"]
+            .iter()
+            .all(|m| modes.contains(m))
+    );
 }
 
 /// Run as `nobody`, the probe still works and says which checks it could not run and why.

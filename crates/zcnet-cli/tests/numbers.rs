@@ -58,7 +58,7 @@ fn sweep(base: &[&str], opt: &str, strict: bool) {
 }
 
 /// Options that take no number: addresses, paths, names, lab lists.
-const NOT_NUMBERS: [&str; 11] = [
+const NOT_NUMBERS: [&str; 12] = [
     "labs",
     "listen",
     "connect",
@@ -70,6 +70,7 @@ const NOT_NUMBERS: [&str; 11] = [
     "interface",
     "write",
     "expr",
+    "profile",
 ];
 
 /// Numbers that have a meaning at every value in range, so that only some of the sweep is
@@ -120,8 +121,9 @@ fn every_numeric_option_refuses_nonsense_in_one_line() {
             "recv" => vec!["recv", "--listen", &taken, "-o", "/dev/null"],
             "relay" => vec!["relay", "--listen", &taken, "--to", "127.0.0.1:9"],
             "send" => vec!["send", "/nonexistent/zcnet-test", "127.0.0.1:9"],
-            // Any value a bench accepts would run it: every one must be refused.
+            // Any value a bench or tune accepts would run it: every one must be refused.
             bench if bench.starts_with("bench") => bench.split(' ').collect(),
+            "tune" => vec!["tune"],
             other => panic!("no base command for `zcnet {other}` {flag}: add one here"),
         };
         let lenient = LENIENT.contains(&format!("{path} {id}").as_str());

@@ -13,6 +13,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::measure::Report;
+use crate::measure::{Metric, ResultSet};
 
 /// Flags every bench takes (design.md section 4, "One shape for every benchmark").
 #[derive(Clone, Debug, clap::Args)]
@@ -29,6 +30,23 @@ pub struct Common {
     /// Print one JSON document (the report schema of design.md) instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// The profile the `auto` modes use (`zcnet tune` writes it). Default: $ZCNET_PROFILE,
+    /// else ~/.config/zcnet/profile.toml if it exists, else the built-in thresholds.
+    #[arg(long, value_name = "PATH")]
+    pub profile: Option<std::path::PathBuf>,
+}
+
+impl Common {
+    /// Installs `--profile` for the `auto` modes.
+    ///
+    /// # Errors
+    /// The profile cannot be read.
+    pub fn use_profile(&self) -> anyhow::Result<()> {
+        if let Some(p) = &self.profile {
+            zcnet::auto::set_profile(zcnet::auto::Profile::load(p)?);
+        }
+        Ok(())
+    }
 }
 
 /// Options of `zcnet bench`.
@@ -112,6 +130,16 @@ struct Suite<'a> {
 
 /// Runs one bench, or the suite.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
+    let common = match &opt.name {
+        Some(Name::TcpRx(o)) => &o.common,
+        Some(Name::UdpTx(o) | Name::TcpTx(o)) => &o.common,
+        Some(Name::FileTx(o)) => &o.common,
+        Some(Name::UringTx(o)) => &o.common,
+        Some(Name::Peek(o)) => &o.common,
+        Some(Name::Packet(o)) => &o.common,
+        None => &opt.common,
+    };
+    common.use_profile()?;
     match opt.name {
         Some(Name::TcpRx(o)) => tcp_rx::run(o),
         Some(Name::UdpTx(o)) => tx::run(tx::Proto::Udp, o),
@@ -167,6 +195,43 @@ fn suite(common: Common) -> anyhow::Result<()> {
 /// One bench of the suite, run in its short mode.
 type Step = Box<dyn FnOnce() -> anyhow::Result<Outcome>>;
 
+/// UDP MSG_ZEROCOPY into the sink: copy, zc and auto at `sizes` from a `pool_mib` pool.
+fn udp_sink(
+    sizes: &[usize],
+    pool_mib: usize,
+    runs: usize,
+    seconds: f64,
+    quiet: bool,
+) -> anyhow::Result<Outcome> {
+    let modes = [tx::Mode::Copy, tx::Mode::Zc, tx::Mode::Auto];
+    let lab = ["sink"];
+    tx::bench(
+        tx::Proto::Udp,
+        &lab,
+        netlab::Family::V4,
+        sizes,
+        &modes,
+        runs,
+        seconds,
+        pool_mib,
+        quiet,
+    )
+}
+
+/// io_uring into the sink: every mode at `sizes` from a `pool_mib` pool.
+fn uring_sink(
+    sizes: &[usize],
+    pool_mib: usize,
+    runs: usize,
+    seconds: f64,
+    quiet: bool,
+) -> anyhow::Result<Outcome> {
+    use zcnet::uring::Mode;
+    let modes = [Mode::Copy, Mode::ZeroCopy, Mode::ZeroCopyFixed, Mode::Auto];
+    let (lab, family) = (["sink"], netlab::Family::V4);
+    uring_tx::bench(&lab, family, sizes, &modes, runs, seconds, pool_mib, quiet)
+}
+
 /// The suite: each bench in the conditions its issue's acceptance names.
 fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Step)> {
     use netlab::Family;
@@ -192,26 +257,24 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
         (
             // The sink, where zero-copy is real: the seed's largest size and a mid size.
             "udp-tx (sink)",
-            Box::new(move || {
-                let modes = [tx::Mode::Copy, tx::Mode::Zc];
-                tx::bench(
-                    tx::Proto::Udp,
-                    &["sink"],
-                    Family::V4,
-                    &[8000, 64000],
-                    &modes,
-                    runs,
-                    seconds,
-                    256,
-                    quiet,
-                )
-            }),
+            Box::new(move || udp_sink(&[8000, 64000], 256, runs, seconds, quiet)),
+        ),
+        (
+            // The same with a hot pool (2 MiB, in the last-level cache): copy at its cheapest,
+            // as the kernel's msg_zerocopy.c measures it.
+            "udp-tx (sink, hot pool)",
+            Box::new(move || udp_sink(&[64000], 2, runs, seconds, quiet)),
         ),
         (
             // Loopback copies: the adaptive policy must cost nothing against copy.
             "tcp-tx (loopback)",
             Box::new(move || {
-                let modes = [tx::Mode::Copy, tx::Mode::Zc, tx::Mode::ZcAdaptive];
+                let modes = [
+                    tx::Mode::Copy,
+                    tx::Mode::Zc,
+                    tx::Mode::ZcAdaptive,
+                    tx::Mode::Auto,
+                ];
                 tx::bench(
                     tx::Proto::Tcp,
                     &["loopback"],
@@ -243,20 +306,12 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
         (
             // io_uring into the sink: the sizes of the acceptance and the smallest of the table.
             "uring-tx (sink)",
-            Box::new(move || {
-                use zcnet::uring::Mode;
-                let modes = [Mode::Copy, Mode::ZeroCopy, Mode::ZeroCopyFixed];
-                uring_tx::bench(
-                    &["sink"],
-                    Family::V4,
-                    &[600, 8000, 64000],
-                    &modes,
-                    runs,
-                    seconds,
-                    256,
-                    quiet,
-                )
-            }),
+            Box::new(move || uring_sink(&[600, 8000, 64000], 256, runs, seconds, quiet)),
+        ),
+        (
+            // A hot pool (2 MiB), as liburing's send-zerocopy.c sends one hot buffer.
+            "uring-tx (sink, hot pool)",
+            Box::new(move || uring_sink(&[64000], 2, runs, seconds, quiet)),
         ),
         (
             // The relay holding 64 KiB, 1 MiB and 4 MiB unacknowledged, rate-limited veth.
@@ -273,6 +328,77 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             }),
         ),
     ]
+}
+
+/// The buffer pool of a send bench as its report describes it: its size, and whether it is hot
+/// (fits this machine's last-level cache: copies read cached data) or cold (larger: a server
+/// sending distinct data). Copy's cost depends on it much more than zero copy's (issue 17).
+pub fn pool_heat(pool_mib: usize) -> serde_json::Value {
+    // The largest cache of CPU 0 (index0..: L1d, L1i, L2, L3).
+    let llc = (0..8)
+        .filter_map(|i| {
+            std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu0/cache/index{i}/size"))
+                .ok()
+        })
+        .filter_map(|s| parse_cache_size(s.trim()))
+        .max();
+    let bytes = (pool_mib as u64) << 20;
+    let heat = match llc {
+        Some(llc) if bytes <= llc => "hot",
+        Some(_) => "cold",
+        None if pool_mib <= 2 => "hot",
+        None => "cold",
+    };
+    serde_json::json!({"mib": pool_mib, "llc_bytes": llc, "heat": heat})
+}
+
+/// The verdict of an `auto` result set (issue 17): its median throughput against the best median
+/// of the other modes in the same alternation; it must reach 0.97 of it.
+pub fn auto_verdict(auto: &ResultSet, sets: &[ResultSet]) -> String {
+    let med = |s: &ResultSet| s.median_of(Metric::RequestsPerS);
+    let best = sets
+        .iter()
+        .filter(|s| s.mode != "auto" && s.mode != "zc-adaptive")
+        .filter_map(|s| Some((med(s)?, s.mode.as_str())))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match (med(auto), best) {
+        (Some(a), Some((b, mode))) if b > 0.0 => {
+            let r = a / b;
+            let verdict = if r >= 0.97 { "ok" } else { "MISS" };
+            format!("{verdict} ({r:.3} of {mode}, needs >= 0.97)")
+        }
+        _ => "info".into(),
+    }
+}
+
+/// " hot pool" in the experiment's name when the pool fits the cache (see [`pool_heat`]).
+pub fn heat_suffix(pool_mib: usize) -> &'static str {
+    if pool_heat(pool_mib)["heat"] == "hot" {
+        " hot pool"
+    } else {
+        ""
+    }
+}
+
+/// A sysfs cache size: `2048K`, `32M`, `512`.
+fn parse_cache_size(s: &str) -> Option<u64> {
+    let (num, mult) = match s.as_bytes().last()? {
+        b'K' => (&s[..s.len() - 1], 1 << 10),
+        b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok().map(|n| n * mult)
+}
+
+#[cfg(test)]
+#[test]
+fn cache_sizes_as_sysfs_writes_them() {
+    assert_eq!(parse_cache_size("512K"), Some(512 << 10));
+    assert_eq!(parse_cache_size("32768K"), Some(32 << 20));
+    assert_eq!(parse_cache_size("1M"), Some(1 << 20));
+    assert_eq!(parse_cache_size("64"), Some(64));
+    assert_eq!(parse_cache_size("x"), None);
 }
 
 /// The suite's closing table.

@@ -50,6 +50,8 @@ pub enum Mode {
     Zc,
     /// `MSG_ZEROCOPY` with the library's threshold and adaptive copied policy.
     ZcAdaptive,
+    /// `Mode::Auto`: zero copy from the profile's threshold for this route (`zcnet tune`).
+    Auto,
 }
 
 impl Mode {
@@ -58,6 +60,7 @@ impl Mode {
             Mode::Copy => "copy",
             Mode::Zc => "zc",
             Mode::ZcAdaptive => "zc-adaptive",
+            Mode::Auto => "auto",
         }
     }
 
@@ -73,6 +76,10 @@ impl Mode {
                 policy: CopiedPolicy::Keep,
             },
             Mode::ZcAdaptive => SenderConfig::default(),
+            Mode::Auto => SenderConfig {
+                mode: msg_zerocopy::Mode::Auto,
+                ..SenderConfig::default()
+            },
         }
     }
 }
@@ -85,7 +92,8 @@ pub struct Opt {
     /// Buffer size per send call (repeatable). Default: 1024 4096 16384 32768 64000.
     #[arg(long = "size", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1073741824))]
     pub sizes: Vec<usize>,
-    /// Sender modes to alternate (repeatable). Default: copy, zc (UDP); copy, zc, zc-adaptive (TCP).
+    /// Sender modes to alternate (repeatable). Default: copy, zc, auto (UDP); copy, zc,
+    /// zc-adaptive, auto (TCP).
     #[arg(long = "mode", value_enum)]
     pub modes: Vec<Mode>,
     /// Address family. Default: IPv4.
@@ -98,14 +106,14 @@ pub struct Opt {
     pub pool_mib: usize,
 }
 
-pub(super) enum Lab {
+pub(crate) enum Lab {
     Loopback(LoopbackLab),
     Veth(VethLab),
     Sink(SinkLab),
 }
 
 impl Lab {
-    pub(super) fn build(name: &str, proto: Proto) -> anyhow::Result<Lab> {
+    pub(crate) fn build(name: &str, proto: Proto) -> anyhow::Result<Lab> {
         Ok(match (name, proto) {
             ("loopback", _) => Lab::Loopback(LoopbackLab::new(None)?),
             // UDP datagrams must not be fragmented: a fragment lost to a full backlog leaves the
@@ -248,7 +256,7 @@ fn send_for<S: std::os::fd::AsFd>(
     }))
 }
 
-fn one_run(
+pub(crate) fn one_run(
     lab: &Lab,
     proto: Proto,
     family: Family,
@@ -391,6 +399,8 @@ pub fn bench(
         "runs": runs, "seconds": seconds, "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
         "sender_cpu": 0, "receiver_cpu": 1, "pool_mib": pool_mib,
         "reap_every": REAP_EVERY,
+        "pool": super::pool_heat(pool_mib),
+        "auto_profile": zcnet::auto::active().origin(),
     });
     let pool = pool(pool_mib);
     let mut summary = Vec::new();
@@ -415,14 +425,20 @@ pub fn bench(
             let sets = step.measure(modes, Mode::name, &progress, &mut report, |mode| {
                 one_run(&lab, proto, family, mode, size, seconds, pool)
             })?;
-            summary.extend(summary_rows(proto, lab_name, size, &sets));
+            summary.extend(summary_rows(proto, lab_name, size, pool_mib, &sets));
             report.results.extend(sets);
         }
     }
     Ok(Outcome { report, summary })
 }
 
-fn summary_rows(proto: Proto, lab: &str, size: usize, sets: &[ResultSet]) -> Vec<SummaryRow> {
+fn summary_rows(
+    proto: Proto,
+    lab: &str,
+    size: usize,
+    pool_mib: usize,
+    sets: &[ResultSet],
+) -> Vec<SummaryRow> {
     let med = |s: &ResultSet, k: Metric| s.median_of(k);
     let Some(copy) = sets.iter().find(|s| s.mode == "copy") else {
         return Vec::new();
@@ -433,7 +449,8 @@ fn summary_rows(proto: Proto, lab: &str, size: usize, sets: &[ResultSet]) -> Vec
             let ratio = Comparison::new(s, copy, Metric::RequestsPerS)?.ratio_median;
             let share = med(s, Metric::ZeroCopyShare);
             let verdict = match (proto, lab, size, s.mode.as_str()) {
-                (Proto::Udp, "sink", 64000, "zc") => {
+                (_, _, _, "auto") => super::auto_verdict(s, sets),
+                (Proto::Udp, "sink", 64000, "zc") if super::heat_suffix(pool_mib).is_empty() => {
                     let ok = ratio >= 1.6 && share.is_some_and(|x| x >= 0.999);
                     if ok {
                         "ok (>= 1.6, 0 % copied)".into()
@@ -452,7 +469,12 @@ fn summary_rows(proto: Proto, lab: &str, size: usize, sets: &[ResultSet]) -> Vec
                 _ => "info".into(),
             };
             Some(SummaryRow {
-                experiment: format!("{} {lab} {size} B {}", proto.bench(), s.mode),
+                experiment: format!(
+                    "{} {lab} {size} B{} {}",
+                    proto.bench(),
+                    super::heat_suffix(pool_mib),
+                    s.mode
+                ),
                 metric: "req/s".into(),
                 copy: med(copy, Metric::RequestsPerS).unwrap_or(f64::NAN),
                 zero_copy: med(s, Metric::RequestsPerS).unwrap_or(f64::NAN),
@@ -483,8 +505,8 @@ pub fn run(proto: Proto, opt: Opt) -> anyhow::Result<()> {
     };
     let modes = if opt.modes.is_empty() {
         match proto {
-            Proto::Udp => vec![Mode::Copy, Mode::Zc],
-            Proto::Tcp => vec![Mode::Copy, Mode::Zc, Mode::ZcAdaptive],
+            Proto::Udp => vec![Mode::Copy, Mode::Zc, Mode::Auto],
+            Proto::Tcp => vec![Mode::Copy, Mode::Zc, Mode::ZcAdaptive, Mode::Auto],
         }
     } else {
         opt.modes.clone()

@@ -1,0 +1,486 @@
+//! `zcnet tune`: where zero copy starts to pay on this machine, per sending path and route kind.
+//!
+//! For each path (MSG_ZEROCOPY on UDP and TCP, io_uring `SEND_ZC` with and without registered
+//! buffers) and each kind of route (delivered locally: the loopback lab; out through a device:
+//! the sink lab, or veth for TCP, which cannot run into the sink), copy and zero-copy runs
+//! alternate over a size sweep; the break-even is the smallest size from which zero copy costs
+//! less sender CPU per byte at every larger size, refined by bisection between the two sizes
+//! around it. Completions flagged "copied" mark a route where the kernel copies anyway: there
+//! zero copy is "never" (a copy plus pinning cannot beat a copy), whatever the sweep says. The
+//! result is a [`Profile`] (TOML) that `Mode::Auto` of the library reads; `sendfile` keeps its
+//! built-in entry ("always": no user copy and one call instead of two). The buffer pools are
+//! cold (larger than the last-level cache), as for a server sending distinct data.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use netlab::Family;
+use serde_json::json;
+use zcnet::auto::{Entry, Profile, Route, SendPath, Threshold};
+
+use crate::bench::tx::{self, Lab, Proto};
+use crate::bench::uring_tx;
+use crate::measure::{self, Metric, Progress, Run};
+
+/// The sizes swept, bytes (the largest fits one UDP datagram).
+pub const SIZES: [usize; 7] = [600, 1500, 4000, 8000, 16000, 32000, 64000];
+
+/// Bisection steps between the two sizes around a crossing.
+const REFINE_STEPS: usize = 2;
+
+/// MiB of the MSG_ZEROCOPY pool (shared with the benches: 256, cold).
+const TX_POOL_MIB: usize = 256;
+/// MiB of the io_uring pools, one per size (64: cold, registered quickly).
+const URING_POOL_MIB: usize = 64;
+
+/// A path to tune, as the command line names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PathArg {
+    /// MSG_ZEROCOPY on UDP.
+    MsgZerocopyUdp,
+    /// MSG_ZEROCOPY on TCP.
+    MsgZerocopyTcp,
+    /// io_uring SEND_ZC.
+    UringZc,
+    /// io_uring SEND_ZC from registered buffers.
+    UringZcFixed,
+}
+
+impl From<PathArg> for SendPath {
+    fn from(p: PathArg) -> SendPath {
+        match p {
+            PathArg::MsgZerocopyUdp => SendPath::MsgZerocopyUdp,
+            PathArg::MsgZerocopyTcp => SendPath::MsgZerocopyTcp,
+            PathArg::UringZc => SendPath::UringZc,
+            PathArg::UringZcFixed => SendPath::UringZcFixed,
+        }
+    }
+}
+
+/// Options of `zcnet tune`.
+#[derive(Debug, clap::Args)]
+pub struct Opt {
+    /// The profile to write (or, with --show, to print). Default:
+    /// $XDG_CONFIG_HOME/zcnet/profile.toml (~/.config/zcnet/profile.toml).
+    #[arg(long, value_name = "PATH")]
+    pub profile: Option<PathBuf>,
+    /// Print the profile (the file, else the one in use) and measure nothing.
+    #[arg(long)]
+    pub show: bool,
+    /// Only these paths (repeatable). Default: all four.
+    #[arg(long = "path", value_enum)]
+    pub paths: Vec<PathArg>,
+    /// Alternations per mode and size.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=50))]
+    pub runs: usize,
+    /// Length of one run, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 0.12, value_parser = crate::args::bench_seconds)]
+    pub seconds: f64,
+    /// Print the profile as JSON on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One path in one lab.
+#[derive(Clone, Copy, Debug)]
+struct Target {
+    path: SendPath,
+    lab: &'static str,
+    route: Route,
+}
+
+/// What is tuned: each path on a local route (loopback) and a device route.
+const TARGETS: [Target; 8] = [
+    Target {
+        path: SendPath::MsgZerocopyUdp,
+        lab: "sink",
+        route: Route::Device,
+    },
+    Target {
+        path: SendPath::MsgZerocopyUdp,
+        lab: "loopback",
+        route: Route::Local,
+    },
+    Target {
+        path: SendPath::MsgZerocopyTcp,
+        lab: "veth",
+        route: Route::Device,
+    },
+    Target {
+        path: SendPath::MsgZerocopyTcp,
+        lab: "loopback",
+        route: Route::Local,
+    },
+    Target {
+        path: SendPath::UringZc,
+        lab: "sink",
+        route: Route::Device,
+    },
+    Target {
+        path: SendPath::UringZc,
+        lab: "loopback",
+        route: Route::Local,
+    },
+    Target {
+        path: SendPath::UringZcFixed,
+        lab: "sink",
+        route: Route::Device,
+    },
+    Target {
+        path: SendPath::UringZcFixed,
+        lab: "loopback",
+        route: Route::Local,
+    },
+];
+
+/// The break-even of a sweep: `ratios` are (size, zero-copy CPU per byte / copy's), sorted by
+/// size. Zero copy pays from the smallest size at and above which every ratio is below 1.
+/// Returns the threshold and, for a crossing, the sizes around it.
+pub fn crossing(ratios: &[(usize, f64)]) -> (Threshold, Option<[usize; 2]>) {
+    let first_win = (0..ratios.len())
+        .find(|&i| ratios[i..].iter().all(|&(_, r)| r < 1.0))
+        .filter(|_| !ratios.is_empty());
+    match first_win {
+        None => (Threshold::Never, None),
+        Some(0) => (Threshold::Always, None),
+        Some(i) => (
+            Threshold::From(ratios[i].0),
+            Some([ratios[i - 1].0, ratios[i].0]),
+        ),
+    }
+}
+
+/// The size halfway between `lo` and `hi` on a log scale, rounded to 100 bytes.
+fn midpoint(lo: usize, hi: usize) -> usize {
+    let m = ((lo as f64) * (hi as f64)).sqrt();
+    ((m / 100.0).round() as usize * 100).clamp(lo + 1, hi - 1)
+}
+
+/// Runs of one target: a lab built once, and the pools.
+struct Bench {
+    target: Target,
+    lab: Lab,
+    proto: Proto,
+    runs: usize,
+    seconds: f64,
+}
+
+impl Bench {
+    /// One run at `size`, zero copy or copy.
+    fn one(&self, size: usize, zero_copy: bool) -> anyhow::Result<Run> {
+        let (proto, seconds) = (self.proto, self.seconds);
+        match self.target.path {
+            SendPath::MsgZerocopyUdp | SendPath::MsgZerocopyTcp => {
+                let mode = if zero_copy {
+                    tx::Mode::Zc
+                } else {
+                    tx::Mode::Copy
+                };
+                let pool = tx::pool(TX_POOL_MIB);
+                tx::one_run(&self.lab, proto, Family::V4, mode, size, seconds, pool)
+            }
+            SendPath::UringZc | SendPath::UringZcFixed => {
+                use zcnet::uring::Mode;
+                let mode = match (zero_copy, self.target.path) {
+                    (false, _) => Mode::Copy,
+                    (true, SendPath::UringZcFixed) => Mode::ZeroCopyFixed,
+                    (true, _) => Mode::ZeroCopy,
+                };
+                let pool = uring_tx::make_pool(size, URING_POOL_MIB)?;
+                uring_tx::one_run(&self.lab, proto, Family::V4, mode, seconds, &pool)
+            }
+            SendPath::Sendfile => unreachable!("sendfile is not swept"),
+        }
+    }
+
+    /// zero-copy/copy CPU per byte at `size` (median of the pairs), and the zero-copy runs'
+    /// median share really zero-copied.
+    fn ratio(&self, size: usize, progress: &Progress) -> anyhow::Result<(f64, f64)> {
+        let per_mode = measure::alternate(&[false, true], self.runs, progress, |zc, _| {
+            self.one(size, zc)
+        })
+        .with_context(|| {
+            format!(
+                "{} in the {} lab at {size} B",
+                self.target.path.name(),
+                self.target.lab
+            )
+        })?;
+        let pairs = measure::ratio_pairs(&per_mode[1], &per_mode[0], Metric::CpuUsPerMb);
+        let ratio = measure::median(&pairs).unwrap_or(f64::NAN);
+        let shares: Vec<f64> = per_mode[1]
+            .iter()
+            .filter_map(|r| r.zero_copy_share)
+            .collect();
+        Ok((ratio, measure::median(&shares).unwrap_or(0.0)))
+    }
+
+    /// The sweep and its refinement: the profile entry.
+    fn entry(&self, progress: &Progress) -> anyhow::Result<Entry> {
+        let mut ratios = Vec::new();
+        let mut shares = Vec::new();
+        for size in SIZES {
+            let (r, share) = self.ratio(size, progress)?;
+            ratios.push((size, r));
+            shares.push(share);
+        }
+        let (mut threshold, mut between) = crossing(&ratios);
+        if let Some([mut lo, mut hi]) = between {
+            for _ in 0..REFINE_STEPS {
+                if hi - lo <= 200 {
+                    break;
+                }
+                let mid = midpoint(lo, hi);
+                let (r, _) = self.ratio(mid, progress)?;
+                ratios.push((mid, r));
+                if r < 1.0 {
+                    hi = mid;
+                } else {
+                    lo = mid;
+                }
+            }
+            ratios.sort_by_key(|&(s, _)| s);
+            threshold = Threshold::From(hi);
+            between = Some([lo, hi]);
+        }
+        // Where the kernel copies anyway, zero copy is a copy plus pinning and completions:
+        // it cannot pay, whatever the sender's own CPU says (on loopback the receiver's copy
+        // runs in softirq, partly on other CPUs than the sender's).
+        let copies = measure::median(&shares).is_some_and(|s| s < 0.5);
+        if copies {
+            threshold = Threshold::Never;
+            between = None;
+        }
+        Ok(Entry {
+            path: self.target.path,
+            route: self.target.route,
+            lab: self.target.lab.to_owned(),
+            threshold,
+            between,
+            ratios,
+            copies,
+        })
+    }
+}
+
+/// The CPU model of /proc/cpuinfo.
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The table `zcnet tune` and `zcnet tune --show` print.
+pub fn render(p: &Profile) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "{}\nkernel {}, cpu {}\n{:<18} {:<7} {:<9} {:<14} {:<14} {:<7} zc/copy CPU per byte by size\n",
+        p.origin(),
+        if p.kernel.is_empty() { "-" } else { &p.kernel },
+        if p.cpu.is_empty() { "-" } else { &p.cpu },
+        "path",
+        "route",
+        "lab",
+        "zero copy",
+        "between",
+        "copies"
+    );
+    for e in &p.entries {
+        let between = e
+            .between
+            .map_or("-".to_owned(), |[a, b]| format!("{a}-{b} B"));
+        let ratios: Vec<String> = e
+            .ratios
+            .iter()
+            .map(|(s, r)| format!("{s}:{r:.2}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{:<18} {:<7} {:<9} {:<14} {:<14} {:<7} {}",
+            e.path.name(),
+            e.route.name(),
+            e.lab,
+            e.threshold.to_string(),
+            between,
+            if e.copies { "yes" } else { "no" },
+            ratios.join(" ")
+        );
+    }
+    out
+}
+
+/// Runs `zcnet tune`.
+pub fn run(opt: Opt) -> anyhow::Result<()> {
+    let path = match opt.profile.clone().or_else(Profile::default_path) {
+        Some(p) => p,
+        None => anyhow::bail!("no HOME or XDG_CONFIG_HOME to keep the profile in: give --profile"),
+    };
+    if opt.show {
+        let profile = match &opt.profile {
+            Some(p) => Profile::load(p)?,
+            None => (*zcnet::auto::active()).clone(),
+        };
+        return print(&profile, opt.json, None);
+    }
+    netlab::check_privileges().context("tune runs its labs in private network namespaces")?;
+    let paths: Vec<SendPath> = if opt.paths.is_empty() {
+        TARGETS.iter().map(|t| t.path).collect()
+    } else {
+        opt.paths.iter().map(|&p| p.into()).collect()
+    };
+    let targets: Vec<Target> = TARGETS
+        .iter()
+        .copied()
+        .filter(|t| paths.contains(&t.path))
+        .collect();
+    let uring = zcnet::uring::support();
+    let zc_ok = zcnet::msg_zerocopy::support();
+    let sweeps = SIZES.len() + REFINE_STEPS;
+    let steps = (targets.len() * sweeps * opt.runs * 2) as u64;
+    let progress = Progress::new(
+        "tune",
+        steps,
+        Duration::from_secs_f64(opt.seconds * steps as f64),
+    );
+    let _pinned = crate::bench::Pinned::to(1);
+    let mut profile = Profile::builtin();
+    profile.kernel = zcnet::probe::features().host.kernel.clone();
+    profile.cpu = cpu_model();
+    profile.date = zcnet::auto::utc_now();
+    for t in targets {
+        use zcnet::support::Status;
+        let missing = match t.path {
+            SendPath::MsgZerocopyUdp => {
+                (zc_ok.udp.status != Status::Available).then(|| zc_ok.udp.reason.clone())
+            }
+            SendPath::MsgZerocopyTcp => {
+                (zc_ok.tcp.status != Status::Available).then(|| zc_ok.tcp.reason.clone())
+            }
+            SendPath::UringZc => {
+                (uring.send_zc.status != Status::Available).then(|| uring.send_zc.reason.clone())
+            }
+            SendPath::UringZcFixed => {
+                let pool_bytes = (URING_POOL_MIB as u64) << 20;
+                if uring.send_zc.status != Status::Available {
+                    Some(uring.send_zc.reason.clone())
+                } else {
+                    zcnet::uring::memlock_check(pool_bytes)
+                        .err()
+                        .map(|e| crate::cli::chain(&e))
+                }
+            }
+            SendPath::Sendfile => None,
+        };
+        if let Some(why) = missing {
+            eprintln!(
+                "zcnet tune: {} in the {} lab not measured (built-in entry kept): {why}",
+                t.path.name(),
+                t.lab
+            );
+            continue;
+        }
+        let proto = match t.path {
+            SendPath::MsgZerocopyUdp => Proto::Udp,
+            SendPath::MsgZerocopyTcp => Proto::Tcp,
+            _ => uring_tx::proto_of(t.lab),
+        };
+        let bench = Bench {
+            target: t,
+            lab: Lab::build(t.lab, proto)?,
+            proto,
+            runs: opt.runs,
+            seconds: opt.seconds,
+        };
+        let entry = bench.entry(&progress)?;
+        if let Some(e) = profile
+            .entries
+            .iter_mut()
+            .find(|e| e.path == entry.path && e.route == entry.route)
+        {
+            *e = entry;
+        }
+    }
+    drop(progress);
+    let text = profile.to_toml();
+    let written = crate::output::Output::create(&path)
+        .and_then(|mut o| {
+            use std::io::Write as _;
+            o.write_all(text.as_bytes())?;
+            o.commit()
+        })
+        .or_else(|e| {
+            // The directory may not exist yet (a fresh ~/.config).
+            match path.parent() {
+                Some(dir) if e.kind() == std::io::ErrorKind::NotFound => {
+                    std::fs::create_dir_all(dir)?;
+                    let mut o = crate::output::Output::create(&path)?;
+                    std::io::Write::write_all(&mut o, text.as_bytes())?;
+                    o.commit()
+                }
+                _ => Err(e),
+            }
+        });
+    written.with_context(|| format!("cannot write the profile {}", path.display()))?;
+    profile.source = Some(path.clone());
+    print(&profile, opt.json, Some(&path))
+}
+
+fn print(profile: &Profile, json: bool, written: Option<&std::path::Path>) -> anyhow::Result<()> {
+    if json {
+        let mut v = serde_json::to_value(profile)?;
+        v["origin"] = json!(profile.origin());
+        if let Some(p) = written {
+            v["written"] = json!(p.display().to_string());
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", render(profile));
+        if let Some(p) = written {
+            eprintln!("zcnet tune: profile written to {}", p.display());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crossings_of_sweeps() {
+        let s = |v: &[(usize, f64)]| crossing(v);
+        assert_eq!(
+            s(&[(600, 1.2), (8000, 0.9), (64000, 0.5)]).0,
+            Threshold::From(8000)
+        );
+        assert_eq!(
+            s(&[(600, 1.2), (8000, 0.9), (64000, 0.5)]).1,
+            Some([600, 8000])
+        );
+        assert_eq!(s(&[(600, 0.9), (8000, 0.8)]).0, Threshold::Always);
+        assert_eq!(s(&[(600, 1.1), (8000, 1.3)]).0, Threshold::Never);
+        // A win followed by a loss is not a crossing: the last loss decides.
+        assert_eq!(
+            s(&[(600, 0.9), (8000, 1.1), (64000, 0.7)]).0,
+            Threshold::From(64000)
+        );
+        // A ratio that is not a number (no runs) never counts as a win.
+        assert_eq!(s(&[(600, f64::NAN)]).0, Threshold::Never);
+        assert_eq!(s(&[]).0, Threshold::Never);
+    }
+
+    #[test]
+    fn midpoints_stay_inside() {
+        assert_eq!(midpoint(4000, 16000), 8000);
+        let m = midpoint(600, 1500);
+        assert!(m > 600 && m < 1500, "{m}");
+        assert_eq!(midpoint(1000, 1002), 1001);
+    }
+}

@@ -1,0 +1,142 @@
+//! `zcnet tune` (issue 17): it writes a profile the library reads, `--show` prints it, and the
+//! benches' `auto` mode follows the profile named by `--profile`.
+
+mod common;
+use common::{one_line_error, zcnet};
+
+use std::path::PathBuf;
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("zcnet-tune-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Labs can be built and MSG_ZEROCOPY works on UDP; else the test is recorded as skipped.
+fn can_run() -> bool {
+    if let Err(e) = netlab::check_privileges() {
+        netlab::skip::skip(&e.to_string());
+        return false;
+    }
+    if zcnet::msg_zerocopy::support().udp.status != zcnet::support::Status::Available {
+        netlab::skip::skip("MSG_ZEROCOPY on UDP is not available here");
+        return false;
+    }
+    true
+}
+
+/// A short tune of one path writes a profile with both routes of that path measured (or the
+/// built-in entry kept, with the reason on stderr), every other path built in.
+#[test]
+fn tune_writes_a_profile_that_show_and_the_library_read() {
+    if !can_run() {
+        return;
+    }
+    let dir = tmpdir("write");
+    // In a directory that does not exist yet, as ~/.config/zcnet on a fresh machine.
+    let file = dir.join("new").join("profile.toml");
+    let out = zcnet()
+        .args(["tune", "--path", "msg-zerocopy-udp", "--runs", "1"])
+        .args(["--seconds", "0.05", "--json", "--profile"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["written"], file.to_str().unwrap());
+    let profile = zcnet::auto::Profile::load(&file).unwrap();
+    assert!(!profile.kernel.is_empty() && !profile.date.is_empty());
+    use zcnet::auto::{Route, SendPath, Threshold};
+    let local = profile.entry(SendPath::MsgZerocopyUdp, Route::Local);
+    let device = profile.entry(SendPath::MsgZerocopyUdp, Route::Device);
+    assert_eq!(local.lab, "loopback");
+    assert_eq!(device.lab, "sink");
+    // Loopback copies MSG_ZEROCOPY data: never zero copy there.
+    assert!(local.copies);
+    assert_eq!(local.threshold, Threshold::Never);
+    assert!(!device.copies);
+    // Every size of the sweep was measured, with a ratio that is a number.
+    assert!(device.ratios.len() >= 7, "{:?}", device.ratios);
+    assert!(device.ratios.iter().all(|(_, r)| r.is_finite() && *r > 0.0));
+    // A crossing comes with the sizes around it.
+    if let Threshold::From(n) = device.threshold {
+        let [lo, hi] = device.between.unwrap();
+        assert!(lo < hi && hi == n, "{lo} {hi} {n}");
+    }
+    // Paths not tuned keep their built-in entries.
+    assert_eq!(
+        profile.entry(SendPath::UringZc, Route::Device).lab,
+        "builtin"
+    );
+    // --show prints the same file.
+    let out = zcnet()
+        .args(["tune", "--show", "--json", "--profile"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["threshold"], v["threshold"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `bench --profile` with a profile that says "always" on the sink's device route makes `auto`
+/// send every size by zero copy; "never" makes it copy.
+#[test]
+fn bench_auto_follows_the_profile_it_is_given() {
+    if !can_run() {
+        return;
+    }
+    use zcnet::auto::{Profile, Route, SendPath, Threshold};
+    let dir = tmpdir("bench");
+    for (threshold, share) in [(Threshold::Always, 1.0), (Threshold::Never, 0.0)] {
+        let mut p = Profile::builtin();
+        for e in &mut p.entries {
+            if e.path == SendPath::MsgZerocopyUdp && e.route == Route::Device {
+                e.threshold = threshold;
+            }
+        }
+        let file = dir.join("p.toml");
+        std::fs::write(&file, p.to_toml()).unwrap();
+        let out = zcnet()
+            .args(["bench", "udp-tx", "--lab", "sink", "--size", "1000"])
+            .args(["--mode", "copy", "--mode", "auto", "--runs", "1"])
+            .args(["--seconds", "0.1", "--json", "--profile"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            v["settings"]["auto_profile"]
+                .as_str()
+                .unwrap()
+                .contains(file.to_str().unwrap()),
+            "{}",
+            v["settings"]
+        );
+        let auto = v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["mode"] == "auto")
+            .unwrap();
+        let got = auto["runs"][0]["zero_copy_share"].as_f64().unwrap();
+        assert!((got - share).abs() < 0.01, "{threshold}: share {got}");
+    }
+    // A profile that is not one: one line, exit 1, before any lab is built.
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "threshold = 3\n").unwrap();
+    let err = one_line_error(
+        zcnet()
+            .args(["bench", "udp-tx", "--profile"])
+            .arg(&bad)
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains("is not valid"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
