@@ -57,6 +57,12 @@ fn config(mode: Mode) -> Config {
 
 /// Sends `n` datagrams in `mode`, reads them back, and checks every buffer came back once.
 fn udp_round_trip(mode: Mode, to: bool) {
+    udp_round_trip_with(config(mode), to);
+}
+
+/// [`udp_round_trip`] with a whole configuration.
+fn udp_round_trip_with(config: Config, to: bool) -> zcnet::uring::RingSetup {
+    let mode = config.mode;
     let (tx_sock, rx) = udp_pair();
     let dest = rx.local_addr().unwrap();
     let n = 300u32;
@@ -70,7 +76,7 @@ fn udp_round_trip(mode: Mode, to: bool) {
         }
         got
     });
-    let mut tx = UringSender::new(tx_sock, config(mode)).unwrap();
+    let mut tx = UringSender::new(tx_sock, config).unwrap();
     assert_eq!(tx.mode(), mode, "{:?}", tx.fallback_reason());
     let mut back: Vec<Returned<Vec<u8>>> = Vec::new();
     for i in 0..n {
@@ -108,6 +114,73 @@ fn udp_round_trip(mode: Mode, to: bool) {
         assert_eq!(r.copied, expect);
     }
     assert_eq!((c.requests, c.returned, c.errors), (n as u64, n as u64, 0));
+    tx.setup()
+}
+
+/// Issue 17: the ring set up as liburing's send-zerocopy.c does it (COOP_TASKRUN,
+/// SINGLE_ISSUER, registered ring fd, the socket as fixed file 0) delivers the same datagrams
+/// and returns every buffer once, through SEND_ZC and SENDMSG_ZC; on this kernel every item is
+/// granted (6.0 has them all), elsewhere the granted subset still works.
+#[test]
+fn the_liburing_set_up_delivers_and_returns_everything() {
+    require_uring!();
+    use zcnet::uring::RingSetup;
+    let one_thread = Config {
+        setup: RingSetup::ONE_THREAD,
+        ..config(Mode::ZeroCopy)
+    };
+    for to in [false, true] {
+        let granted = udp_round_trip_with(one_thread, to);
+        if zcnet::uring::support().send_zc.status == zcnet::support::Status::Available {
+            assert_eq!(
+                granted,
+                RingSetup::ONE_THREAD,
+                "a 6.0+ kernel grants all of it"
+            );
+        }
+    }
+    // The default set-up: the cheap, thread-agnostic items only.
+    let granted = udp_round_trip_with(config(Mode::ZeroCopy), false);
+    assert!(!granted.single_issuer && !granted.registered_ring_fd);
+}
+
+/// A sender set up for one thread that another thread then uses fails with an error that says
+/// so (the kernel would answer EEXIST for a second issuer, EINVAL for the other thread's ring
+/// index), not a hang or a lost buffer.
+#[test]
+fn a_single_issuer_ring_used_from_another_thread_fails_cleanly() {
+    require_uring!();
+    use zcnet::uring::RingSetup;
+    let (tx_sock, rx) = udp_pair();
+    let mut tx = UringSender::new(
+        tx_sock,
+        Config {
+            setup: RingSetup::ONE_THREAD,
+            ..config(Mode::Copy)
+        },
+    )
+    .unwrap();
+    if !tx.setup().single_issuer {
+        netlab::skip::skip("IORING_SETUP_SINGLE_ISSUER is not granted here (Linux 6.0)");
+        return;
+    }
+    tx.send(vec![1u8; 100]).unwrap();
+    tx.drain(TIMEOUT).unwrap();
+    assert_eq!(tx.returned().count(), 1);
+    let mut buf = [0u8; 200];
+    assert_eq!(rx.recv(&mut buf).unwrap(), 100);
+    let moved = std::thread::spawn(move || {
+        let queued = tx.send(vec![2u8; 100]);
+        let drained = tx.drain(Duration::from_secs(2));
+        (queued.is_ok(), drained)
+    })
+    .join()
+    .unwrap();
+    let (queued, drained) = moved;
+    assert!(queued, "queueing does not enter the kernel");
+    let e = drained.expect_err("a second issuer is refused");
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+    assert!(e.to_string().contains("used from another"), "{e}");
 }
 
 #[test]

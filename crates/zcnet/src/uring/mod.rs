@@ -94,6 +94,48 @@ impl Mode {
     }
 }
 
+/// How the ring is set up, as liburing's examples (`send-zerocopy.c`) set it: each item is
+/// tried and dropped where the kernel refuses it; [`UringSender::setup`] says what was granted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct RingSetup {
+    /// `IORING_SETUP_COOP_TASKRUN` (Linux 5.19): completions run at the next kernel entry
+    /// instead of interrupting the task. Default on.
+    pub coop_taskrun: bool,
+    /// `IORING_SETUP_SINGLE_ISSUER` (6.0): one thread submits, the kernel skips the locking for
+    /// others. The first thread that sends becomes that thread (the ring is created disabled and
+    /// enabled then); sending from another thread afterwards fails with `EEXIST`. Default off:
+    /// a sender that moves between threads (a work-stealing runtime) must not set it.
+    pub single_issuer: bool,
+    /// `IORING_REGISTER_RING_FDS` (5.18): `io_uring_enter` takes the ring's registered index,
+    /// skipping the file lookup. The index belongs to the thread that sends first; default
+    /// off for the same reason as `single_issuer`.
+    pub registered_ring_fd: bool,
+    /// `IORING_REGISTER_FILES` (5.1): the socket is fixed file 0 and requests skip its lookup.
+    /// Default on.
+    pub registered_file: bool,
+}
+
+impl Default for RingSetup {
+    fn default() -> RingSetup {
+        RingSetup {
+            coop_taskrun: true,
+            single_issuer: false,
+            registered_ring_fd: false,
+            registered_file: true,
+        }
+    }
+}
+
+impl RingSetup {
+    /// Everything liburing's examples set: for a sender that stays on one thread.
+    pub const ONE_THREAD: RingSetup = RingSetup {
+        coop_taskrun: true,
+        single_issuer: true,
+        registered_ring_fd: true,
+        registered_file: true,
+    };
+}
+
 /// Settings of a [`UringSender`].
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
@@ -107,6 +149,8 @@ pub struct Config {
     pub batch: usize,
     /// How long a send waits for room in the window before failing with `TimedOut`.
     pub stall_timeout: Duration,
+    /// The ring's set-up flags and registrations.
+    pub setup: RingSetup,
 }
 
 impl Default for Config {
@@ -117,6 +161,7 @@ impl Default for Config {
             window: 128,
             batch: 16,
             stall_timeout: Duration::from_secs(10),
+            setup: RingSetup::default(),
         }
     }
 }
@@ -258,12 +303,13 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
                 entries: config.entries,
             });
         }
-        let ring = SendRing::new(config.entries).map_err(|e| UringError::Unsupported {
+        let mut ring = SendRing::new(config.entries, config.setup).map_err(|e| UringError::Unsupported {
             feature: "io_uring",
             reason: format!(
                 "io_uring_setup: {e} (io_uring needs Linux 5.6+ and kernel.io_uring_disabled = 0)"
             ),
         })?;
+        ring.register_file(socket.as_fd());
         let ty = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE).unwrap_or(0);
         let (mode, fallback) = match config.mode {
             Mode::Copy => (Mode::Copy, None),
@@ -320,6 +366,11 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
     /// In [`Mode::Auto`]: the path, route and threshold used, and the profile they came from.
     pub fn auto_choice(&self) -> Option<&Choice> {
         self.auto.as_ref().map(|d| &d.choice)
+    }
+
+    /// The ring set-up the kernel granted (the registered ring fd from the first submission).
+    pub fn setup(&self) -> RingSetup {
+        self.ring.setup()
     }
 
     /// Whether this buffer goes by zero copy (the mode, or auto's decision).

@@ -5,12 +5,39 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::Duration;
 
-use io_uring::{IoUring, opcode, types};
+use io_uring::{IoUring, opcode, squeue, types};
 
 use super::super::abi;
 use super::super::owned_buf::OwnedBuf;
 use super::{OpcodeSupport, Pool, probe_opcodes};
+use crate::uring::RingSetup;
 use crate::uring::state::{Request, State, Step};
+
+/// `IORING_REGISTER_RING_FDS` (Linux 5.18).
+const IORING_REGISTER_RING_FDS: libc::c_uint = 20;
+/// `IORING_ENTER_GETEVENTS`.
+const IORING_ENTER_GETEVENTS: libc::c_uint = 1;
+/// `IORING_ENTER_EXT_ARG` (5.11): the argument is a `struct io_uring_getevents_arg`.
+const IORING_ENTER_EXT_ARG: libc::c_uint = 1 << 3;
+/// `IORING_ENTER_REGISTERED_RING` (5.18): the fd argument is a registered ring's index.
+const IORING_ENTER_REGISTERED_RING: libc::c_uint = 1 << 4;
+
+/// `struct io_uring_rsrc_update`.
+#[repr(C)]
+struct RsrcUpdate {
+    offset: u32,
+    resv: u32,
+    data: u64,
+}
+
+/// `struct io_uring_getevents_arg`.
+#[repr(C)]
+struct GeteventsArg {
+    sigmask: u64,
+    sigmask_sz: u32,
+    min_wait_usec: u32,
+    ts: u64,
+}
 
 /// The request a buffer is sent with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,24 +124,181 @@ pub struct SendRing<B: OwnedBuf> {
     registered: Option<Pool>,
     usage_refused: bool,
     cqes: Vec<(u64, i32, u32)>,
+    /// What the set-up asked for, and what the kernel granted so far.
+    want: RingSetup,
+    granted: RingSetup,
+    /// `IORING_SETUP_R_DISABLED` (with `SINGLE_ISSUER`) until the first submission: the thread
+    /// that submits first becomes the ring's one issuer.
+    enabled: bool,
+    /// The registered ring fd's index, where it was granted.
+    ring_index: Option<u32>,
+    /// The socket registered as fixed file 0.
+    file: Option<RawFd>,
+    /// The thread the ring is bound to (single issuer, registered ring fd), once it is.
+    issuer: Option<std::thread::ThreadId>,
 }
 
 impl<B: OwnedBuf> SendRing<B> {
     /// `io_uring_setup(2)` with `entries` submission entries and twice as many completion
     /// entries (two CQEs per zero-copy request).
-    pub fn new(entries: u32) -> io::Result<SendRing<B>> {
-        let ring = IoUring::builder()
-            .setup_cqsize(entries.saturating_mul(2))
-            .build(entries)?;
-        Ok(SendRing {
-            ring,
-            slots: Vec::new(),
-            free: Vec::new(),
-            in_flight: 0,
-            registered: None,
-            usage_refused: false,
-            cqes: Vec::new(),
-        })
+    ///
+    /// `want` names the set-up flags to try, as liburing's examples set them
+    /// (`IORING_SETUP_COOP_TASKRUN`, 5.19; `IORING_SETUP_SINGLE_ISSUER`, 6.0): a kernel that
+    /// refuses them (`EINVAL`) gets a ring without, and [`SendRing::setup`] says what was
+    /// granted. The ring fd is registered at the first submission when asked.
+    pub fn new(entries: u32, want: RingSetup) -> io::Result<SendRing<B>> {
+        let mut tries = vec![(want.coop_taskrun, want.single_issuer)];
+        tries.push((want.coop_taskrun, false));
+        tries.push((false, false));
+        tries.dedup();
+        let mut last = None;
+        for (coop, single) in tries {
+            let mut b = IoUring::builder();
+            b.setup_cqsize(entries.saturating_mul(2));
+            if coop {
+                b.setup_coop_taskrun();
+            }
+            if single {
+                b.setup_single_issuer().setup_r_disabled();
+            }
+            match b.build(entries) {
+                Ok(ring) => {
+                    return Ok(SendRing {
+                        ring,
+                        slots: Vec::new(),
+                        free: Vec::new(),
+                        in_flight: 0,
+                        registered: None,
+                        usage_refused: false,
+                        cqes: Vec::new(),
+                        want,
+                        granted: RingSetup {
+                            coop_taskrun: coop,
+                            single_issuer: single,
+                            registered_ring_fd: false,
+                            registered_file: false,
+                        },
+                        enabled: !single,
+                        ring_index: None,
+                        file: None,
+                        issuer: None,
+                    });
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && (coop || single) => {
+                    last = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("io_uring_setup failed")))
+    }
+
+    /// The set-up the kernel granted: flags, and whether the ring fd and the socket are
+    /// registered.
+    pub fn setup(&self) -> RingSetup {
+        self.granted
+    }
+
+    /// Registers `fd` as fixed file 0 (`IORING_REGISTER_FILES`, 5.1) when the set-up asks for
+    /// it: requests on it then skip the per-request file lookup. Refused registration leaves
+    /// requests on the plain fd.
+    pub fn register_file(&mut self, fd: BorrowedFd<'_>) {
+        if !self.want.registered_file || self.file.is_some() {
+            return;
+        }
+        if self
+            .ring
+            .submitter()
+            .register_files(&[fd.as_raw_fd()])
+            .is_ok()
+        {
+            self.file = Some(fd.as_raw_fd());
+            self.granted.registered_file = true;
+        }
+    }
+
+    /// Before the first submission: enables a ring created disabled (this thread becomes its
+    /// single issuer) and registers the ring fd (per thread) when asked.
+    fn ready(&mut self) -> io::Result<()> {
+        if let Some(issuer) = self.issuer {
+            if issuer != std::thread::current().id() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "this io_uring sender is set up for the one thread that sent first \
+                     (RingSetup single_issuer / registered_ring_fd) and was used from another",
+                ));
+            }
+        }
+        if self.enabled {
+            return Ok(());
+        }
+        self.ring.submitter().register_enable_rings()?;
+        self.enabled = true;
+        if self.granted.single_issuer {
+            self.issuer = Some(std::thread::current().id());
+        }
+        if self.want.registered_ring_fd {
+            let mut up = RsrcUpdate {
+                offset: u32::MAX,
+                resv: 0,
+                data: self.ring.as_raw_fd() as u64,
+            };
+            // SAFETY: `up` is a valid io_uring_rsrc_update for the duration of the call; the
+            // kernel writes the allocated index into `offset`.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_io_uring_register,
+                    self.ring.as_raw_fd(),
+                    IORING_REGISTER_RING_FDS,
+                    &mut up as *mut RsrcUpdate,
+                    1,
+                )
+            };
+            if r == 1 {
+                self.ring_index = Some(up.offset);
+                self.granted.registered_ring_fd = true;
+                self.issuer = Some(std::thread::current().id());
+            }
+        }
+        Ok(())
+    }
+
+    /// `io_uring_enter(2)` through the registered ring index: submits what is queued and, with
+    /// `timeout`, waits for one CQE at most that long.
+    fn enter_registered(&mut self, index: u32, timeout: Option<Duration>) -> io::Result<usize> {
+        let to_submit = self.ring.submission().len() as libc::c_uint;
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs() as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let arg = GeteventsArg {
+            sigmask: 0,
+            sigmask_sz: 8,
+            min_wait_usec: 0,
+            ts: ts.as_ref().map_or(0, |t| t as *const libc::timespec as u64),
+        };
+        let (min_complete, flags) = match timeout {
+            Some(_) => (1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG),
+            None => (0, 0),
+        };
+        // SAFETY: `arg` and the timespec it points at live across the call; the kernel reads
+        // `size_of::<GeteventsArg>()` bytes of `arg` only with EXT_ARG.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_enter,
+                index,
+                to_submit,
+                min_complete,
+                flags | IORING_ENTER_REGISTERED_RING,
+                &arg as *const GeteventsArg,
+                std::mem::size_of::<GeteventsArg>(),
+            )
+        };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(r as usize)
+        }
     }
 
     /// Opcodes of this kernel (`IORING_REGISTER_PROBE`).
@@ -215,7 +399,14 @@ impl<B: OwnedBuf> SendRing<B> {
     fn build(&self, slot: &mut Slot<B>, key: u32) -> io_uring::squeue::Entry {
         let bytes = &slot.buf.bytes()[slot.state.sent..];
         let (ptr, len) = (bytes.as_ptr(), bytes.len());
-        let fd = types::Fd(slot.fd);
+        // The registered socket is fixed file 0: the SQE names the index, flagged FIXED_FILE.
+        let fixed_file = self.file == Some(slot.fd);
+        let fd = types::Fd(if fixed_file { 0 } else { slot.fd });
+        let file_flags = if fixed_file {
+            squeue::Flags::FIXED_FILE
+        } else {
+            squeue::Flags::empty()
+        };
         let mut zc_flags = 0;
         if slot.req.report_usage && !self.usage_refused && !slot.state.usage_retry {
             zc_flags |= abi::IORING_SEND_ZC_REPORT_USAGE;
@@ -266,7 +457,7 @@ impl<B: OwnedBuf> SendRing<B> {
                 }
             }
         };
-        sqe.user_data(key as u64)
+        sqe.flags(file_flags).user_data(key as u64)
     }
 
     fn push_sqe(&mut self, sqe: &io_uring::squeue::Entry) -> io::Result<()> {
@@ -284,8 +475,13 @@ impl<B: OwnedBuf> SendRing<B> {
 
     /// `io_uring_enter(2)`: submits what is queued without waiting.
     pub fn submit(&mut self) -> io::Result<usize> {
+        self.ready()?;
         loop {
-            match self.ring.submit() {
+            let r = match self.ring_index {
+                Some(i) => self.enter_registered(i, None),
+                None => self.ring.submit(),
+            };
+            match r {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return Ok(0),
                 r => return r,
@@ -295,9 +491,14 @@ impl<B: OwnedBuf> SendRing<B> {
 
     /// Submits what is queued and waits for at least one CQE, at most `timeout`.
     pub fn wait(&mut self, timeout: Duration) -> io::Result<()> {
+        self.ready()?;
         let ts = types::Timespec::from(timeout);
         let args = types::SubmitArgs::new().timespec(&ts);
-        match self.ring.submitter().submit_with_args(1, &args) {
+        let r = match self.ring_index {
+            Some(i) => self.enter_registered(i, Some(timeout)),
+            None => self.ring.submitter().submit_with_args(1, &args),
+        };
+        match r {
             Ok(_) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::ETIME) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(()),
@@ -394,7 +595,7 @@ mod tests {
     const NOTIF: u32 = abi::IORING_CQE_F_NOTIF;
 
     fn ring_with(n: usize, op: SendOp) -> Option<(SendRing<Vec<u8>>, UdpSocket)> {
-        let mut ring = SendRing::new(64).ok()?;
+        let mut ring = SendRing::new(64, RingSetup::default()).ok()?;
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         for i in 0..n {
             let req = SendRequest {
