@@ -241,7 +241,10 @@ fn send_for(stream: TcpStream, seconds: f64) -> anyhow::Result<SendCounters> {
     Ok(tx.counters())
 }
 
-/// Receives one connection to its end, measuring the receiving thread.
+/// The share of each run spent warming up, unmeasured.
+pub const WARM_UP: f64 = 0.25;
+
+/// Receives one connection to its end, measuring the receiving thread after a warm-up.
 fn receive(conn: TcpStream, mode: Mode, s: &Settings) -> anyhow::Result<(Run, RxStats)> {
     let config = Config {
         window: s.window,
@@ -266,17 +269,27 @@ fn receive(conn: TcpStream, mode: Mode, s: &Settings) -> anyhow::Result<(Run, Rx
         bail!("zero-copy receive is not available: {why}");
     }
     let mut v = Verifier::new();
-    let meter = Meter::start();
+    // The first WARM_UP of the run, in this mode, is not measured: what the previous run left
+    // behind (its freed pages, the caches) settles there rather than in the figures.
+    let start = Instant::now();
+    let warm_up = Duration::from_secs_f64(s.seconds * WARM_UP);
+    let mut meter = None;
+    let mut warm_bytes = 0;
     while let Some(r) = rx.recv().context("receiving")? {
         if verify {
             for part in r.parts() {
                 v.check(part);
             }
         }
+        if meter.is_none() && start.elapsed() >= warm_up {
+            warm_bytes = rx.counters().bytes();
+            meter = Some(Meter::start());
+        }
     }
     let stats = rx.counters();
+    let meter = meter.context("the connection ended within the warm-up")?;
     let run = meter.finish(Work {
-        bytes: stats.bytes(),
+        bytes: stats.bytes() - warm_bytes,
         requests: None,
         zero_copy_share: Some(stats.mapped_share()),
         verified: verify.then(|| v.ok()),
@@ -313,6 +326,8 @@ impl Settings {
             "modes": self.modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
             "window": self.window, "sender": "separate process, MSG_ZEROCOPY, 512 KiB calls",
             "sender_cpu": 0, "receiver_cpu": 1,
+            "order": "one discarded warm-up run per mode, then mirrored rounds (A B B A ...), one connection per run",
+            "warm_up_share": WARM_UP,
         })
     }
 }
@@ -389,25 +404,41 @@ fn run_condition(
     modes: &[Mode],
     progress: &Progress,
     quiet: bool,
-) -> anyhow::Result<Vec<Vec<Run>>> {
+) -> anyhow::Result<measure::OrderedRuns> {
     let (recv_ns, send_ns, ip) = lab.ends(c.family);
     let mss = c.mss;
     let listener = recv_ns.run(move || listen(SocketAddr::new(ip, 0), mss))??;
     let addr = listener.local_addr()?;
-    let mut sender = SenderProcess::start(send_ns, addr, mss, s.runs * modes.len(), s.seconds)?;
+    // One more connection per mode: a discarded warm-up round before the measured ones (the
+    // first run in a fresh lab cost several times the others).
+    let conns = (s.runs + 1) * modes.len();
+    let mut sender = SenderProcess::start(send_ns, addr, mss, conns, s.seconds)?;
     let _pinned = Pinned::to(1);
-    measure::alternate(modes, s.runs, progress, |mode, i| {
-        let what = || format!("{} {} run {}", c.label(), mode.name(), i + 1);
+    let mut one = |mode: Mode, what: &dyn Fn() -> String| -> anyhow::Result<Run> {
         let (conn, _) = listener.accept().with_context(what)?;
-        let (run, _) = receive(conn, mode, s).with_context(what)?;
+        let (run, stats) = receive(conn, mode, s).with_context(what)?;
         let sent = sender.sent().with_context(what)?;
-        if sent != run.bytes {
+        if sent != stats.bytes() {
             bail!(
                 "{}: the sender sent {sent} bytes but {} arrived",
                 what(),
-                run.bytes
+                stats.bytes()
             );
         }
+        Ok(run)
+    };
+    for &mode in modes {
+        one(mode, &|| {
+            format!("{} {} warm-up run", c.label(), mode.name())
+        })?;
+    }
+    // Mirrored rounds (copy zc zc copy ...): a copy run that follows a zero-copy run cost
+    // ~50 % more CPU than one that follows a copy run (issue 17); each mode now follows each
+    // mode equally often, and the report gives the effect it measured.
+    measure::alternate_abba(modes, s.runs, progress, |mode, i| {
+        let run = one(mode, &|| {
+            format!("{} {} run {}", c.label(), mode.name(), i + 1)
+        })?;
         if !quiet {
             println!("[{}] {:<4} {}", c.label(), mode.name(), tcp_mmap_line(&run));
         }
@@ -450,8 +481,37 @@ pub fn bench(conds: &[Condition], s: &Settings, quiet: bool) -> anyhow::Result<O
     );
     for c in conds {
         let lab = Lab::build(c)?;
-        let per_mode = run_condition(&lab, c, s, modes, &progress, quiet)?;
+        let (per_mode, after) = run_condition(&lab, c, s, modes, &progress, quiet)?;
         drop(lab);
+        // The order effect on the baseline: its runs after the second mode against its runs
+        // after itself.
+        if modes.len() > 1 {
+            if let Some((same, other)) =
+                measure::order_effect(&per_mode[0], &after[0], 0, 1, Metric::CpuUsPerMb)
+            {
+                let (a, b) = (modes[0].name(), modes[1].name());
+                let ratio = other / same;
+                report.order_effects.push(json!({
+                    "condition": c.label(), "mode": a, "metric": "cpu_us_per_mb",
+                    format!("{a}_after_{a}"): same, format!("{a}_after_{b}"): other,
+                    "ratio": ratio,
+                }));
+                let verdict = if (ratio - 1.0).abs() <= 0.05 {
+                    "ok (within 5 %)"
+                } else {
+                    "MISS (needs within 5 %)"
+                };
+                summary.push(SummaryRow {
+                    experiment: format!("tcp-rx {} {a} after {b} vs after {a}", c.label()),
+                    metric: "recv us/MB".into(),
+                    copy: same,
+                    zero_copy: other,
+                    ratio,
+                    zero_copy_share: None,
+                    verdict: verdict.into(),
+                });
+            }
+        }
         let sets: Vec<ResultSet> = modes
             .iter()
             .zip(per_mode)
@@ -604,7 +664,7 @@ fn remote_receiver(
     let _pinned = Pinned::to(1);
     let listener = listen(addr, mss)?;
     let modes = &s.modes;
-    let per_mode = measure::alternate(modes, s.runs, &Progress::hidden(), |mode, _| {
+    let (per_mode, _) = measure::alternate_abba(modes, s.runs, &Progress::hidden(), |mode, _| {
         let (conn, peer) = listener.accept().context("accept")?;
         let (run, _) = receive(conn, mode, s)?;
         if !json {

@@ -20,4 +20,7 @@ pub use cpu::{
     parse_proc_stat, record,
 };
 pub use report::{HostInfo, Progress, Report, render};
-pub use stats::{Comparison, Metric, ResultSet, alternate, median, ratio_pairs, summarize};
+pub use stats::{
+    Comparison, Metric, OrderedRuns, ResultSet, alternate, alternate_abba, median, order_effect,
+    ratio_pairs, summarize,
+};

@@ -47,6 +47,10 @@ pub struct Report {
     pub results: Vec<ResultSet>,
     /// Ratios between modes.
     pub comparisons: Vec<Comparison>,
+    /// How much a run's cost depends on the mode that ran before it, where the bench measures
+    /// that (tcp-rx's mirrored rounds); omitted when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub order_effects: Vec<Value>,
 }
 
 impl Report {
@@ -59,6 +63,7 @@ impl Report {
             settings: Value::Null,
             results: Vec::new(),
             comparisons: Vec::new(),
+            order_effects: Vec::new(),
         }
     }
 }
@@ -181,6 +186,9 @@ pub fn render(report: &Report) -> String {
             "{} {} {}: {}/{} {} = {:.3} (pairs {:.3}-{:.3})",
             c.lab, c.family, c.params, c.a, c.b, c.metric, c.ratio_median, c.ratio_min, c.ratio_max
         );
+    }
+    for e in &report.order_effects {
+        let _ = writeln!(out, "order effect: {e}");
     }
     out
 }

@@ -275,6 +275,58 @@ pub fn alternate<M: Copy, E>(
     Ok(out)
 }
 
+/// The runs per mode of [`alternate_abba`], and for each run the index of the mode before it.
+pub type OrderedRuns = (Vec<Vec<Run>>, Vec<Vec<Option<usize>>>);
+
+/// Runs of every mode in mirrored rounds, A B B A A B ..., so that each mode follows each other
+/// mode and itself equally often and what a run leaves behind (freed pages, cache state) falls on
+/// every mode alike. Returns the runs per mode and, for each run, the index of the mode that ran
+/// just before it (`None` for the very first run).
+pub fn alternate_abba<M: Copy, E>(
+    modes: &[M],
+    runs: usize,
+    progress: &Progress,
+    mut one: impl FnMut(M, usize) -> Result<Run, E>,
+) -> Result<OrderedRuns, E> {
+    let mut out = vec![Vec::with_capacity(runs); modes.len()];
+    let mut after = vec![Vec::with_capacity(runs); modes.len()];
+    let mut last = None;
+    for i in 0..runs {
+        let order: Vec<usize> = if i % 2 == 0 {
+            (0..modes.len()).collect()
+        } else {
+            (0..modes.len()).rev().collect()
+        };
+        for m in order {
+            out[m].push(one(modes[m], i)?);
+            after[m].push(last);
+            last = Some(m);
+            progress.inc();
+        }
+    }
+    Ok((out, after))
+}
+
+/// The order effect on mode `m` of an [`alternate_abba`] series: the median of `metric` over
+/// its runs that followed mode `other`, over the median of those that followed `m` itself
+/// (`None` when either kind is missing).
+pub fn order_effect(
+    runs: &[Run],
+    after: &[Option<usize>],
+    m: usize,
+    other: usize,
+    metric: Metric,
+) -> Option<(f64, f64)> {
+    let pick = |prev: usize| -> Vec<f64> {
+        runs.iter()
+            .zip(after)
+            .filter(|(_, a)| **a == Some(prev))
+            .filter_map(|(r, _)| metric.of(r))
+            .collect()
+    };
+    Some((median(&pick(m))?, median(&pick(other))?))
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -285,6 +337,22 @@ pub(crate) mod tests {
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
         assert_eq!(median(&[]), None);
         assert_eq!(median(&[f64::NAN, 5.0]), Some(5.0));
+    }
+
+    #[test]
+    fn abba_rounds_put_every_mode_after_every_mode() {
+        let mut seq = Vec::new();
+        let (runs, after) = alternate_abba(&['a', 'b'], 4, &Progress::hidden(), |m, i| {
+            seq.push(m);
+            Ok::<_, ()>(run(if m == 'a' { 10.0 + i as f64 } else { 1.0 }, 1.0, None))
+        })
+        .unwrap();
+        assert_eq!(seq, ['a', 'b', 'b', 'a', 'a', 'b', 'b', 'a']);
+        assert_eq!(after[0], [None, Some(1), Some(0), Some(1)]);
+        assert_eq!(after[1], [Some(0), Some(1), Some(0), Some(1)]);
+        // a after a: run 2 (12); a after b: runs 1 and 3 (11, 13).
+        let (same, other) = order_effect(&runs[0], &after[0], 0, 1, Metric::CpuUsPerMb).unwrap();
+        assert_eq!((same, other), (12.0, 12.0));
     }
 
     /// A run of 1 MiB with the given CPU, rate and verification (shared with the report tests).
