@@ -552,17 +552,32 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
     /// The `recvmsg(MSG_ERRQUEUE)` error.
     pub fn reap(&mut self) -> io::Result<usize> {
         let mut freed = Vec::new();
-        for entry in errqueue::read_all(&self.socket)? {
-            match entry {
-                Entry::Zerocopy(c) => {
-                    self.counters.completed_calls += c.count();
-                    if c.copied {
-                        self.counters.copied_calls += c.count();
-                        self.on_copied();
+        let mut control = [0u8; 256];
+        // One read usually holds every completion: the kernel merges consecutive ranges while
+        // they wait in the queue. A completion that reaches the last id sent means nothing more
+        // can be queued for this sender, so the read that would only say EAGAIN is skipped, as
+        // msg_zerocopy.c skips it (issue 17: our sends cost 14-21 % more per byte than its; that
+        // read was one syscall in every 16 sends). Other queued errors wait for the next reap.
+        while let Some((len, _)) = sys::recv_errqueue(self.socket.as_fd(), &mut control)? {
+            let entries = errqueue::parse(&control[..len])
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            let mut caught_up = false;
+            for entry in entries {
+                match entry {
+                    Entry::Zerocopy(c) => {
+                        self.counters.completed_calls += c.count();
+                        if c.copied {
+                            self.counters.copied_calls += c.count();
+                            self.on_copied();
+                        }
+                        caught_up |= c.last.wrapping_add(1) == self.tracker.next_id();
+                        self.tracker.complete(c, &mut freed);
                     }
-                    self.tracker.complete(c, &mut freed);
+                    Entry::Other { .. } => self.counters.queued_errors += 1,
                 }
-                Entry::Other { .. } => self.counters.queued_errors += 1,
+            }
+            if caught_up {
+                break;
             }
         }
         let n = freed.len();
