@@ -28,7 +28,7 @@ pub struct Opt {
     /// File size in MiB.
     #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=65536))]
     pub size_mib: u64,
-    /// Strategies to alternate (repeatable). Default: copy, sendfile, splice, mmap-zc.
+    /// Strategies to alternate (repeatable). Default: copy, sendfile, splice, mmap-zc, auto.
     #[arg(long = "strategy", value_enum)]
     pub strategies: Vec<StrategyArg>,
     /// Buffer sizes of the `copy` baseline, KiB (repeatable): one copy mode per size, every other
@@ -301,11 +301,12 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
             Strategy::Sendfile,
             Strategy::Splice,
             Strategy::MmapZerocopy,
+            Strategy::Auto,
         ]
     } else {
         opt.strategies
             .iter()
-            .map(|&s| Strategy::from(s).resolve().0)
+            .map(|&s| Strategy::from(s))
             .collect()
     };
     let modes = Mode::list(&strategies, &copy_kib);

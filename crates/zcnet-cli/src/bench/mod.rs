@@ -298,6 +298,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                     Strategy::Sendfile,
                     Strategy::Splice,
                     Strategy::MmapZerocopy,
+                    Strategy::Auto,
                 ];
                 let modes = file_tx::Mode::list(&strategies, &file_tx::COPY_BUFFERS_KIB);
                 file_tx::bench(256, &modes, runs, quiet)
