@@ -304,10 +304,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
             Strategy::Auto,
         ]
     } else {
-        opt.strategies
-            .iter()
-            .map(|&s| Strategy::from(s))
-            .collect()
+        opt.strategies.iter().map(|&s| Strategy::from(s)).collect()
     };
     let modes = Mode::list(&strategies, &copy_kib);
     if !modes.iter().any(|m| m.strategy == Strategy::Copy) {

@@ -366,7 +366,13 @@ pub fn auto_verdict(auto: &ResultSet, sets: &[ResultSet]) -> String {
         (Some(a), Some((b, mode))) if b > 0.0 => {
             let r = a / b;
             let verdict = if r >= 0.97 { "ok" } else { "MISS" };
-            format!("{verdict} ({r:.3} of {mode}, needs >= 0.97)")
+            // Without a profile of this machine auto uses the kernel documents' thresholds.
+            let hint = if zcnet::auto::active().source.is_none() {
+                "; built-in thresholds: `zcnet tune` measures this machine's"
+            } else {
+                ""
+            };
+            format!("{verdict} ({r:.3} of {mode}, needs >= 0.97{hint})")
         }
         _ => "info".into(),
     }

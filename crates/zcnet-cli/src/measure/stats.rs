@@ -307,16 +307,16 @@ pub fn alternate_abba<M: Copy, E>(
     Ok((out, after))
 }
 
-/// The order effect on mode `m` of an [`alternate_abba`] series: the median of `metric` over
-/// its runs that followed mode `other`, over the median of those that followed `m` itself
-/// (`None` when either kind is missing).
+/// The order effect on mode `m` of an [`alternate_abba`] series: the medians of `metric` over
+/// its runs that followed `m` itself and over those that followed mode `other`, and the fewer
+/// of the two run counts (`None` when either kind is missing).
 pub fn order_effect(
     runs: &[Run],
     after: &[Option<usize>],
     m: usize,
     other: usize,
     metric: Metric,
-) -> Option<(f64, f64)> {
+) -> Option<(f64, f64, usize)> {
     let pick = |prev: usize| -> Vec<f64> {
         runs.iter()
             .zip(after)
@@ -324,7 +324,9 @@ pub fn order_effect(
             .filter_map(|(r, _)| metric.of(r))
             .collect()
     };
-    Some((median(&pick(m))?, median(&pick(other))?))
+    let (same, after_other) = (pick(m), pick(other));
+    let n = same.len().min(after_other.len());
+    Some((median(&same)?, median(&after_other)?, n))
 }
 
 #[cfg(test)]
@@ -351,8 +353,8 @@ pub(crate) mod tests {
         assert_eq!(after[0], [None, Some(1), Some(0), Some(1)]);
         assert_eq!(after[1], [Some(0), Some(1), Some(0), Some(1)]);
         // a after a: run 2 (12); a after b: runs 1 and 3 (11, 13).
-        let (same, other) = order_effect(&runs[0], &after[0], 0, 1, Metric::CpuUsPerMb).unwrap();
-        assert_eq!((same, other), (12.0, 12.0));
+        let (same, other, n) = order_effect(&runs[0], &after[0], 0, 1, Metric::CpuUsPerMb).unwrap();
+        assert_eq!((same, other, n), (12.0, 12.0, 1));
     }
 
     /// A run of 1 MiB with the given CPU, rate and verification (shared with the report tests).
