@@ -264,6 +264,17 @@ impl Bench {
     }
 }
 
+/// Makes the profile's directory (a fresh ~/.config has none) and checks a file can be made
+/// there, leaving nothing behind.
+fn writable(path: &std::path::Path) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    // Output::create makes its temporary file beside the target; dropped uncommitted, it is
+    // removed and the target left alone.
+    crate::output::Output::create(path).map(drop)
+}
+
 /// The CPU model of /proc/cpuinfo.
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
@@ -329,6 +340,8 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         };
         return print(&profile, opt.json, None);
     }
+    // A profile that cannot be written fails now, not after a minute of measuring.
+    writable(&path).with_context(|| format!("cannot write the profile {}", path.display()))?;
     netlab::check_privileges().context("tune runs its labs in private network namespaces")?;
     let paths: Vec<SendPath> = if opt.paths.is_empty() {
         TARGETS.iter().map(|t| t.path).collect()
@@ -409,24 +422,11 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     }
     drop(progress);
     let text = profile.to_toml();
-    let written = crate::output::Output::create(&path)
-        .and_then(|mut o| {
-            use std::io::Write as _;
-            o.write_all(text.as_bytes())?;
-            o.commit()
-        })
-        .or_else(|e| {
-            // The directory may not exist yet (a fresh ~/.config).
-            match path.parent() {
-                Some(dir) if e.kind() == std::io::ErrorKind::NotFound => {
-                    std::fs::create_dir_all(dir)?;
-                    let mut o = crate::output::Output::create(&path)?;
-                    std::io::Write::write_all(&mut o, text.as_bytes())?;
-                    o.commit()
-                }
-                _ => Err(e),
-            }
-        });
+    let written = crate::output::Output::create(&path).and_then(|mut o| {
+        use std::io::Write as _;
+        o.write_all(text.as_bytes())?;
+        o.commit()
+    });
     written.with_context(|| format!("cannot write the profile {}", path.display()))?;
     profile.source = Some(path.clone());
     print(&profile, opt.json, Some(&path))

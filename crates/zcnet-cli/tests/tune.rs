@@ -140,3 +140,41 @@ fn bench_auto_follows_the_profile_it_is_given() {
     assert!(err.contains("is not valid"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A stranger's run found: `tune` as a user whose HOME cannot be written measured for a minute
+/// and only then failed to write; a profile that cannot be read was passed over silently. Now
+/// the first fails at once with one line, the second is named where the profile is shown, and
+/// `bench --profile` with a missing file is one line, exit 1.
+#[test]
+fn unwritable_and_unreadable_profiles_say_so_at_once() {
+    let start = std::time::Instant::now();
+    let err = one_line_error(
+        zcnet()
+            .args(["tune", "--profile", "/proc/zcnet-none/profile.toml"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        err.contains("cannot write the profile /proc/zcnet-none"),
+        "{err}"
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    let out = zcnet()
+        .args(["tune", "--show"])
+        .env("ZCNET_PROFILE", "/nonexistent/zcnet.toml")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("built-in defaults (cannot read the profile /nonexistent/zcnet.toml"),
+        "{text}"
+    );
+    let err = one_line_error(
+        zcnet()
+            .args(["bench", "udp-tx", "--profile", "/nonexistent/zcnet.toml"])
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains("cannot read the profile"), "{err}");
+}

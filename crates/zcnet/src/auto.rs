@@ -207,6 +207,9 @@ pub struct Profile {
     /// Where it was read from (not stored).
     #[serde(skip)]
     pub source: Option<PathBuf>,
+    /// Why a profile file was passed over for this one, if one was (not stored).
+    #[serde(skip)]
+    pub passed_over: Option<String>,
 }
 
 /// A profile that cannot be read.
@@ -261,6 +264,7 @@ impl Profile {
             date: String::new(),
             entries,
             source: None,
+            passed_over: None,
         }
     }
 
@@ -323,7 +327,10 @@ impl Profile {
         match &self.source {
             Some(p) if self.date.is_empty() => format!("profile {}", p.display()),
             Some(p) => format!("profile {}, tuned {}", p.display(), self.date),
-            None => "built-in defaults (no profile: run `zcnet tune`)".to_owned(),
+            None => match &self.passed_over {
+                Some(why) => format!("built-in defaults ({why})"),
+                None => "built-in defaults (no profile: run `zcnet tune`)".to_owned(),
+            },
         }
     }
 }
@@ -345,9 +352,19 @@ pub fn active() -> Arc<Profile> {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
     let file = from_env.or_else(|| Profile::default_path().filter(|p| p.exists()));
-    let profile = file
-        .and_then(|f| Profile::load(&f).ok())
-        .unwrap_or_else(Profile::builtin);
+    let profile = match file.map(|f| Profile::load(&f)) {
+        Some(Ok(p)) => p,
+        Some(Err(e)) => {
+            let mut p = Profile::builtin();
+            let mut why = e.to_string();
+            if let Some(cause) = std::error::Error::source(&e) {
+                why = format!("{why}: {cause}");
+            }
+            p.passed_over = Some(why);
+            p
+        }
+        None => Profile::builtin(),
+    };
     let profile = Arc::new(profile);
     *INSTALLED.write().unwrap_or_else(|e| e.into_inner()) = Some(profile.clone());
     profile
