@@ -56,9 +56,25 @@ typedef enum ZcnetFileMode {
 } ZcnetFileMode;
 
 /**
+ * A `SO_PEEK_OFF` cursor on a connected TCP socket (opaque): read queued bytes without taking
+ * them, take them once acknowledged.
+ */
+typedef struct ZcnetPeek ZcnetPeek;
+
+/**
+ * A `TPACKET_V3` receive ring on one interface (opaque).
+ */
+typedef struct ZcnetRing ZcnetRing;
+
+/**
  * A TCP zero-copy receiver on a connected socket (opaque).
  */
 typedef struct ZcnetRx ZcnetRx;
+
+/**
+ * An io_uring `SEND_ZC` sender on a connected socket (opaque).
+ */
+typedef struct ZcnetUringSender ZcnetUringSender;
 
 /**
  * A MSG_ZEROCOPY sender on a connected TCP or UDP socket (opaque).
@@ -168,6 +184,75 @@ typedef struct ZcnetFileResult {
    */
   uint64_t zero_copy_bytes;
 } ZcnetFileResult;
+
+/**
+ * What an io_uring sender did.
+ */
+typedef struct ZcnetUringCounters {
+  /**
+   * Requests queued.
+   */
+  uint64_t requests;
+  /**
+   * Of those, `SEND_ZC`/`SENDMSG_ZC`.
+   */
+  uint64_t zc_requests;
+  /**
+   * Buffers returned.
+   */
+  uint64_t returned;
+  /**
+   * Bytes the kernel accepted.
+   */
+  uint64_t bytes;
+  /**
+   * Zero-copy buffers whose notification said "copied".
+   */
+  uint64_t copied;
+  /**
+   * Zero-copy buffers whose notification said "not copied".
+   */
+  uint64_t not_copied;
+  /**
+   * Bytes that really went without a copy.
+   */
+  uint64_t not_copied_bytes;
+  /**
+   * Buffers whose request failed.
+   */
+  uint64_t errors;
+  /**
+   * Zero-copy requests sent again by copy for want of locked memory.
+   */
+  uint64_t memlock_fallbacks;
+} ZcnetUringCounters;
+
+/**
+ * A captured frame, valid during the callback that receives it.
+ */
+typedef struct ZcnetFrame {
+  /**
+   * The bytes captured, from the link-layer header on (in the ring: no copy).
+   */
+  const uint8_t *data;
+  /**
+   * How many were captured.
+   */
+  size_t caplen;
+  /**
+   * The packet's length on the wire.
+   */
+  uint32_t wire_len;
+  /**
+   * Receive time, nanoseconds since the epoch.
+   */
+  uint64_t ts_ns;
+} ZcnetFrame;
+
+/**
+ * Called for each frame of a block; a non-zero return skips the rest of the block.
+ */
+typedef int (*ZcnetFrameFn)(void *ctx, const struct ZcnetFrame *frame);
 
 #ifdef __cplusplus
 extern "C" {
@@ -312,6 +397,143 @@ int zcnet_send_file(int sock_fd,
  * Same as `strerror(-code)` for errno values.
  */
 const char *zcnet_strerror(int code);
+
+/**
+ * Makes an io_uring sender on the connected socket `fd`: `IORING_OP_SEND_ZC` (Linux 6.0,
+ * `io_uring_prep_send_zc(3)`), each buffer back after its notification CQE, with the kernel's
+ * word on whether it copied (6.2). `ZCNET_MODE_AUTO` sends by zero copy only where the
+ * `zcnet tune` profile says it pays. Where the kernel lacks `SEND_ZC` it sends by copy.
+ *
+ * # Safety
+ * `out` points at a writable pointer; `fd` stays open until `zcnet_uring_sender_free`.
+ */
+int zcnet_uring_sender_new(int fd_raw, enum ZcnetMode mode, struct ZcnetUringSender **out);
+
+/**
+ * Queues `len` bytes at `ptr` (submitted in batches; `zcnet_uring_reap` submits the rest),
+ * loaned until `zcnet_uring_reap` returns `user_data`, as for `zcnet_zc_send`.
+ *
+ * # Safety
+ * `s` is a live sender; `ptr` points at `len` readable bytes kept valid and unmodified until
+ * their completion.
+ */
+int zcnet_uring_send(struct ZcnetUringSender *s,
+                     const uint8_t *ptr,
+                     size_t len,
+                     uint64_t user_data);
+
+/**
+ * Submits what is queued and copies up to `cap` completions into `out` without blocking;
+ * `*n` says how many.
+ *
+ * # Safety
+ * `s` is a live sender; `out` has room for `cap` completions; `n` is writable.
+ */
+int zcnet_uring_reap(struct ZcnetUringSender *s,
+                     struct ZcnetCompletion *out,
+                     size_t cap,
+                     size_t *n);
+
+/**
+ * Submits everything and waits up to `timeout_ms` until every buffer is back (then reap
+ * them). `-ETIMEDOUT` when some are still loaned.
+ *
+ * # Safety
+ * `s` is a live sender.
+ */
+int zcnet_uring_drain(struct ZcnetUringSender *s, uint32_t timeout_ms);
+
+/**
+ * The io_uring sender's counters.
+ *
+ * # Safety
+ * `s` is a live sender; `out` is writable.
+ */
+int zcnet_uring_counters(struct ZcnetUringSender *s, struct ZcnetUringCounters *out);
+
+/**
+ * Frees the io_uring sender; buffers the kernel may still read are never freed by it (see
+ * `zcnet_zc_sender_free`). NULL is ignored.
+ *
+ * # Safety
+ * `s` is NULL or a live sender, not used afterwards.
+ */
+void zcnet_uring_sender_free(struct ZcnetUringSender *s);
+
+/**
+ * Opens a `TPACKET_V3` receive ring (`packet(7)`, `Documentation/networking/packet_mmap.rst`)
+ * on `iface` capturing every protocol: `blocks` blocks of `block_kib` KiB (0, 0: 32 of 1 MiB).
+ * Needs `CAP_NET_RAW`.
+ *
+ * # Safety
+ * `iface` is a NUL-terminated string; `out` points at a writable pointer.
+ */
+int zcnet_ring_open(const char *iface, uint32_t block_kib, uint32_t blocks, struct ZcnetRing **out);
+
+/**
+ * Waits up to `timeout_ms` (-1: forever) for the next block of the ring, calls `each` for
+ * every frame in it, then hands the block back to the kernel. `*frames` says how many frames
+ * the block held (0 when the time ran out).
+ *
+ * # Safety
+ * `ring` is a live ring; `frames` is writable; `each` may be NULL (frames only counted).
+ */
+int zcnet_ring_next(struct ZcnetRing *ring,
+                    int timeout_ms,
+                    ZcnetFrameFn each,
+                    void *ctx,
+                    size_t *frames);
+
+/**
+ * Frees the ring. NULL is ignored.
+ *
+ * # Safety
+ * `ring` is NULL or a live ring, not used afterwards.
+ */
+void zcnet_ring_free(struct ZcnetRing *ring);
+
+/**
+ * Makes a peek cursor on the connected TCP socket `fd` (`SO_PEEK_OFF`, `socket(7)`; TCP since
+ * Linux 4.4), falling back to re-reading through a discard buffer where it is missing.
+ *
+ * # Safety
+ * `out` points at a writable pointer; `fd` stays open until `zcnet_peek_free`.
+ */
+int zcnet_peek_new(int fd_raw, struct ZcnetPeek **out);
+
+/**
+ * Copies the next queued bytes, after those already peeked, into `buf` without taking them
+ * from the socket; `*n` says how many (0 at the end of the stream). Blocks as the socket does.
+ *
+ * # Safety
+ * `p` is a live cursor; `buf` has room for `len` bytes; `n` is writable.
+ */
+int zcnet_peek_read(struct ZcnetPeek *p, uint8_t *buf, size_t len, size_t *n);
+
+/**
+ * Takes `count` peeked bytes off the socket (they were delivered: their acknowledgement came).
+ *
+ * # Safety
+ * `p` is a live cursor.
+ */
+int zcnet_peek_consume(struct ZcnetPeek *p, uint64_t count);
+
+/**
+ * Rewinds the cursor to stream offset `to` (at least what was consumed): the bytes after it
+ * are peeked again, for a new destination after a failover.
+ *
+ * # Safety
+ * `p` is a live cursor.
+ */
+int zcnet_peek_rewind(struct ZcnetPeek *p, uint64_t to);
+
+/**
+ * Frees the cursor (the socket keeps what was not consumed). NULL is ignored.
+ *
+ * # Safety
+ * `p` is NULL or a live cursor, not used afterwards.
+ */
+void zcnet_peek_free(struct ZcnetPeek *p);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -333,19 +333,8 @@ pub unsafe extern "C" fn zcnet_zc_send(
     guard(|| {
         // SAFETY: the caller's contract; NULL refused.
         let s = unsafe { arg(s, "sender") }?;
-        if ptr.is_null() && len > 0 {
-            return Err(Fail::invalid("ptr is NULL with a length above 0"));
-        }
-        if len > isize::MAX as usize {
-            return Err(Fail::invalid(format!("length {len} is too large")));
-        }
-        s.inner
-            .send(CBuf {
-                ptr,
-                len,
-                user_data,
-            })
-            .map_err(|e| Fail::from(e.error))
+        let buf = c_buf(ptr, len, user_data)?;
+        s.inner.send(buf).map_err(|e| Fail::from(e.error))
     })
 }
 
@@ -374,12 +363,8 @@ pub unsafe extern "C" fn zcnet_zc_reap(
         s.inner.reap()?;
         s.ready
             .extend(s.inner.returned().map(|r| ZcnetCompletion::from(&r)));
-        let take = cap.min(s.ready.len());
-        for (i, c) in s.ready.drain(..take).enumerate() {
-            // SAFETY: `out` has room for `cap` entries (the caller's contract) and i < cap.
-            unsafe { out.add(i).write(c) };
-        }
-        *n = take;
+        // SAFETY: `out` has room for `cap` entries (the caller's contract).
+        *n = unsafe { hand_out(&mut s.ready, out, cap) }?;
         Ok(())
     })
 }
@@ -668,4 +653,439 @@ pub extern "C" fn zcnet_strerror(code: c_int) -> *const c_char {
     // SAFETY: strerror returns a pointer to a static or thread-local string.
     let s = unsafe { CStr::from_ptr(libc::strerror(code.saturating_abs())) };
     s.as_ptr()
+}
+
+/// What an io_uring sender did.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ZcnetUringCounters {
+    /// Requests queued.
+    pub requests: u64,
+    /// Of those, `SEND_ZC`/`SENDMSG_ZC`.
+    pub zc_requests: u64,
+    /// Buffers returned.
+    pub returned: u64,
+    /// Bytes the kernel accepted.
+    pub bytes: u64,
+    /// Zero-copy buffers whose notification said "copied".
+    pub copied: u64,
+    /// Zero-copy buffers whose notification said "not copied".
+    pub not_copied: u64,
+    /// Bytes that really went without a copy.
+    pub not_copied_bytes: u64,
+    /// Buffers whose request failed.
+    pub errors: u64,
+    /// Zero-copy requests sent again by copy for want of locked memory.
+    pub memlock_fallbacks: u64,
+}
+
+/// An io_uring `SEND_ZC` sender on a connected socket (opaque).
+pub struct ZcnetUringSender {
+    inner: zc::uring::UringSender<Fd, CBuf>,
+    ready: VecDeque<ZcnetCompletion>,
+}
+
+/// Makes an io_uring sender on the connected socket `fd`: `IORING_OP_SEND_ZC` (Linux 6.0,
+/// `io_uring_prep_send_zc(3)`), each buffer back after its notification CQE, with the kernel's
+/// word on whether it copied (6.2). `ZCNET_MODE_AUTO` sends by zero copy only where the
+/// `zcnet tune` profile says it pays. Where the kernel lacks `SEND_ZC` it sends by copy.
+///
+/// # Safety
+/// `out` points at a writable pointer; `fd` stays open until `zcnet_uring_sender_free`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_sender_new(
+    fd_raw: c_int,
+    mode: ZcnetMode,
+    out: *mut *mut ZcnetUringSender,
+) -> c_int {
+    guard(|| {
+        use zc::uring::{Config, Mode, UringSender};
+        // SAFETY: the caller's contract; NULL refused.
+        let out = unsafe { arg(out, "out") }?;
+        let mode = match mode {
+            ZcnetMode::ZeroCopy => Mode::ZeroCopy,
+            ZcnetMode::Copy => Mode::Copy,
+            ZcnetMode::Auto => Mode::Auto,
+        };
+        let config = Config {
+            mode,
+            ..Config::default()
+        };
+        let inner =
+            UringSender::new(fd(fd_raw, "fd")?, config).map_err(|e| Fail::from_error(&e))?;
+        *out = Box::into_raw(Box::new(ZcnetUringSender {
+            inner,
+            ready: VecDeque::new(),
+        }));
+        Ok(())
+    })
+}
+
+/// Queues `len` bytes at `ptr` (submitted in batches; `zcnet_uring_reap` submits the rest),
+/// loaned until `zcnet_uring_reap` returns `user_data`, as for `zcnet_zc_send`.
+///
+/// # Safety
+/// `s` is a live sender; `ptr` points at `len` readable bytes kept valid and unmodified until
+/// their completion.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_send(
+    s: *mut ZcnetUringSender,
+    ptr: *const u8,
+    len: usize,
+    user_data: u64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let s = unsafe { arg(s, "sender") }?;
+        let buf = c_buf(ptr, len, user_data)?;
+        s.inner.send(buf).map_err(|e| Fail::from(e.error))
+    })
+}
+
+/// Submits what is queued and copies up to `cap` completions into `out` without blocking;
+/// `*n` says how many.
+///
+/// # Safety
+/// `s` is a live sender; `out` has room for `cap` completions; `n` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_reap(
+    s: *mut ZcnetUringSender,
+    out: *mut ZcnetCompletion,
+    cap: usize,
+    n: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let s = unsafe { arg(s, "sender") }?;
+        // SAFETY: as above.
+        let n = unsafe { arg(n, "n") }?;
+        *n = 0;
+        s.inner.reap()?;
+        s.ready
+            .extend(s.inner.returned().map(|r| ZcnetCompletion::from(&r)));
+        // SAFETY: `out` has room for `cap` entries (the caller's contract).
+        *n = unsafe { hand_out(&mut s.ready, out, cap) }?;
+        Ok(())
+    })
+}
+
+/// Submits everything and waits up to `timeout_ms` until every buffer is back (then reap
+/// them). `-ETIMEDOUT` when some are still loaned.
+///
+/// # Safety
+/// `s` is a live sender.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_drain(s: *mut ZcnetUringSender, timeout_ms: u32) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let s = unsafe { arg(s, "sender") }?;
+        s.inner
+            .drain(Duration::from_millis(u64::from(timeout_ms)))
+            .map_err(Fail::from)
+    })
+}
+
+/// The io_uring sender's counters.
+///
+/// # Safety
+/// `s` is a live sender; `out` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_counters(
+    s: *mut ZcnetUringSender,
+    out: *mut ZcnetUringCounters,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let s = unsafe { arg(s, "sender") }?;
+        // SAFETY: as above.
+        let out = unsafe { arg(out, "out") }?;
+        let c = s.inner.counters();
+        *out = ZcnetUringCounters {
+            requests: c.requests,
+            zc_requests: c.zc_requests,
+            returned: c.returned,
+            bytes: c.bytes,
+            copied: c.copied,
+            not_copied: c.not_copied,
+            not_copied_bytes: c.not_copied_bytes,
+            errors: c.errors,
+            memlock_fallbacks: c.memlock_fallbacks,
+        };
+        Ok(())
+    })
+}
+
+/// Frees the io_uring sender; buffers the kernel may still read are never freed by it (see
+/// `zcnet_zc_sender_free`). NULL is ignored.
+///
+/// # Safety
+/// `s` is NULL or a live sender, not used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_sender_free(s: *mut ZcnetUringSender) {
+    if !s.is_null() {
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: `s` came from Box::into_raw in zcnet_uring_sender_new.
+            drop(unsafe { Box::from_raw(s) });
+        }));
+    }
+}
+
+/// A captured frame, valid during the callback that receives it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ZcnetFrame {
+    /// The bytes captured, from the link-layer header on (in the ring: no copy).
+    pub data: *const u8,
+    /// How many were captured.
+    pub caplen: usize,
+    /// The packet's length on the wire.
+    pub wire_len: u32,
+    /// Receive time, nanoseconds since the epoch.
+    pub ts_ns: u64,
+}
+
+/// Called for each frame of a block; a non-zero return skips the rest of the block.
+pub type ZcnetFrameFn =
+    Option<unsafe extern "C" fn(ctx: *mut libc::c_void, frame: *const ZcnetFrame) -> c_int>;
+
+/// A `TPACKET_V3` receive ring on one interface (opaque).
+pub struct ZcnetRing {
+    inner: zc::packet::RxRing,
+}
+
+/// Opens a `TPACKET_V3` receive ring (`packet(7)`, `Documentation/networking/packet_mmap.rst`)
+/// on `iface` capturing every protocol: `blocks` blocks of `block_kib` KiB (0, 0: 32 of 1 MiB).
+/// Needs `CAP_NET_RAW`.
+///
+/// # Safety
+/// `iface` is a NUL-terminated string; `out` points at a writable pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_ring_open(
+    iface: *const c_char,
+    block_kib: u32,
+    blocks: u32,
+    out: *mut *mut ZcnetRing,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let out = unsafe { arg(out, "out") }?;
+        if iface.is_null() {
+            return Err(Fail::invalid("iface is NULL"));
+        }
+        // SAFETY: a NUL-terminated string (the caller's contract).
+        let name = unsafe { CStr::from_ptr(iface) }
+            .to_str()
+            .map_err(|_| Fail::invalid("iface is not UTF-8"))?;
+        let mut config = zc::packet::RxConfig::default();
+        if block_kib > 0 {
+            config.block_size = block_kib as usize * 1024;
+        }
+        if blocks > 0 {
+            config.block_count = blocks as usize;
+        }
+        let inner = zc::packet::RxRing::open(name, &config).map_err(|e| match e {
+            zc::packet::PacketError::NoPrivilege => Fail {
+                errno: libc::EPERM,
+                message: e.to_string(),
+            },
+            zc::packet::PacketError::NoInterface(_) => Fail {
+                errno: libc::ENODEV,
+                message: e.to_string(),
+            },
+            e => Fail::from_error(&e),
+        })?;
+        *out = Box::into_raw(Box::new(ZcnetRing { inner }));
+        Ok(())
+    })
+}
+
+/// Waits up to `timeout_ms` (-1: forever) for the next block of the ring, calls `each` for
+/// every frame in it, then hands the block back to the kernel. `*frames` says how many frames
+/// the block held (0 when the time ran out).
+///
+/// # Safety
+/// `ring` is a live ring; `frames` is writable; `each` may be NULL (frames only counted).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_ring_next(
+    ring: *mut ZcnetRing,
+    timeout_ms: c_int,
+    each: ZcnetFrameFn,
+    ctx: *mut libc::c_void,
+    frames: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let ring = unsafe { arg(ring, "ring") }?;
+        // SAFETY: as above.
+        let frames = unsafe { arg(frames, "frames") }?;
+        *frames = 0;
+        let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+        let Some(block) = ring
+            .inner
+            .next_block(timeout)
+            .map_err(|e| Fail::from_error(&e))?
+        else {
+            return Ok(());
+        };
+        for f in block.frames() {
+            *frames += 1;
+            let Some(cb) = each else { continue };
+            let frame = ZcnetFrame {
+                data: f.data.as_ptr(),
+                caplen: f.data.len(),
+                wire_len: f.len,
+                ts_ns: u64::from(f.sec) * 1_000_000_000 + u64::from(f.nsec),
+            };
+            // SAFETY: the callback's contract (zcnet.h): `frame` and its data are valid during
+            // the call; the block is held until the loop ends.
+            if unsafe { cb(ctx, &frame) } != 0 {
+                break;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Frees the ring. NULL is ignored.
+///
+/// # Safety
+/// `ring` is NULL or a live ring, not used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_ring_free(ring: *mut ZcnetRing) {
+    if !ring.is_null() {
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: `ring` came from Box::into_raw in zcnet_ring_open.
+            drop(unsafe { Box::from_raw(ring) });
+        }));
+    }
+}
+
+/// A `SO_PEEK_OFF` cursor on a connected TCP socket (opaque): read queued bytes without taking
+/// them, take them once acknowledged.
+pub struct ZcnetPeek {
+    inner: zc::peek::PeekCursor<Fd>,
+}
+
+/// Makes a peek cursor on the connected TCP socket `fd` (`SO_PEEK_OFF`, `socket(7)`; TCP since
+/// Linux 4.4), falling back to re-reading through a discard buffer where it is missing.
+///
+/// # Safety
+/// `out` points at a writable pointer; `fd` stays open until `zcnet_peek_free`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_peek_new(fd_raw: c_int, out: *mut *mut ZcnetPeek) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let out = unsafe { arg(out, "out") }?;
+        let inner = zc::peek::PeekCursor::new(fd(fd_raw, "fd")?, Default::default())
+            .map_err(|e| Fail::from_error(&e))?;
+        *out = Box::into_raw(Box::new(ZcnetPeek { inner }));
+        Ok(())
+    })
+}
+
+/// Copies the next queued bytes, after those already peeked, into `buf` without taking them
+/// from the socket; `*n` says how many (0 at the end of the stream). Blocks as the socket does.
+///
+/// # Safety
+/// `p` is a live cursor; `buf` has room for `len` bytes; `n` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_peek_read(
+    p: *mut ZcnetPeek,
+    buf: *mut u8,
+    len: usize,
+    n: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let p = unsafe { arg(p, "cursor") }?;
+        // SAFETY: as above.
+        let n = unsafe { arg(n, "n") }?;
+        *n = 0;
+        if buf.is_null() {
+            return Err(Fail::invalid("buf is NULL"));
+        }
+        if len > isize::MAX as usize {
+            return Err(Fail::invalid(format!("length {len} is too large")));
+        }
+        // SAFETY: `buf` has room for `len` bytes, exclusively ours during the call.
+        let out = unsafe { std::slice::from_raw_parts_mut(buf, len) };
+        *n = p.inner.peek(out)?;
+        Ok(())
+    })
+}
+
+/// Takes `count` peeked bytes off the socket (they were delivered: their acknowledgement came).
+///
+/// # Safety
+/// `p` is a live cursor.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_peek_consume(p: *mut ZcnetPeek, count: u64) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let p = unsafe { arg(p, "cursor") }?;
+        p.inner.consume(count).map_err(|e| Fail::from_error(&e))
+    })
+}
+
+/// Rewinds the cursor to stream offset `to` (at least what was consumed): the bytes after it
+/// are peeked again, for a new destination after a failover.
+///
+/// # Safety
+/// `p` is a live cursor.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_peek_rewind(p: *mut ZcnetPeek, to: u64) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let p = unsafe { arg(p, "cursor") }?;
+        p.inner.rewind(to).map_err(|e| Fail::from_error(&e))
+    })
+}
+
+/// Frees the cursor (the socket keeps what was not consumed). NULL is ignored.
+///
+/// # Safety
+/// `p` is NULL or a live cursor, not used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_peek_free(p: *mut ZcnetPeek) {
+    if !p.is_null() {
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: `p` came from Box::into_raw in zcnet_peek_new.
+            drop(unsafe { Box::from_raw(p) });
+        }));
+    }
+}
+
+/// A loaned buffer from C arguments: NULL only with length 0, a length a slice can have.
+fn c_buf(ptr: *const u8, len: usize, user_data: u64) -> Result<CBuf, Fail> {
+    if ptr.is_null() && len > 0 {
+        return Err(Fail::invalid("ptr is NULL with a length above 0"));
+    }
+    if len > isize::MAX as usize {
+        return Err(Fail::invalid(format!("length {len} is too large")));
+    }
+    Ok(CBuf {
+        ptr,
+        len,
+        user_data,
+    })
+}
+
+/// Moves up to `cap` completions from `ready` into `out`; returns how many.
+///
+/// # Safety
+/// `out` has room for `cap` completions (NULL only with `cap` 0).
+unsafe fn hand_out(
+    ready: &mut VecDeque<ZcnetCompletion>,
+    out: *mut ZcnetCompletion,
+    cap: usize,
+) -> Result<usize, Fail> {
+    if out.is_null() && cap > 0 {
+        return Err(Fail::invalid("out is NULL with a capacity above 0"));
+    }
+    let take = cap.min(ready.len());
+    for (i, c) in ready.drain(..take).enumerate() {
+        // SAFETY: `out` has room for `cap` entries (the caller's contract) and i < cap.
+        unsafe { out.add(i).write(c) };
+    }
+    Ok(take)
 }
