@@ -11,7 +11,6 @@
 //! until `zcnet_zc_reap` returns its `user_data`; the kernel may read it until then.
 //!
 //! All the `unsafe` of the C boundary is in this file, each block with its reason.
-#![allow(clippy::missing_safety_doc)] // each function's "# Safety" is in its doc comment
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -330,12 +329,8 @@ pub unsafe extern "C" fn zcnet_zc_send(
     len: usize,
     user_data: u64,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract; NULL refused.
-        let s = unsafe { arg(s, "sender") }?;
-        let buf = c_buf(ptr, len, user_data)?;
-        s.inner.send(buf).map_err(|e| Fail::from(e.error))
-    })
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { lend(s, ptr, len, user_data) }
 }
 
 /// Copies up to `cap` completions into `out` without blocking and stores how many in `*n`;
@@ -351,22 +346,8 @@ pub unsafe extern "C" fn zcnet_zc_reap(
     cap: usize,
     n: *mut usize,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract; NULL refused.
-        let s = unsafe { arg(s, "sender") }?;
-        // SAFETY: as above.
-        let n = unsafe { arg(n, "n") }?;
-        *n = 0;
-        if out.is_null() && cap > 0 {
-            return Err(Fail::invalid("out is NULL with a capacity above 0"));
-        }
-        s.inner.reap()?;
-        s.ready
-            .extend(s.inner.returned().map(|r| ZcnetCompletion::from(&r)));
-        // SAFETY: `out` has room for `cap` entries (the caller's contract).
-        *n = unsafe { hand_out(&mut s.ready, out, cap) }?;
-        Ok(())
-    })
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { reap_into(s, out, cap, n) }
 }
 
 /// Waits up to `timeout_ms` until every loaned buffer has completed (then reap them).
@@ -376,13 +357,8 @@ pub unsafe extern "C" fn zcnet_zc_reap(
 /// `s` is a live sender.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zcnet_zc_drain(s: *mut ZcnetZcSender, timeout_ms: u32) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract; NULL refused.
-        let s = unsafe { arg(s, "sender") }?;
-        s.inner
-            .drain(Duration::from_millis(u64::from(timeout_ms)))
-            .map_err(Fail::from)
-    })
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { drain_for(s, timeout_ms) }
 }
 
 /// The sender's counters.
@@ -422,12 +398,8 @@ pub unsafe extern "C" fn zcnet_zc_counters(
 /// `s` is NULL or a live sender, not used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zcnet_zc_sender_free(s: *mut ZcnetZcSender) {
-    if !s.is_null() {
-        let _ = catch_unwind(AssertUnwindSafe(|| {
-            // SAFETY: `s` came from Box::into_raw in zcnet_zc_sender_new (the caller's contract).
-            drop(unsafe { Box::from_raw(s) });
-        }));
-    }
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { free_handle(s) }
 }
 
 /// What a zero-copy receiver did.
@@ -564,12 +536,8 @@ pub unsafe extern "C" fn zcnet_rx_counters(rx: *mut ZcnetRx, out: *mut ZcnetRxCo
 /// `rx` is NULL or a live receiver, not used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zcnet_rx_free(rx: *mut ZcnetRx) {
-    if !rx.is_null() {
-        let _ = catch_unwind(AssertUnwindSafe(|| {
-            // SAFETY: `rx` came from Box::into_raw in zcnet_rx_new (the caller's contract).
-            drop(unsafe { Box::from_raw(rx) });
-        }));
-    }
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { free_handle(rx) }
 }
 
 /// How `zcnet_send_file` sends.
@@ -734,12 +702,8 @@ pub unsafe extern "C" fn zcnet_uring_send(
     len: usize,
     user_data: u64,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract; NULL refused.
-        let s = unsafe { arg(s, "sender") }?;
-        let buf = c_buf(ptr, len, user_data)?;
-        s.inner.send(buf).map_err(|e| Fail::from(e.error))
-    })
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { lend(s, ptr, len, user_data) }
 }
 
 /// Submits what is queued and copies up to `cap` completions into `out` without blocking;
@@ -754,19 +718,8 @@ pub unsafe extern "C" fn zcnet_uring_reap(
     cap: usize,
     n: *mut usize,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract; NULL refused.
-        let s = unsafe { arg(s, "sender") }?;
-        // SAFETY: as above.
-        let n = unsafe { arg(n, "n") }?;
-        *n = 0;
-        s.inner.reap()?;
-        s.ready
-            .extend(s.inner.returned().map(|r| ZcnetCompletion::from(&r)));
-        // SAFETY: `out` has room for `cap` entries (the caller's contract).
-        *n = unsafe { hand_out(&mut s.ready, out, cap) }?;
-        Ok(())
-    })
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { reap_into(s, out, cap, n) }
 }
 
 /// Submits everything and waits up to `timeout_ms` until every buffer is back (then reap
@@ -776,13 +729,8 @@ pub unsafe extern "C" fn zcnet_uring_reap(
 /// `s` is a live sender.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zcnet_uring_drain(s: *mut ZcnetUringSender, timeout_ms: u32) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract; NULL refused.
-        let s = unsafe { arg(s, "sender") }?;
-        s.inner
-            .drain(Duration::from_millis(u64::from(timeout_ms)))
-            .map_err(Fail::from)
-    })
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { drain_for(s, timeout_ms) }
 }
 
 /// The io_uring sender's counters.
@@ -822,12 +770,8 @@ pub unsafe extern "C" fn zcnet_uring_counters(
 /// `s` is NULL or a live sender, not used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zcnet_uring_sender_free(s: *mut ZcnetUringSender) {
-    if !s.is_null() {
-        let _ = catch_unwind(AssertUnwindSafe(|| {
-            // SAFETY: `s` came from Box::into_raw in zcnet_uring_sender_new.
-            drop(unsafe { Box::from_raw(s) });
-        }));
-    }
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { free_handle(s) }
 }
 
 /// A captured frame, valid during the callback that receives it.
@@ -952,12 +896,8 @@ pub unsafe extern "C" fn zcnet_ring_next(
 /// `ring` is NULL or a live ring, not used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zcnet_ring_free(ring: *mut ZcnetRing) {
-    if !ring.is_null() {
-        let _ = catch_unwind(AssertUnwindSafe(|| {
-            // SAFETY: `ring` came from Box::into_raw in zcnet_ring_open.
-            drop(unsafe { Box::from_raw(ring) });
-        }));
-    }
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { free_handle(ring) }
 }
 
 /// A `SO_PEEK_OFF` cursor on a connected TCP socket (opaque): read queued bytes without taking
@@ -1047,12 +987,8 @@ pub unsafe extern "C" fn zcnet_peek_rewind(p: *mut ZcnetPeek, to: u64) -> c_int 
 /// `p` is NULL or a live cursor, not used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zcnet_peek_free(p: *mut ZcnetPeek) {
-    if !p.is_null() {
-        let _ = catch_unwind(AssertUnwindSafe(|| {
-            // SAFETY: `p` came from Box::into_raw in zcnet_peek_new.
-            drop(unsafe { Box::from_raw(p) });
-        }));
-    }
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { free_handle(p) }
 }
 
 /// A loaned buffer from C arguments: NULL only with length 0, a length a slice can have.
@@ -1088,4 +1024,106 @@ unsafe fn hand_out(
         unsafe { out.add(i).write(c) };
     }
     Ok(take)
+}
+
+/// A sender that loans C memory: the MSG_ZEROCOPY and the io_uring one.
+trait Lender {
+    /// Loans `buf` to the kernel.
+    fn lend(&mut self, buf: CBuf) -> Result<(), Fail>;
+    /// Collects what the kernel gave back into the ready queue, without blocking.
+    fn collect(&mut self) -> io::Result<()>;
+    /// Waits until everything loaned is back, at most `timeout`.
+    fn wait_all(&mut self, timeout: Duration) -> io::Result<()>;
+    /// Completions collected but not yet handed to C.
+    fn ready(&mut self) -> &mut VecDeque<ZcnetCompletion>;
+}
+
+/// The two senders have the same loan API (`zcnet::loan`) over different kernel paths.
+macro_rules! lender {
+    ($handle:ty) => {
+        impl Lender for $handle {
+            fn lend(&mut self, buf: CBuf) -> Result<(), Fail> {
+                self.inner.send(buf).map_err(|e| Fail::from(e.error))
+            }
+            fn collect(&mut self) -> io::Result<()> {
+                self.inner.reap()?;
+                let done = self.inner.returned().map(|r| ZcnetCompletion::from(&r));
+                self.ready.extend(done);
+                Ok(())
+            }
+            fn wait_all(&mut self, timeout: Duration) -> io::Result<()> {
+                self.inner.drain(timeout)
+            }
+            fn ready(&mut self) -> &mut VecDeque<ZcnetCompletion> {
+                &mut self.ready
+            }
+        }
+    };
+}
+
+lender!(ZcnetZcSender);
+lender!(ZcnetUringSender);
+
+/// `zcnet_*_send`.
+///
+/// # Safety
+/// As `zcnet_zc_send`.
+unsafe fn lend<L: Lender>(s: *mut L, ptr: *const u8, len: usize, user_data: u64) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let s = unsafe { arg(s, "sender") }?;
+        s.lend(c_buf(ptr, len, user_data)?)
+    })
+}
+
+/// `zcnet_*_reap`.
+///
+/// # Safety
+/// As `zcnet_zc_reap`.
+unsafe fn reap_into<L: Lender>(
+    s: *mut L,
+    out: *mut ZcnetCompletion,
+    cap: usize,
+    n: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let s = unsafe { arg(s, "sender") }?;
+        // SAFETY: as above.
+        let n = unsafe { arg(n, "n") }?;
+        *n = 0;
+        if out.is_null() && cap > 0 {
+            return Err(Fail::invalid("out is NULL with a capacity above 0"));
+        }
+        s.collect()?;
+        // SAFETY: `out` has room for `cap` entries (the caller's contract).
+        *n = unsafe { hand_out(s.ready(), out, cap) }?;
+        Ok(())
+    })
+}
+
+/// `zcnet_*_drain`.
+///
+/// # Safety
+/// As `zcnet_zc_drain`.
+unsafe fn drain_for<L: Lender>(s: *mut L, timeout_ms: u32) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let s = unsafe { arg(s, "sender") }?;
+        s.wait_all(Duration::from_millis(u64::from(timeout_ms)))
+            .map_err(Fail::from)
+    })
+}
+
+/// Frees a handle made by `Box::into_raw`; NULL is ignored; a panic in its drop stays here.
+///
+/// # Safety
+/// `p` is NULL or a live handle of this type, not used afterwards.
+unsafe fn free_handle<T>(p: *mut T) {
+    if !p.is_null() {
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: `p` came from Box::into_raw in the matching constructor.
+            drop(unsafe { Box::from_raw(p) });
+        }));
+    }
 }
