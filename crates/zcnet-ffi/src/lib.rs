@@ -370,24 +370,22 @@ pub unsafe extern "C" fn zcnet_zc_counters(
     s: *mut ZcnetZcSender,
     out: *mut ZcnetZcCounters,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract; NULL refused.
-        let s = unsafe { arg(s, "sender") }?;
-        // SAFETY: as above.
-        let out = unsafe { arg(out, "out") }?;
-        let c = s.inner.counters();
-        *out = ZcnetZcCounters {
-            zerocopy_calls: c.zerocopy_calls,
-            zerocopy_bytes: c.zerocopy_bytes,
-            copy_calls: c.copy_calls,
-            copy_bytes: c.copy_bytes,
-            completed_calls: c.completed_calls,
-            copied_calls: c.copied_calls,
-            enobufs_fallbacks: c.enobufs_fallbacks,
-            zero_copy_bytes: c.zero_copy_bytes(),
-        };
-        Ok(())
-    })
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        read_counters(s, out, "sender", |h| {
+            let c = h.inner.counters();
+            ZcnetZcCounters {
+                zerocopy_calls: c.zerocopy_calls,
+                zerocopy_bytes: c.zerocopy_bytes,
+                copy_calls: c.copy_calls,
+                copy_bytes: c.copy_bytes,
+                completed_calls: c.completed_calls,
+                copied_calls: c.copied_calls,
+                enobufs_fallbacks: c.enobufs_fallbacks,
+                zero_copy_bytes: c.zero_copy_bytes(),
+            }
+        })
+    }
 }
 
 /// Frees the sender. Buffers still loaned are waited for briefly; any the kernel still holds
@@ -513,21 +511,19 @@ pub unsafe extern "C" fn zcnet_rx_recv(
 /// `rx` is a live receiver; `out` is writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zcnet_rx_counters(rx: *mut ZcnetRx, out: *mut ZcnetRxCounters) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract; NULL refused.
-        let rx = unsafe { arg(rx, "receiver") }?;
-        // SAFETY: as above.
-        let out = unsafe { arg(out, "out") }?;
-        let c = rx.inner.counters();
-        *out = ZcnetRxCounters {
-            bytes_mapped: c.bytes_mapped,
-            bytes_copied: c.bytes_copied,
-            pages_mapped: c.pages_mapped,
-            zc_calls: c.zc_calls,
-            recv_calls: c.recv_calls,
-        };
-        Ok(())
-    })
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        read_counters(rx, out, "receiver", |h| {
+            let c = h.inner.counters();
+            ZcnetRxCounters {
+                bytes_mapped: c.bytes_mapped,
+                bytes_copied: c.bytes_copied,
+                pages_mapped: c.pages_mapped,
+                zc_calls: c.zc_calls,
+                recv_calls: c.recv_calls,
+            }
+        })
+    }
 }
 
 /// Frees the receiver (the pages it mapped are released). NULL is ignored.
@@ -742,25 +738,23 @@ pub unsafe extern "C" fn zcnet_uring_counters(
     s: *mut ZcnetUringSender,
     out: *mut ZcnetUringCounters,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract; NULL refused.
-        let s = unsafe { arg(s, "sender") }?;
-        // SAFETY: as above.
-        let out = unsafe { arg(out, "out") }?;
-        let c = s.inner.counters();
-        *out = ZcnetUringCounters {
-            requests: c.requests,
-            zc_requests: c.zc_requests,
-            returned: c.returned,
-            bytes: c.bytes,
-            copied: c.copied,
-            not_copied: c.not_copied,
-            not_copied_bytes: c.not_copied_bytes,
-            errors: c.errors,
-            memlock_fallbacks: c.memlock_fallbacks,
-        };
-        Ok(())
-    })
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        read_counters(s, out, "sender", |h| {
+            let c = h.inner.counters();
+            ZcnetUringCounters {
+                requests: c.requests,
+                zc_requests: c.zc_requests,
+                returned: c.returned,
+                bytes: c.bytes,
+                copied: c.copied,
+                not_copied: c.not_copied,
+                not_copied_bytes: c.not_copied_bytes,
+                errors: c.errors,
+                memlock_fallbacks: c.memlock_fallbacks,
+            }
+        })
+    }
 }
 
 /// Frees the io_uring sender; buffers the kernel may still read are never freed by it (see
@@ -1126,4 +1120,24 @@ unsafe fn free_handle<T>(p: *mut T) {
             drop(unsafe { Box::from_raw(p) });
         }));
     }
+}
+
+/// `zcnet_*_counters`: `f` of the handle, written to `out`.
+///
+/// # Safety
+/// `h` is a live handle of this type; `out` is writable.
+unsafe fn read_counters<H, C>(
+    h: *mut H,
+    out: *mut C,
+    what: &str,
+    f: impl FnOnce(&H) -> C,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let h = unsafe { arg(h, what) }?;
+        // SAFETY: as above.
+        let out = unsafe { arg(out, "out") }?;
+        *out = f(h);
+        Ok(())
+    })
 }
