@@ -1,14 +1,13 @@
 //! `zcnet tune`: where zero copy starts to pay on this machine, per sending path and route kind.
 //!
 //! For each path (MSG_ZEROCOPY on UDP and TCP, io_uring `SEND_ZC` with and without registered
-//! buffers) and each kind of route (delivered locally: the loopback lab; out through a device:
+//! buffers, `sendfile` against `read` + `send` by file length) and each kind of route (delivered locally: the loopback lab; out through a device:
 //! the sink lab, or veth for TCP, which cannot run into the sink), copy and zero-copy runs
 //! alternate over a size sweep; the break-even is the smallest size from which zero copy costs
 //! less sender CPU per byte at every larger size, refined by bisection between the two sizes
 //! around it. Completions flagged "copied" mark a route where the kernel copies anyway: there
 //! zero copy is "never" (a copy plus pinning cannot beat a copy), whatever the sweep says. The
-//! result is a [`Profile`] (TOML) that `Mode::Auto` of the library reads; `sendfile` keeps its
-//! built-in entry ("always": no user copy and one call instead of two). The buffer pools are
+//! result is a [`Profile`] (TOML) that `Mode::Auto` of the library reads. The buffer pools are
 //! cold (larger than the last-level cache), as for a server sending distinct data.
 
 use std::path::PathBuf;
@@ -45,6 +44,8 @@ pub enum PathArg {
     UringZc,
     /// io_uring SEND_ZC from registered buffers.
     UringZcFixed,
+    /// sendfile(2) against read(2) + send(2), per file length.
+    Sendfile,
 }
 
 impl From<PathArg> for SendPath {
@@ -54,6 +55,7 @@ impl From<PathArg> for SendPath {
             PathArg::MsgZerocopyTcp => SendPath::MsgZerocopyTcp,
             PathArg::UringZc => SendPath::UringZc,
             PathArg::UringZcFixed => SendPath::UringZcFixed,
+            PathArg::Sendfile => SendPath::Sendfile,
         }
     }
 }
@@ -68,7 +70,7 @@ pub struct Opt {
     /// Print the profile (the file, else the one in use) and measure nothing.
     #[arg(long)]
     pub show: bool,
-    /// Only these paths (repeatable). Default: all four.
+    /// Only these paths (repeatable). Default: all five.
     #[arg(long = "path", value_enum)]
     pub paths: Vec<PathArg>,
     /// Alternations per mode and size.
@@ -91,7 +93,7 @@ struct Target {
 }
 
 /// What is tuned: each path on a local route (loopback) and a device route.
-const TARGETS: [Target; 8] = [
+const TARGETS: [Target; 10] = [
     Target {
         path: SendPath::MsgZerocopyUdp,
         lab: "sink",
@@ -129,6 +131,16 @@ const TARGETS: [Target; 8] = [
     },
     Target {
         path: SendPath::UringZcFixed,
+        lab: "loopback",
+        route: Route::Local,
+    },
+    Target {
+        path: SendPath::Sendfile,
+        lab: "veth",
+        route: Route::Device,
+    },
+    Target {
+        path: SendPath::Sendfile,
         lab: "loopback",
         route: Route::Local,
     },
@@ -190,7 +202,13 @@ impl Bench {
                 let pool = uring_tx::make_pool(size, URING_POOL_MIB)?;
                 uring_tx::one_run(&self.lab, proto, Family::V4, mode, seconds, &pool)
             }
-            SendPath::Sendfile => unreachable!("sendfile is not swept"),
+            SendPath::Sendfile => {
+                let file = SmallFile::new(size)?;
+                tx::run_in_lab(&self.lab, Proto::Tcp, Family::V4, move |conn| match conn {
+                    tx::Conn::Tcp(s) => file.send_for(&s, zero_copy, seconds),
+                    tx::Conn::Udp(_) => anyhow::bail!("sendfile needs TCP"),
+                })
+            }
         }
     }
 
@@ -273,6 +291,72 @@ fn writable(path: &std::path::Path) -> std::io::Result<()> {
     // Output::create makes its temporary file beside the target; dropped uncommitted, it is
     // removed and the target left alone.
     crate::output::Output::create(path).map(drop)
+}
+
+/// A file of `len` pattern bytes in page cache, sent again and again by `sendfile` or by
+/// `read` + `send` (one call each: the buffer holds the whole file); removed on drop.
+struct SmallFile {
+    path: PathBuf,
+    len: u64,
+}
+
+impl SmallFile {
+    fn new(len: usize) -> anyhow::Result<SmallFile> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("zcnet-tune-{}-{n}", std::process::id()));
+        std::fs::write(
+            &path,
+            netlab::pattern::chunk_at(0, len.min(netlab::pattern::MAX_CHUNK)),
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
+        let len = std::fs::metadata(&path)?.len();
+        Ok(SmallFile { path, len })
+    }
+
+    /// Sends the file over `sock` for `seconds`, measuring this thread.
+    fn send_for(
+        &self,
+        sock: &std::net::TcpStream,
+        zero_copy: bool,
+        seconds: f64,
+    ) -> anyhow::Result<Run> {
+        use zcnet::file::{self, FileSender, Mode};
+        let f = std::fs::File::open(&self.path)?;
+        let mode = if zero_copy {
+            Mode::Sendfile
+        } else {
+            Mode::Copy
+        };
+        let mut tx = FileSender::new(
+            sock,
+            file::Config {
+                mode,
+                ..file::Config::default()
+            },
+        )?;
+        let meter = measure::Meter::start();
+        let start = std::time::Instant::now();
+        let mut files = 0u64;
+        while start.elapsed().as_secs_f64() < seconds {
+            tx.send_file(&f, 0, self.len)?;
+            files += 1;
+        }
+        let c = tx.counters();
+        use zcnet::ZeroCopyCounters as _;
+        Ok(meter.finish(measure::Work {
+            bytes: c.bytes,
+            requests: Some(files),
+            zero_copy_share: c.zero_copy_share(),
+            verified: None,
+        }))
+    }
+}
+
+impl Drop for SmallFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// The CPU model of /proc/cpuinfo.
@@ -389,7 +473,10 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
                         .map(|e| crate::cli::chain(&e))
                 }
             }
-            SendPath::Sendfile => None,
+            SendPath::Sendfile => {
+                let s = zcnet::file::support();
+                (s.sendfile.status != Status::Available).then(|| s.sendfile.reason.clone())
+            }
         };
         if let Some(why) = missing {
             eprintln!(
@@ -401,7 +488,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         }
         let proto = match t.path {
             SendPath::MsgZerocopyUdp => Proto::Udp,
-            SendPath::MsgZerocopyTcp => Proto::Tcp,
+            SendPath::MsgZerocopyTcp | SendPath::Sendfile => Proto::Tcp,
             _ => uring_tx::proto_of(t.lab),
         };
         let bench = Bench {

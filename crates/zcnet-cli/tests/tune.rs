@@ -37,7 +37,8 @@ fn tune_writes_a_profile_that_show_and_the_library_read() {
     // In a directory that does not exist yet, as ~/.config/zcnet on a fresh machine.
     let file = dir.join("new").join("profile.toml");
     let out = zcnet()
-        .args(["tune", "--path", "msg-zerocopy-udp", "--runs", "1"])
+        .args(["tune", "--path", "msg-zerocopy-udp", "--path", "sendfile"])
+        .args(["--runs", "1"])
         .args(["--seconds", "0.05", "--json", "--profile"])
         .arg(&file)
         .output()
@@ -64,6 +65,12 @@ fn tune_writes_a_profile_that_show_and_the_library_read() {
     if let Threshold::From(n) = device.threshold {
         let [lo, hi] = device.between.unwrap();
         assert!(lo < hi && hi == n, "{lo} {hi} {n}");
+    }
+    // sendfile against read + send, by file length, both routes measured.
+    for route in [Route::Local, Route::Device] {
+        let e = profile.entry(SendPath::Sendfile, route);
+        assert_ne!(e.lab, "builtin", "{e:?}");
+        assert!(e.ratios.len() >= 7 && !e.copies, "{e:?}");
     }
     // Paths not tuned keep their built-in entries.
     assert_eq!(

@@ -7,6 +7,11 @@ use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::ptr::null_mut;
 
+// libzcnet is a cdylib and a staticlib only: its source is compiled into this test, calls and
+// all, as the C ABI it exports.
+#[allow(dead_code)]
+#[path = "../src/lib.rs"]
+mod zcnet;
 use zcnet::*;
 
 fn last() -> String {

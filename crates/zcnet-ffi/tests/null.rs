@@ -5,6 +5,11 @@
 use std::ffi::CStr;
 use std::ptr::{null, null_mut};
 
+// libzcnet is a cdylib and a staticlib only: its source is compiled into this test, calls and
+// all, as the C ABI it exports.
+#[allow(dead_code)]
+#[path = "../src/lib.rs"]
+mod zcnet;
 use zcnet::*;
 
 /// The thread's last error message.

@@ -272,7 +272,7 @@ pub(crate) fn one_run(
 }
 
 /// The sender's connected socket.
-pub(super) enum Conn {
+pub(crate) enum Conn {
     /// Connected UDP.
     Udp(UdpSocket),
     /// TCP.
@@ -281,7 +281,7 @@ pub(super) enum Conn {
 
 /// One run in `lab`: a discarding receiver where the lab has one, then `send` on a socket
 /// connected to it, in the sender's namespace, pinned to CPU 0; checks the TCP byte count.
-pub(super) fn run_in_lab<F>(lab: &Lab, proto: Proto, family: Family, send: F) -> anyhow::Result<Run>
+pub(crate) fn run_in_lab<F>(lab: &Lab, proto: Proto, family: Family, send: F) -> anyhow::Result<Run>
 where
     F: FnOnce(Conn) -> anyhow::Result<Run> + Send + 'static,
 {
