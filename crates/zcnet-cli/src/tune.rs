@@ -169,6 +169,16 @@ fn midpoint(lo: usize, hi: usize) -> usize {
     ((m / 100.0).round() as usize * 100).clamp(lo + 1, hi - 1)
 }
 
+/// What one size's runs send from.
+enum Source {
+    /// The MSG_ZEROCOPY benches' pool.
+    Pool(&'static [u8]),
+    /// An io_uring pool of buffers of the size.
+    Uring(zcnet::uring::Pool),
+    /// A file of the size.
+    File(std::sync::Arc<SmallFile>),
+}
+
 /// Runs of one target: a lab built once, and the pools.
 struct Bench {
     target: Target,
@@ -179,32 +189,44 @@ struct Bench {
 }
 
 impl Bench {
-    /// One run at `size`, zero copy or copy.
-    fn one(&self, size: usize, zero_copy: bool) -> anyhow::Result<Run> {
-        let (proto, seconds) = (self.proto, self.seconds);
-        match self.target.path {
+    /// What the runs at `size` send from, made once per size: the shared pool, an io_uring
+    /// pool (64 MiB filled with the pattern: once, not per run), or a file.
+    fn source(&self, size: usize) -> anyhow::Result<Source> {
+        Ok(match self.target.path {
             SendPath::MsgZerocopyUdp | SendPath::MsgZerocopyTcp => {
+                Source::Pool(tx::pool(TX_POOL_MIB))
+            }
+            SendPath::UringZc | SendPath::UringZcFixed => {
+                Source::Uring(uring_tx::make_pool(size, URING_POOL_MIB)?)
+            }
+            SendPath::Sendfile => Source::File(std::sync::Arc::new(SmallFile::new(size)?)),
+        })
+    }
+
+    /// One run at `size` from `source`, zero copy or copy.
+    fn one(&self, size: usize, source: &Source, zero_copy: bool) -> anyhow::Result<Run> {
+        let (proto, seconds, lab) = (self.proto, self.seconds, &self.lab);
+        match source {
+            Source::Pool(pool) => {
                 let mode = if zero_copy {
                     tx::Mode::Zc
                 } else {
                     tx::Mode::Copy
                 };
-                let pool = tx::pool(TX_POOL_MIB);
-                tx::one_run(&self.lab, proto, Family::V4, mode, size, seconds, pool)
+                tx::one_run(lab, proto, Family::V4, mode, size, seconds, pool)
             }
-            SendPath::UringZc | SendPath::UringZcFixed => {
+            Source::Uring(pool) => {
                 use zcnet::uring::Mode;
                 let mode = match (zero_copy, self.target.path) {
                     (false, _) => Mode::Copy,
                     (true, SendPath::UringZcFixed) => Mode::ZeroCopyFixed,
                     (true, _) => Mode::ZeroCopy,
                 };
-                let pool = uring_tx::make_pool(size, URING_POOL_MIB)?;
-                uring_tx::one_run(&self.lab, proto, Family::V4, mode, seconds, &pool)
+                uring_tx::one_run(lab, proto, Family::V4, mode, seconds, pool)
             }
-            SendPath::Sendfile => {
-                let file = SmallFile::new(size)?;
-                tx::run_in_lab(&self.lab, Proto::Tcp, Family::V4, move |conn| match conn {
+            Source::File(file) => {
+                let file = file.clone();
+                tx::run_in_lab(lab, Proto::Tcp, Family::V4, move |conn| match conn {
                     tx::Conn::Tcp(s) => file.send_for(&s, zero_copy, seconds),
                     tx::Conn::Udp(_) => anyhow::bail!("sendfile needs TCP"),
                 })
@@ -215,16 +237,18 @@ impl Bench {
     /// zero-copy/copy CPU per byte at `size` (median of the pairs), and the zero-copy runs'
     /// median share really zero-copied.
     fn ratio(&self, size: usize, progress: &Progress) -> anyhow::Result<(f64, f64)> {
-        let per_mode = measure::alternate(&[false, true], self.runs, progress, |zc, _| {
-            self.one(size, zc)
-        })
-        .with_context(|| {
+        let what = || {
             format!(
                 "{} in the {} lab at {size} B",
                 self.target.path.name(),
                 self.target.lab
             )
-        })?;
+        };
+        let source = self.source(size).with_context(what)?;
+        let per_mode = measure::alternate(&[false, true], self.runs, progress, |zc, _| {
+            self.one(size, &source, zc)
+        })
+        .with_context(what)?;
         let pairs = measure::ratio_pairs(&per_mode[1], &per_mode[0], Metric::CpuUsPerMb);
         let ratio = measure::median(&pairs).unwrap_or(f64::NAN);
         let shares: Vec<f64> = per_mode[1]
