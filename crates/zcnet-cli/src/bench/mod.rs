@@ -334,23 +334,60 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
 /// The buffer pool of a send bench as its report describes it: its size, and whether it is hot
 /// (fits this machine's last-level cache: copies read cached data) or cold (larger: a server
 /// sending distinct data). Copy's cost depends on it much more than zero copy's (issue 17).
-pub fn pool_heat(pool_mib: usize) -> serde_json::Value {
-    // The largest cache of CPU 0 (index0..: L1d, L1i, L2, L3).
-    let llc = (0..8)
-        .filter_map(|i| {
-            std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu0/cache/index{i}/size"))
-                .ok()
-        })
-        .filter_map(|s| parse_cache_size(s.trim()))
-        .max();
-    let bytes = (pool_mib as u64) << 20;
-    let heat = match llc {
-        Some(llc) if bytes <= llc => "hot",
-        Some(_) => "cold",
-        None if pool_mib <= 2 => "hot",
-        None => "cold",
-    };
-    serde_json::json!({"mib": pool_mib, "llc_bytes": llc, "heat": heat})
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct PoolHeat {
+    /// Pool size, MiB.
+    pub mib: usize,
+    /// The largest cache of CPU 0, bytes, where sysfs says.
+    pub llc_bytes: Option<u64>,
+    /// Hot or cold.
+    pub heat: Heat,
+}
+
+/// Whether a pool fits the last-level cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Heat {
+    /// It fits: copies read cached data.
+    Hot,
+    /// It does not.
+    Cold,
+}
+
+impl PoolHeat {
+    /// The heat of a `pool_mib` MiB pool on this machine.
+    pub fn of(pool_mib: usize) -> PoolHeat {
+        static LLC: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+        // The largest cache of CPU 0 (index0..: L1d, L1i, L2, L3).
+        let llc = *LLC.get_or_init(|| {
+            (0..8)
+                .filter_map(|i| {
+                    let path = format!("/sys/devices/system/cpu/cpu0/cache/index{i}/size");
+                    std::fs::read_to_string(path).ok()
+                })
+                .filter_map(|s| parse_cache_size(s.trim()))
+                .max()
+        });
+        let hot = match llc {
+            Some(llc) => (pool_mib as u64) << 20 <= llc,
+            None => pool_mib <= 2,
+        };
+        PoolHeat {
+            mib: pool_mib,
+            llc_bytes: llc,
+            heat: if hot { Heat::Hot } else { Heat::Cold },
+        }
+    }
+
+    /// Whether the pool fits the cache.
+    pub fn is_hot(self) -> bool {
+        self.heat == Heat::Hot
+    }
+
+    /// " hot pool" in an experiment's name when the pool is hot, else nothing.
+    pub fn suffix(self) -> &'static str {
+        if self.is_hot() { " hot pool" } else { "" }
+    }
 }
 
 /// The verdict of an `auto` result set (issue 17): its median throughput against the best median
@@ -375,15 +412,6 @@ pub fn auto_verdict(auto: &ResultSet, sets: &[ResultSet]) -> String {
             format!("{verdict} ({r:.3} of {mode}, needs >= 0.97{hint})")
         }
         _ => "info".into(),
-    }
-}
-
-/// " hot pool" in the experiment's name when the pool fits the cache (see [`pool_heat`]).
-pub fn heat_suffix(pool_mib: usize) -> &'static str {
-    if pool_heat(pool_mib)["heat"] == "hot" {
-        " hot pool"
-    } else {
-        ""
     }
 }
 

@@ -491,11 +491,16 @@ pub fn bench(conds: &[Condition], s: &Settings, quiet: bool) -> anyhow::Result<O
             {
                 let (a, b) = (modes[0].name(), modes[1].name());
                 let ratio = other / same;
-                report.order_effects.push(json!({
-                    "condition": c.label(), "mode": a, "metric": "cpu_us_per_mb",
-                    format!("{a}_after_{a}"): same, format!("{a}_after_{b}"): other,
-                    "ratio": ratio, "runs_each": n,
-                }));
+                report.order_effects.push(measure::OrderEffect {
+                    condition: c.label(),
+                    mode: a.into(),
+                    other: b.into(),
+                    metric: Metric::CpuUsPerMb,
+                    after_same: same,
+                    after_other: other,
+                    ratio,
+                    runs_each: n,
+                });
                 // A median of one or two runs says more about this machine's noise than about
                 // order: the verdict needs three of each (--runs 6).
                 let verdict = if n < 3 {

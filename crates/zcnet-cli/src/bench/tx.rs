@@ -399,7 +399,7 @@ pub fn bench(
         "runs": runs, "seconds": seconds, "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
         "sender_cpu": 0, "receiver_cpu": 1, "pool_mib": pool_mib,
         "reap_every": REAP_EVERY,
-        "pool": super::pool_heat(pool_mib),
+        "pool": super::PoolHeat::of(pool_mib),
         "auto_profile": zcnet::auto::active().origin(),
     });
     let pool = pool(pool_mib);
@@ -450,7 +450,9 @@ fn summary_rows(
             let share = med(s, Metric::ZeroCopyShare);
             let verdict = match (proto, lab, size, s.mode.as_str()) {
                 (_, _, _, "auto") => super::auto_verdict(s, sets),
-                (Proto::Udp, "sink", 64000, "zc") if super::heat_suffix(pool_mib).is_empty() => {
+                (Proto::Udp, "sink", 64000, "zc")
+                    if super::PoolHeat::of(pool_mib).suffix().is_empty() =>
+                {
                     let ok = ratio >= 1.6 && share.is_some_and(|x| x >= 0.999);
                     if ok {
                         "ok (>= 1.6, 0 % copied)".into()
@@ -472,7 +474,7 @@ fn summary_rows(
                 experiment: format!(
                     "{} {lab} {size} B{} {}",
                     proto.bench(),
-                    super::heat_suffix(pool_mib),
+                    super::PoolHeat::of(pool_mib).suffix(),
                     s.mode
                 ),
                 metric: "req/s".into(),

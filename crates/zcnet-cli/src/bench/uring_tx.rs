@@ -214,7 +214,7 @@ pub fn bench(
         "report_usage": true,
         "ring_setup_asked": CONFIG.setup,
         "ring_setup": granted_setup(),
-        "pool": super::pool_heat(pool_mib),
+        "pool": super::PoolHeat::of(pool_mib),
         "auto_profile": zcnet::auto::active().origin(),
     });
     let mut summary = Vec::new();
@@ -350,7 +350,7 @@ fn changes_agree_in_sign_with_the_medians() {
 }
 
 fn summary_rows(lab: &str, size: usize, pool_mib: usize, sets: &[ResultSet]) -> Vec<SummaryRow> {
-    let hot = super::heat_suffix(pool_mib);
+    let hot = super::PoolHeat::of(pool_mib).suffix();
     let med = |s: &ResultSet, k: Metric| s.median_of(k);
     let Some(copy) = sets.iter().find(|s| s.mode == "copy") else {
         return Vec::new();

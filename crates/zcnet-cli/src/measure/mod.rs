@@ -19,7 +19,7 @@ pub use cpu::{
     MachineCpu, Meter, ProcessCpu, Run, ThreadCpu, Work, parse_pid_stat, parse_pid_status,
     parse_proc_stat, record,
 };
-pub use report::{HostInfo, Progress, Report, render};
+pub use report::{HostInfo, OrderEffect, Progress, Report, render};
 pub use stats::{
     Comparison, Metric, OrderedRuns, ResultSet, alternate, alternate_abba, median, order_effect,
     ratio_pairs, summarize,

@@ -50,7 +50,7 @@ pub struct Report {
     /// How much a run's cost depends on the mode that ran before it, where the bench measures
     /// that (tcp-rx's mirrored rounds); omitted when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub order_effects: Vec<Value>,
+    pub order_effects: Vec<OrderEffect>,
 }
 
 impl Report {
@@ -65,6 +65,45 @@ impl Report {
             comparisons: Vec::new(),
             order_effects: Vec::new(),
         }
+    }
+}
+
+/// How much a mode's runs cost after another mode against after itself.
+#[derive(Clone, Debug, Serialize)]
+pub struct OrderEffect {
+    /// The condition (`loopback ipv6 mss 4108`).
+    pub condition: String,
+    /// The mode whose runs are compared.
+    pub mode: String,
+    /// The mode that ran before the `after_other` runs.
+    pub other: String,
+    /// The metric.
+    pub metric: Metric,
+    /// Median after a run of `mode` itself.
+    pub after_same: f64,
+    /// Median after a run of `other`.
+    pub after_other: f64,
+    /// `after_other / after_same`.
+    pub ratio: f64,
+    /// Runs behind the smaller of the two medians.
+    pub runs_each: usize,
+}
+
+impl std::fmt::Display for OrderEffect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} after {} / {} after {} = {:.1} / {:.1} = {:.3} ({} runs each)",
+            self.condition,
+            self.mode,
+            self.other,
+            self.mode,
+            self.mode,
+            self.after_other,
+            self.after_same,
+            self.ratio,
+            self.runs_each
+        )
     }
 }
 
@@ -188,7 +227,7 @@ pub fn render(report: &Report) -> String {
         );
     }
     for e in &report.order_effects {
-        let _ = writeln!(out, "order effect: {e}");
+        let _ = writeln!(out, "order effect ({}): {e}", e.metric.name());
     }
     out
 }
