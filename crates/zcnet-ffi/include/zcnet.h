@@ -393,12 +393,6 @@ int zcnet_send_file(int sock_fd,
                     struct ZcnetFileResult *result);
 
 /**
- * The message of a libzcnet error code, for C callers that keep codes (`strerror`-like).
- * Same as `strerror(-code)` for errno values.
- */
-const char *zcnet_strerror(int code);
-
-/**
  * Makes an io_uring sender on the connected socket `fd`: `IORING_OP_SEND_ZC` (Linux 6.0,
  * `io_uring_prep_send_zc(3)`), each buffer back after its notification CQE, with the kernel's
  * word on whether it copied (6.2). `ZCNET_MODE_AUTO` sends by zero copy only where the

@@ -49,24 +49,16 @@ impl Fail {
     /// An error and its causes on one line; the errno of the first `io::Error` in the chain,
     /// else `EINVAL`.
     fn from_error(e: &(dyn std::error::Error + 'static)) -> Fail {
-        let mut message = e.to_string();
-        let mut errno = None;
-        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-        while let Some(c) = cur {
-            if errno.is_none() {
-                errno = c.downcast_ref::<io::Error>().map(|io| io.raw_os_error());
-            }
-            if !std::ptr::eq(c, e) {
-                message.push_str(": ");
-                message.push_str(&c.to_string());
-            }
-            cur = c.source();
-        }
+        let chain = || std::iter::successors(Some(e), |c| c.source());
+        let message: Vec<String> = chain().map(ToString::to_string).collect();
+        let errno = chain()
+            .find_map(|c| c.downcast_ref::<io::Error>())
+            .and_then(io::Error::raw_os_error);
         Fail {
             // Without a kernel errno in the chain the failure is about the arguments (a
             // configuration the library refuses).
-            errno: errno.flatten().unwrap_or(libc::EINVAL),
-            message,
+            errno: errno.unwrap_or(libc::EINVAL),
+            message: message.join(": "),
         }
     }
 }
@@ -608,15 +600,6 @@ pub unsafe extern "C" fn zcnet_send_file(
         };
         sent.map(drop).map_err(|e| Fail::from_error(&e))
     })
-}
-
-/// The message of a libzcnet error code, for C callers that keep codes (`strerror`-like).
-/// Same as `strerror(-code)` for errno values.
-#[unsafe(no_mangle)]
-pub extern "C" fn zcnet_strerror(code: c_int) -> *const c_char {
-    // SAFETY: strerror returns a pointer to a static or thread-local string.
-    let s = unsafe { CStr::from_ptr(libc::strerror(code.saturating_abs())) };
-    s.as_ptr()
 }
 
 /// What an io_uring sender did.
