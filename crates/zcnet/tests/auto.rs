@@ -40,17 +40,19 @@ fn udp_pair() -> (UdpSocket, UdpSocket) {
     (tx, rx)
 }
 
+/// A `Mode::Auto` MSG_ZEROCOPY sender on `sock`.
+fn auto_sender(sock: UdpSocket) -> ZerocopySender<UdpSocket, Vec<u8>> {
+    let config = msg_zerocopy::Config {
+        mode: msg_zerocopy::Mode::Auto,
+        ..Default::default()
+    };
+    ZerocopySender::new(sock, config).unwrap()
+}
+
 /// Sends `sizes` on a fresh auto sender; returns its counters.
 fn send_auto(sizes: &[usize]) -> (msg_zerocopy::Counters, zcnet::auto::Choice) {
     let (sock, rx) = udp_pair();
-    let mut tx = ZerocopySender::<_, Vec<u8>>::new(
-        sock,
-        msg_zerocopy::Config {
-            mode: msg_zerocopy::Mode::Auto,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let mut tx = auto_sender(sock);
     let mut buf = vec![0u8; 70_000];
     for &n in sizes {
         tx.send(vec![1u8; n]).map_err(|e| e.error).unwrap();
@@ -106,14 +108,7 @@ fn msg_zerocopy_auto_follows_the_profile_file() {
     assert_eq!(c.copied_calls, 1, "loopback copies MSG_ZEROCOPY data");
     // After that copied completion, large sends copy for a while.
     let (sock, rx) = udp_pair();
-    let mut tx = ZerocopySender::<_, Vec<u8>>::new(
-        sock,
-        msg_zerocopy::Config {
-            mode: msg_zerocopy::Mode::Auto,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let mut tx = auto_sender(sock);
     let mut buf = vec![0u8; 70_000];
     tx.send(vec![1u8; 20_000]).map_err(|e| e.error).unwrap();
     rx.recv(&mut buf).unwrap();
