@@ -111,10 +111,19 @@ impl<B> Tracker<B> {
         }
     }
 
-    /// Maps a kernel id onto the sequence: the nearest sequence number at or before `next`.
+    /// Maps a kernel id onto the sequence: the sequence number nearest to `next`, before it
+    /// (registered calls) or at and after it (calls of a send still in progress, whose
+    /// completions can arrive while it goes on, as under an async sender). Fewer than 2^31 calls
+    /// are ever in flight, so the nearer side is the right one.
     fn unwrap(&self, id: u32) -> u64 {
-        let back = (self.next as u32).wrapping_sub(id);
-        self.next.wrapping_sub(u64::from(back))
+        let ahead = id.wrapping_sub(self.next as u32);
+        if ahead < 1 << 31 {
+            self.next + u64::from(ahead)
+        } else {
+            let back = u64::from(ahead.wrapping_neg());
+            // Ids from before the tracker's start cannot be ours; they map below it.
+            self.next.saturating_sub(back)
+        }
     }
 
     /// Applies one completion range, returning every buffer it frees.
@@ -297,6 +306,27 @@ mod tests {
         }
         assert_eq!(out.len(), 1);
         assert!(out[0].copied);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn completion_ahead_of_the_registered_ids_is_kept() {
+        // Buffers 0 and 1 took ids 5 and 6; buffer 2 is sending (ids 7, 8) when a completion
+        // for 5-8 arrives: it frees 0 and 1 and is kept for 2 (the id maps ahead, not 2^32 back).
+        let mut t: Tracker<u32> = Tracker::starting_at(5);
+        let mut out = Vec::new();
+        t.push(0, 1, &mut out);
+        t.push(1, 1, &mut out);
+        for c in fixture(&[(5, 8, false)]) {
+            t.complete(c, &mut out);
+        }
+        assert_eq!(out.iter().map(|f| f.buf).collect::<Vec<_>>(), [0, 1]);
+        t.push(2, 3, &mut out);
+        assert_eq!(out.len(), 2, "id 9 of buffer 2 still outstanding");
+        for c in fixture(&[(9, 9, false)]) {
+            t.complete(c, &mut out);
+        }
+        assert_eq!(out.iter().map(|f| f.buf).collect::<Vec<_>>(), [0, 1, 2]);
         assert!(t.is_empty());
     }
 
