@@ -184,7 +184,7 @@ fn of_mode(call: &str, mode: &str) -> String {
 
 impl FileError {
     /// A constructor for `map_err`: `call` of `mode` failed after `sent` bytes.
-    fn at(
+    pub(crate) fn at(
         mode: &'static str,
         call: &'static str,
         sent: u64,
@@ -303,17 +303,36 @@ impl<S: AsFd> FileSender<S> {
         e
     }
 
+    /// Decides the mode of a file of `len` bytes (the mode, or copy where [`Mode::Auto`]'s
+    /// profile says sendfile does not pay at that length), and remembers it as [`used`](Self::used).
+    pub(crate) fn choose(&mut self, len: u64) -> Mode {
+        let pays = match &mut self.auto {
+            Some(d) => d.zero_copy(usize::try_from(len).unwrap_or(usize::MAX)),
+            None => true,
+        };
+        self.used = if pays { self.mode } else { Mode::Copy };
+        self.used
+    }
+
+    /// Counts bytes sent, of which `zero_copy` without a user copy.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn add(&mut self, bytes: u64, zero_copy: u64) {
+        self.counters.add(bytes, zero_copy);
+    }
+
+    /// The configuration.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn config(&self) -> Config {
+        self.config
+    }
+
     /// Sends `len` bytes of `file` from `offset`; returns the bytes sent (`len`).
     ///
     /// # Errors
     /// [`FileError::Io`] naming the mode, the call and the bytes sent before it failed; a file
     /// shorter than `offset + len` is `UnexpectedEof`.
     pub fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Result<u64, FileError> {
-        let pays = match &mut self.auto {
-            Some(d) => d.zero_copy(usize::try_from(len).unwrap_or(usize::MAX)),
-            None => true,
-        };
-        self.used = if pays { self.mode } else { Mode::Copy };
+        self.choose(len);
         let c = send_file(
             self.socket.as_fd(),
             file,
@@ -461,7 +480,7 @@ fn send_all(socket: BorrowedFd<'_>, data: &[u8], sent_before: u64) -> Result<(),
 }
 
 /// `pread(2)`, retrying `EINTR`.
-fn read_at(f: &File, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+pub(crate) fn read_at(f: &File, buf: &mut [u8], pos: u64) -> io::Result<usize> {
     use std::os::unix::fs::FileExt;
     loop {
         match f.read_at(buf, pos) {

@@ -205,4 +205,6 @@ pub mod support;
 mod sys;
 pub mod tcp_info;
 pub mod tcp_rx;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 pub mod uring;

@@ -218,6 +218,19 @@ pub struct TcpZerocopyReceiver<S: AsFd> {
     timeout: Option<Duration>,
     /// Bytes the kernel said were still queued after the last call (`inq`, 5.7+).
     queued: usize,
+    /// The last receive: whether its first part is the mapped window, and its copied bytes.
+    last: (bool, usize),
+}
+
+/// What one receive step found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Bytes, seen through [`TcpZerocopyReceiver::last_received`].
+    Got,
+    /// End of stream.
+    End,
+    /// Nothing queued yet (only when the step does not wait).
+    WouldBlock,
 }
 
 impl<S: AsFd> TcpZerocopyReceiver<S> {
@@ -281,6 +294,7 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
             pending_error: None,
             timeout: config.timeout,
             queued: 0,
+            last: (false, 0),
         })
     }
 
@@ -347,10 +361,31 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
     /// [`RxError::Receive`] when the connection fails (a reset: `ConnectionReset`), after every
     /// byte received before the failure has been returned; [`RxError::TimedOut`].
     pub fn recv(&mut self) -> Result<Option<Received<'_>>, RxError> {
+        Ok(match self.step(true)? {
+            Step::Got => Some(self.last_received()),
+            Step::End | Step::WouldBlock => None,
+        })
+    }
+
+    /// The bytes of the last [`Step::Got`].
+    pub(crate) fn last_received(&self) -> Received<'_> {
+        let (from_window, copied) = self.last;
+        Received {
+            mapped: match (&self.window, from_window) {
+                (Some(w), true) => w.mapped(),
+                _ => &[],
+            },
+            copied: &self.buf[..copied],
+        }
+    }
+
+    /// One receive: with `wait`, polls until something is queued (or the timeout passes);
+    /// without, returns [`Step::WouldBlock`] when nothing is.
+    pub(crate) fn step(&mut self, wait: bool) -> Result<Step, RxError> {
         loop {
             // When the last call left a whole window queued, or the connection already failed
             // (the rest is queued or gone), call again at once: polling would only return.
-            if self.queued < self.buf.len() && self.pending_error.is_none() {
+            if wait && self.queued < self.buf.len() && self.pending_error.is_none() {
                 self.wait()?;
             }
             self.queued = 0;
@@ -365,6 +400,9 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
                         // EIO: nothing queued and the peer is done; recv tells EOF from an error.
                         Err(e) if e.raw_os_error() == Some(libc::EIO) => None,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock && !wait => {
+                            return Ok(Step::WouldBlock);
+                        }
                         Err(e) => return Err(self.fail(e)),
                     }
                 }
@@ -377,22 +415,21 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
                     // Nothing queued: wait for more, unless the connection already failed.
                     Ok(None) => match self.pending_error.take() {
                         Some(e) => return Err(self.fail(e)),
-                        None => continue,
+                        None if wait => continue,
+                        None => return Ok(Step::WouldBlock),
                     },
                     Ok(Some(0)) => {
                         // End of stream: the error the kernel reported with earlier data, if
                         // any, now that every queued byte has been handed out.
                         return match self.pending_error.take() {
                             Some(e) => Err(self.fail(e)),
-                            None => Ok(None),
+                            None => Ok(Step::End),
                         };
                     }
                     Ok(Some(n)) => {
                         self.counters.bytes_copied += n as u64;
-                        return Ok(Some(Received {
-                            mapped: &[],
-                            copied: &self.buf[..n],
-                        }));
+                        self.last = (false, n);
+                        return Ok(Step::Got);
                     }
                     Err(e) => {
                         return Err(match self.pending_error.take() {
@@ -421,16 +458,17 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
                     .get_or_insert_with(|| io::Error::from_raw_os_error(errno));
             }
             if got == 0 {
-                continue;
+                // Nothing queued (or a window of nothing): wait, or say so.
+                if wait || self.pending_error.is_some() {
+                    continue;
+                }
+                return Ok(Step::WouldBlock);
             }
             self.counters.bytes_mapped += out.mapped as u64;
             self.counters.pages_mapped += (out.mapped / self.kernel.page) as u64;
             self.counters.bytes_copied += copied as u64;
-            let window = self.window.as_ref().expect("zero-copy path has a window");
-            return Ok(Some(Received {
-                mapped: window.mapped(),
-                copied: &self.buf[..copied],
-            }));
+            self.last = (true, copied);
+            return Ok(Step::Got);
         }
     }
 

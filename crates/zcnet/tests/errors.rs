@@ -73,6 +73,10 @@ fn every_error_with_a_cause_leaves_it_to_the_chain() {
             bytes: 64,
             source: cause(),
         }),
+        Box::new(UringError::Eventfd {
+            call: "eventfd",
+            source: cause(),
+        }),
         Box::new(ZerocopyError::Io {
             call: "sendmsg(MSG_ZEROCOPY)",
             source: cause(),

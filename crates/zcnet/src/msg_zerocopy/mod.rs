@@ -300,6 +300,30 @@ pub struct ZerocopySender<S: AsFd, B: OwnedBuf> {
     pending_error: Option<io::Error>,
     /// [`Mode::Auto`]'s decisions.
     auto: Option<crate::auto::Decider>,
+    /// The buffer whose calls are being made: always `None` between synchronous calls; an async
+    /// send that would block leaves it here, owned by the sender, to be finished first.
+    current: Option<InProgress<B>>,
+}
+
+/// A buffer part-way through its send calls.
+#[derive(Debug)]
+struct InProgress<B> {
+    buf: B,
+    flags: i32,
+    /// Bytes sent so far.
+    off: usize,
+    /// Zero-copy calls that carried part of it (their ids are the tracker's next ones).
+    calls: u64,
+    /// Whether the next call asks for zero copy (false from the start, or after `ENOBUFS`).
+    zerocopy: bool,
+}
+
+/// Whether a send call that would block waits (`poll`) or hands back to an event loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Blocking {
+    Wait,
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    Return,
 }
 
 impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
@@ -342,6 +366,7 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
             copy_for: 0,
             counters: Counters::default(),
             pending_error: None,
+            current: None,
         })
     }
 
@@ -442,6 +467,7 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
         data: &[u8],
         flags: i32,
     ) -> io::Result<BorrowToken> {
+        debug_assert!(self.current.is_none(), "no owned buffer in progress");
         let token = BorrowToken(self.next_token);
         self.next_token += 1;
         let (calls, result) = self.send_zc_calls(data, flags);
@@ -494,6 +520,16 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
     /// # Errors
     /// As [`send`](Self::send).
     pub fn send_with(&mut self, buf: B, flags: i32) -> Result<(), SendError<B>> {
+        self.begin(buf, flags)?;
+        self.advance(Blocking::Wait).map(drop)
+    }
+
+    /// Takes `buf` as the buffer in progress, deciding copy or zero copy for it.
+    ///
+    /// # Errors
+    /// The error a partly loaned buffer ended with, reported again, with `buf` handed back.
+    pub(crate) fn begin(&mut self, buf: B, flags: i32) -> Result<(), SendError<B>> {
+        debug_assert!(self.current.is_none(), "one buffer in progress at a time");
         if let Some(error) = self.pending_error.take() {
             return Err(SendError {
                 error,
@@ -508,7 +544,119 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
         };
         if !zerocopy {
             self.copy_for = self.copy_for.saturating_sub(1);
-            return match self.copy_all(buf.bytes(), flags) {
+        }
+        self.current = Some(InProgress {
+            buf,
+            flags,
+            off: 0,
+            calls: 0,
+            zerocopy,
+        });
+        Ok(())
+    }
+
+    /// Whether a buffer is part-way through its calls (an async send that would block).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn in_progress(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// Makes the send calls of the buffer in progress until all of it is sent (`Ok(true)`), or,
+    /// with [`Blocking::Return`], until the socket would block (`Ok(false)`: the buffer stays in
+    /// progress). Zero-copy calls that meet `ENOBUFS` send the rest by copy. A buffer of which
+    /// something was loaned joins the tracker, and comes back with its completions.
+    ///
+    /// # Errors
+    /// [`SendError`] with the kernel's error, holding the buffer if none of it was loaned.
+    pub(crate) fn advance(&mut self, blocking: Blocking) -> Result<bool, SendError<B>> {
+        let Some(cur) = self.current.as_mut() else {
+            return Ok(true);
+        };
+        let counters = &mut self.counters;
+        let fd = self.socket.as_fd();
+        let len = cur.buf.bytes().len();
+        let outcome = loop {
+            if cur.off == len {
+                break Ok(());
+            }
+            let zc = if cur.zerocopy { abi::MSG_ZEROCOPY } else { 0 };
+            let data = &cur.buf.bytes()[cur.off..];
+            match sys::sendto(fd, data, cur.flags | zc | libc::MSG_NOSIGNAL, None) {
+                Ok(n) => {
+                    cur.off += n;
+                    if cur.zerocopy {
+                        cur.calls += 1;
+                        counters.zerocopy_calls += 1;
+                        counters.zerocopy_bytes += n as u64;
+                    } else {
+                        counters.copy_calls += 1;
+                        counters.copy_bytes += n as u64;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if cur.zerocopy && e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    // optmem or locked memory exhausted: never wait for a completion that may
+                    // not come; the rest goes by copy.
+                    counters.enobufs_fallbacks += 1;
+                    cur.zerocopy = false;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => match blocking {
+                    Blocking::Return => return Ok(false),
+                    Blocking::Wait => {
+                        if let Err(e) = sys::poll(fd, libc::POLLOUT, None) {
+                            break Err(e);
+                        }
+                    }
+                },
+                Err(e) => break Err(e),
+            }
+        };
+        self.finish(outcome).map(|()| true)
+    }
+
+    /// Ends the buffer in progress, if any, with `error` (its wait failed): handed back if
+    /// nothing of it was loaned, else tracked like a send that failed part-way.
+    ///
+    /// # Errors
+    /// [`SendError`] holding the buffer when none of it was loaned.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn abort(&mut self, error: io::Error) -> Result<(), SendError<B>> {
+        if self.current.is_none() {
+            return Ok(());
+        }
+        self.finish(Err(error))
+    }
+
+    /// Hands back a buffer whose send failed (a [`SendError`]) as a [`Returned`] carrying the
+    /// error, for a caller that cannot give it back itself; returns a copy of the error.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn give_back(&mut self, e: SendError<B>) -> io::Error {
+        let copy = copy_error(&e.error);
+        self.ready.push_back(Returned {
+            buf: e.buf,
+            sent: e.sent,
+            error: Some(e.error),
+            zero_copy: false,
+            copied: None,
+        });
+        copy
+    }
+
+    /// The oldest buffer given back and not yet taken.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn pop_returned(&mut self) -> Option<Returned<B>> {
+        self.ready.pop_front()
+    }
+
+    /// Ends the buffer in progress with the calls' outcome.
+    fn finish(&mut self, outcome: io::Result<()>) -> Result<(), SendError<B>> {
+        let InProgress {
+            buf, off, calls, ..
+        } = self.current.take().expect("a buffer in progress");
+        let len = buf.bytes().len();
+        if calls == 0 {
+            // Nothing loaned: the buffer is the caller's again at once.
+            return match outcome {
                 Ok(()) => {
                     self.ready.push_back(Returned {
                         buf,
@@ -519,30 +667,24 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
                     });
                     Ok(())
                 }
-                Err((error, sent)) => Err(SendError { error, sent, buf }),
+                Err(error) => Err(SendError {
+                    error,
+                    sent: off,
+                    buf,
+                }),
             };
         }
-        // Zero-copy calls until all is sent; ENOBUFS sends the rest by copy.
-        let (calls, result) = {
-            let data = buf.bytes();
-            self.send_zc_calls(data, flags)
-        };
+        // Part of the buffer is loaned: it comes back with its completion, carrying the error,
+        // which the next send reports too.
+        let failed = outcome.err().map(|e| {
+            self.pending_error = Some(copy_error(&e));
+            (e, off)
+        });
         let mut freed = Vec::new();
-        match result {
-            Err((error, sent)) if calls == 0 => Err(SendError { error, sent, buf }),
-            result => {
-                // Part of the buffer is loaned: it comes back with its completion, carrying
-                // the error, which the next send reports too.
-                let failed = result.err().map(|(e, sent)| {
-                    self.pending_error = Some(copy_error(&e));
-                    (e, sent)
-                });
-                self.tracker
-                    .push(Slot::Owned(buf, failed), calls, &mut freed);
-                self.settle(freed);
-                Ok(())
-            }
-        }
+        self.tracker
+            .push(Slot::Owned(buf, failed), calls, &mut freed);
+        self.settle(freed);
+        Ok(())
     }
 
     /// Reads every completion now queued, without blocking; returns how many buffers it freed
@@ -638,6 +780,16 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
 
 impl<S: AsFd, B: OwnedBuf> Drop for ZerocopySender<S, B> {
     fn drop(&mut self) {
+        // A buffer left part-way (an async send dropped, then the sender): what was loaned of it
+        // is tracked like any other loan, the rest was never given to the kernel.
+        if let Some(cur) = self.current.take()
+            && cur.calls > 0
+        {
+            let mut freed = Vec::new();
+            self.tracker
+                .push(Slot::Owned(cur.buf, None), cur.calls, &mut freed);
+            self.settle(freed);
+        }
         if self.tracker.is_empty() {
             return;
         }

@@ -7,6 +7,8 @@
 
 /// `SO_ZEROCOPY` (`asm-generic/socket.h`, Linux 4.14).
 pub const SO_ZEROCOPY: i32 = 60;
+/// `cachestat(2)` (Linux 6.5): one number on every architecture but alpha.
+pub const SYS_CACHESTAT: libc::c_long = 451;
 /// `SO_PEEK_OFF` (`asm-generic/socket.h`; TCP since Linux 6.9).
 pub const SO_PEEK_OFF: i32 = 42;
 /// `MSG_ZEROCOPY` (`linux/socket.h`).

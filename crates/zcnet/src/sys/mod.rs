@@ -9,6 +9,8 @@ pub mod abi;
 pub mod borrowed_send;
 pub mod owned_buf;
 pub mod packet;
+#[cfg(feature = "tokio")]
+pub mod reactor;
 pub mod tcp_zerocopy;
 pub mod uring;
 
@@ -453,6 +455,124 @@ pub fn sendfile(
     })?;
     *offset = off as i64;
     Ok(n)
+}
+
+#[cfg(feature = "tokio")]
+/// How many pages of `fd` in `[off, off + len)` are in the page cache: `cachestat(2)` (Linux
+/// 6.5); `Ok(None)` where the kernel lacks it (`ENOSYS`) or the file has no page cache for it
+/// (`EOPNOTSUPP`, e.g. hugetlbfs).
+pub fn cachestat(fd: BorrowedFd<'_>, off: u64, len: u64) -> io::Result<Option<u64>> {
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct Stat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    let range = Range { off, len };
+    let mut stat = Stat::default();
+    // SAFETY: both pointers are to live, properly laid out structs (uapi `cachestat_range` and
+    // `cachestat`); the kernel reads the first and writes the second only during the call.
+    let r = unsafe {
+        libc::syscall(
+            abi::SYS_CACHESTAT,
+            fd.as_raw_fd(),
+            &range as *const Range,
+            &mut stat as *mut Stat,
+            0u32,
+        )
+    };
+    if r == 0 {
+        return Ok(Some(stat.nr_cache));
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOSYS | libc::EOPNOTSUPP) => Ok(None),
+        _ => Err(e),
+    }
+}
+
+#[cfg(feature = "tokio")]
+/// `readahead(2)`: reads `[off, off + len)` of `fd` into the page cache; blocks until it is
+/// read.
+pub fn readahead(fd: BorrowedFd<'_>, off: u64, len: usize) -> io::Result<()> {
+    // SAFETY: no pointers; the fd is borrowed for the call.
+    cvt_size(unsafe { libc::readahead(fd.as_raw_fd(), off as libc::off64_t, len) }).map(drop)
+}
+
+#[cfg(feature = "tokio")]
+/// A non-blocking, close-on-exec `eventfd(2)` counter.
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: no pointers; the returned fd is owned from here on.
+    let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+    // SAFETY: `fd` was just returned by the kernel and is owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[cfg(feature = "tokio")]
+/// Reads (and so resets) an eventfd counter; `Ok(None)` when it is zero.
+pub fn eventfd_read(fd: BorrowedFd<'_>) -> io::Result<Option<u64>> {
+    let mut v = 0u64;
+    // SAFETY: `v` is 8 writable bytes, as an eventfd read needs.
+    let r = unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+    if r == 8 {
+        return Ok(Some(v));
+    }
+    let e = io::Error::last_os_error();
+    if e.kind() == io::ErrorKind::WouldBlock {
+        Ok(None)
+    } else {
+        Err(e)
+    }
+}
+
+#[cfg(feature = "tokio")]
+/// A private, close-on-exec epoll set watching `fd` for `events`, edge-triggered
+/// (`epoll_create1(2)`, `epoll_ctl(2)`); `EPOLLERR` is always reported.
+pub fn epoll_watching(fd: BorrowedFd<'_>, events: u32) -> io::Result<OwnedFd> {
+    // SAFETY: no pointers; the returned fd is owned from here on.
+    let ep = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+    // SAFETY: `ep` was just returned by the kernel and is owned by nothing else.
+    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+    let mut ev = libc::epoll_event {
+        events: events | libc::EPOLLET as u32,
+        u64: 0,
+    };
+    // SAFETY: `ev` is a valid epoll_event the kernel reads during the call.
+    cvt(unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd.as_raw_fd(), &mut ev) })?;
+    Ok(ep)
+}
+
+#[cfg(feature = "tokio")]
+/// Takes every event ready in the epoll set `ep` without waiting (`epoll_wait(2)`, timeout 0);
+/// returns the union of their masks (0: none).
+pub fn epoll_take(ep: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; 4];
+    let mut all = 0u32;
+    loop {
+        // SAFETY: `events` has room for the 4 entries the kernel may write.
+        let n = unsafe { libc::epoll_wait(ep.as_raw_fd(), events.as_mut_ptr(), 4, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        for ev in &events[..n as usize] {
+            all |= ev.events;
+        }
+        if n < 4 {
+            return Ok(all);
+        }
+    }
 }
 
 /// `splice(2)`; `off_in` is used when the input is a file (not a pipe).

@@ -46,7 +46,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use crate::support::TIMEOUT;
@@ -199,6 +199,16 @@ pub enum UringError {
         call: &'static str,
         /// Bytes registered.
         bytes: usize,
+        /// The kernel's error.
+        #[source]
+        source: io::Error,
+    },
+    /// Setting up the completion eventfd of the async sender (`zcnet::tokio::UringSender`)
+    /// failed: `eventfd`, its registration with the ring or with the reactor.
+    #[error("{call} failed")]
+    Eventfd {
+        /// The call.
+        call: &'static str,
         /// The kernel's error.
         #[source]
         source: io::Error,
@@ -366,6 +376,24 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
     /// In [`Mode::Auto`]: the path, route and threshold used, and the profile they came from.
     pub fn auto_choice(&self) -> Option<&Choice> {
         self.auto.as_ref().map(|d| &d.choice)
+    }
+
+    /// Signals `fd`, an eventfd, at every completion (`IORING_REGISTER_EVENTFD`).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn register_eventfd(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        self.ring.register_eventfd(fd)
+    }
+
+    /// Requests in flight at most.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn window(&self) -> usize {
+        self.config.window
+    }
+
+    /// The oldest buffer given back and not yet taken.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn pop_returned(&mut self) -> Option<Returned<B>> {
+        self.returned.pop_front()
     }
 
     /// The ring set-up the kernel granted (the registered ring fd from the first submission).

@@ -301,6 +301,13 @@ impl<B: OwnedBuf> SendRing<B> {
         }
     }
 
+    /// Registers `fd`, an eventfd, to be signalled at every CQE posted
+    /// (`IORING_REGISTER_EVENTFD`, Linux 5.2). The kernel holds its own reference to it.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub fn register_eventfd(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        self.ring.submitter().register_eventfd(fd.as_raw_fd())
+    }
+
     /// Opcodes of this kernel (`IORING_REGISTER_PROBE`).
     pub fn probe(&self) -> io::Result<OpcodeSupport> {
         probe_opcodes(&self.ring)

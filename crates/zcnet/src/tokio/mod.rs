@@ -1,0 +1,107 @@
+//! The zero-copy paths under tokio (feature `tokio`): the same types as the synchronous
+//! mechanisms, with the same names, `Config`s, counters and fallback reasons, whose waits are
+//! `.await`s on the runtime's reactor (`AsyncFd`) instead of `poll(2)`.
+//!
+//! | here | synchronous twin | waits for |
+//! |---|---|---|
+//! | [`ZerocopySender`] | [`crate::msg_zerocopy::ZerocopySender`] | writable; completions on `Interest::ERROR` (tokio 1.32+), where `MSG_ZEROCOPY` completions arrive |
+//! | [`TcpZerocopyReceiver`] | [`crate::tcp_rx::TcpZerocopyReceiver`] | readable |
+//! | [`FileSender`] | [`crate::file::FileSender`] | writable; a page-cache miss is read on the blocking pool |
+//! | [`UringSender`] | [`crate::uring::UringSender`] | an eventfd registered with the ring (`IORING_REGISTER_EVENTFD`) |
+//! | [`PeekCursor`] | [`crate::peek::PeekCursor`] | readable |
+//!
+//! # Sockets
+//! Each type takes a tokio socket (`tokio::net::TcpStream`, `UdpSocket`) or a std one, through
+//! [`IntoStdSocket`]: the socket leaves tokio's own registration and is registered again,
+//! non-blocking, with the interests the mechanism needs (a socket cannot be in the same epoll set
+//! twice).
+//!
+//! # Cancellation
+//! Dropping any future of this module loses nothing and never leaves the kernel reading memory
+//! that was given back: a buffer is owned by the sender from the moment `send` is called until
+//! it comes back as a [`Returned`](crate::loan::Returned) (or inside a
+//! [`SendError`](crate::loan::SendError)). A send future dropped while its buffer is part-way
+//! out leaves it with the sender, whose next `send` or `flush` finishes it first, so a stream
+//! never has a gap. Each method says what its cancellation leaves.
+//!
+//! # Example
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use tokio::io::AsyncReadExt;
+//! use zcnet::msg_zerocopy::Config;
+//! use zcnet::tokio::ZerocopySender;
+//!
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let stream = tokio::net::TcpStream::connect(listener.local_addr()?).await?;
+//! let (mut peer, _) = listener.accept().await?;
+//! let mut tx = ZerocopySender::new(stream, Config::default())?;
+//! tx.send(vec![9u8; 1 << 20]).await.map_err(|e| e.error)?;
+//! let reader = tokio::spawn(async move {
+//!     let mut got = Vec::new();
+//!     peer.read_to_end(&mut got).await.map(|_| got)
+//! });
+//! tx.flush().await?; // every buffer is back
+//! let back = tx.returned().next().expect("the buffer");
+//! assert_eq!(back.sent, 1 << 20);
+//! drop(tx); // closes the connection
+//! assert_eq!(reader.await??, vec![9u8; 1 << 20]);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::io;
+use std::os::fd::AsFd;
+
+mod file;
+mod msg_zerocopy;
+mod peek;
+mod tcp_rx;
+mod uring;
+
+pub use file::FileSender;
+pub use msg_zerocopy::ZerocopySender;
+pub use peek::PeekCursor;
+pub use tcp_rx::TcpZerocopyReceiver;
+pub use uring::UringSender;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A socket the async types can own: tokio's (taken out of its registration with
+/// `into_std`) or std's (`TcpStream`, `UdpSocket`), made non-blocking. Sealed: the
+/// registration relies on the socket owning its fd.
+pub trait IntoStdSocket: sealed::Sealed {
+    /// The std socket it becomes.
+    type Std: AsFd;
+    /// The std socket, non-blocking.
+    ///
+    /// # Errors
+    /// The `into_std` or `fcntl` error.
+    fn into_std_socket(self) -> io::Result<Self::Std>;
+}
+
+macro_rules! into_std {
+    ($tokio:ty, $std:ty) => {
+        impl sealed::Sealed for $tokio {}
+        impl sealed::Sealed for $std {}
+        impl IntoStdSocket for $tokio {
+            type Std = $std;
+            fn into_std_socket(self) -> io::Result<$std> {
+                let s = self.into_std()?;
+                s.set_nonblocking(true)?;
+                Ok(s)
+            }
+        }
+        impl IntoStdSocket for $std {
+            type Std = $std;
+            fn into_std_socket(self) -> io::Result<$std> {
+                self.set_nonblocking(true)?;
+                Ok(self)
+            }
+        }
+    };
+}
+into_std!(::tokio::net::TcpStream, std::net::TcpStream);
+into_std!(::tokio::net::UdpSocket, std::net::UdpSocket);

@@ -1,0 +1,229 @@
+//! `MSG_ZEROCOPY` on tokio: see [`ZerocopySender`].
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+
+use ::tokio::io::Interest;
+use ::tokio::io::unix::AsyncFd;
+
+use super::IntoStdSocket;
+use crate::auto::Choice;
+use crate::loan::{OwnedBuf, Returned, SendError};
+use crate::msg_zerocopy::{self as sync, Blocking, Config, Counters, ZerocopyError};
+use crate::sys::{self, reactor::Registered, reactor::register};
+
+/// [`crate::msg_zerocopy::ZerocopySender`] on tokio: `send(buf).await` waits for room in the
+/// socket, loans the buffer with `MSG_ZEROCOPY` (or copies it, by the same rules: threshold,
+/// copied policy, [`Mode::Auto`](crate::msg_zerocopy::Mode::Auto)), and the buffer comes back
+/// with its completion, which wakes the task: the kernel reports completions on the socket's
+/// error queue, signalled as `EPOLLERR` (tokio's `Interest::ERROR`; see below for why it is not
+/// waited on through tokio's readiness of the socket itself).
+///
+/// Take buffers back with [`next_returned`](Self::next_returned) (awaits the next one),
+/// [`returned`](Self::returned) (what is back already) or after [`flush`](Self::flush).
+///
+/// Dropping the sender with buffers in flight waits up to 500 ms, on the thread that drops it,
+/// for their completions (usually microseconds), then leaks what the kernel still holds rather
+/// than free memory it may read: `flush` first where that matters.
+///
+/// # Why not `AsyncFd` on the socket
+/// mio reports `EPOLLOUT` together with `EPOLLERR` as "write closed", which tokio keeps as a
+/// final state: after the first completion that arrives while the socket is writable, a
+/// socket's `writable()` never waits again, and a send loop spins on `EAGAIN` (ours did). So the
+/// socket is watched through a private epoll set (`EPOLLOUT | EPOLLET`; `EPOLLERR` always), and
+/// that set's fd is what tokio waits on: each wake-up says which of the two it was.
+#[derive(Debug)]
+pub struct ZerocopySender<S: AsFd + IntoStdSocket<Std = S>, B: OwnedBuf> {
+    inner: sync::ZerocopySender<S, B>,
+    /// The private epoll set watching the socket, registered with the reactor.
+    events: AsyncFd<Registered<OwnedFd>>,
+}
+
+impl<S: AsFd + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S, B> {
+    /// A sender on `socket`, a connected TCP stream or UDP socket (tokio's or std's), with the
+    /// synchronous sender's [`Config`].
+    ///
+    /// # Errors
+    /// As [`crate::msg_zerocopy::ZerocopySender::new`]; `Io` when the socket cannot be made
+    /// non-blocking or registered with the reactor.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime with I/O enabled (as `AsyncFd::new`).
+    pub fn new<T>(socket: T, config: Config) -> Result<Self, ZerocopyError>
+    where
+        T: IntoStdSocket<Std = S>,
+    {
+        let socket = socket
+            .into_std_socket()
+            .map_err(|source| ZerocopyError::Io {
+                call: "fcntl(O_NONBLOCK)",
+                source,
+            })?;
+        let inner = sync::ZerocopySender::new(socket, config)?;
+        let events = sys::epoll_watching(inner.get_ref().as_fd(), libc::EPOLLOUT as u32)
+            .and_then(|ep| register(ep, Interest::READABLE))
+            .map_err(|source| ZerocopyError::Io {
+                call: "epoll_ctl(EPOLL_CTL_ADD)",
+                source,
+            })?;
+        Ok(ZerocopySender { inner, events })
+    }
+
+    fn inner(&self) -> &sync::ZerocopySender<S, B> {
+        &self.inner
+    }
+
+    fn inner_mut(&mut self) -> &mut sync::ZerocopySender<S, B> {
+        &mut self.inner
+    }
+
+    /// Awaits an event of the socket in `mask` (`EPOLLOUT`, `EPOLLERR`); events of the other
+    /// kind seen meanwhile are consumed (edge-triggered: the next change is a new event).
+    async fn event(&mut self, mask: u32) -> io::Result<()> {
+        loop {
+            let mut guard = self.events.readable_mut().await?;
+            let seen = sys::epoll_take(guard.get_inner().0.as_fd())?;
+            // The set is empty now: its fd is readable again only with a new event.
+            guard.clear_ready();
+            if seen & mask != 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Why this sender copies everything, if it does.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.inner().fallback_reason()
+    }
+
+    /// In [`Mode::Auto`](crate::msg_zerocopy::Mode::Auto): the threshold used and its profile.
+    pub fn auto_choice(&self) -> Option<&Choice> {
+        self.inner().auto_choice()
+    }
+
+    /// The socket.
+    pub fn get_ref(&self) -> &S {
+        self.inner().get_ref()
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> Counters {
+        self.inner().counters()
+    }
+
+    /// Buffers the kernel still holds, and the one part-way out if a send future was dropped.
+    pub fn in_flight(&self) -> usize {
+        self.inner().in_flight() + usize::from(self.inner().in_progress())
+    }
+
+    /// Sends `buf` (see [`crate::msg_zerocopy::ZerocopySender::send`]); returns once every byte
+    /// of it is with the kernel, not when the buffer is back.
+    ///
+    /// Cancellation: once its first call is made, the buffer belongs to the sender: a future
+    /// dropped with the buffer part-way out leaves it there, the next `send` or `flush` sends the
+    /// rest of it first, and it comes back through [`returned`](Self::returned) as any other. A
+    /// future dropped earlier (while it was finishing such an earlier buffer) drops `buf`
+    /// unsent, as the future owned it.
+    ///
+    /// # Errors
+    /// [`SendError`], holding `buf` when none of it was loaned. An earlier buffer that a
+    /// dropped future left part-way and that now fails comes back through `returned` with its
+    /// error, which this call returns with `buf`.
+    pub async fn send(&mut self, buf: B) -> Result<(), SendError<B>> {
+        self.send_with(buf, 0).await
+    }
+
+    /// [`send`](Self::send) with extra `send(2)` flags (`MSG_EOR`, ...).
+    ///
+    /// # Errors
+    /// As [`send`](Self::send).
+    pub async fn send_with(&mut self, buf: B, flags: i32) -> Result<(), SendError<B>> {
+        if let Err(e) = self.drive().await {
+            let error = self.inner_mut().give_back(e);
+            return Err(SendError {
+                error,
+                sent: 0,
+                buf,
+            });
+        }
+        self.inner_mut().begin(buf, flags)?;
+        self.drive().await
+    }
+
+    /// Makes the calls of the buffer in progress, awaiting writability, until it is all sent.
+    async fn drive(&mut self) -> Result<(), SendError<B>> {
+        loop {
+            if self.inner.advance(Blocking::Return)? {
+                return Ok(());
+            }
+            // EAGAIN: the socket will say when it has room (an EPOLLOUT edge).
+            if let Err(e) = self.event(libc::EPOLLOUT as u32).await {
+                return self.inner.abort(e);
+            }
+        }
+    }
+
+    /// Reads the completions queued now, without waiting; returns how many buffers they freed.
+    ///
+    /// # Errors
+    /// The `recvmsg(MSG_ERRQUEUE)` error.
+    pub fn reap(&mut self) -> io::Result<usize> {
+        self.inner_mut().reap()
+    }
+
+    /// Buffers back so far and not yet taken, oldest first (call [`reap`](Self::reap) first to
+    /// collect what completed without waiting). Dropping the iterator drops what it has not
+    /// yielded.
+    pub fn returned(&mut self) -> std::collections::vec_deque::Drain<'_, Returned<B>> {
+        self.inner_mut().returned()
+    }
+
+    /// The next buffer back, awaiting its completion; `Ok(None)` when nothing is loaned.
+    ///
+    /// Cancellation: nothing is lost; a completion read meanwhile is kept for the next call.
+    ///
+    /// # Errors
+    /// The `recvmsg(MSG_ERRQUEUE)` error.
+    pub async fn next_returned(&mut self) -> io::Result<Option<Returned<B>>> {
+        loop {
+            if let Some(r) = self.inner_mut().pop_returned() {
+                return Ok(Some(r));
+            }
+            if self.inner().in_flight() == 0 {
+                return Ok(None);
+            }
+            self.completions().await?;
+        }
+    }
+
+    /// Finishes the buffer a dropped send left part-way, if any, then awaits every completion;
+    /// the buffers are then in [`returned`](Self::returned). A peer that never reads holds its
+    /// buffers (the kernel still needs them for retransmission): bound the wait with
+    /// `tokio::time::timeout` where that can happen.
+    ///
+    /// Cancellation: nothing is lost; buffers stay loaned or come back as usual.
+    ///
+    /// # Errors
+    /// The error of the part-way send (its buffer comes back with it), or of `recvmsg`.
+    pub async fn flush(&mut self) -> io::Result<()> {
+        if let Err(e) = self.drive().await {
+            return Err(self.inner_mut().give_back(e));
+        }
+        while self.inner().in_flight() > 0 {
+            self.completions().await?;
+        }
+        Ok(())
+    }
+
+    /// Awaits completions until at least one buffer is freed (or nothing is loaned).
+    async fn completions(&mut self) -> io::Result<usize> {
+        loop {
+            let n = self.inner.reap()?;
+            if n > 0 || self.inner.in_flight() == 0 {
+                return Ok(n);
+            }
+            // Every completion queued is an EPOLLERR edge.
+            self.event(libc::EPOLLERR as u32).await?;
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! `zcnet::tokio::ZerocopySender`: buffers come back exactly once, whatever happens to the
+//! futures and the peer (issue 19).
+#![cfg(feature = "tokio")]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use zcnet::msg_zerocopy::Config;
+use zcnet::tokio::ZerocopySender;
+
+const BUF: usize = 256 * 1024;
+
+/// Buffer `i`: its index in every 8-byte word, so a gap or a swap shows in the stream.
+fn buffer(i: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(BUF);
+    while v.len() < BUF {
+        v.extend_from_slice(&i.to_le_bytes());
+    }
+    v
+}
+
+async fn pair() -> (TcpStream, TcpStream) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+    let (s, _) = l.accept().await.unwrap();
+    (c, s)
+}
+
+/// Which buffer each returned one was, counted.
+fn tally(counts: &mut BTreeMap<u64, u32>, r: &zcnet::loan::Returned<Vec<u8>>) {
+    let id = u64::from_le_bytes(r.buf[..8].try_into().unwrap());
+    *counts.entry(id).or_default() += 1;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_send_futures_lose_no_buffer_and_leave_no_gap() {
+    let (client, mut server) = pair().await;
+    let mut tx = ZerocopySender::new(client, Config::default()).unwrap();
+    assert_eq!(tx.fallback_reason(), None, "SO_ZEROCOPY on loopback TCP");
+    // Nobody reads yet: the socket fills, and sends stall part-way. A short timeout drops the
+    // future of each stalled send, with its buffer part-way out.
+    let n = 64u64;
+    let mut dropped = 0;
+    for i in 0..n {
+        let send = tx.send(buffer(i));
+        match tokio::time::timeout(Duration::from_millis(5), send).await {
+            Ok(r) => r.map_err(|e| e.error).unwrap(),
+            Err(_) => dropped += 1,
+        }
+        if dropped == 3 {
+            // Then a reader starts, and the rest goes through.
+            break;
+        }
+    }
+    assert_eq!(dropped, 3, "sends stall while the peer does not read");
+    let reader = tokio::spawn(async move {
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).await.map(|_| got)
+    });
+    assert!(tx.in_flight() > 0, "a buffer is part-way out or loaned");
+    let mut counts = BTreeMap::new();
+    tx.flush().await.unwrap();
+    for r in tx.returned() {
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.sent, BUF);
+        tally(&mut counts, &r);
+    }
+    let back: Vec<u64> = counts.keys().copied().collect();
+    assert!(
+        counts.values().all(|&c| c == 1),
+        "a buffer came back twice: {counts:?}"
+    );
+    assert_eq!(tx.in_flight(), 0);
+    drop(tx);
+    let got = reader.await.unwrap().unwrap();
+    // The stream holds exactly the returned buffers, whole and in order.
+    assert_eq!(got.len(), back.len() * BUF);
+    for (k, chunk) in got.chunks(BUF).enumerate() {
+        assert_eq!(
+            chunk,
+            buffer(back[k]).as_slice(),
+            "buffer {k} of the stream"
+        );
+    }
+    // Buffer 0 went out whole before anything stalled; a buffer whose future was dropped
+    // before its first byte went out was dropped unsent, with its future.
+    assert_eq!(back[0], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_reset_mid_transfer_is_an_error_and_every_buffer_comes_back() {
+    let (client, server) = pair().await;
+    let mut tx = ZerocopySender::new(client, Config::default()).unwrap();
+    // The peer reads 1 MiB, then closes with data unread: a reset (SO_LINGER 0).
+    let peer = tokio::spawn(async move {
+        let mut server = server;
+        let mut got = vec![0u8; 1 << 20];
+        server.read_exact(&mut got).await.unwrap();
+        server.set_zero_linger().unwrap();
+        drop(server);
+    });
+    let mut started = 0u64;
+    let mut counts = BTreeMap::new();
+    let outcome = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match tx.send(buffer(started)).await {
+                Ok(()) => started += 1,
+                Err(e) => {
+                    started += 1;
+                    tally(
+                        &mut counts,
+                        &zcnet::loan::Returned {
+                            buf: e.buf,
+                            sent: e.sent,
+                            error: None,
+                            zero_copy: false,
+                            copied: None,
+                        },
+                    );
+                    break e.error;
+                }
+            }
+            for r in tx.returned() {
+                tally(&mut counts, &r);
+            }
+        }
+    })
+    .await
+    .expect("the reset ends the sends: no hang");
+    peer.await.unwrap();
+    assert!(
+        matches!(
+            outcome.kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+        ),
+        "{outcome}"
+    );
+    tokio::time::timeout(Duration::from_secs(10), tx.flush())
+        .await
+        .expect("the reset frees every loaned buffer: no hang")
+        .ok();
+    for r in tx.returned() {
+        tally(&mut counts, &r);
+    }
+    assert_eq!(tx.in_flight(), 0);
+    assert_eq!(
+        counts.len() as u64,
+        started,
+        "every buffer back: {counts:?}"
+    );
+    assert!(counts.values().all(|&c| c == 1), "once each: {counts:?}");
+}
