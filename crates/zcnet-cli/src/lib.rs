@@ -7,6 +7,7 @@ pub mod args;
 pub mod bench;
 pub mod capture;
 pub mod cli;
+pub mod file_server;
 pub mod measure;
 pub mod output;
 pub mod probe;

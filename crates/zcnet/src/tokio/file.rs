@@ -134,6 +134,28 @@ impl<S: AsFd + IntoStdSocket<Std = S>> FileSender<S> {
         result.map(|()| len)
     }
 
+    /// Sends `data` by copy (counted as copied), as the protocol header before a file. With
+    /// `more`, the bytes wait (`MSG_MORE`) for the send that follows, so a header and the start
+    /// of its file leave in one segment; the last bytes of a response go without it.
+    ///
+    /// Cancellation: the bytes already sent stay sent, as for [`send_file`](Self::send_file).
+    ///
+    /// # Errors
+    /// [`FileError::Io`] naming `send` and the bytes sent before it.
+    pub async fn send_bytes(&mut self, data: &[u8], more: bool) -> Result<(), FileError> {
+        let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
+        let mut done = 0;
+        while done < data.len() {
+            let m = self
+                .on_socket(|s| sys::sendto(s, &data[done..], flags, None))
+                .await
+                .map_err(FileError::at("copy", "send", done as u64))?;
+            done += m;
+            self.io.get_mut().0.add(m as u64, 0);
+        }
+        Ok(())
+    }
+
     /// Reads `[off, off + len)` of `file` into the page cache on the blocking pool unless
     /// `cachestat` says it is all there.
     async fn resident(&mut self, file: &File, off: u64, len: u64) -> io::Result<()> {
