@@ -112,7 +112,15 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
         .count();
     assert_eq!(tcp_rx_rows, 2, "one row per tcp-rx condition");
     // Every bench of the suite reported.
-    for bench in ["udp-tx", "tcp-tx", "file-tx", "uring-tx", "peek", "packet"] {
+    for bench in [
+        "udp-tx",
+        "tcp-tx",
+        "file-tx",
+        "uring-tx",
+        "peek",
+        "async-serve",
+        "packet",
+    ] {
         assert!(
             reports.iter().any(|r| r["bench"] == bench),
             "{bench} missing from the suite"
@@ -128,6 +136,21 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
         assert!(held <= bound && held > 0, "{set}");
         for run in set["runs"].as_array().unwrap() {
             assert_eq!(run["verified"], true, "{run}");
+        }
+    }
+    // The async file server: every engine at both sizes; zcnet's bytes all without a user
+    // copy (sendfile), the tokio servers' all copied.
+    let serve = reports
+        .iter()
+        .find(|r| r["bench"] == "async-serve")
+        .unwrap();
+    let sets = serve["results"].as_array().unwrap();
+    assert_eq!(sets.len(), 2 * 3, "{sets:?}");
+    for set in sets {
+        let zc = if set["mode"] == "zcnet" { 1.0 } else { 0.0 };
+        for run in set["runs"].as_array().unwrap() {
+            assert!(run["bytes"].as_u64().unwrap() > 0, "{run}");
+            assert_eq!(run["zero_copy_share"].as_f64(), Some(zc), "{run}");
         }
     }
     // Capture: both conditions, every method; each frame the generator sent was captured or

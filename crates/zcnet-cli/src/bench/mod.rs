@@ -2,6 +2,7 @@
 //! [`crate::measure`]. Without a name, the suite: every bench in a short mode, then one summary
 //! table, a row per seed experiment.
 
+pub mod async_serve;
 pub mod file_tx;
 pub mod packet;
 pub mod peek;
@@ -78,6 +79,9 @@ enum Name {
     /// Packet capture in the veth lab: the TPACKET_V3 RX ring vs recvfrom per packet vs
     /// tcpdump, frames of 64, 512 and 1500 bytes.
     Packet(packet::Opt),
+    /// An async (tokio) HTTP file server: zcnet's FileSender vs tokio::io::copy, 64 clients
+    /// fetching 64 KiB and 16 MiB files across the veth lab.
+    AsyncServe(async_serve::Opt),
 }
 
 /// One row of the suite's summary: a seed experiment, copy vs zero-copy.
@@ -137,6 +141,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         Some(Name::UringTx(o)) => &o.common,
         Some(Name::Peek(o)) => &o.common,
         Some(Name::Packet(o)) => &o.common,
+        Some(Name::AsyncServe(o)) => &o.common,
         None => &opt.common,
     };
     common.use_profile()?;
@@ -148,6 +153,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         Some(Name::UringTx(o)) => uring_tx::run(o),
         Some(Name::Peek(o)) => peek::run(o),
         Some(Name::Packet(o)) => packet::run(o),
+        Some(Name::AsyncServe(o)) => async_serve::run(o),
         None => suite(opt.common),
     }
 }
@@ -318,6 +324,11 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             // The relay holding 64 KiB, 1 MiB and 4 MiB unacknowledged, rate-limited veth.
             "peek (veth)",
             Box::new(move || peek::bench(&peek::CONDITIONS, runs, seconds, quiet)),
+        ),
+        (
+            // The async file server, zcnet vs plain tokio: the sizes of issue 19's goal.
+            "async-serve (veth)",
+            Box::new(move || async_serve::bench(&async_serve::SIZES, 64, runs, seconds, quiet)),
         ),
         (
             // Capture of 64-byte frames, the size of the RING acceptance, by every method, with
