@@ -73,7 +73,7 @@ async fn start(
 async fn two_hundred_concurrent_connections_get_every_byte() {
     let dir = Dir::new("200");
     let files = Arc::new(dir.files.clone());
-    for engine in [Engine::Zcnet, Engine::TokioCopy] {
+    for engine in [Engine::Zcnet, Engine::TokioCopy, Engine::TokioCopyBuf] {
         let (addr, stats, server) = start(&dir, engine).await;
         let clients: Vec<_> = (0..200usize)
             .map(|i| {
@@ -112,7 +112,7 @@ async fn two_hundred_concurrent_connections_get_every_byte() {
         match engine {
             // Mode::Auto with the built-in profile: sendfile always pays.
             Engine::Zcnet => assert_eq!(zc, total, "every body byte by sendfile"),
-            Engine::TokioCopy => assert_eq!(zc, 0),
+            Engine::TokioCopy | Engine::TokioCopyBuf => assert_eq!(zc, 0),
         }
         eprintln!("{engine:?}: {total} bytes to 200 connections");
     }
@@ -121,7 +121,7 @@ async fn two_hundred_concurrent_connections_get_every_byte() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_and_a_reset_mid_file_leave_the_server_serving() {
     let dir = Dir::new("bad");
-    for engine in [Engine::Zcnet, Engine::TokioCopy] {
+    for engine in [Engine::Zcnet, Engine::TokioCopy, Engine::TokioCopyBuf] {
         let (addr, stats, server) = start(&dir, engine).await;
         for (name, code) in [("missing", 404), ("..", 400), ("", 400)] {
             let mut s = BufReader::new(TcpStream::connect(addr).await.unwrap());
