@@ -533,48 +533,6 @@ pub fn eventfd_read(fd: BorrowedFd<'_>) -> io::Result<Option<u64>> {
     }
 }
 
-#[cfg(feature = "tokio")]
-/// A private, close-on-exec epoll set watching `fd` for `events`, edge-triggered
-/// (`epoll_create1(2)`, `epoll_ctl(2)`); `EPOLLERR` is always reported.
-pub fn epoll_watching(fd: BorrowedFd<'_>, events: u32) -> io::Result<OwnedFd> {
-    // SAFETY: no pointers; the returned fd is owned from here on.
-    let ep = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
-    // SAFETY: `ep` was just returned by the kernel and is owned by nothing else.
-    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
-    let mut ev = libc::epoll_event {
-        events: events | libc::EPOLLET as u32,
-        u64: 0,
-    };
-    // SAFETY: `ev` is a valid epoll_event the kernel reads during the call.
-    cvt(unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd.as_raw_fd(), &mut ev) })?;
-    Ok(ep)
-}
-
-#[cfg(feature = "tokio")]
-/// Takes every event ready in the epoll set `ep` without waiting (`epoll_wait(2)`, timeout 0);
-/// returns the union of their masks (0: none).
-pub fn epoll_take(ep: BorrowedFd<'_>) -> io::Result<u32> {
-    let mut events = [libc::epoll_event { events: 0, u64: 0 }; 4];
-    let mut all = 0u32;
-    loop {
-        // SAFETY: `events` has room for the 4 entries the kernel may write.
-        let n = unsafe { libc::epoll_wait(ep.as_raw_fd(), events.as_mut_ptr(), 4, 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        for ev in &events[..n as usize] {
-            all |= ev.events;
-        }
-        if n < 4 {
-            return Ok(all);
-        }
-    }
-}
-
 /// `splice(2)`; `off_in` is used when the input is a file (not a pipe).
 pub fn splice(
     fd_in: BorrowedFd<'_>,
@@ -772,6 +730,12 @@ pub fn euid() -> u32 {
 /// An epoll instance (`epoll_create1(EPOLL_CLOEXEC)`, `epoll(7)`).
 #[derive(Debug)]
 pub struct Epoll(OwnedFd);
+
+impl std::os::fd::AsFd for Epoll {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
 
 impl Epoll {
     /// Events one [`Epoll::wait`] returns at most.

@@ -26,6 +26,13 @@ unsafe impl OwnsFd for std::os::fd::OwnedFd {
     }
 }
 
+// SAFETY: an `Epoll` owns its fd (an `OwnedFd`) and never replaces it.
+unsafe impl OwnsFd for crate::sys::Epoll {
+    fn socket_fd(&self) -> RawFd {
+        self.as_fd().as_raw_fd()
+    }
+}
+
 /// A registered zcnet type: its fd is its socket's.
 #[derive(Debug)]
 pub struct Registered<T>(pub T);

@@ -1,7 +1,8 @@
 //! `MSG_ZEROCOPY` on tokio: see [`ZerocopySender`].
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
+use std::time::Duration;
 
 use ::tokio::io::Interest;
 use ::tokio::io::unix::AsyncFd;
@@ -36,7 +37,7 @@ use crate::sys::{self, reactor::Registered, reactor::register};
 pub struct ZerocopySender<S: AsFd + IntoStdSocket<Std = S>, B: OwnedBuf> {
     inner: sync::ZerocopySender<S, B>,
     /// The private epoll set watching the socket, registered with the reactor.
-    events: AsyncFd<Registered<OwnedFd>>,
+    events: AsyncFd<Registered<sys::Epoll>>,
 }
 
 impl<S: AsFd + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S, B> {
@@ -60,8 +61,12 @@ impl<S: AsFd + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S, B> {
                 source,
             })?;
         let inner = sync::ZerocopySender::new(socket, config)?;
-        let events = sys::epoll_watching(inner.get_ref().as_fd(), libc::EPOLLOUT as u32)
-            .and_then(|ep| register(ep, Interest::READABLE))
+        let events = sys::Epoll::new()
+            .and_then(|ep| {
+                let watch = (libc::EPOLLOUT | libc::EPOLLET) as u32;
+                ep.add(inner.get_ref().as_fd(), watch, 0)?;
+                register(ep, Interest::READABLE)
+            })
             .map_err(|source| ZerocopyError::Io {
                 call: "epoll_ctl(EPOLL_CTL_ADD)",
                 source,
@@ -82,10 +87,12 @@ impl<S: AsFd + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S, B> {
     async fn event(&mut self, mask: u32) -> io::Result<()> {
         loop {
             let mut guard = self.events.readable_mut().await?;
-            let seen = sys::epoll_take(guard.get_inner().0.as_fd())?;
-            // The set is empty now: its fd is readable again only with a new event.
+            let mut seen = Vec::new();
+            guard.get_inner().0.wait(&mut seen, Duration::ZERO)?;
+            // One fd watched, so one event at most: the set is empty now, and its fd is
+            // readable again only with a new event.
             guard.clear_ready();
-            if seen & mask != 0 {
+            if seen.iter().any(|&(ev, _)| ev & mask != 0) {
                 return Ok(());
             }
         }
