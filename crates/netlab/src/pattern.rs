@@ -75,6 +75,20 @@ impl Verifier {
     }
 }
 
+/// `len` pseudo-random bytes (xorshift64 from `seed`, which must not be 0): contents that no
+/// page or pattern period lines up with, the same in every test that asks for the same seed.
+pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,19 +22,10 @@ impl Dir {
     fn new(tag: &str) -> Dir {
         let path = std::env::temp_dir().join(format!("zcnet-files-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&path).unwrap();
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let files: Vec<Vec<u8>> = SIZES
             .iter()
-            .map(|&n| {
-                (0..n)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        x as u8
-                    })
-                    .collect()
-            })
+            .enumerate()
+            .map(|(i, &n)| netlab::pattern::random_bytes(n, 0x9e37_79b9_7f4a_7c15 + i as u64))
             .collect();
         for (i, f) in files.iter().enumerate() {
             std::fs::write(path.join(format!("f{i}")), f).unwrap();

@@ -1,7 +1,8 @@
 //! `zcnet recv` against real senders, and its errors.
 
 mod common;
-use common::{one_line_error, random_bytes, sha256, zcnet};
+use common::{one_line_error, sha256, zcnet};
+use netlab::pattern::random_bytes;
 
 use std::io::Read;
 use std::net::TcpListener;

@@ -10,7 +10,8 @@ use std::process::{Child, Stdio};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use common::{random_bytes, zcnet};
+use common::zcnet;
+use netlab::pattern::random_bytes;
 
 /// A running relay and the address it listens on; killed on drop if still running.
 struct Relay {

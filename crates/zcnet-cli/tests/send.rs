@@ -1,7 +1,8 @@
 //! `zcnet send` with socat as the receiver, every strategy, and its errors.
 
 mod common;
-use common::{one_line_error, random_bytes, sha256, zcnet};
+use common::{one_line_error, sha256, zcnet};
+use netlab::pattern::random_bytes;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

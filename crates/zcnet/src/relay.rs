@@ -236,13 +236,301 @@ const ACK_POLL: Duration = Duration::from_millis(1);
 const ACK_BACKSTOP: Duration = Duration::from_millis(2);
 
 /// What a connection's destinations share across failovers.
-struct Link<'a> {
+pub(crate) struct Link<'a> {
     s: &'a Config,
     epoll: Epoll,
-    /// Names the reverse-copy thread of the current destination.
+    /// Names the reverse-copy task of the current destination.
     generation: Arc<AtomicU64>,
     /// The source, for the reverse copy.
     back: TcpStream,
+}
+
+/// What a session asks of its driver after doing all it could without blocking.
+pub(crate) enum Next {
+    /// The source's stream is acknowledged end to end.
+    Done,
+    /// The destination failed: connect to the targets from `first` ([`Session::failing_over`]
+    /// did the rest), then [`Session::adopt`].
+    Connect {
+        /// The target to try first.
+        first: usize,
+    },
+    /// Wait for an event of the session's epoll set, at most this long, then
+    /// [`Session::woke`].
+    Wait(Duration),
+}
+
+/// Starts the copy from a new destination back to the source: a thread (synchronous relay) or
+/// a task (async relay), ending when `generation` no longer names `mine`.
+pub(crate) type Reverse = fn(TcpStream, TcpStream, Arc<AtomicU64>, u64);
+
+/// One relayed connection as a state machine, without a wait of its own: the blocking
+/// [`relay`] and the async `zcnet::tokio::relay` drive the same steps.
+pub(crate) struct Session<'a> {
+    link: Link<'a>,
+    cur: PeekCursor<TcpStream>,
+    dest: Option<Dest>,
+    stats: Report,
+    buf: Vec<u8>,
+    /// Bytes of `buf` peeked and not yet written to the destination.
+    pending: std::ops::Range<usize>,
+    eof: bool,
+    failed: Option<String>,
+    /// Why the destination being replaced failed, and the offset resumed at.
+    failover: Option<(SocketAddr, String, u64)>,
+    last_progress: Instant,
+    events: Vec<(u32, u64)>,
+    reverse: Reverse,
+}
+
+impl<'a> Session<'a> {
+    /// A session for `src`, not yet connected: the driver connects to the targets from the first
+    /// and calls [`Session::adopt`].
+    pub(crate) fn new(src: TcpStream, s: &'a Config, reverse: Reverse) -> Result<Self, RelayError> {
+        if s.targets.is_empty() {
+            return Err(RelayError::Config("no destination"));
+        }
+        if s.max_unacked == 0 {
+            return Err(RelayError::Config(
+                "max_unacked is 0: nothing could ever be forwarded",
+            ));
+        }
+        let peer = src.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+        let link = Link {
+            s,
+            epoll: Epoll::new().map_err(io_err("epoll_create1"))?,
+            generation: Arc::new(AtomicU64::new(0)),
+            back: src.try_clone().map_err(io_err("dup"))?,
+        };
+        link.epoll
+            .add(
+                src.as_fd(),
+                (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+                SOURCE,
+            )
+            .map_err(io_err("epoll_ctl"))?;
+        let cur = PeekCursor::new(src, peek::Config { mode: s.mode })?;
+        let stats = Report {
+            peer,
+            method: cur.method().name().to_owned(),
+            fallback_reason: cur.fallback_reason().map(str::to_owned),
+            ..Report::default()
+        };
+        Ok(Session {
+            link,
+            cur,
+            dest: None,
+            stats,
+            buf: vec![0u8; 64 * 1024],
+            pending: 0..0,
+            eof: false,
+            failed: None,
+            failover: None,
+            last_progress: Instant::now(),
+            events: Vec::with_capacity(Epoll::MAX_EVENTS),
+            reverse,
+        })
+    }
+
+    /// The session's epoll set (source and destination), for a driver that waits on it.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn epoll(&self) -> &Epoll {
+        &self.link.epoll
+    }
+
+    fn dest(&self) -> &Dest {
+        self.dest.as_ref().expect("connected")
+    }
+
+    /// Drops from the source what the destination acknowledged; whether it dropped any.
+    fn consume_acked(&mut self) -> Result<bool, RelayError> {
+        let dest = self.dest.as_ref().expect("connected");
+        dest.consume_acked(&mut self.cur)
+    }
+
+    /// Takes `stream`, connected to target `target`, as the destination.
+    ///
+    /// # Errors
+    /// `setsockopt`, `epoll_ctl` and `dup` errors.
+    pub(crate) fn adopt(&mut self, stream: TcpStream, target: usize) -> Result<(), RelayError> {
+        let dest = self
+            .link
+            .adopt(stream, target, self.cur.consumed(), self.reverse)?;
+        if !dest.ack_events {
+            self.stats.ack_polling = true;
+        }
+        if let Some((from, why, acknowledged)) = self.failover.take() {
+            self.stats.failovers.push(Failover {
+                from,
+                to: self.link.s.targets[target],
+                why,
+                acknowledged,
+            });
+        }
+        self.dest = Some(dest);
+        self.pending = 0..0;
+        // The rewind made the bytes past the resume point unpeeked again: a FIN seen before the
+        // failure comes after them (without this, a destination failing after the source's end
+        // lost the rest: the stream "ended" at the resume point).
+        self.eof = false;
+        self.last_progress = Instant::now();
+        Ok(())
+    }
+
+    /// Does all it can without blocking (consume what was acknowledged, write what it peeked,
+    /// peek more) and says what it waits for.
+    ///
+    /// # Errors
+    /// The source's failure, or a call on the destination that is not the destination failing.
+    pub(crate) fn step(&mut self) -> Result<Next, RelayError> {
+        let s = self.link.s;
+        loop {
+            if self.failed.is_none() && self.last_progress.elapsed() > s.ack_timeout {
+                self.failed = Some(format!("no acknowledgement for {:?}", s.ack_timeout));
+            }
+            if let Some(why) = self.failed.take() {
+                let first = self.failing_over(why)?;
+                return Ok(Next::Connect { first });
+            }
+            if self.consume_acked()? {
+                self.last_progress = Instant::now();
+            }
+            if self.cur.outstanding() == 0 {
+                self.last_progress = Instant::now();
+                if self.eof {
+                    return Ok(Next::Done);
+                }
+            }
+            self.forward()?;
+            // A failure to handle, or the end just seen with nothing outstanding: no wait.
+            if self.failed.is_some() || (self.eof && self.cur.outstanding() == 0) {
+                continue;
+            }
+            let mut wait = s.ack_timeout.saturating_sub(self.last_progress.elapsed());
+            if self.cur.outstanding() > 0 {
+                wait = wait.min(if self.dest().ack_events {
+                    ACK_BACKSTOP
+                } else {
+                    ACK_POLL
+                });
+            }
+            return Ok(Next::Wait(wait + Duration::from_millis(1)));
+        }
+    }
+
+    /// Writes what was peeked and peeks more while there is room, until one side would block.
+    fn forward(&mut self) -> Result<(), RelayError> {
+        let s = self.link.s;
+        loop {
+            if self.pending.is_empty() {
+                // Acknowledgements arrive while this loop runs: without taking them before each
+                // peek the source queue (and the discard method's re-reading) grows with every
+                // write the destination accepts.
+                if self.consume_acked()? {
+                    self.last_progress = Instant::now();
+                }
+                if self.eof || self.cur.outstanding() >= s.max_unacked {
+                    return Ok(());
+                }
+                let room = usize::try_from(s.max_unacked - self.cur.outstanding())
+                    .unwrap_or(usize::MAX)
+                    .min(self.buf.len());
+                match self
+                    .cur
+                    .peek_with(&mut self.buf[..room], libc::MSG_DONTWAIT)
+                {
+                    Ok(0) => {
+                        self.eof = true;
+                        return Ok(());
+                    }
+                    Ok(n) => {
+                        self.pending = 0..n;
+                        if s.sample_unacked {
+                            self.stats.unacked_samples.push(self.cur.outstanding());
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(io_err("recv(MSG_PEEK) from the source")(e)),
+                }
+            }
+            let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+            let data = &self.buf[self.pending.clone()];
+            match sys::sendto(self.dest().stream.as_fd(), data, flags, None) {
+                Ok(w) => {
+                    self.pending.start += w;
+                    self.stats.written += w as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.failed = Some(e.to_string());
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Takes the events the wait returned (`timeout` 0: those ready now, for a driver that
+    /// waited elsewhere); returns how many it read.
+    ///
+    /// # Errors
+    /// `epoll_wait`'s error, and reading the destination's error queue.
+    pub(crate) fn woke(&mut self, timeout: Duration) -> Result<usize, RelayError> {
+        self.link
+            .epoll
+            .wait(&mut self.events, timeout)
+            .map_err(io_err("epoll_wait"))?;
+        let err = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+        if self
+            .events
+            .iter()
+            .any(|&(ev, token)| token == DESTINATION && ev & err != 0)
+        {
+            self.failed = self
+                .dest()
+                .failure()
+                .map_err(io_err("recvmsg(MSG_ERRQUEUE) of the destination"))?;
+        }
+        Ok(self.events.len())
+    }
+
+    /// The destination failed: take its last acknowledgements, retire it, and rewind the cursor
+    /// to the first unacknowledged byte; returns the target to try first.
+    fn failing_over(&mut self, why: String) -> Result<usize, RelayError> {
+        let old = self.dest.take().expect("connected");
+        // TCP_INFO stays readable after a reset: its acknowledged count is final.
+        let _ = old.consume_acked(&mut self.cur);
+        let at = self.cur.consumed();
+        let target = self.link.s.targets[old.target];
+        // Retire the old reverse copy before closing, so that its end is not taken for the
+        // destination's FIN.
+        let _ = self.link.generation.compare_exchange(
+            old.generation,
+            old.generation + 1_000_000,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+        // The reverse copy holds a duplicate of the descriptor: closing ours would leave the
+        // registration (it belongs to the open file) and its events.
+        let _ = self.link.epoll.delete(old.stream.as_fd());
+        let _ = old.stream.shutdown(Shutdown::Both);
+        drop(old);
+        self.stats.resent += self.cur.peeked() - at;
+        self.cur.rewind(at)?;
+        self.failover = Some((target, why, at));
+        Ok(old_target_next(self.link.s, target))
+    }
+
+    /// The report, after [`Next::Done`]: passes the source's FIN on.
+    pub(crate) fn finish(mut self) -> Report {
+        if let Some(dest) = &self.dest {
+            let _ = dest.stream.shutdown(Shutdown::Write);
+        }
+        self.stats.bytes = self.cur.consumed();
+        self.stats.peek = self.cur.counters();
+        self.stats
+    }
 }
 
 /// Relays one accepted connection until the source's stream is acknowledged end to end.
@@ -260,177 +548,65 @@ struct Link<'a> {
 /// destination acknowledged are in [`Report`] only on success; on an error they were consumed
 /// from the source as far as acknowledged.
 pub fn relay(src: TcpStream, s: &Config) -> Result<Report, RelayError> {
-    if s.targets.is_empty() {
-        return Err(RelayError::Config("no destination"));
-    }
-    if s.max_unacked == 0 {
-        return Err(RelayError::Config(
-            "max_unacked is 0: nothing could ever be forwarded",
-        ));
-    }
-    let peer = src.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let link = Link {
-        s,
-        epoll: Epoll::new().map_err(io_err("epoll_create1"))?,
-        generation: Arc::new(AtomicU64::new(0)),
-        back: src.try_clone().map_err(io_err("dup"))?,
-    };
-    link.epoll
-        .add(
-            src.as_fd(),
-            (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
-            SOURCE,
-        )
-        .map_err(io_err("epoll_ctl"))?;
-    let mut cur = PeekCursor::new(src, peek::Config { mode: s.mode })?;
-    let mut stats = Report {
-        peer,
-        method: cur.method().name().to_owned(),
-        fallback_reason: cur.fallback_reason().map(str::to_owned),
-        ..Report::default()
-    };
-    let mut dest = link.connect(0, 0)?;
-    if !dest.ack_events {
-        stats.ack_polling = true;
-    }
-    let mut buf = vec![0u8; 64 * 1024];
-    // Bytes of `buf` peeked and not yet written to the destination.
-    let mut pending = 0..0;
-    let mut eof = false;
-    let mut failed: Option<String> = None;
-    let mut last_progress = Instant::now();
-    let mut events = Vec::with_capacity(Epoll::MAX_EVENTS);
+    let mut session = Session::new(src, s, spawn_reverse)?;
+    let mut next = Next::Connect { first: 0 };
     loop {
-        if failed.is_none() && last_progress.elapsed() > s.ack_timeout {
-            failed = Some(format!("no acknowledgement for {:?}", s.ack_timeout));
-        }
-        if let Some(why) = failed.take() {
-            dest = link.failover(&mut cur, dest, why, &mut stats)?;
-            pending = 0..0;
-            // The rewind made the bytes past the resume point unpeeked again: a FIN seen
-            // before the failure comes after them (without this, a destination failing after
-            // the source's end lost the rest: the stream "ended" at the resume point).
-            eof = false;
-            last_progress = Instant::now();
-            continue;
-        }
-        if dest.consume_acked(&mut cur)? {
-            last_progress = Instant::now();
-        }
-        if cur.outstanding() == 0 {
-            last_progress = Instant::now();
-            if eof {
-                break;
+        match next {
+            Next::Done => return Ok(session.finish()),
+            Next::Connect { first } => {
+                let (stream, target) = connect(s, first)?;
+                session.adopt(stream, target)?;
+            }
+            Next::Wait(wait) => {
+                session.woke(wait)?;
             }
         }
-        // Write what was peeked, peek more while there is room, until one side would block.
-        loop {
-            if pending.is_empty() {
-                // Acknowledgements arrive while this loop runs: without taking them before
-                // each peek the source queue (and the discard method's re-reading) grows
-                // with every write the destination accepts.
-                if dest.consume_acked(&mut cur)? {
-                    last_progress = Instant::now();
-                }
-                if eof || cur.outstanding() >= s.max_unacked {
-                    break;
-                }
-                let room = usize::try_from(s.max_unacked - cur.outstanding())
-                    .unwrap_or(usize::MAX)
-                    .min(buf.len());
-                match cur.peek_with(&mut buf[..room], libc::MSG_DONTWAIT) {
-                    Ok(0) => {
-                        eof = true;
-                        break;
-                    }
-                    Ok(n) => {
-                        pending = 0..n;
-                        if s.sample_unacked {
-                            stats.unacked_samples.push(cur.outstanding());
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(io_err("recv(MSG_PEEK) from the source")(e)),
-                }
-            }
-            let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-            match sys::sendto(dest.stream.as_fd(), &buf[pending.clone()], flags, None) {
-                Ok(w) => {
-                    pending.start += w;
-                    stats.written += w as u64;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    failed = Some(e.to_string());
-                    break;
-                }
-            }
+        next = session.step()?;
+    }
+}
+
+/// Connects to the targets in turn, starting at `first`, for at most `connect_timeout`; returns
+/// the stream and its target's index.
+fn connect(s: &Config, first: usize) -> Result<(TcpStream, usize), RelayError> {
+    let deadline = Instant::now() + s.connect_timeout;
+    // The last error of each target, in target order.
+    let mut errors: Vec<Option<String>> = vec![None; s.targets.len()];
+    let mut i = first;
+    loop {
+        let target = s.targets[i % s.targets.len()];
+        let left = deadline.saturating_duration_since(Instant::now());
+        match TcpStream::connect_timeout(&target, left.max(Duration::from_millis(10))) {
+            Ok(stream) => return Ok((stream, i % s.targets.len())),
+            Err(e) => errors[i % s.targets.len()] = Some(format!("{target}: {e}")),
         }
-        // A failure to handle, or the end just seen with nothing outstanding: no wait.
-        if failed.is_some() || (eof && cur.outstanding() == 0) {
-            continue;
+        if Instant::now() >= deadline {
+            return Err(no_destination(s, errors));
         }
-        let mut wait = s.ack_timeout.saturating_sub(last_progress.elapsed());
-        if cur.outstanding() > 0 {
-            wait = wait.min(if dest.ack_events {
-                ACK_BACKSTOP
-            } else {
-                ACK_POLL
-            });
-        }
-        link.epoll
-            .wait(&mut events, wait + Duration::from_millis(1))
-            .map_err(io_err("epoll_wait"))?;
-        let err = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
-        if events
-            .iter()
-            .any(|&(ev, token)| token == DESTINATION && ev & err != 0)
-        {
-            failed = dest
-                .failure()
-                .map_err(io_err("recvmsg(MSG_ERRQUEUE) of the destination"))?;
+        i += 1;
+        if i % s.targets.len() == first % s.targets.len() {
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
-    // Everything acknowledged: pass the source's FIN on.
-    let _ = dest.stream.shutdown(Shutdown::Write);
-    stats.bytes = cur.consumed();
-    stats.peek = cur.counters();
-    Ok(stats)
+}
+
+/// [`RelayError::NoDestination`] with the last error of each target.
+pub(crate) fn no_destination(s: &Config, errors: Vec<Option<String>>) -> RelayError {
+    RelayError::NoDestination {
+        timeout: s.connect_timeout,
+        errors: errors.into_iter().flatten().collect::<Vec<_>>().join("; "),
+    }
 }
 
 impl Link<'_> {
-    /// Connects to the targets in turn, starting at `first`, for at most `connect_timeout`;
-    /// registers the new connection with the epoll and starts its reverse copy (destination to
+    /// Registers a new destination with the epoll and starts its reverse copy (destination to
     /// source).
-    fn connect(&self, first: usize, base: u64) -> Result<Dest, RelayError> {
-        let s = self.s;
-        let deadline = Instant::now() + s.connect_timeout;
-        // The last error of each target, in target order.
-        let mut errors: Vec<Option<String>> = vec![None; s.targets.len()];
-        let mut i = first;
-        loop {
-            let target = s.targets[i % s.targets.len()];
-            let left = deadline.saturating_duration_since(Instant::now());
-            match TcpStream::connect_timeout(&target, left.max(Duration::from_millis(10))) {
-                Ok(stream) => return self.adopt(stream, i % s.targets.len(), base),
-                Err(e) => errors[i % s.targets.len()] = Some(format!("{target}: {e}")),
-            }
-            if Instant::now() >= deadline {
-                return Err(RelayError::NoDestination {
-                    timeout: s.connect_timeout,
-                    errors: errors.into_iter().flatten().collect::<Vec<_>>().join("; "),
-                });
-            }
-            i += 1;
-            if i % s.targets.len() == first % s.targets.len() {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    }
-
-    fn adopt(&self, stream: TcpStream, target: usize, base: u64) -> Result<Dest, RelayError> {
+    fn adopt(
+        &self,
+        stream: TcpStream,
+        target: usize,
+        base: u64,
+        reverse: Reverse,
+    ) -> Result<Dest, RelayError> {
         if let Some(b) = self.s.dest_sndbuf {
             let b = i32::try_from(b).unwrap_or(i32::MAX);
             // Past net.core.wmem_max with CAP_NET_ADMIN (SO_SNDBUFFORCE), else capped there.
@@ -448,7 +624,7 @@ impl Link<'_> {
             )
             .map_err(io_err("epoll_ctl"))?;
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
-        spawn_reverse(
+        reverse(
             stream.try_clone().map_err(io_err("dup"))?,
             self.back.try_clone().map_err(io_err("dup"))?,
             self.generation.clone(),
@@ -462,49 +638,9 @@ impl Link<'_> {
             ack_events,
         })
     }
-
-    /// The destination failed: take its last acknowledgements, connect the next target, and
-    /// rewind the cursor to the first unacknowledged byte.
-    fn failover(
-        &self,
-        cur: &mut PeekCursor<TcpStream>,
-        old: Dest,
-        why: String,
-        stats: &mut Report,
-    ) -> Result<Dest, RelayError> {
-        let s = self.s;
-        // TCP_INFO stays readable after a reset: its acknowledged count is final.
-        let _ = old.consume_acked(cur);
-        let at = cur.consumed();
-        let target = s.targets[old.target];
-        // Retire the old reverse copy before closing, so that its end is not taken for the
-        // destination's FIN.
-        let _ = self.generation.compare_exchange(
-            old.generation,
-            old.generation + 1_000_000,
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        );
-        // The reverse copy holds a duplicate of the descriptor: closing ours would leave the
-        // registration (it belongs to the open file) and its events.
-        let _ = self.epoll.delete(old.stream.as_fd());
-        let _ = old.stream.shutdown(Shutdown::Both);
-        drop(old);
-        stats.resent += cur.peeked() - at;
-        cur.rewind(at)?;
-        let next = old_target_next(s, target);
-        let dest = self.connect(next, at)?;
-        stats.failovers.push(Failover {
-            from: target,
-            to: s.targets[dest.target],
-            why,
-            acknowledged: at,
-        });
-        Ok(dest)
-    }
 }
 
-fn old_target_next(s: &Config, failed: SocketAddr) -> usize {
+pub(crate) fn old_target_next(s: &Config, failed: SocketAddr) -> usize {
     let i = s.targets.iter().position(|&t| t == failed).unwrap_or(0);
     (i + 1) % s.targets.len()
 }

@@ -47,17 +47,3 @@ pub fn assert_no_repeat(line: &str) {
         );
     }
 }
-
-/// `len` pseudo-random bytes (xorshift64 from `seed`): file contents that no page or pattern
-/// period lines up with.
-pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}

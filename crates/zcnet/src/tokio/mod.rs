@@ -9,6 +9,7 @@
 //! | [`FileSender`] | [`crate::file::FileSender`] | writable; a page-cache miss is read on the blocking pool |
 //! | [`UringSender`] | [`crate::uring::UringSender`] | an eventfd registered with the ring (`IORING_REGISTER_EVENTFD`) |
 //! | [`PeekCursor`] | [`crate::peek::PeekCursor`] | readable |
+//! | [`relay()`], [`relay::serve`] | [`crate::relay::relay`], [`crate::relay::serve`] | the relay's own epoll set, watched by the reactor |
 //!
 //! # Sockets
 //! Each type takes a tokio socket (`tokio::net::TcpStream`, `UdpSocket`) or a std one, through
@@ -56,12 +57,14 @@ use std::os::fd::AsFd;
 mod file;
 mod msg_zerocopy;
 mod peek;
+pub mod relay;
 mod tcp_rx;
 mod uring;
 
 pub use file::FileSender;
 pub use msg_zerocopy::ZerocopySender;
 pub use peek::PeekCursor;
+pub use relay::relay;
 pub use tcp_rx::TcpZerocopyReceiver;
 pub use uring::UringSender;
 

@@ -1,0 +1,193 @@
+//! The relay on tokio: see [`relay`].
+
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use ::tokio::io::unix::AsyncFd;
+use ::tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use ::tokio::net::{TcpListener, TcpStream};
+
+use super::IntoStdSocket;
+use crate::relay::{Config, Next, RelayError, Report, Served, Session, no_destination};
+use crate::sys::Epoll;
+use crate::sys::reactor::{Registered, register};
+
+fn io_err(call: &'static str) -> impl FnOnce(std::io::Error) -> RelayError {
+    move |source| RelayError::Io { call, source }
+}
+
+/// [`crate::relay::relay`] on tokio: the same state machine (bytes dropped from the source's
+/// queue only once the destination's TCP acknowledged them, failover from the first
+/// unacknowledged byte, the same [`Report`]), whose waits are `.await`s: the session's epoll set
+/// (source `EPOLLIN`, destination `EPOLLOUT` and `EPOLLERR` for acknowledgement notifications)
+/// is itself watched by the reactor, connects are tokio's, and the copy from destination back to
+/// source is a task instead of a thread.
+///
+/// Cancellation: dropping the future closes the source and the destination; what the
+/// destination acknowledged was consumed from the source, the rest is lost with the connection
+/// (as when the synchronous relay's thread ends). The reverse copy task ends when the
+/// destination closes its side.
+///
+/// # Errors
+/// As [`crate::relay::relay`].
+///
+/// # Panics
+/// Outside a tokio runtime with I/O and time enabled.
+pub async fn relay<T>(src: T, config: &Config) -> Result<Report, RelayError>
+where
+    T: IntoStdSocket<Std = std::net::TcpStream>,
+{
+    let src = src.into_std_socket().map_err(io_err("fcntl(O_NONBLOCK)"))?;
+    let mut session = Session::new(src, config, spawn_reverse)?;
+    // The session's epoll fd, duplicated, is what the reactor watches.
+    let events: AsyncFd<Registered<OwnedFd>> = session
+        .epoll()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(|fd| register(fd, Interest::READABLE))
+        .map_err(io_err("epoll_ctl(EPOLL_CTL_ADD)"))?;
+    let mut next = Next::Connect { first: 0 };
+    loop {
+        match next {
+            Next::Done => return Ok(session.finish()),
+            Next::Connect { first } => {
+                let (stream, target) = connect(config, first).await?;
+                session.adopt(stream, target)?;
+            }
+            Next::Wait(wait) => match ::tokio::time::timeout(wait, events.readable()).await {
+                // The backstop or the acknowledgement timeout: step again.
+                Err(_) => {
+                    session.woke(Duration::ZERO)?;
+                }
+                Ok(guard) => {
+                    let mut guard = guard.map_err(io_err("epoll_wait"))?;
+                    // Fewer than a full batch read: the set is empty, its fd readable again
+                    // only with a new event.
+                    if session.woke(Duration::ZERO)? < Epoll::MAX_EVENTS {
+                        guard.clear_ready();
+                    }
+                }
+            },
+        }
+        next = session.step()?;
+    }
+}
+
+/// Connects to the targets in turn from `first`, for at most the connect timeout.
+async fn connect(s: &Config, first: usize) -> Result<(std::net::TcpStream, usize), RelayError> {
+    let deadline = Instant::now() + s.connect_timeout;
+    let mut errors: Vec<Option<String>> = vec![None; s.targets.len()];
+    let mut i = first;
+    loop {
+        let k = i % s.targets.len();
+        let target: SocketAddr = s.targets[k];
+        let left = deadline.saturating_duration_since(Instant::now());
+        let tried = ::tokio::time::timeout(
+            left.max(Duration::from_millis(10)),
+            TcpStream::connect(target),
+        )
+        .await;
+        match tried {
+            Ok(Ok(stream)) => {
+                let stream = stream.into_std().map_err(io_err("connect"))?;
+                return Ok((stream, k));
+            }
+            Ok(Err(e)) => errors[k] = Some(format!("{target}: {e}")),
+            Err(_) => errors[k] = Some(format!("{target}: connection timed out")),
+        }
+        if Instant::now() >= deadline {
+            return Err(no_destination(s, errors));
+        }
+        i += 1;
+        if i % s.targets.len() == first % s.targets.len() {
+            ::tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Copies destination to source on a task while `generation` still names this destination;
+/// passes the destination's FIN on.
+fn spawn_reverse(
+    from: std::net::TcpStream,
+    to: std::net::TcpStream,
+    generation: Arc<AtomicU64>,
+    mine: u64,
+) {
+    ::tokio::spawn(async move {
+        let (Ok(mut from), Ok(mut to)) = (TcpStream::from_std(from), TcpStream::from_std(to))
+        else {
+            return;
+        };
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match from.read(&mut buf).await {
+                Ok(0) => {
+                    if generation.load(Ordering::SeqCst) == mine {
+                        let _ = to.shutdown().await;
+                    }
+                    return;
+                }
+                Ok(n) => {
+                    if generation.load(Ordering::SeqCst) != mine
+                        || to.write_all(&buf[..n]).await.is_err()
+                    {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    });
+}
+
+/// [`crate::relay::serve`] on tokio: accepts connections on `listener` and relays each on its
+/// own task, at most `max_connections` at once (more are closed at once), until `count`
+/// connections were accepted (`None`: forever); `done` is called as each ends. Returns after the
+/// last relay ended.
+///
+/// # Errors
+/// [`RelayError::Io`] when `accept` fails, [`RelayError::Config`] for `max_connections` 0.
+pub async fn serve(
+    listener: &TcpListener,
+    config: Arc<Config>,
+    max_connections: usize,
+    count: Option<u64>,
+    done: impl Fn(SocketAddr, Result<Report, RelayError>) + Send + Sync + 'static,
+) -> Result<Served, RelayError> {
+    if max_connections == 0 {
+        return Err(RelayError::Config(
+            "max_connections is 0: every connection would be refused",
+        ));
+    }
+    let done = Arc::new(done);
+    let active = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let mut tasks = ::tokio::task::JoinSet::new();
+    let mut served = Served::default();
+    while count.is_none_or(|c| served.accepted < c) {
+        let (src, from) = listener.accept().await.map_err(io_err("accept"))?;
+        served.accepted += 1;
+        if active.load(Ordering::SeqCst) >= max_connections {
+            served.refused += 1;
+            continue;
+        }
+        active.fetch_add(1, Ordering::SeqCst);
+        let (config, active, failed, done) =
+            (config.clone(), active.clone(), failed.clone(), done.clone());
+        tasks.spawn(async move {
+            let r = relay(src, &config).await;
+            active.fetch_sub(1, Ordering::SeqCst);
+            if r.is_err() {
+                failed.fetch_add(1, Ordering::SeqCst);
+            }
+            done(from, r);
+        });
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+    served.failed = failed.load(Ordering::SeqCst);
+    Ok(served)
+}
