@@ -152,3 +152,49 @@ async fn a_peer_reset_mid_transfer_is_an_error_and_every_buffer_comes_back() {
     );
     assert!(counts.values().all(|&c| c == 1), "once each: {counts:?}");
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn auto_mode_decides_per_send_as_the_sync_sender_does() {
+    use zcnet::auto::{self, Profile, Route, SendPath, Threshold};
+    if zcnet::msg_zerocopy::support().udp.status != zcnet::support::Status::Available {
+        netlab::skip::skip("MSG_ZEROCOPY on UDP is not available here");
+        return;
+    }
+    // A profile that says zero copy pays from 10000 B on local routes (this test binary's only
+    // profile: the process-wide setting is its own).
+    let mut p = Profile::builtin();
+    for e in p.entries.iter_mut() {
+        if e.path == SendPath::MsgZerocopyUdp && e.route == Route::Local {
+            e.threshold = Threshold::From(10_000);
+        }
+    }
+    auto::set_profile(p);
+    let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    sock.connect(rx.local_addr().unwrap()).await.unwrap();
+    let config = Config {
+        mode: zcnet::msg_zerocopy::Mode::Auto,
+        ..Default::default()
+    };
+    let mut tx = ZerocopySender::new(sock, config).unwrap();
+    let choice = tx.auto_choice().unwrap().clone();
+    assert_eq!(
+        (choice.route, choice.threshold),
+        (Route::Local, Threshold::From(10_000))
+    );
+    let mut got = vec![0u8; 70_000];
+    for n in [600usize, 20_000] {
+        tx.send(vec![3u8; n]).await.map_err(|e| e.error).unwrap();
+        assert_eq!(rx.recv(&mut got).await.unwrap(), n);
+    }
+    // The zero-copy send's buffer comes back with its completion, flagged copied (loopback).
+    let mut back = Vec::new();
+    while let Some(r) = tx.next_returned().await.unwrap() {
+        back.push((r.buf.len(), r.zero_copy, r.copied));
+    }
+    back.sort();
+    assert_eq!(back, [(600, false, None), (20_000, true, Some(true))]);
+    let c = tx.counters();
+    assert_eq!((c.auto.small_calls, c.auto.zero_copy_calls), (1, 1));
+    assert_eq!(c.copied_calls, 1);
+}
