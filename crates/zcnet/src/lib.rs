@@ -12,6 +12,8 @@
 //!   a [`ZeroCopyCounters`], `fallback_reason()`, and a cached `support()` of its own.
 //! - [`probe`] assembles every mechanism's `support()` with the machine's limits and this
 //!   process's privileges into one report.
+//! - With the feature `tokio`, `zcnet::tokio` holds the same types on a tokio runtime (the
+//!   repository's `docs/async.md`).
 //!
 //! # Examples, one per mechanism
 //! Each runs on loopback (the last where the process has `CAP_NET_RAW`) and checks its bytes.
