@@ -38,6 +38,26 @@ fn bad_arguments_exit_2() {
 }
 
 #[test]
+fn bench_async_serve_rejects_what_it_cannot_run() {
+    for (args, code, says) in [
+        (&["--lab", "loopback"][..], 1, "veth lab only"),
+        (&["--clients", "0"][..], 2, "0 is not in 1..=1000"),
+        (&["--size", "0"][..], 2, "0 is not in 1..=1073741824"),
+        (&["--size", "2000000000"][..], 2, "not in 1..=1073741824"),
+    ] {
+        let out = zcnet()
+            .args(["bench", "async-serve"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn bench_packet_rejects_what_it_cannot_run() {
     let out = zcnet()
         .args(["bench", "packet", "--size", "20"])

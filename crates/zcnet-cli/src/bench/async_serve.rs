@@ -27,8 +27,8 @@ use crate::measure::{self, Comparison, Metric, Progress, Report, ResultSet, Run,
 pub struct Opt {
     #[command(flatten)]
     pub common: Common,
-    /// File size in bytes (repeatable). Default: 65536 and 16777216.
-    #[arg(long = "size", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=(1u64 << 32)))]
+    /// File size in bytes, at most 1 GiB (repeatable). Default: 65536 and 16777216.
+    #[arg(long = "size", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=(1u64 << 30)))]
     pub sizes: Vec<u64>,
     /// Concurrent clients.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
@@ -52,14 +52,19 @@ impl Files {
         let dir =
             std::env::temp_dir().join(format!("zcnet-async-serve-{}-{size}", std::process::id()));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        // From here on the guard removes the directory, also when writing fails.
         let files = Files { dir };
-        let mut body = Vec::with_capacity(size as usize);
-        while (body.len() as u64) < size {
-            let n = (size - body.len() as u64).min(pattern::MAX_CHUNK as u64) as usize;
-            body.extend_from_slice(pattern::chunk_at(body.len() as u64, n));
-        }
         let path = files.dir.join("f");
-        std::fs::write(&path, &body).with_context(|| format!("writing {}", path.display()))?;
+        let mut f =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let mut off = 0u64;
+        while off < size {
+            let n = (size - off).min(pattern::MAX_CHUNK as u64) as usize;
+            std::io::Write::write_all(&mut f, pattern::chunk_at(off, n))
+                .with_context(|| format!("writing {}", path.display()))?;
+            off += n as u64;
+        }
+        // Read back once: every page in cache before the first run.
         std::io::copy(&mut std::fs::File::open(&path)?, &mut std::io::sink())?;
         Ok(files)
     }
@@ -303,11 +308,11 @@ pub fn bench(
 
 /// `zcnet bench async-serve`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    netlab::check_privileges()
-        .context("async-serve builds its veth lab in private network namespaces")?;
     if let Some(lab) = opt.common.labs.iter().find(|l| *l != "veth") {
         anyhow::bail!("async-serve runs in the veth lab only, not {lab:?}");
     }
+    netlab::check_privileges()
+        .context("async-serve builds its veth lab in private network namespaces")?;
     let sizes = if opt.sizes.is_empty() {
         SIZES.to_vec()
     } else {
