@@ -58,6 +58,36 @@ fn bench_async_serve_rejects_what_it_cannot_run() {
 }
 
 #[test]
+fn bench_async_serve_says_which_descriptor_limit_is_too_low() {
+    // 1000 clients under a hard limit of 256 descriptors: one line naming the limit, before any
+    // lab or file is made (so this needs no privilege).
+    if !netlab::skip::on_path("prlimit") {
+        netlab::skip::skip("prlimit (util-linux) is not installed");
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_zcnet");
+    let out = std::process::Command::new("prlimit")
+        .args([
+            "--nofile=256:256",
+            "--",
+            bin,
+            "bench",
+            "async-serve",
+            "--clients",
+            "1000",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.contains("1000 clients need about 4256 file descriptors, but RLIMIT_NOFILE is 256"),
+        "{err}"
+    );
+}
+
+#[test]
 fn bench_packet_rejects_what_it_cannot_run() {
     let out = zcnet()
         .args(["bench", "packet", "--size", "20"])

@@ -225,6 +225,25 @@ fn one_run(
     ))
 }
 
+/// Makes sure this process may open the descriptors `clients` connections need (the client's
+/// socket, the server's and its duplicate, and a file each), raising the soft
+/// `RLIMIT_NOFILE` to the hard one if it must.
+fn enough_descriptors(clients: usize) -> anyhow::Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let need = 4 * clients as u64 + 256;
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if soft >= need {
+        return Ok(());
+    }
+    if hard >= need && setrlimit(Resource::RLIMIT_NOFILE, need, hard).is_ok() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{clients} clients need about {need} file descriptors, but RLIMIT_NOFILE is {soft} \
+         (hard limit {hard}): raise it (ulimit -n {need}) or give fewer --clients"
+    )
+}
+
 /// Runs the bench.
 pub fn bench(
     sizes: &[u64],
@@ -240,6 +259,7 @@ pub fn bench(
         "server": "tokio runtime, 1 worker + blocking pool, on CPU 0; CPU of all its threads",
         "clients_cpu": 1, "lab": "veth", "page_cache": "warm",
     });
+    enough_descriptors(clients)?;
     let lab = VethLab::new(None)?;
     let progress = Progress::new(
         "async-serve",
@@ -311,6 +331,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     if let Some(lab) = opt.common.labs.iter().find(|l| *l != "veth") {
         anyhow::bail!("async-serve runs in the veth lab only, not {lab:?}");
     }
+    enough_descriptors(opt.clients)?;
     netlab::check_privileges()
         .context("async-serve builds its veth lab in private network namespaces")?;
     let sizes = if opt.sizes.is_empty() {
