@@ -2,7 +2,7 @@
 //! error chain as the binary prints it. Here rather than in `main.rs` so that tests can walk
 //! every option of every subcommand.
 
-use crate::{bench, capture, probe, recv, relay, send, tune};
+use crate::{bench, capture, probe, recv, relay, report, send, tune};
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +34,9 @@ pub enum Command {
     Relay(relay::Opt),
     /// Capture packets through TPACKET_V3 rings into a pcap file (tcpdump-like).
     Capture(capture::Opt),
+    /// Draw bench JSON (`zcnet bench --json`) as one self-contained HTML page of charts and
+    /// tables; several files side by side, labelled by host.
+    Report(report::Opt),
     /// Print shell completions on stdout (`zcnet completions bash > /etc/bash_completion.d/zcnet`).
     Completions {
         /// The shell.

@@ -13,5 +13,6 @@ pub mod output;
 pub mod probe;
 pub mod recv;
 pub mod relay;
+pub mod report;
 pub mod send;
 pub mod tune;

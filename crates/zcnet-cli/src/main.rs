@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 
 use zcnet_cli::cli::{Cli, Command, one_line};
-use zcnet_cli::{bench, capture, probe, recv, relay, send, tune};
+use zcnet_cli::{bench, capture, probe, recv, relay, report, send, tune};
 
 use std::process::ExitCode;
 
@@ -18,6 +18,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Send(opt) => send::run(opt),
         Command::Relay(opt) => relay::run(opt),
         Command::Capture(opt) => capture::run(opt),
+        Command::Report(opt) => report::run(opt),
         Command::Completions { shell } => {
             // Rendered in memory first: clap_complete panics on a write error (a closed pipe).
             let mut text = Vec::new();
@@ -110,11 +111,12 @@ fn main() -> ExitCode {
             // The whole cause chain, on one line: "cannot listen on [::1]:9000: Address in use".
             eprintln!("zcnet: error: {}", one_line(&e));
             // Something to install (libpcap for a filter expression) is a usage problem: 2.
+            // So is a file `zcnet report` cannot read as a report.
             let missing = e.chain().any(|c| {
                 matches!(
                     c.downcast_ref::<zcnet::packet::PacketError>(),
                     Some(zcnet::packet::PacketError::Unsupported { .. })
-                )
+                ) || c.is::<report::BadInput>()
             });
             if missing {
                 ExitCode::from(2)

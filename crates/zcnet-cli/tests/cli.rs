@@ -117,12 +117,23 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
     // No profile of the machine's user: the auto modes use the built-in thresholds.
     let config = std::env::temp_dir().join(format!("zcnet-suite-{}", std::process::id()));
     std::fs::create_dir_all(&config).unwrap();
+    let page = config.join("suite.html");
     let out = zcnet()
-        .args(["bench", "--json", "--runs", "1", "--seconds", "0.3"])
+        .args([
+            "bench",
+            "--json",
+            "--runs",
+            "1",
+            "--seconds",
+            "0.3",
+            "--report",
+        ])
+        .arg(&page)
         .env("XDG_CONFIG_HOME", &config)
         .env_remove("ZCNET_PROFILE")
         .output()
         .unwrap();
+    let page = std::fs::read_to_string(&page).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&config);
     assert!(
         out.status.success(),
@@ -130,6 +141,15 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // `--report` drew the same document: a section per bench it reports.
+    for r in v["reports"].as_array().unwrap() {
+        let bench = r["bench"].as_str().unwrap();
+        assert!(
+            page.contains(&format!("<h2 id=\"{bench}\">")),
+            "{bench} in the page"
+        );
+    }
+    assert!(page.contains("<h2>Probe: "), "the probe's table");
     assert_eq!(v["probe"]["schema"], "zcnet-probe/1");
     if netlab::check_privileges().is_err() {
         netlab::skip::skip("benches need root for their labs; checked the probe part only");

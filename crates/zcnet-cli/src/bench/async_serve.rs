@@ -346,5 +346,5 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         opt.common.seconds.unwrap_or(2.0),
         opt.common.json,
     )?;
-    out.print(opt.common.json)
+    out.finish(&opt.common)
 }

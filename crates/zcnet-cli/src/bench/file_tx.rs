@@ -316,5 +316,5 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         opt.common.runs.unwrap_or(5),
         opt.common.json,
     )?;
-    out.print(opt.common.json)
+    out.finish(&opt.common)
 }

@@ -35,6 +35,9 @@ pub struct Common {
     /// else ~/.config/zcnet/profile.toml if it exists, else the built-in thresholds.
     #[arg(long, value_name = "PATH")]
     pub profile: Option<std::path::PathBuf>,
+    /// Also draw the results as an HTML page of charts and tables (as `zcnet report` does).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<std::path::PathBuf>,
 }
 
 impl Common {
@@ -112,6 +115,15 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Prints the report (see [`Outcome::print`]) and writes its page where `--report` asks.
+    pub fn finish(&self, common: &Common) -> anyhow::Result<()> {
+        self.print(common.json)?;
+        if let Some(path) = &common.report {
+            write_page(path, &serde_json::to_value(&self.report)?)?;
+        }
+        Ok(())
+    }
+
     /// Prints the report as JSON, or as the human table followed by the summary.
     pub fn print(&self, json: bool) -> anyhow::Result<()> {
         if json {
@@ -185,16 +197,34 @@ fn suite(common: Common) -> anyhow::Result<()> {
             }
         }
     }
-    if common.json {
-        let suite = Suite {
-            probe,
-            reports,
-            summary,
-        };
-        println!("{}", serde_json::to_string_pretty(&suite)?);
-    } else {
+    if !common.json {
         println!("{}", render_summary(&summary));
     }
+    let suite = Suite {
+        probe,
+        reports,
+        summary,
+    };
+    if common.json {
+        println!("{}", serde_json::to_string_pretty(&suite)?);
+    }
+    if let Some(path) = &common.report {
+        write_page(path, &serde_json::to_value(&suite)?)?;
+    }
+    Ok(())
+}
+
+/// Draws `document` (a report or the suite, as `--json` prints it) as the page of
+/// `zcnet report` at `path`.
+fn write_page(path: &std::path::Path, document: &serde_json::Value) -> anyhow::Result<()> {
+    let mut input = crate::report::input::parse_value(document.clone())
+        .map_err(|e| anyhow::anyhow!("drawing the report: {e}"))?;
+    if input.label.is_empty() {
+        input.label = "this machine".into();
+    }
+    let page = crate::report::page(&[input])?;
+    crate::report::write(path, &page)?;
+    eprintln!("zcnet bench: the page is {}", path.display());
     Ok(())
 }
 

@@ -725,7 +725,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         opt.common.seconds.unwrap_or(2.0),
         opt.common.json,
     )?;
-    out.print(opt.common.json)
+    out.finish(&opt.common)
 }
 
 #[cfg(test)]

@@ -627,7 +627,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     netlab::check_privileges().context("tcp-rx builds its labs in private network namespaces")?;
     let conds = selected(&opt)?;
     let out = bench(&conds, &settings, opt.common.json)?;
-    out.print(opt.common.json)
+    out.finish(&opt.common)
 }
 
 /// `--connect`: the sender of a two-host run, one connection per run and mode (`2 × runs`

@@ -529,5 +529,5 @@ pub fn run(proto: Proto, opt: Opt) -> anyhow::Result<()> {
         opt.pool_mib,
         opt.common.json,
     )?;
-    out.print(opt.common.json)
+    out.finish(&opt.common)
 }

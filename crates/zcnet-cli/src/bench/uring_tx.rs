@@ -423,5 +423,5 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         opt.pool_mib,
         opt.common.json,
     )?;
-    out.print(opt.common.json)
+    out.finish(&opt.common)
 }

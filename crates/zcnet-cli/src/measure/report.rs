@@ -12,6 +12,10 @@ use super::stats::{Comparison, Metric, ResultSet};
 /// The machine a report was made on.
 #[derive(Clone, Debug, Serialize)]
 pub struct HostInfo {
+    /// Host name (`/proc/sys/kernel/hostname`), which labels the machine in `zcnet report`.
+    pub hostname: String,
+    /// When the report was made, UTC (RFC 3339).
+    pub date: String,
     /// Kernel release.
     pub kernel: String,
     /// CPUs available.
@@ -25,6 +29,10 @@ impl HostInfo {
     pub fn this() -> HostInfo {
         let h = &zcnet::probe::features().host;
         HostInfo {
+            hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|n| n.trim().to_owned())
+                .unwrap_or_default(),
+            date: zcnet::auto::utc_now(),
             kernel: h.kernel.clone(),
             cpus: h.cpus,
             page_size: h.page_size,

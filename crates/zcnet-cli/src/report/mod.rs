@@ -1,0 +1,412 @@
+//! `zcnet report RUN.json [RUN2.json ...] -o report.html`: one self-contained HTML page (inline
+//! SVG and CSS, nothing fetched) of the bench reports in the files, several files (two kernels,
+//! two machines) drawn side by side in the same charts, labelled by host.
+//!
+//! Per bench: CPU per MB and throughput as bars with min-max whiskers per condition and mode;
+//! the share without a copy where the bench reports it; lines against message size where a
+//! condition sweeps sizes; the table of every set under the charts. At the top: each file's
+//! machine, kernel, date and the probe's checks.
+
+pub mod input;
+pub mod plot;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use input::{Input, Report, Set};
+use plot::{Bar, Group, Line};
+
+/// Options of `zcnet report`.
+#[derive(Debug, clap::Args)]
+pub struct Opt {
+    /// The JSON of `zcnet bench --json` or `zcnet bench NAME --json` (one or more).
+    #[arg(required = true, value_name = "RUN.json")]
+    pub inputs: Vec<PathBuf>,
+    /// The page to write.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+}
+
+/// A failure of the inputs (exit 2), apart from failing to write the page (exit 1).
+#[derive(Debug)]
+pub struct BadInput(String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+/// `zcnet report`.
+///
+/// # Errors
+/// [`BadInput`] for a file that is not a zcnet report (the file and the field), an I/O error
+/// writing the page.
+pub fn run(opt: Opt) -> anyhow::Result<()> {
+    let mut inputs = Vec::new();
+    for path in &opt.inputs {
+        let mut i = input::read(path).map_err(|e| BadInput(format!("{e:#}")))?;
+        if i.label.is_empty() {
+            i.label = path.file_stem().map_or_else(
+                || path.display().to_string(),
+                |s| s.to_string_lossy().into(),
+            );
+        }
+        inputs.push(i);
+    }
+    unique_labels(&mut inputs);
+    let page = page(&inputs)?;
+    write(&opt.output, &page)
+}
+
+/// Writes `page` to `path` through a temporary beside it.
+pub fn write(path: &std::path::Path, page: &str) -> anyhow::Result<()> {
+    let tmp = path.with_extension("html.tmp");
+    std::fs::write(&tmp, page).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Labels made distinct: the same host twice becomes `host (2)`.
+pub fn unique_labels(inputs: &mut [Input]) {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for i in inputs.iter_mut() {
+        let n = seen.entry(i.label.clone()).or_default();
+        *n += 1;
+        if *n > 1 {
+            i.label = format!("{} ({n})", i.label);
+        }
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// A value as a label shows it: strings without quotes; `None` for null (left out).
+fn shown(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(s) => Some(s.clone()),
+        v => Some(v.to_string()),
+    }
+}
+
+/// A condition: lab, family and parameters, as the page names it.
+fn condition(set: &Set) -> String {
+    let mut s = format!("{} {}", set.lab, set.family);
+    for (k, v) in &set.params {
+        if let Some(v) = shown(v) {
+            let _ = write!(s, " {k}={v}");
+        }
+    }
+    s
+}
+
+/// What tells apart reports of the same bench in one file (the suite runs udp-tx with a cold
+/// and a hot pool): the scalar settings whose values differ between them, as ` key=value`.
+fn distinguishing(reports: &[&Report], r: &Report) -> String {
+    if reports.len() < 2 {
+        return String::new();
+    }
+    let Some(mine) = r.settings.as_object() else {
+        return String::new();
+    };
+    let mut out = String::new();
+    for (k, v) in mine {
+        if v.is_object() || v.is_array() {
+            continue;
+        }
+        if reports.iter().any(|o| o.settings.get(k) != Some(v))
+            && let Some(v) = shown(v)
+        {
+            let _ = write!(out, " {k}={v}");
+        }
+    }
+    out
+}
+
+/// The message size of a set, where its bench sweeps sizes.
+fn size_of(set: &Set) -> Option<f64> {
+    ["size", "bytes", "frame_bytes", "file_bytes"]
+        .iter()
+        .find_map(|k| set.params.get(*k)?.as_f64())
+}
+
+/// The condition without its size, for the sweep's lines.
+fn condition_without_size(set: &Set) -> String {
+    let mut s = format!("{} {}", set.lab, set.family);
+    for (k, v) in &set.params {
+        if !["size", "bytes", "frame_bytes", "file_bytes"].contains(&k.as_str())
+            && let Some(v) = shown(v)
+        {
+            let _ = write!(s, " {k}={v}");
+        }
+    }
+    s
+}
+
+/// What one chart plots of a run.
+#[derive(Clone, Copy)]
+enum Figure {
+    Cpu,
+    Gbit,
+    Requests,
+    Share,
+}
+
+impl Figure {
+    fn of(self, r: &input::Run) -> Option<f64> {
+        let v = match self {
+            Figure::Cpu => Some(r.cpu_us_per_mb),
+            Figure::Gbit => Some(r.gbit),
+            Figure::Requests => r.requests_per_s,
+            Figure::Share => r.zero_copy_share.map(|s| 100.0 * s),
+        };
+        v.filter(|v| v.is_finite())
+    }
+
+    fn title(self) -> (&'static str, &'static str) {
+        match self {
+            Figure::Cpu => ("CPU per MB (median, min-max)", "CPU us/MB"),
+            Figure::Gbit => ("Throughput (median, min-max)", "Gbit/s"),
+            Figure::Requests => ("Requests per second (median, min-max)", "req/s"),
+            Figure::Share => ("Share without a copy (median, min-max)", "%"),
+        }
+    }
+}
+
+/// Median, min and max of `figure` over the runs of `set`; `None` where no run has it.
+fn spread(set: &Set, figure: Figure) -> Option<(f64, f64, f64)> {
+    let mut v: Vec<f64> = set.runs.iter().filter_map(|r| figure.of(r)).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    Some((median, v[0], v[n - 1]))
+}
+
+/// The reports of one bench across the inputs, each with its input's label and what tells it
+/// apart from the file's other reports of the bench.
+struct Bench<'a> {
+    name: String,
+    reports: Vec<(&'a str, &'a Report, String)>,
+}
+
+fn benches(inputs: &[Input]) -> Vec<Bench<'_>> {
+    let mut out: Vec<Bench<'_>> = Vec::new();
+    for i in inputs {
+        for r in &i.reports {
+            let same: Vec<&Report> = i.reports.iter().filter(|o| o.bench == r.bench).collect();
+            let entry = (i.label.as_str(), r, distinguishing(&same, r));
+            match out.iter_mut().find(|b| b.name == r.bench) {
+                Some(b) => b.reports.push(entry),
+                None => out.push(Bench {
+                    name: r.bench.clone(),
+                    reports: vec![entry],
+                }),
+            }
+        }
+    }
+    out
+}
+
+/// A bar chart of `figure` for one bench: a group per condition, a series per host and mode.
+fn bar_chart(b: &Bench<'_>, figure: Figure, hosts: usize) -> anyhow::Result<Option<String>> {
+    let mut series: Vec<String> = Vec::new();
+    let mut groups: Vec<Group> = Vec::new();
+    for (label, r, extra) in &b.reports {
+        for set in &r.results {
+            let Some((median, min, max)) = spread(set, figure) else {
+                continue;
+            };
+            let name = if hosts > 1 {
+                format!("{label}: {}", set.mode)
+            } else {
+                set.mode.clone()
+            };
+            let s = series.iter().position(|n| *n == name).unwrap_or_else(|| {
+                series.push(name);
+                series.len() - 1
+            });
+            let cond = condition(set) + extra;
+            let bar = Bar {
+                series: s,
+                median,
+                min,
+                max,
+            };
+            match groups.iter_mut().find(|g| g.label == cond) {
+                Some(g) => g.bars.push(bar),
+                None => groups.push(Group {
+                    label: cond,
+                    bars: vec![bar],
+                }),
+            }
+        }
+    }
+    if groups.is_empty() {
+        return Ok(None);
+    }
+    let (title, y) = figure.title();
+    plot::bars(title, y, &series, &groups).map(Some)
+}
+
+/// Lines of `figure` against size where a condition of the bench sweeps three sizes or more.
+fn sweep_chart(b: &Bench<'_>, figure: Figure, hosts: usize) -> anyhow::Result<Option<String>> {
+    let mut lines: BTreeMap<String, Vec<(f64, f64, f64, f64)>> = BTreeMap::new();
+    for (label, r, extra) in &b.reports {
+        for set in &r.results {
+            let (Some(size), Some((m, lo, hi))) = (size_of(set), spread(set, figure)) else {
+                continue;
+            };
+            let name = if hosts > 1 {
+                format!(
+                    "{label}: {}{extra} {}",
+                    condition_without_size(set),
+                    set.mode
+                )
+            } else {
+                format!("{}{extra} {}", condition_without_size(set), set.mode)
+            };
+            lines.entry(name).or_default().push((size, m, lo, hi));
+        }
+    }
+    let lines: Vec<Line> = lines
+        .into_iter()
+        .filter(|(_, p)| p.len() >= 3)
+        .map(|(name, mut points)| {
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Line { name, points }
+        })
+        .collect();
+    if lines.is_empty() {
+        return Ok(None);
+    }
+    let (title, y) = figure.title();
+    plot::lines(&format!("{title} against message size"), y, &lines).map(Some)
+}
+
+fn table(b: &Bench<'_>, hosts: usize) -> String {
+    let mut t = String::from(
+        "<table><tr><th>host</th><th>condition</th><th>mode</th><th>runs</th>\
+         <th>Gbit/s</th><th>CPU us/MB</th><th>req/s</th><th>without a copy</th></tr>\n",
+    );
+    let cell = |s: Option<(f64, f64, f64)>, digits: usize| match s {
+        Some((m, lo, hi)) => format!("{m:.digits$} <small>({lo:.digits$}-{hi:.digits$})</small>"),
+        None => "-".into(),
+    };
+    for (label, r, extra) in &b.reports {
+        for set in &r.results {
+            let _ = writeln!(
+                t,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                if hosts > 1 {
+                    esc(label)
+                } else {
+                    esc(&r.host.hostname)
+                },
+                esc(&(condition(set) + extra)),
+                esc(&set.mode),
+                set.runs.len(),
+                cell(spread(set, Figure::Gbit), 2),
+                cell(spread(set, Figure::Cpu), 1),
+                cell(spread(set, Figure::Requests), 0),
+                cell(spread(set, Figure::Share), 1),
+            );
+        }
+    }
+    t.push_str("</table>\n");
+    t
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1500px}\
+h1{font-size:22px}h2{font-size:18px;margin-top:36px;border-bottom:1px solid #ccc}\
+table{border-collapse:collapse;font-size:13px;margin:8px 0}\
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}th{background:#f3f3f3}\
+small{color:#666}.charts{display:flex;flex-wrap:wrap;gap:8px;margin:8px 0}pre{font-size:12px;background:#f7f7f7;padding:6px;\
+white-space:pre-wrap}.available{color:#070}.unavailable,.failed,.blocked{color:#a00}";
+
+/// The page.
+///
+/// # Errors
+/// A chart that cannot be drawn.
+pub fn page(inputs: &[Input]) -> anyhow::Result<String> {
+    let hosts = inputs.len();
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>zcnet report</title><style>{STYLE}</style></head><body>\n<h1>zcnet report</h1>\n"
+    );
+    h.push_str("<table><tr><th>host</th><th>kernel</th><th>CPUs</th><th>date</th><th>zcnet</th><th>benches</th></tr>\n");
+    for i in inputs {
+        let r = &i.reports[0];
+        let names: Vec<&str> = i.reports.iter().map(|r| r.bench.as_str()).collect();
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&i.label),
+            esc(&r.host.kernel),
+            r.host.cpus,
+            esc(&r.host.date),
+            esc(&r.zcnet_version),
+            esc(&names.join(", "))
+        );
+    }
+    h.push_str("</table>\n");
+    for i in inputs {
+        let Some(p) = &i.probe else { continue };
+        let _ = writeln!(
+            h,
+            "<h2>Probe: {}</h2>\n<table><tr><th>check</th><th>status</th><th>why</th></tr>",
+            esc(&i.label)
+        );
+        for c in &p.checks {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>",
+                esc(&c.id),
+                esc(&c.status),
+                esc(&c.status),
+                esc(&c.reason)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    for b in benches(inputs) {
+        let _ = writeln!(h, "<h2 id=\"{0}\">{0}</h2>", esc(&b.name));
+        for (label, r, _) in &b.reports {
+            let settings = serde_json::to_string(&r.settings).unwrap_or_default();
+            let _ = writeln!(h, "<pre>{}: {}</pre>", esc(label), esc(&settings));
+        }
+        h.push_str("<div class=\"charts\">\n");
+        for figure in [Figure::Cpu, Figure::Gbit, Figure::Requests, Figure::Share] {
+            if let Some(svg) = bar_chart(&b, figure, hosts)? {
+                let _ = writeln!(h, "<div>{svg}</div>");
+            }
+        }
+        for figure in [Figure::Cpu, Figure::Gbit] {
+            if let Some(svg) = sweep_chart(&b, figure, hosts)? {
+                let _ = writeln!(h, "<div>{svg}</div>");
+            }
+        }
+        h.push_str("</div>\n");
+        h.push_str(&table(&b, hosts));
+    }
+    h.push_str("</body></html>\n");
+    Ok(h)
+}

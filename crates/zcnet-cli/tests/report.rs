@@ -1,0 +1,205 @@
+//! `zcnet report` (issue 21): the page of a suite's JSON, two hosts side by side, every chart a
+//! well-formed SVG, rendered by a real browser (headless Chromium) into a screenshot that is not
+//! blank; a bad or foreign file is one line naming the file and the field, exit 2.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::zcnet;
+
+/// A suite's JSON from `zcnet bench --json --runs 1 --seconds 0.3` on the development machine.
+const SUITE: &str = include_str!("fixtures/suite.json");
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("zcnet-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// The suite as if run on `host`.
+fn as_host(host: &str) -> PathBuf {
+    let mut v: serde_json::Value = serde_json::from_str(SUITE).unwrap();
+    for r in v["reports"].as_array_mut().unwrap() {
+        r["host"]["hostname"] = host.into();
+    }
+    let p = temp(&format!("{host}.json"));
+    std::fs::write(&p, v.to_string()).unwrap();
+    p
+}
+
+/// Every `<svg>...</svg>` of the page, parsed as XML.
+fn svgs(page: &str) -> usize {
+    let mut n = 0;
+    let mut rest = page;
+    while let Some(start) = rest.find("<svg") {
+        let end = rest[start..].find("</svg>").expect("an svg element ends") + start + 6;
+        roxmltree::Document::parse(&rest[start..end]).expect("each chart is well-formed SVG");
+        n += 1;
+        rest = &rest[end..];
+    }
+    n
+}
+
+#[test]
+fn two_hosts_in_one_page_of_well_formed_charts() {
+    let (a, b) = (as_host("alpha"), as_host("beta"));
+    let out = temp("two.html");
+    let r = zcnet()
+        .args(["report"])
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let page = std::fs::read_to_string(&out).unwrap();
+    let v: serde_json::Value = serde_json::from_str(SUITE).unwrap();
+    let benches: Vec<&str> = v["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["bench"].as_str().unwrap())
+        .collect();
+    for bench in &benches {
+        assert!(
+            page.contains(&format!("<h2 id=\"{bench}\">")),
+            "{bench} has its section"
+        );
+    }
+    // Both hosts label the series of the same charts, and each probe has its table.
+    assert!(page.contains("alpha: ") && page.contains("beta: "));
+    assert!(page.contains("<h2>Probe: alpha</h2>") && page.contains("<h2>Probe: beta</h2>"));
+    // At least CPU and throughput per bench; nothing fetched from elsewhere.
+    assert!(svgs(&page) >= 2 * benches.len(), "{} charts", svgs(&page));
+    for fetch in ["src=\"http", "href=\"http", "<link", "<script", "@import"] {
+        assert!(!page.contains(fetch), "the page fetches nothing ({fetch})");
+    }
+}
+
+#[test]
+fn the_page_renders_in_chromium_and_is_not_blank() {
+    let Some(chromium) = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|b| netlab::skip::on_path(b))
+    else {
+        netlab::skip::skip("chromium is not installed (Debian: apt install chromium)");
+        return;
+    };
+    let input = as_host("gamma");
+    let out = temp("page.html");
+    let r = zcnet()
+        .args(["report"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let png = temp("page.png");
+    let shot = screenshot(chromium, &out, &png);
+    assert!(
+        shot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shot.stderr)
+    );
+    let (w, h, bands) = ink(&png);
+    assert_eq!((w, h), (1400, 12000));
+    // Text, bars and lines cover a good part of the page; a blank or failed render is white.
+    let drawn: f64 = bands.iter().sum::<f64>() / bands.len() as f64;
+    assert!(
+        drawn > 0.02,
+        "only {:.2} % of the pixels are drawn",
+        100.0 * drawn
+    );
+    // Down to the page's end, no 400-pixel band is empty: every bench's charts were drawn (a
+    // chart that failed would leave its space white).
+    let last = bands.iter().rposition(|&b| b > 0.0).unwrap();
+    assert!(
+        last * 400 > 6000,
+        "the page ends after {} pixels",
+        last * 400
+    );
+    for (i, &b) in bands[..=last].iter().enumerate() {
+        assert!(b > 0.003, "pixels {}-{} are blank", i * 400, (i + 1) * 400);
+    }
+}
+
+fn screenshot(chromium: &str, page: &Path, png: &Path) -> std::process::Output {
+    Command::new("timeout")
+        .arg("120")
+        .arg(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1400,12000",
+        ])
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap()
+}
+
+/// Width, height and, per band of 400 rows, the share of its pixels that are not near-white.
+fn ink(png: &Path) -> (u32, u32, Vec<f64>) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples();
+    let row = info.line_size;
+    let bands = buf[..info.buffer_size()]
+        .chunks(row * 400)
+        .map(|band| {
+            let dark = band
+                .chunks(px)
+                .filter(|p| p.iter().take(3).any(|&c| c < 200))
+                .count();
+            dark as f64 / (band.len() / px) as f64
+        })
+        .collect();
+    (info.width, info.height, bands)
+}
+
+#[test]
+fn a_bad_or_foreign_file_is_one_line_naming_the_file_and_the_field() {
+    let missing = temp("missing.json");
+    let foreign = temp("foreign.json");
+    std::fs::write(&foreign, r#"{"name": "not ours"}"#).unwrap();
+    let truncated = temp("truncated.json");
+    std::fs::write(&truncated, &SUITE[..SUITE.len() / 2]).unwrap();
+    let wrong = temp("wrong.json");
+    let mut v: serde_json::Value = serde_json::from_str(SUITE).unwrap();
+    v["reports"][1]["results"][0]["runs"][0]["gbit"] = "fast".into();
+    std::fs::write(&wrong, v.to_string()).unwrap();
+    for (file, says) in [
+        (&missing, "No such file or directory"),
+        (&foreign, "not a zcnet bench report: missing field `bench`"),
+        (&truncated, "not JSON: EOF while parsing"),
+        (
+            &wrong,
+            "reports[1].results[0].runs[0].gbit: invalid type: string \"fast\", expected f64",
+        ),
+    ] {
+        let out = temp("bad.html");
+        let r = zcnet()
+            .arg("report")
+            .arg(file)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&file.display().to_string()) && err.contains(says),
+            "{err}"
+        );
+        assert!(!out.exists(), "no page for a bad input");
+    }
+}
