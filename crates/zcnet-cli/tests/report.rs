@@ -80,6 +80,60 @@ fn two_hosts_in_one_page_of_well_formed_charts() {
 }
 
 #[test]
+fn a_tuned_profile_marks_its_break_even_sizes_on_the_sweeps() {
+    use zcnet::auto::{Profile, Route, SendPath, Threshold};
+    let mut p = Profile::builtin();
+    p.kernel = "test".into();
+    for e in p.entries.iter_mut() {
+        if e.route == Route::Device {
+            e.threshold = match e.path {
+                SendPath::UringZc => Threshold::From(4800),
+                SendPath::UringZcFixed => Threshold::From(900),
+                _ => e.threshold,
+            };
+        }
+    }
+    let profile = temp("profile.toml");
+    std::fs::write(&profile, p.to_toml()).unwrap();
+    let out = temp("marks.html");
+    let r = zcnet()
+        .arg("report")
+        .arg(as_host("delta"))
+        .arg("-o")
+        .arg(&out)
+        .arg("--profile")
+        .arg(&profile)
+        .env_remove("ZCNET_PROFILE")
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let page = std::fs::read_to_string(&out).unwrap();
+    // uring-tx sweeps 600, 8000 and 64000 B in the sink lab: both of its paths are marked.
+    assert!(
+        page.contains("tune: uring_zc device from 4800 B"),
+        "uring_zc mark"
+    );
+    assert!(
+        page.contains("tune: uring_zc_fixed device from 900 B"),
+        "zc-fixed mark"
+    );
+    // Without a profile (none installed in this environment's config), no marks.
+    let empty = temp("xdg");
+    std::fs::create_dir_all(&empty).unwrap();
+    let r = zcnet()
+        .arg("report")
+        .arg(as_host("delta"))
+        .arg("-o")
+        .arg(&out)
+        .env("XDG_CONFIG_HOME", &empty)
+        .env_remove("ZCNET_PROFILE")
+        .output()
+        .unwrap();
+    assert!(r.status.success());
+    assert!(!std::fs::read_to_string(&out).unwrap().contains("tune: "));
+}
+
+#[test]
 fn the_page_renders_in_chromium_and_is_not_blank() {
     let Some(chromium) = ["chromium", "chromium-browser"]
         .into_iter()

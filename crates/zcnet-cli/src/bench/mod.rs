@@ -119,7 +119,7 @@ impl Outcome {
     pub fn finish(&self, common: &Common) -> anyhow::Result<()> {
         self.print(common.json)?;
         if let Some(path) = &common.report {
-            write_page(path, &serde_json::to_value(&self.report)?)?;
+            write_page(path, &serde_json::to_value(&self.report)?, common)?;
         }
         Ok(())
     }
@@ -209,20 +209,29 @@ fn suite(common: Common) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&suite)?);
     }
     if let Some(path) = &common.report {
-        write_page(path, &serde_json::to_value(&suite)?)?;
+        write_page(path, &serde_json::to_value(&suite)?, &common)?;
     }
     Ok(())
 }
 
 /// Draws `document` (a report or the suite, as `--json` prints it) as the page of
 /// `zcnet report` at `path`.
-fn write_page(path: &std::path::Path, document: &serde_json::Value) -> anyhow::Result<()> {
+fn write_page(
+    path: &std::path::Path,
+    document: &serde_json::Value,
+    common: &Common,
+) -> anyhow::Result<()> {
     let mut input = crate::report::input::parse_value(document.clone())
         .map_err(|e| anyhow::anyhow!("drawing the report: {e}"))?;
     if input.label.is_empty() {
         input.label = "this machine".into();
     }
-    let page = crate::report::page(&[input])?;
+    // The break-even marks: the profile the auto modes used, where it was measured.
+    let profile = match &common.profile {
+        Some(p) => zcnet::auto::Profile::load(p).ok(),
+        None => crate::report::tuned_profile(),
+    };
+    let page = crate::report::page_with(&[input], profile.as_ref())?;
     crate::report::write(path, &page)?;
     eprintln!("zcnet bench: the page is {}", path.display());
     Ok(())

@@ -28,6 +28,10 @@ pub struct Opt {
     /// The page to write.
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
+    /// The `zcnet tune` profile whose break-even sizes mark the size sweeps. Default:
+    /// $ZCNET_PROFILE, else ~/.config/zcnet/profile.toml if it exists (none: no marks).
+    #[arg(long, value_name = "PATH")]
+    pub profile: Option<PathBuf>,
 }
 
 /// A failure of the inputs (exit 2), apart from failing to write the page (exit 1).
@@ -60,8 +64,41 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         inputs.push(i);
     }
     unique_labels(&mut inputs);
-    let page = page(&inputs)?;
+    let profile = match &opt.profile {
+        Some(p) => {
+            Some(zcnet::auto::Profile::load(p).map_err(|e| BadInput(crate::cli::chain(&e)))?)
+        }
+        None => tuned_profile(),
+    };
+    let page = page_with(&inputs, profile.as_ref())?;
     write(&opt.output, &page)
+}
+
+/// The profile `zcnet tune` wrote, where one is installed ($ZCNET_PROFILE, else the default
+/// path); the built-in thresholds were not measured and mark nothing.
+pub fn tuned_profile() -> Option<zcnet::auto::Profile> {
+    let path = std::env::var_os("ZCNET_PROFILE")
+        .map(PathBuf::from)
+        .or_else(zcnet::auto::Profile::default_path)?;
+    zcnet::auto::Profile::load(&path).ok()
+}
+
+/// The zero-copy path and route of a set of a sending bench, where its mode has a threshold.
+fn send_path(bench: &str, set: &Set) -> Option<(zcnet::auto::SendPath, zcnet::auto::Route)> {
+    use zcnet::auto::{Route, SendPath};
+    let route = if set.lab == "loopback" {
+        Route::Local
+    } else {
+        Route::Device
+    };
+    let path = match (bench, set.mode.as_str()) {
+        ("udp-tx", "zc" | "auto") => SendPath::MsgZerocopyUdp,
+        ("tcp-tx", "zc" | "zc-adaptive" | "auto") => SendPath::MsgZerocopyTcp,
+        ("uring-tx", "zc" | "auto") => SendPath::UringZc,
+        ("uring-tx", "zc-fixed") => SendPath::UringZcFixed,
+        _ => return None,
+    };
+    Some((path, route))
 }
 
 /// Writes `page` to `path` through a temporary beside it.
@@ -265,14 +302,32 @@ fn bar_chart(b: &Bench<'_>, figure: Figure, hosts: usize) -> anyhow::Result<Opti
     plot::bars(title, y, &series, &groups).map(Some)
 }
 
-/// Lines of `figure` against size where a condition of the bench sweeps three sizes or more.
-fn sweep_chart(b: &Bench<'_>, figure: Figure, hosts: usize) -> anyhow::Result<Option<String>> {
+/// Lines of `figure` against size where a condition of the bench sweeps three sizes or more,
+/// with the profile's break-even sizes of the paths drawn.
+fn sweep_chart(
+    b: &Bench<'_>,
+    figure: Figure,
+    hosts: usize,
+    profile: Option<&zcnet::auto::Profile>,
+) -> anyhow::Result<Option<String>> {
     let mut lines: BTreeMap<String, Vec<(f64, f64, f64, f64)>> = BTreeMap::new();
+    let mut marks: Vec<plot::Mark> = Vec::new();
     for (label, r, extra) in &b.reports {
         for set in &r.results {
             let (Some(size), Some((m, lo, hi))) = (size_of(set), spread(set, figure)) else {
                 continue;
             };
+            if let (Some(p), Some((path, route))) = (profile, send_path(&b.name, set))
+                && let zcnet::auto::Threshold::From(n) = p.entry(path, route).threshold
+            {
+                let label = format!("tune: {} {} from {n} B", path.name(), route.name());
+                if !marks.iter().any(|m| m.label == label) {
+                    marks.push(plot::Mark {
+                        at: n as f64,
+                        label,
+                    });
+                }
+            }
             let name = if hosts > 1 {
                 format!(
                     "{label}: {}{extra} {}",
@@ -297,7 +352,7 @@ fn sweep_chart(b: &Bench<'_>, figure: Figure, hosts: usize) -> anyhow::Result<Op
         return Ok(None);
     }
     let (title, y) = figure.title();
-    plot::lines(&format!("{title} against message size"), y, &lines).map(Some)
+    plot::lines(&format!("{title} against message size"), y, &lines, &marks).map(Some)
 }
 
 fn table(b: &Bench<'_>, hosts: usize) -> String {
@@ -340,11 +395,22 @@ td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}th{background:#f3f3f
 small{color:#666}.charts{display:flex;flex-wrap:wrap;gap:8px;margin:8px 0}pre{font-size:12px;background:#f7f7f7;padding:6px;\
 white-space:pre-wrap}.available{color:#070}.unavailable,.failed,.blocked{color:#a00}";
 
-/// The page.
+/// The page, without break-even marks.
 ///
 /// # Errors
 /// A chart that cannot be drawn.
 pub fn page(inputs: &[Input]) -> anyhow::Result<String> {
+    page_with(inputs, None)
+}
+
+/// The page; the size sweeps mark `profile`'s break-even sizes.
+///
+/// # Errors
+/// A chart that cannot be drawn.
+pub fn page_with(
+    inputs: &[Input],
+    profile: Option<&zcnet::auto::Profile>,
+) -> anyhow::Result<String> {
     let hosts = inputs.len();
     let mut h = String::new();
     let _ = write!(
@@ -400,7 +466,7 @@ pub fn page(inputs: &[Input]) -> anyhow::Result<String> {
             }
         }
         for figure in [Figure::Cpu, Figure::Gbit] {
-            if let Some(svg) = sweep_chart(&b, figure, hosts)? {
+            if let Some(svg) = sweep_chart(&b, figure, hosts, profile)? {
                 let _ = writeln!(h, "<div>{svg}</div>");
             }
         }

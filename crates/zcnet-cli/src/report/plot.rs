@@ -140,11 +140,21 @@ pub fn bars(
     Ok(svg)
 }
 
-/// Lines of `metric` against size, log scale, with min-max whiskers at each point.
+/// A vertical mark on a sweep: where `zcnet tune` found zero copy starts to pay.
+#[derive(Clone, Debug)]
+pub struct Mark {
+    /// The size, bytes.
+    pub at: f64,
+    /// What it is (`tune: msg_zerocopy_udp device from 8000 B`).
+    pub label: String,
+}
+
+/// Lines of `metric` against size, log scale, with min-max whiskers at each point, and `marks`
+/// as dashed vertical lines.
 ///
 /// # Errors
 /// A drawing error.
-pub fn lines(title: &str, y_desc: &str, lines: &[Line]) -> anyhow::Result<String> {
+pub fn lines(title: &str, y_desc: &str, lines: &[Line], marks: &[Mark]) -> anyhow::Result<String> {
     let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
     let (lo, hi) = xs.fold((f64::MAX, 0f64), |(a, b), x| (a.min(x), b.max(x)));
     let (lo, hi) = if lo < hi {
@@ -192,6 +202,24 @@ pub fn lines(title: &str, y_desc: &str, lines: &[Line]) -> anyhow::Result<String
                     .iter()
                     .map(|p| PathElement::new(vec![(p.0, p.2), (p.0, p.3)], c.stroke_width(1))),
             )?;
+        }
+        for (k, m) in marks.iter().enumerate() {
+            if m.at < lo || m.at > hi {
+                continue;
+            }
+            let grey = RGBColor(90, 90, 90);
+            chart.draw_series(DashedLineSeries::new(
+                [(m.at, 0.0), (m.at, top)],
+                6,
+                4,
+                grey.stroke_width(1),
+            ))?;
+            let (px, py) = chart.backend_coord(&(m.at, top));
+            plot.draw(&Text::new(
+                m.label.clone(),
+                (px + 4, py + 4 + 14 * k as i32),
+                (FONT, 11).into_font().color(&grey),
+            ))?;
         }
         draw_legend(&legend, &names)?;
         root.present()?;
@@ -272,8 +300,12 @@ mod tests {
             name: "zc".into(),
             points: vec![(600.0, 1.0, 0.9, 1.1), (64000.0, 3.0, 2.0, 4.0)],
         }];
-        let svg = lines("sweep", "Gbit", &l).unwrap();
-        assert!(svg.contains("message size"));
+        let m = [Mark {
+            at: 8000.0,
+            label: "tune: from 8000 B".into(),
+        }];
+        let svg = lines("sweep", "Gbit", &l, &m).unwrap();
+        assert!(svg.contains("message size") && svg.contains("tune: from 8000 B"));
         assert_eq!(
             wrap("veth ipv4 size=8000 mtu=1500", 12),
             ["veth ipv4", "size=8000", "mtu=1500"]
