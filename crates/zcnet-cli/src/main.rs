@@ -69,8 +69,22 @@ fn main() -> ExitCode {
             }
             // Bad arguments: exit 2 (as clap does) with one line, not clap's usage block.
             let text = e.to_string();
-            let first = text.lines().next().unwrap_or("bad arguments");
-            eprintln!("zcnet: {}", first.trim_start_matches("error: "));
+            let mut lines = text.lines();
+            let mut first = lines
+                .next()
+                .unwrap_or("bad arguments")
+                .trim_start_matches("error: ")
+                .to_owned();
+            // "the following required arguments were not provided:" names them on the lines
+            // after it: on the same line here.
+            if first.ends_with(':') {
+                let named: Vec<&str> = lines
+                    .map(str::trim)
+                    .take_while(|l| !l.is_empty() && !l.starts_with("Usage"))
+                    .collect();
+                first = format!("{first} {}", named.join(", "));
+            }
+            eprintln!("zcnet: {first}");
             return ExitCode::from(2);
         }
     };

@@ -58,7 +58,7 @@ fn sweep(base: &[&str], opt: &str, strict: bool) {
 }
 
 /// Options that take no number: addresses, paths, names, lab lists.
-const NOT_NUMBERS: [&str; 12] = [
+const NOT_NUMBERS: [&str; 14] = [
     "labs",
     "listen",
     "connect",
@@ -71,6 +71,8 @@ const NOT_NUMBERS: [&str; 12] = [
     "write",
     "expr",
     "profile",
+    "report",
+    "inputs",
 ];
 
 /// Numbers that have a meaning at every value in range, so that only some of the sweep is

@@ -220,6 +220,41 @@ fn ink(png: &Path) -> (u32, u32, Vec<f64>) {
 }
 
 #[test]
+fn a_page_that_cannot_be_written_is_one_line_and_leaves_nothing() {
+    let input = as_host("epsilon");
+    let dir = temp("out-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (out, says) in [
+        (dir.clone(), "it is a directory"),
+        (dir.join("missing/page.html"), "No such file or directory"),
+    ] {
+        let r = zcnet()
+            .arg("report")
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("writing {}", out.display())) && err.contains(says),
+            "{err}"
+        );
+    }
+    // No temporary left beside the outputs.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    let r = zcnet().args(["report", "-o", "x.html"]).output().unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(
+        err.trim_end().ends_with("<RUN.json>..."),
+        "names what is missing: {err}"
+    );
+}
+
+#[test]
 fn a_bad_or_foreign_file_is_one_line_naming_the_file_and_the_field() {
     let missing = temp("missing.json");
     let foreign = temp("foreign.json");

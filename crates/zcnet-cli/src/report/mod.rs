@@ -101,11 +101,24 @@ fn send_path(bench: &str, set: &Set) -> Option<(zcnet::auto::SendPath, zcnet::au
     Some((path, route))
 }
 
-/// Writes `page` to `path` through a temporary beside it.
+/// Writes `page` to `path` through a temporary beside it, removed again if anything fails (an
+/// existing page is replaced only by a whole one).
 pub fn write(path: &std::path::Path, page: &str) -> anyhow::Result<()> {
-    let tmp = path.with_extension("html.tmp");
-    std::fs::write(&tmp, page).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+    if path.is_dir() {
+        anyhow::bail!(
+            "writing {}: it is a directory: give a file name",
+            path.display()
+        );
+    }
+    let name = path
+        .file_name()
+        .map_or_else(|| "report".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let done = std::fs::write(&tmp, page).and_then(|()| std::fs::rename(&tmp, path));
+    if done.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    done.with_context(|| format!("writing {}", path.display()))
 }
 
 /// Labels made distinct: the same host twice becomes `host (2)`.
