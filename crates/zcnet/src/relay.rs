@@ -671,6 +671,16 @@ fn spawn_reverse(mut from: TcpStream, mut to: TcpStream, generation: Arc<AtomicU
     });
 }
 
+/// [`RelayError::Config`] for a `serve` that could relay nothing.
+pub(crate) fn check_max_connections(max_connections: usize) -> Result<(), RelayError> {
+    if max_connections == 0 {
+        return Err(RelayError::Config(
+            "max_connections is 0: every connection would be refused",
+        ));
+    }
+    Ok(())
+}
+
 /// What [`serve`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Served {
@@ -695,11 +705,7 @@ pub fn serve(
     count: Option<u64>,
     done: impl Fn(SocketAddr, Result<Report, RelayError>) + Send + Sync + 'static,
 ) -> Result<Served, RelayError> {
-    if max_connections == 0 {
-        return Err(RelayError::Config(
-            "max_connections is 0: every connection would be refused",
-        ));
-    }
+    check_max_connections(max_connections)?;
     let done = Arc::new(done);
     let active = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicU64::new(0));

@@ -38,6 +38,8 @@ pub struct ZerocopySender<S: AsFd + IntoStdSocket<Std = S>, B: OwnedBuf> {
     inner: sync::ZerocopySender<S, B>,
     /// The private epoll set watching the socket, registered with the reactor.
     events: AsyncFd<Registered<sys::Epoll>>,
+    /// What the last look at the set found (kept: a send that waits often reuses it).
+    seen: Vec<(u32, u64)>,
 }
 
 impl<S: AsFd + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S, B> {
@@ -71,7 +73,11 @@ impl<S: AsFd + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S, B> {
                 call: "epoll_ctl(EPOLL_CTL_ADD)",
                 source,
             })?;
-        Ok(ZerocopySender { inner, events })
+        Ok(ZerocopySender {
+            inner,
+            events,
+            seen: Vec::with_capacity(sys::Epoll::MAX_EVENTS),
+        })
     }
 
     fn inner(&self) -> &sync::ZerocopySender<S, B> {
@@ -87,12 +93,11 @@ impl<S: AsFd + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S, B> {
     async fn event(&mut self, mask: u32) -> io::Result<()> {
         loop {
             let mut guard = self.events.readable_mut().await?;
-            let mut seen = Vec::new();
-            guard.get_inner().0.wait(&mut seen, Duration::ZERO)?;
+            guard.get_inner().0.wait(&mut self.seen, Duration::ZERO)?;
             // One fd watched, so one event at most: the set is empty now, and its fd is
             // readable again only with a new event.
             guard.clear_ready();
-            if seen.iter().any(|&(ev, _)| ev & mask != 0) {
+            if self.seen.iter().any(|&(ev, _)| ev & mask != 0) {
                 return Ok(());
             }
         }

@@ -157,11 +157,7 @@ pub async fn serve(
     count: Option<u64>,
     done: impl Fn(SocketAddr, Result<Report, RelayError>) + Send + Sync + 'static,
 ) -> Result<Served, RelayError> {
-    if max_connections == 0 {
-        return Err(RelayError::Config(
-            "max_connections is 0: every connection would be refused",
-        ));
-    }
+    crate::relay::check_max_connections(max_connections)?;
     let done = Arc::new(done);
     let active = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicU64::new(0));

@@ -79,14 +79,15 @@ impl<S: AsFd + IntoStdSocket<Std = S>> TcpZerocopyReceiver<S> {
     /// it has been returned.
     pub async fn recv(&mut self) -> Result<Option<Received<'_>>, RxError> {
         loop {
-            let mut guard = self
-                .io
-                .readable_mut()
-                .await
-                .map_err(|source| RxError::Receive {
-                    received: 0,
-                    source,
-                })?;
+            let mut guard = match self.io.readable_mut().await {
+                Ok(g) => g,
+                Err(source) => {
+                    return Err(RxError::Receive {
+                        received: self.counters().bytes(),
+                        source,
+                    });
+                }
+            };
             match guard.get_inner_mut().0.step(false)? {
                 Step::Got => break,
                 Step::End => return Ok(None),
