@@ -79,44 +79,19 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     eprintln!("zcnet relay: listening on {}", listener.local_addr()?);
     let json = opt.json;
     let count = (opt.count > 0).then_some(opt.count);
-    let served = relay::serve(
-        &listener,
-        config,
-        opt.max_connections,
-        count,
-        move |from, r| match r {
-            Ok(report) => {
-                if let Some(why) = &report.fallback_reason {
-                    eprintln!("zcnet relay: {from}: {why}");
-                }
-                if report.ack_polling {
-                    eprintln!(
-                        "zcnet relay: {from}: no acknowledgement notifications (SO_TIMESTAMPING \
-                         TX_ACK, Linux 4.6): polled TCP_INFO every millisecond"
-                    );
-                }
-                for f in &report.failovers {
-                    eprintln!(
-                        "zcnet relay: {from}: destination {} failed ({}) with {} bytes \
-                         acknowledged; resumed there on {}",
-                        f.from, f.why, f.acknowledged, f.to
-                    );
-                }
-                if json {
-                    println!("{}", serde_json::to_string(&report).unwrap_or_default());
-                }
-                eprintln!(
-                    "zcnet relay: {from}: {} bytes relayed and acknowledged ({}), {} failover(s), \
-                     {} B re-read",
-                    report.bytes,
-                    report.method,
-                    report.failovers.len(),
-                    report.peek.reread_bytes
-                );
-            }
-            Err(e) => eprintln!("zcnet relay: {from}: {:#}", anyhow::Error::from(e)),
-        },
-    )?;
+    // Each connection is a task of one tokio runtime (`zcnet::tokio::relay`), not a thread.
+    listener.set_nonblocking(true)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let served = runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let served =
+            zcnet::tokio::relay::serve(&listener, config, opt.max_connections, count, done(json))
+                .await?;
+        anyhow::Ok(served)
+    })?;
     if served.refused > 0 {
         eprintln!(
             "zcnet relay: {} connection(s) refused: {} were being relayed",
@@ -130,4 +105,43 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// What is said as each connection ends.
+fn done(
+    json: bool,
+) -> impl Fn(std::net::SocketAddr, Result<relay::Report, relay::RelayError>) + Send + Sync + 'static
+{
+    move |from, r| match r {
+        Ok(report) => {
+            if let Some(why) = &report.fallback_reason {
+                eprintln!("zcnet relay: {from}: {why}");
+            }
+            if report.ack_polling {
+                eprintln!(
+                    "zcnet relay: {from}: no acknowledgement notifications (SO_TIMESTAMPING \
+                         TX_ACK, Linux 4.6): polled TCP_INFO every millisecond"
+                );
+            }
+            for f in &report.failovers {
+                eprintln!(
+                    "zcnet relay: {from}: destination {} failed ({}) with {} bytes \
+                         acknowledged; resumed there on {}",
+                    f.from, f.why, f.acknowledged, f.to
+                );
+            }
+            if json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            }
+            eprintln!(
+                "zcnet relay: {from}: {} bytes relayed and acknowledged ({}), {} failover(s), \
+                     {} B re-read",
+                report.bytes,
+                report.method,
+                report.failovers.len(),
+                report.peek.reread_bytes
+            );
+        }
+        Err(e) => eprintln!("zcnet relay: {from}: {:#}", anyhow::Error::from(e)),
+    }
 }
