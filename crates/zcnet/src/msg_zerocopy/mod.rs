@@ -12,7 +12,7 @@
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use crate::auto::{Choice, SendPath};
@@ -309,13 +309,78 @@ pub struct ZerocopySender<S: AsFd, B: OwnedBuf> {
 #[derive(Debug)]
 struct InProgress<B> {
     buf: B,
+    calls: Calls,
+}
+
+/// How far the send calls of one buffer (owned or borrowed) have gone.
+#[derive(Debug)]
+struct Calls {
     flags: i32,
     /// Bytes sent so far.
     off: usize,
     /// Zero-copy calls that carried part of it (their ids are the tracker's next ones).
-    calls: u64,
+    zc_calls: u64,
     /// Whether the next call asks for zero copy (false from the start, or after `ENOBUFS`).
     zerocopy: bool,
+}
+
+impl Calls {
+    fn new(flags: i32, zerocopy: bool) -> Calls {
+        Calls {
+            flags,
+            off: 0,
+            zc_calls: 0,
+            zerocopy,
+        }
+    }
+
+    /// Makes the send calls for the rest of `data` on `fd`: `Some(outcome)` when all of it is
+    /// sent or a call failed, `None` when the socket would block under [`Blocking::Return`].
+    /// Zero-copy calls that meet `ENOBUFS` send the rest by copy.
+    fn make(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        data: &[u8],
+        counters: &mut Counters,
+        blocking: Blocking,
+    ) -> Option<io::Result<()>> {
+        loop {
+            if self.off == data.len() {
+                return Some(Ok(()));
+            }
+            let zc = if self.zerocopy { abi::MSG_ZEROCOPY } else { 0 };
+            let flags = self.flags | zc | libc::MSG_NOSIGNAL;
+            match sys::sendto(fd, &data[self.off..], flags, None) {
+                Ok(n) => {
+                    self.off += n;
+                    if self.zerocopy {
+                        self.zc_calls += 1;
+                        counters.zerocopy_calls += 1;
+                        counters.zerocopy_bytes += n as u64;
+                    } else {
+                        counters.copy_calls += 1;
+                        counters.copy_bytes += n as u64;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if self.zerocopy && e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    // optmem or locked memory exhausted: never wait for a completion that may
+                    // not come; the rest goes by copy.
+                    counters.enobufs_fallbacks += 1;
+                    self.zerocopy = false;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => match blocking {
+                    Blocking::Return => return None,
+                    Blocking::Wait => {
+                        if let Err(e) = sys::poll(fd, libc::POLLOUT, None) {
+                            return Some(Err(e));
+                        }
+                    }
+                },
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
 }
 
 /// Whether a send call that would block waits (`poll`) or hands back to an event loop.
@@ -430,37 +495,6 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
         self.borrowed_done.drain(..)
     }
 
-    /// The zero-copy calls for `data`, until all of it is sent; `ENOBUFS` sends the rest by copy.
-    /// Returns the zero-copy calls made and the outcome (error and bytes sent before it).
-    fn send_zc_calls(&mut self, data: &[u8], flags: i32) -> (u64, Result<(), (io::Error, usize)>) {
-        let len = data.len();
-        let mut off = 0;
-        let mut calls = 0u64;
-        let result = loop {
-            if off == len {
-                break Ok(());
-            }
-            match self.send_call(&data[off..], abi::MSG_ZEROCOPY | flags) {
-                Ok(n) => {
-                    calls += 1;
-                    off += n;
-                    self.counters.zerocopy_calls += 1;
-                    self.counters.zerocopy_bytes += n as u64;
-                }
-                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
-                    // optmem or locked memory exhausted: never wait for a completion that may
-                    // not come; the rest goes by copy.
-                    self.counters.enobufs_fallbacks += 1;
-                    break self
-                        .copy_all(&data[off..], flags)
-                        .map_err(|(e, n)| (e, off + n));
-                }
-                Err(e) => break Err((e, off)),
-            }
-        };
-        (calls, result)
-    }
-
     /// The body of [`send_borrowed`](Self::send_borrowed), whose contract the caller upholds.
     pub(crate) fn send_borrowed_inner(
         &mut self,
@@ -470,36 +504,20 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
         debug_assert!(self.current.is_none(), "no owned buffer in progress");
         let token = BorrowToken(self.next_token);
         self.next_token += 1;
-        let (calls, result) = self.send_zc_calls(data, flags);
+        let mut calls = Calls::new(flags, true);
+        let outcome = calls
+            .make(
+                self.socket.as_fd(),
+                data,
+                &mut self.counters,
+                Blocking::Wait,
+            )
+            .unwrap_or_else(|| Err(io::ErrorKind::WouldBlock.into()));
         let mut freed = Vec::new();
-        self.tracker.push(Slot::Borrowed(token), calls, &mut freed);
+        self.tracker
+            .push(Slot::Borrowed(token), calls.zc_calls, &mut freed);
         self.settle(freed);
-        result.map(|()| token).map_err(|(e, _)| e)
-    }
-
-    /// One send call, retrying `EINTR` and waiting out `EAGAIN`.
-    fn send_call(&self, data: &[u8], flags: i32) -> io::Result<usize> {
-        loop {
-            match sys::sendto(self.socket.as_fd(), data, flags | libc::MSG_NOSIGNAL, None) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    sys::poll(self.socket.as_fd(), libc::POLLOUT, None)?;
-                }
-                r => return r,
-            }
-        }
-    }
-
-    /// Sends all of `data` by copy.
-    fn copy_all(&mut self, data: &[u8], flags: i32) -> Result<(), (io::Error, usize)> {
-        let mut off = 0;
-        while off < data.len() {
-            let n = self.send_call(&data[off..], flags).map_err(|e| (e, off))?;
-            self.counters.copy_calls += 1;
-            self.counters.copy_bytes += n as u64;
-            off += n;
-        }
-        Ok(())
+        outcome.map(|()| token)
     }
 
     /// Sends `buf`, with `MSG_ZEROCOPY` when it is at least the threshold and zero-copy is on.
@@ -547,10 +565,7 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
         }
         self.current = Some(InProgress {
             buf,
-            flags,
-            off: 0,
-            calls: 0,
-            zerocopy,
+            calls: Calls::new(flags, zerocopy),
         });
         Ok(())
     }
@@ -572,44 +587,12 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
         let Some(cur) = self.current.as_mut() else {
             return Ok(true);
         };
-        let counters = &mut self.counters;
         let fd = self.socket.as_fd();
-        let len = cur.buf.bytes().len();
-        let outcome = loop {
-            if cur.off == len {
-                break Ok(());
-            }
-            let zc = if cur.zerocopy { abi::MSG_ZEROCOPY } else { 0 };
-            let data = &cur.buf.bytes()[cur.off..];
-            match sys::sendto(fd, data, cur.flags | zc | libc::MSG_NOSIGNAL, None) {
-                Ok(n) => {
-                    cur.off += n;
-                    if cur.zerocopy {
-                        cur.calls += 1;
-                        counters.zerocopy_calls += 1;
-                        counters.zerocopy_bytes += n as u64;
-                    } else {
-                        counters.copy_calls += 1;
-                        counters.copy_bytes += n as u64;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if cur.zerocopy && e.raw_os_error() == Some(libc::ENOBUFS) => {
-                    // optmem or locked memory exhausted: never wait for a completion that may
-                    // not come; the rest goes by copy.
-                    counters.enobufs_fallbacks += 1;
-                    cur.zerocopy = false;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => match blocking {
-                    Blocking::Return => return Ok(false),
-                    Blocking::Wait => {
-                        if let Err(e) = sys::poll(fd, libc::POLLOUT, None) {
-                            break Err(e);
-                        }
-                    }
-                },
-                Err(e) => break Err(e),
-            }
+        let Some(outcome) = cur
+            .calls
+            .make(fd, cur.buf.bytes(), &mut self.counters, blocking)
+        else {
+            return Ok(false);
         };
         self.finish(outcome).map(|()| true)
     }
@@ -650,9 +633,12 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
 
     /// Ends the buffer in progress with the calls' outcome.
     fn finish(&mut self, outcome: io::Result<()>) -> Result<(), SendError<B>> {
-        let InProgress {
-            buf, off, calls, ..
-        } = self.current.take().expect("a buffer in progress");
+        let InProgress { buf, calls } = self.current.take().expect("a buffer in progress");
+        let Calls {
+            off,
+            zc_calls: calls,
+            ..
+        } = calls;
         let len = buf.bytes().len();
         if calls == 0 {
             // Nothing loaned: the buffer is the caller's again at once.
@@ -783,11 +769,11 @@ impl<S: AsFd, B: OwnedBuf> Drop for ZerocopySender<S, B> {
         // A buffer left part-way (an async send dropped, then the sender): what was loaned of it
         // is tracked like any other loan, the rest was never given to the kernel.
         if let Some(cur) = self.current.take()
-            && cur.calls > 0
+            && cur.calls.zc_calls > 0
         {
             let mut freed = Vec::new();
             self.tracker
-                .push(Slot::Owned(cur.buf, None), cur.calls, &mut freed);
+                .push(Slot::Owned(cur.buf, None), cur.calls.zc_calls, &mut freed);
             self.settle(freed);
         }
         if self.tracker.is_empty() {
