@@ -273,15 +273,8 @@ pub fn bench(
             let run = one_run(&lab, &files, engine, clients, seconds)
                 .with_context(|| format!("{} {size} B run {}", engine.name(), i + 1))?;
             if !quiet {
-                println!(
-                    "[veth {size} B x {clients}] {:<10} {:>7.2} Gbit, server {:>6.1} us/MB (user {:.3} s, sys {:.3} s), {:>6.2} % without a user copy",
-                    engine.name(),
-                    run.gbit,
-                    run.cpu_us_per_mb,
-                    run.cpu_user_s,
-                    run.cpu_sys_s,
-                    100.0 * run.zero_copy_share.unwrap_or(0.0)
-                );
+                let condition = format!("veth {size} B x {clients}");
+                println!("{}", run.line(&condition, engine.name(), "server"));
             }
             anyhow::Ok(run)
         })?;

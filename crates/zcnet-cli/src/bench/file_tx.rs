@@ -214,15 +214,8 @@ pub fn bench(size_mib: u64, modes: &[Mode], runs: usize, quiet: bool) -> anyhow:
     let per = measure::alternate(modes, runs, &progress, |m, i| {
         let run = one_run(&lab, &f, m).with_context(|| format!("{} run {}", m.name(), i + 1))?;
         if !quiet {
-            println!(
-                "[loopback {size_mib} MiB] {:<10} {:>7.2} Gbit, sender {:>6.1} us/MB (user {:.3} s, sys {:.3} s), {:>6.2} % without a user copy",
-                m.name(),
-                run.gbit,
-                run.cpu_us_per_mb,
-                run.cpu_user_s,
-                run.cpu_sys_s,
-                100.0 * run.zero_copy_share.unwrap_or(0.0)
-            );
+            let condition = format!("loopback {size_mib} MiB");
+            println!("{}", run.line(&condition, &m.name(), "sender"));
         }
         anyhow::Ok(run)
     })?;

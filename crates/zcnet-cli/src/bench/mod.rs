@@ -119,7 +119,7 @@ impl Outcome {
     pub fn finish(&self, common: &Common) -> anyhow::Result<()> {
         self.print(common.json)?;
         if let Some(path) = &common.report {
-            write_page(path, &serde_json::to_value(&self.report)?, common)?;
+            write_page(path, serde_json::to_value(&self.report)?, common)?;
         }
         Ok(())
     }
@@ -209,7 +209,7 @@ fn suite(common: Common) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&suite)?);
     }
     if let Some(path) = &common.report {
-        write_page(path, &serde_json::to_value(&suite)?, &common)?;
+        write_page(path, serde_json::to_value(&suite)?, &common)?;
     }
     Ok(())
 }
@@ -218,10 +218,10 @@ fn suite(common: Common) -> anyhow::Result<()> {
 /// `zcnet report` at `path`.
 fn write_page(
     path: &std::path::Path,
-    document: &serde_json::Value,
+    document: serde_json::Value,
     common: &Common,
 ) -> anyhow::Result<()> {
-    let mut input = crate::report::input::parse_value(document.clone())
+    let mut input = crate::report::input::parse_value(document)
         .map_err(|e| anyhow::anyhow!("drawing the report: {e}"))?;
     if input.label.is_empty() {
         input.label = "this machine".into();

@@ -289,6 +289,22 @@ impl Meter {
     }
 }
 
+impl Run {
+    /// The line a bench prints as each run ends: `[condition] mode  Gbit, side us/MB (user,
+    /// sys), share without a user copy`; `side` names whose CPU it is (`sender`, `server`).
+    pub fn line(&self, condition: &str, mode: &str, side: &str) -> String {
+        format!(
+            "[{condition}] {mode:<10} {:>7.2} Gbit, {side} {:>6.1} us/MB (user {:.3} s, sys {:.3} \
+             s), {:>6.2} % without a user copy",
+            self.gbit,
+            self.cpu_us_per_mb,
+            self.cpu_user_s,
+            self.cpu_sys_s,
+            100.0 * self.zero_copy_share.unwrap_or(0.0)
+        )
+    }
+}
+
 /// Computes a [`Run`] from raw measurements (separate from [`Meter`] so it can be tested).
 pub fn record(work: Work, seconds: f64, cpu: ThreadCpu, machine: Option<(f64, f64, f64)>) -> Run {
     let mb = work.bytes as f64 / MB;

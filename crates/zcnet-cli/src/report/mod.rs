@@ -183,18 +183,19 @@ fn distinguishing(reports: &[&Report], r: &Report) -> String {
     out
 }
 
-/// The message size of a set, where its bench sweeps sizes.
+/// The parameters that are a message size, where a bench sweeps sizes.
+const SIZE_KEYS: [&str; 4] = ["size", "bytes", "frame_bytes", "file_bytes"];
+
+/// The message size of a set.
 fn size_of(set: &Set) -> Option<f64> {
-    ["size", "bytes", "frame_bytes", "file_bytes"]
-        .iter()
-        .find_map(|k| set.params.get(*k)?.as_f64())
+    SIZE_KEYS.iter().find_map(|k| set.params.get(*k)?.as_f64())
 }
 
 /// The condition without its size, for the sweep's lines.
 fn condition_without_size(set: &Set) -> String {
     let mut s = format!("{} {}", set.lab, set.family);
     for (k, v) in &set.params {
-        if !["size", "bytes", "frame_bytes", "file_bytes"].contains(&k.as_str())
+        if !SIZE_KEYS.contains(&k.as_str())
             && let Some(v) = shown(v)
         {
             let _ = write!(s, " {k}={v}");

@@ -47,20 +47,10 @@ fn color(i: usize) -> RGBColor {
         RGBColor(213, 94, 0),
         RGBColor(240, 228, 66),
     ];
-    OKABE_ITO
-        .get(i)
-        .copied()
-        .unwrap_or_else(|| Palette99::pick(i).to_rgba().rgb())
-}
-
-trait Rgb {
-    fn rgb(self) -> RGBColor;
-}
-
-impl Rgb for RGBAColor {
-    fn rgb(self) -> RGBColor {
-        RGBColor(self.0, self.1, self.2)
-    }
+    OKABE_ITO.get(i).copied().unwrap_or_else(|| {
+        let RGBAColor(r, g, b, _) = Palette99::pick(i).to_rgba();
+        RGBColor(r, g, b)
+    })
 }
 
 /// A bar chart of `groups`, each bar with its min-max whisker.

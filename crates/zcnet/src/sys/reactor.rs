@@ -9,26 +9,26 @@ use tokio::io::unix::AsyncFd;
 
 use crate::tokio::IntoStdSocket;
 
-/// A zcnet type that owns its socket, a std socket (the sealed [`IntoStdSocket`] types), and
-/// never replaces it.
+/// A value that owns its fd and never replaces it: a zcnet type owning its std socket (the
+/// sealed [`IntoStdSocket`] types), an `OwnedFd`, an `Epoll`.
 ///
 /// # Safety
-/// `socket_fd` must return the same open fd from construction to drop.
+/// `fd` must return the same open fd from construction to drop.
 pub unsafe trait OwnsFd {
-    /// The socket's fd.
-    fn socket_fd(&self) -> RawFd;
+    /// The fd.
+    fn fd(&self) -> RawFd;
 }
 
 // SAFETY: an `OwnedFd` owns its fd and cannot be made to name another.
 unsafe impl OwnsFd for std::os::fd::OwnedFd {
-    fn socket_fd(&self) -> RawFd {
+    fn fd(&self) -> RawFd {
         self.as_raw_fd()
     }
 }
 
 // SAFETY: an `Epoll` owns its fd (an `OwnedFd`) and never replaces it.
 unsafe impl OwnsFd for crate::sys::Epoll {
-    fn socket_fd(&self) -> RawFd {
+    fn fd(&self) -> RawFd {
         self.as_fd().as_raw_fd()
     }
 }
@@ -39,7 +39,7 @@ pub struct Registered<T>(pub T);
 
 impl<T: OwnsFd> AsRawFd for Registered<T> {
     fn as_raw_fd(&self) -> RawFd {
-        self.0.socket_fd()
+        self.0.fd()
     }
 }
 
@@ -53,18 +53,18 @@ pub fn register<T: OwnsFd>(inner: T, interest: Interest) -> io::Result<AsyncFd<R
     unsafe { AsyncFd::register_with_interest(Registered(inner), interest) }.map_err(io::Error::from)
 }
 
-macro_rules! owns_socket_plain {
+macro_rules! owns_socket {
     ($($ty:ty),* $(,)?) => {$(
         // SAFETY: as above: the type owns a std socket and never replaces it.
         unsafe impl<S: AsFd + IntoStdSocket<Std = S>> OwnsFd for $ty {
-            fn socket_fd(&self) -> RawFd {
+            fn fd(&self) -> RawFd {
                 self.get_ref().as_fd().as_raw_fd()
             }
         }
     )*};
 }
 
-owns_socket_plain!(
+owns_socket!(
     crate::tcp_rx::TcpZerocopyReceiver<S>,
     crate::peek::PeekCursor<S>,
     crate::file::FileSender<S>,
