@@ -84,6 +84,11 @@ impl Family {
     /// Both families, IPv4 first.
     pub const ALL: [Family; 2] = [Family::V4, Family::V6];
 
+    /// The family of `ip`.
+    pub fn of(ip: std::net::IpAddr) -> Family {
+        if ip.is_ipv4() { Family::V4 } else { Family::V6 }
+    }
+
     /// `"ipv4"` or `"ipv6"`, as results name them.
     pub fn name(self) -> &'static str {
         match self {

@@ -33,6 +33,7 @@ pub fn chunk_at(offset: u64, len: usize) -> &'static [u8] {
 pub struct Verifier {
     offset: u64,
     first_bad: Option<u64>,
+    pool: Option<(u64, u64)>,
 }
 
 impl Verifier {
@@ -41,11 +42,33 @@ impl Verifier {
         Verifier::default()
     }
 
+    /// A verifier of sends of `size` bytes cut from a pool of the stream's first bytes: the
+    /// `k`-th send is the stream from offset `(k * size) % span` (a pool of `span + size`
+    /// bytes, sent in order and wrapping, as the send benches do).
+    pub fn pool(size: u64, span: u64) -> Verifier {
+        Verifier {
+            pool: Some((size.max(1), span.max(1))),
+            ..Verifier::default()
+        }
+    }
+
+    /// Where the next byte comes from in the stream, and how many follow it there.
+    fn source(&self, len: usize) -> (u64, usize) {
+        match self.pool {
+            None => (self.offset, len.min(MAX_CHUNK)),
+            Some((size, span)) => {
+                let (k, within) = (self.offset / size, self.offset % size);
+                let at = (k.wrapping_mul(size) % span) + within;
+                (at, len.min(MAX_CHUNK).min((size - within) as usize))
+            }
+        }
+    }
+
     /// Checks the next `data` of the stream.
     pub fn check(&mut self, mut data: &[u8]) {
         while !data.is_empty() {
-            let n = data.len().min(MAX_CHUNK);
-            let expect = chunk_at(self.offset, n);
+            let (at, n) = self.source(data.len());
+            let expect = chunk_at(at, n);
             if self.first_bad.is_none() && data[..n] != *expect {
                 let at = data
                     .iter()
@@ -99,6 +122,33 @@ mod tests {
         let b = chunk_at(0, 7);
         assert_eq!(&a[3..], b);
         assert_eq!(chunk_at(5, MAX_CHUNK + 100).len(), MAX_CHUNK);
+    }
+
+    #[test]
+    fn pool_verifier_follows_the_wrapping_sends() {
+        // A pool of 10 000 bytes sent 3 000 at a time (span 7 000): sends from 0, 3000, 6000, 2000, ...
+        let (size, pool_len) = (3000usize, 10_000usize);
+        let pool: Vec<u8> = (0..pool_len as u64).map(|i| chunk_at(i, 1)[0]).collect();
+        let span = (pool_len - size) as u64;
+        let mut stream = Vec::new();
+        for k in 0..9u64 {
+            let at = ((k * size as u64) % span) as usize;
+            stream.extend_from_slice(&pool[at..at + size]);
+        }
+        let mut v = Verifier::pool(size as u64, span);
+        for part in stream.chunks(1234) {
+            v.check(part);
+        }
+        assert!(v.ok());
+        assert_eq!(v.offset(), stream.len() as u64);
+        // The plain stream is not what the pool sends after the first wrap.
+        let mut plain = Verifier::new();
+        plain.check(&stream);
+        assert_eq!(plain.first_bad(), Some(9000));
+        let mut bad = Verifier::pool(size as u64, span);
+        stream[12_345] ^= 0x80;
+        bad.check(&stream);
+        assert_eq!(bad.first_bad(), Some(12_345));
     }
 
     #[test]

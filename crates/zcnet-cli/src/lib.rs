@@ -13,6 +13,8 @@ pub mod output;
 pub mod probe;
 pub mod recv;
 pub mod relay;
+pub mod remote;
 pub mod report;
 pub mod send;
+pub mod serve;
 pub mod tune;

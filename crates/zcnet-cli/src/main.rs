@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 
 use zcnet_cli::cli::{Cli, Command, one_line};
-use zcnet_cli::{bench, capture, probe, recv, relay, report, send, tune};
+use zcnet_cli::{bench, capture, probe, recv, relay, report, send, serve, tune};
 
 use std::process::ExitCode;
 
@@ -19,6 +19,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Relay(opt) => relay::run(opt),
         Command::Capture(opt) => capture::run(opt),
         Command::Report(opt) => report::run(opt),
+        Command::Serve(opt) => serve::run(opt),
         Command::Completions { shell } => {
             // Rendered in memory first: clap_complete panics on a write error (a closed pipe).
             let mut text = Vec::new();

@@ -226,7 +226,8 @@ impl Bench {
             }
             Source::File(file) => {
                 let file = file.clone();
-                tx::run_in_lab(lab, Proto::Tcp, Family::V4, move |conn| match conn {
+                let far = (seconds, crate::remote::proto::Check::Count);
+                tx::run_in_lab(lab, Proto::Tcp, Family::V4, far, move |conn| match conn {
                     tx::Conn::Tcp(s) => file.send_for(&s, zero_copy, seconds),
                     tx::Conn::Udp(_) => anyhow::bail!("sendfile needs TCP"),
                 })

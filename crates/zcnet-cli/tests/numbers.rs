@@ -58,7 +58,7 @@ fn sweep(base: &[&str], opt: &str, strict: bool) {
 }
 
 /// Options that take no number: addresses, paths, names, lab lists.
-const NOT_NUMBERS: [&str; 14] = [
+const NOT_NUMBERS: [&str; 16] = [
     "labs",
     "listen",
     "connect",
@@ -73,11 +73,13 @@ const NOT_NUMBERS: [&str; 14] = [
     "profile",
     "report",
     "inputs",
+    "remote",
+    "token_file",
 ];
 
 /// Numbers that have a meaning at every value in range, so that only some of the sweep is
 /// refused: a packet count, a relay's connection count (0: forever), a byte limit.
-const LENIENT: [&str; 3] = ["capture count", "relay count", "send limit"];
+const LENIENT: [&str; 4] = ["capture count", "relay count", "send limit", "serve count"];
 
 /// Every numeric option of every subcommand (walked from the clap definition, so a new option is
 /// swept without being listed here): subcommand path, long or short flag, id.
@@ -123,6 +125,7 @@ fn every_numeric_option_refuses_nonsense_in_one_line() {
             "recv" => vec!["recv", "--listen", &taken, "-o", "/dev/null"],
             "relay" => vec!["relay", "--listen", &taken, "--to", "127.0.0.1:9"],
             "send" => vec!["send", "/nonexistent/zcnet-test", "127.0.0.1:9"],
+            "serve" => vec!["serve", "--listen", &taken],
             // Any value a bench or tune accepts would run it: every one must be refused.
             bench if bench.starts_with("bench") => bench.split(' ').collect(),
             "tune" => vec!["tune"],

@@ -38,9 +38,26 @@ pub struct Common {
     /// Also draw the results as an HTML page of charts and tables (as `zcnet report` does).
     #[arg(long, value_name = "FILE")]
     pub report: Option<std::path::PathBuf>,
+    /// Run across two hosts: the far side is the `zcnet serve` at HOST:PORT (instead of a
+    /// lab); the report carries both hosts' figures.
+    #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::host_port, conflicts_with = "labs")]
+    pub remote: Option<std::net::SocketAddr>,
+    /// With --remote: the shared token (the server's --token-file).
+    #[arg(long, value_name = "PATH", requires = "remote")]
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 impl Common {
+    /// A session with the `--remote` server, if one is given.
+    ///
+    /// # Errors
+    /// The server cannot be reached or refuses the session.
+    pub fn remote(&self) -> anyhow::Result<Option<crate::remote::Remote>> {
+        self.remote
+            .map(|addr| crate::remote::Remote::connect(addr, self.token_file.as_deref()))
+            .transpose()
+    }
+
     /// Installs `--profile` for the `auto` modes.
     ///
     /// # Errors
@@ -260,6 +277,7 @@ fn udp_sink(
         seconds,
         pool_mib,
         quiet,
+        None,
     )
 }
 
@@ -274,7 +292,9 @@ fn uring_sink(
     use zcnet::uring::Mode;
     let modes = [Mode::Copy, Mode::ZeroCopy, Mode::ZeroCopyFixed, Mode::Auto];
     let (lab, family) = (["sink"], netlab::Family::V4);
-    uring_tx::bench(&lab, family, sizes, &modes, runs, seconds, pool_mib, quiet)
+    uring_tx::bench(
+        &lab, family, sizes, &modes, runs, seconds, pool_mib, quiet, None,
+    )
 }
 
 /// The suite: each bench in the conditions its issue's acceptance names.
@@ -330,6 +350,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                     seconds,
                     256,
                     quiet,
+                    None,
                 )
             }),
         ),
@@ -524,6 +545,26 @@ pub fn pin(cpu: usize) {
     let mut set = CpuSet::new();
     if zcnet::probe::features().host.cpus > 1 && set.set(cpu).is_ok() {
         let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+    }
+}
+
+/// With a `--remote` session: records the far host and address in `report` and returns the
+/// remote's family and the one lab, `remote`; else `family` and `labs` as given.
+pub(crate) fn remote_labs<'a>(
+    report: &mut Report,
+    remote: Option<&crate::remote::Remote>,
+    family: netlab::Family,
+    labs: &[&'a str],
+) -> (netlab::Family, Vec<&'a str>) {
+    match remote {
+        None => (family, labs.to_vec()),
+        Some(r) => {
+            report.remote_host = Some(r.host.clone());
+            if let serde_json::Value::Object(m) = &mut report.settings {
+                m.insert("remote".into(), r.addr().to_string().into());
+            }
+            (netlab::Family::of(r.addr().ip()), vec!["remote"])
+        }
     }
 }
 

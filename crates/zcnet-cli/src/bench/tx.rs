@@ -22,6 +22,10 @@ use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZerocopySe
 
 use super::{Common, Outcome, Pinned, SummaryRow, pin};
 use crate::measure::{self, Comparison, Meter, Metric, Progress, Report, ResultSet, Run, Work};
+use crate::remote::{
+    self, Remote,
+    proto::{Check, Role},
+};
 
 /// Transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +114,8 @@ pub(crate) enum Lab {
     Loopback(LoopbackLab),
     Veth(VethLab),
     Sink(SinkLab),
+    /// `--remote`: the receiver is a `zcnet serve` on another host.
+    Remote(std::sync::Mutex<Remote>),
 }
 
 impl Lab {
@@ -129,13 +135,15 @@ impl Lab {
         })
     }
 
-    /// (sender namespace, receiver namespace if any, destination address)
-    pub(super) fn ends(&self, family: Family) -> (&Netns, Option<&Netns>, IpAddr) {
-        match self {
+    /// (sender namespace, receiver namespace if any, destination address); `None` for the
+    /// remote, whose far side is no namespace here.
+    fn ends(&self, family: Family) -> Option<(&Netns, Option<&Netns>, IpAddr)> {
+        Some(match self {
             Lab::Loopback(l) => (&l.ns, Some(&l.ns), l.addr(family)),
             Lab::Veth(v) => (&v.a, Some(&v.b), VethLab::addr(Side::B, family)),
             Lab::Sink(s) => (&s.ns, None, SinkLab::target(family)),
-        }
+            Lab::Remote(_) => return None,
+        })
     }
 }
 
@@ -265,10 +273,21 @@ pub(crate) fn one_run(
     seconds: f64,
     pool: &'static [u8],
 ) -> anyhow::Result<Run> {
-    run_in_lab(lab, proto, family, move |conn| match conn {
-        Conn::Udp(s) => send_for(s, mode, size, seconds, pool),
-        Conn::Tcp(s) => send_for(s, mode, size, seconds, pool),
-    })
+    // The far side of a remote run checks the sends as they were cut from the pool.
+    let check = Check::Pool {
+        size: size as u64,
+        span: (pool.len() - size.min(pool.len() - 1)) as u64,
+    };
+    run_in_lab(
+        lab,
+        proto,
+        family,
+        (seconds, check),
+        move |conn| match conn {
+            Conn::Udp(s) => send_for(s, mode, size, seconds, pool),
+            Conn::Tcp(s) => send_for(s, mode, size, seconds, pool),
+        },
+    )
 }
 
 /// The sender's connected socket.
@@ -281,11 +300,24 @@ pub(crate) enum Conn {
 
 /// One run in `lab`: a discarding receiver where the lab has one, then `send` on a socket
 /// connected to it, in the sender's namespace, pinned to CPU 0; checks the TCP byte count.
-pub(crate) fn run_in_lab<F>(lab: &Lab, proto: Proto, family: Family, send: F) -> anyhow::Result<Run>
+/// `far`: the run's seconds and what a remote receiver checks the stream against.
+pub(crate) fn run_in_lab<F>(
+    lab: &Lab,
+    proto: Proto,
+    family: Family,
+    far: (f64, Check),
+    send: F,
+) -> anyhow::Result<Run>
 where
     F: FnOnce(Conn) -> anyhow::Result<Run> + Send + 'static,
 {
-    let (send_ns, recv_ns, ip) = lab.ends(family);
+    let Some((send_ns, recv_ns, ip)) = lab.ends(family) else {
+        let Lab::Remote(remote) = lab else {
+            unreachable!("only the remote has no namespaces")
+        };
+        let mut remote = remote.lock().unwrap_or_else(|e| e.into_inner());
+        return run_remote(&mut remote, proto, far, send);
+    };
     let (dest, receiver) = match recv_ns {
         Some(ns) => {
             let (a, h) = receiver(ns, proto, ip)?;
@@ -312,6 +344,68 @@ where
         }
     }
     Ok(run)
+}
+
+/// [`run_in_lab`] against a `zcnet serve`: its receiver counts (UDP) or checks (TCP) what
+/// arrives; the sender runs on this thread, pinned to CPU 0.
+fn run_remote<F>(
+    remote: &mut Remote,
+    proto: Proto,
+    (seconds, check): (f64, Check),
+    send: F,
+) -> anyhow::Result<Run>
+where
+    F: FnOnce(Conn) -> anyhow::Result<Run> + Send + 'static,
+{
+    let role = Role::Receive {
+        proto: match proto {
+            Proto::Udp => remote::proto::Proto::Udp,
+            Proto::Tcp => remote::proto::Proto::Tcp,
+        },
+        check: if proto == Proto::Udp {
+            Check::Count
+        } else {
+            check
+        },
+        rate_bps: None,
+    };
+    let dest = remote.start(role, seconds)?;
+    // On a thread of its own, as in the labs: an io_uring sender's ring lets its socket go
+    // only once the thread that submitted to it has ended.
+    let sender = std::thread::spawn(move || {
+        pin(0);
+        match proto {
+            Proto::Udp => {
+                let s = UdpSocket::bind(unspecified(Family::of(dest.ip())))?;
+                s.connect(dest)?;
+                send(Conn::Udp(s))
+            }
+            Proto::Tcp => TcpStream::connect(dest)
+                .with_context(|| format!("connecting to the far side at {dest}"))
+                .and_then(|s| send(Conn::Tcp(s))),
+        }
+    });
+    let sent = sender
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the sender panicked")));
+    // The far side is told in any case, so that the session stays in step; where both sides
+    // failed, the far side's reason comes first (a limit it enforced resets our connection).
+    let (run, far) = match (sent, remote.finish()) {
+        (Ok(run), Ok(far)) => (run, far),
+        (_, Err(far)) => return Err(far),
+        (Err(ours), Ok(_)) => return Err(ours),
+    };
+    if proto == Proto::Tcp && far.bytes != run.bytes {
+        bail!(
+            "sent {} bytes but the far side got {}",
+            run.bytes,
+            far.bytes
+        );
+    }
+    if let Some(at) = far.first_bad {
+        bail!("the far side received different bytes than sent, from stream offset {at}");
+    }
+    Ok(run.with_far(&far))
 }
 
 /// One size in one lab of a send bench: the condition its runs share.
@@ -393,6 +487,7 @@ pub fn bench(
     seconds: f64,
     pool_mib: usize,
     quiet: bool,
+    remote: Option<Remote>,
 ) -> anyhow::Result<Outcome> {
     let mut report = Report::new(proto.bench());
     report.settings = json!({
@@ -411,8 +506,13 @@ pub fn bench(
         Duration::from_secs_f64(seconds * steps as f64),
     );
     let _pinned = Pinned::to(1);
-    for &lab_name in labs {
-        let lab = Lab::build(lab_name, proto)?;
+    let (family, labs) = super::remote_labs(&mut report, remote.as_ref(), family, labs);
+    let mut remote = remote.map(std::sync::Mutex::new);
+    for &lab_name in &labs {
+        let lab = match remote.take() {
+            Some(r) => Lab::Remote(r),
+            None => Lab::build(lab_name, proto)?,
+        };
         for &size in sizes {
             let step = SizeStep {
                 lab: lab_name,
@@ -490,8 +590,10 @@ fn summary_rows(
 
 /// `zcnet bench udp-tx` / `tcp-tx`.
 pub fn run(proto: Proto, opt: Opt) -> anyhow::Result<()> {
-    netlab::check_privileges()
-        .context("the tx benches build their labs in private network namespaces")?;
+    if opt.common.remote.is_none() {
+        netlab::check_privileges()
+            .context("the tx benches build their labs in private network namespaces")?;
+    }
     let labs: Vec<&str> = if opt.common.labs.is_empty() {
         match proto {
             Proto::Udp => vec!["sink", "veth", "loopback"],
@@ -528,6 +630,7 @@ pub fn run(proto: Proto, opt: Opt) -> anyhow::Result<()> {
         seconds,
         opt.pool_mib,
         opt.common.json,
+        opt.common.remote()?,
     )?;
     out.finish(&opt.common)
 }

@@ -179,7 +179,9 @@ pub(crate) fn one_run(
     pool: &Pool,
 ) -> anyhow::Result<Run> {
     let pool = pool.clone();
-    tx::run_in_lab(lab, proto, family, move |conn| match conn {
+    // Buffers come back in completion order, so a remote receiver counts bytes only.
+    let far = (seconds, crate::remote::proto::Check::Count);
+    tx::run_in_lab(lab, proto, family, far, move |conn| match conn {
         tx::Conn::Udp(s) => send_for(s, mode, seconds, &pool),
         tx::Conn::Tcp(s) => send_for(s, mode, seconds, &pool),
     })
@@ -205,6 +207,7 @@ pub fn bench(
     seconds: f64,
     pool_mib: usize,
     quiet: bool,
+    remote: Option<crate::remote::Remote>,
 ) -> anyhow::Result<Outcome> {
     let mut report = Report::new("uring-tx");
     report.settings = json!({
@@ -226,9 +229,14 @@ pub fn bench(
         Duration::from_secs_f64(seconds * steps as f64),
     );
     let _pinned = Pinned::to(1);
-    for &lab_name in labs {
+    let (family, labs) = super::remote_labs(&mut report, remote.as_ref(), family, labs);
+    let mut remote = remote.map(std::sync::Mutex::new);
+    for &lab_name in &labs {
         let proto = proto_of(lab_name);
-        let lab = Lab::build(lab_name, proto)?;
+        let lab = match remote.take() {
+            Some(r) => Lab::Remote(r),
+            None => Lab::build(lab_name, proto)?,
+        };
         let mut table = Vec::new();
         for &size in sizes {
             let pool = make_pool(size, pool_mib)?;
@@ -389,7 +397,10 @@ fn summary_rows(lab: &str, size: usize, pool_mib: usize, sets: &[ResultSet]) -> 
 
 /// `zcnet bench uring-tx`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    netlab::check_privileges().context("uring-tx builds its labs in private network namespaces")?;
+    if opt.common.remote.is_none() {
+        netlab::check_privileges()
+            .context("uring-tx builds its labs in private network namespaces")?;
+    }
     let labs: Vec<&str> = if opt.common.labs.is_empty() {
         vec!["sink", "loopback", "veth"]
     } else {
@@ -422,6 +433,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         seconds,
         opt.pool_mib,
         opt.common.json,
+        opt.common.remote()?,
     )?;
     out.finish(&opt.common)
 }

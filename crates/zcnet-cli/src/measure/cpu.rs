@@ -247,6 +247,16 @@ pub struct Run {
     pub packets_dropped: Option<u64>,
     /// Packets captured / packets offered; `None` outside capture benches.
     pub capture_share: Option<f64>,
+    /// With `--remote`: the far host's CPU µs per MB of what it moved (its measured thread).
+    pub remote_cpu_us_per_mb: Option<f64>,
+    /// With `--remote`: the far host's user seconds.
+    pub remote_cpu_user_s: Option<f64>,
+    /// With `--remote`: the far host's system seconds.
+    pub remote_cpu_sys_s: Option<f64>,
+    /// With `--remote`: the far host's context switches.
+    pub remote_ctx_switches: Option<i64>,
+    /// With `--remote`: bytes the far host received, sent or fetched.
+    pub remote_bytes: Option<u64>,
 }
 
 /// What a run did, as the bench knows it.
@@ -305,6 +315,21 @@ impl Run {
     }
 }
 
+impl Run {
+    /// Adds the far host's figures of a `--remote` run; its verification counts with ours.
+    pub fn with_far(mut self, far: &crate::remote::proto::Far) -> Run {
+        self.remote_cpu_us_per_mb = Some(far.cpu_us_per_mb);
+        self.remote_cpu_user_s = Some(far.cpu_user_s);
+        self.remote_cpu_sys_s = Some(far.cpu_sys_s);
+        self.remote_ctx_switches = Some(far.ctx_switches);
+        self.remote_bytes = Some(far.bytes);
+        if let Some(ok) = far.verified {
+            self.verified = Some(self.verified.unwrap_or(true) && ok);
+        }
+        self
+    }
+}
+
 /// Computes a [`Run`] from raw measurements (separate from [`Meter`] so it can be tested).
 pub fn record(work: Work, seconds: f64, cpu: ThreadCpu, machine: Option<(f64, f64, f64)>) -> Run {
     let mb = work.bytes as f64 / MB;
@@ -334,6 +359,11 @@ pub fn record(work: Work, seconds: f64, cpu: ThreadCpu, machine: Option<(f64, f6
         packets_offered: None,
         packets_dropped: None,
         capture_share: None,
+        remote_cpu_us_per_mb: None,
+        remote_cpu_user_s: None,
+        remote_cpu_sys_s: None,
+        remote_ctx_switches: None,
+        remote_bytes: None,
     }
 }
 

@@ -49,6 +49,9 @@ pub struct Report {
     pub zcnet_version: &'static str,
     /// The machine.
     pub host: HostInfo,
+    /// With `--remote`: the far host (`zcnet serve`), as it describes itself; omitted otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_host: Option<Value>,
     /// Settings shared by every result (window, verification, CPU placement, ...).
     pub settings: Value,
     /// One set per (condition, mode).
@@ -68,6 +71,7 @@ impl Report {
             bench: bench.to_owned(),
             zcnet_version: env!("CARGO_PKG_VERSION"),
             host: HostInfo::this(),
+            remote_host: None,
             settings: Value::Null,
             results: Vec::new(),
             comparisons: Vec::new(),

@@ -30,6 +30,8 @@ pub enum Metric {
     CaptureShare,
     /// [`Run::packets_dropped`].
     PacketsDropped,
+    /// [`Run::remote_cpu_us_per_mb`].
+    RemoteCpuUsPerMb,
 }
 
 impl Metric {
@@ -45,6 +47,7 @@ impl Metric {
             Metric::ZeroCopyShare => run.zero_copy_share,
             Metric::CaptureShare => run.capture_share,
             Metric::PacketsDropped => run.packets_dropped.map(|n| n as f64),
+            Metric::RemoteCpuUsPerMb => run.remote_cpu_us_per_mb,
         }
     }
 
@@ -60,6 +63,7 @@ impl Metric {
             Metric::ZeroCopyShare => "zero_copy_share",
             Metric::CaptureShare => "capture_share",
             Metric::PacketsDropped => "packets_dropped",
+            Metric::RemoteCpuUsPerMb => "remote_cpu_us_per_mb",
         }
     }
 }

@@ -1,0 +1,172 @@
+//! The bench side of the control protocol: a session with `zcnet serve`, one `start`/`finish`
+//! pair per run.
+
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use super::far::GRACE;
+use super::proto::{self, Far, Limits, Message, Role, VERSION};
+
+/// How long a busy server is retried before giving up.
+const BUSY_WAIT: Duration = Duration::from_secs(15);
+
+/// A session with a `zcnet serve`.
+#[derive(Debug)]
+pub struct Remote {
+    conn: TcpStream,
+    addr: SocketAddr,
+    /// The server's machine (a report's `host`).
+    pub host: serde_json::Value,
+    /// The server's limits.
+    pub limits: Limits,
+    /// Seconds of the run started, while one is.
+    running: Option<f64>,
+}
+
+impl Remote {
+    /// Connects to the server at `addr` and says hello, with the token in `token_file`. A busy
+    /// server is asked again for up to 15 s.
+    ///
+    /// # Errors
+    /// The server cannot be reached, refuses the token or the version, or is not a zcnet
+    /// server.
+    pub fn connect(addr: SocketAddr, token_file: Option<&Path>) -> anyhow::Result<Remote> {
+        let token = token_file
+            .map(|p| {
+                std::fs::read_to_string(p)
+                    .with_context(|| format!("reading the token file {}", p.display()))
+                    .map(|t| t.trim().to_owned())
+            })
+            .transpose()?;
+        let since = Instant::now();
+        loop {
+            match Remote::hello(addr, token.clone()) {
+                Err(Hello::Busy(_)) if since.elapsed() < BUSY_WAIT => {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(Hello::Busy(why)) => bail!("zcnet serve at {addr}: {why}"),
+                Err(Hello::Failed(e)) => {
+                    return Err(e.context(format!("zcnet serve at {addr}")));
+                }
+                Ok(r) => return Ok(r),
+            }
+        }
+    }
+
+    fn hello(addr: SocketAddr, token: Option<String>) -> Result<Remote, Hello> {
+        let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+            .context("connecting")
+            .map_err(Hello::Failed)?;
+        let _ = conn.set_nodelay(true);
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+        let _ = conn.set_write_timeout(Some(Duration::from_secs(10)));
+        let hello = Message::Hello {
+            version: VERSION,
+            token,
+        };
+        proto::write(&mut conn, &hello)
+            .context("hello")
+            .map_err(Hello::Failed)?;
+        match proto::read(&mut conn) {
+            Ok(Message::Welcome {
+                version: VERSION,
+                host,
+                limits,
+            }) => Ok(Remote {
+                conn,
+                addr,
+                host,
+                limits,
+                running: None,
+            }),
+            Ok(Message::Error { message }) if message.starts_with("busy") => {
+                Err(Hello::Busy(message))
+            }
+            Ok(Message::Error { message }) => Err(Hello::Failed(anyhow::anyhow!("{message}"))),
+            Ok(other) => Err(Hello::Failed(anyhow::anyhow!(
+                "answered hello with {other:?}: not a zcnet serve of protocol {VERSION}"
+            ))),
+            Err(e) => Err(Hello::Failed(anyhow::Error::new(e).context("hello"))),
+        }
+    }
+
+    /// The server's control address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// This machine's address on the way to the server (where the server sends and connects).
+    ///
+    /// # Errors
+    /// The socket has no address (closed).
+    pub fn local_ip(&self) -> anyhow::Result<IpAddr> {
+        Ok(self.conn.local_addr()?.ip())
+    }
+
+    /// Asks the server to start its side of a run; returns its data address (the server's
+    /// address with the port it opened; port 0 where it connects out).
+    ///
+    /// # Errors
+    /// The server refuses the run (its limits) or the connection fails.
+    pub fn start(&mut self, role: Role, seconds: f64) -> anyhow::Result<SocketAddr> {
+        if seconds > self.limits.max_seconds {
+            bail!(
+                "runs of {seconds} s, but zcnet serve at {} runs at most {} s (its --max-seconds)",
+                self.addr,
+                self.limits.max_seconds
+            );
+        }
+        let _ = self.conn.set_read_timeout(Some(Duration::from_secs(30)));
+        proto::write(&mut self.conn, &Message::Start { role, seconds }).context("start")?;
+        match proto::read(&mut self.conn).context("start")? {
+            Message::Ready { port } => {
+                self.running = Some(seconds);
+                Ok(SocketAddr::new(self.addr.ip(), port))
+            }
+            Message::Error { message } => {
+                bail!("zcnet serve at {} refused the run: {message}", self.addr)
+            }
+            other => bail!("zcnet serve answered start with {other:?}"),
+        }
+    }
+
+    /// Says this side of the run is over and returns the far side's figures.
+    ///
+    /// # Errors
+    /// The far side failed (its reason), or the connection did.
+    pub fn finish(&mut self) -> anyhow::Result<Far> {
+        let seconds = self
+            .running
+            .take()
+            .context("finish without a started run")?;
+        let wait = Duration::from_secs_f64(seconds) + GRACE + Duration::from_secs(10);
+        let _ = self.conn.set_read_timeout(Some(wait));
+        proto::write(&mut self.conn, &Message::Finish).context("finish")?;
+        match proto::read(&mut self.conn).context("waiting for the far side's figures")? {
+            Message::Done(far) => Ok(far),
+            Message::Error { message } => {
+                bail!("zcnet serve at {}: {message}", self.addr)
+            }
+            other => bail!("zcnet serve answered finish with {other:?}"),
+        }
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        if self.running.is_none() {
+            let _ = proto::write(&mut self.conn, &Message::Bye);
+        }
+    }
+}
+
+/// Why a hello did not lead to a session.
+enum Hello {
+    /// The server serves another client.
+    Busy(String),
+    /// Anything else.
+    Failed(anyhow::Error),
+}

@@ -1,0 +1,459 @@
+//! The far side of each bench, as `zcnet serve` runs it: a [`Role`] prepared (its data socket
+//! opened, so that `ready` can name the port), then run on a thread of its own, measured there
+//! (`RUSAGE_THREAD`), bounded by the run's time plus [`GRACE`] and by the server's byte limit.
+
+use std::io::Read;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use netlab::pattern::{self, Verifier};
+use zcnet::msg_zerocopy::{self, CopiedPolicy, ZerocopySender};
+
+use super::proto::{Check, Far, Limits, Proto, Role};
+use crate::measure::{Meter, Run, Work};
+
+/// Time a run may take beyond its seconds (connection set-up, draining, a slow peer).
+pub const GRACE: Duration = Duration::from_secs(10);
+
+/// How the session tells a running role what happens on the control connection.
+#[derive(Debug, Default)]
+pub struct Signals {
+    /// The client said `finish`: its side is over (datagram receivers stop once quiet).
+    pub finish: AtomicBool,
+    /// The control connection broke: stop now.
+    pub abort: AtomicBool,
+}
+
+/// A role with its data socket open.
+pub struct Prepared {
+    /// The data port on the server's address (0 where the server connects out).
+    pub port: u16,
+    job: Job,
+}
+
+enum Job {
+    ReceiveTcp(TcpListener, Check, Option<u64>),
+    ReceiveUdp(UdpSocket),
+    Send(TcpListener, bool),
+    Generate(UdpSocket, SocketAddr, usize),
+    Fetch(SocketAddr, usize, u64),
+}
+
+/// Bytes of Ethernet, IPv4 and UDP headers in a generated frame.
+const HEADERS: usize = 42;
+
+/// Checks `role` against `limits` and opens its socket on `local` (the address the client
+/// reached the server on); `peer` is the client's address.
+///
+/// # Errors
+/// The role asks for more than the limits allow, or its socket cannot be opened.
+pub fn prepare(
+    role: &Role,
+    seconds: f64,
+    limits: &Limits,
+    local: IpAddr,
+    peer: IpAddr,
+) -> anyhow::Result<Prepared> {
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= limits.max_seconds) {
+        bail!(
+            "a run of {seconds} s: this server runs 0 < seconds <= {} (its --max-seconds)",
+            limits.max_seconds
+        );
+    }
+    let bind_tcp = |mss: Option<i32>| -> anyhow::Result<TcpListener> {
+        let s = socket2::Socket::new(
+            socket2::Domain::for_address(SocketAddr::new(local, 0)),
+            socket2::Type::STREAM,
+            None,
+        )?;
+        if let Some(m) = mss {
+            s.set_tcp_mss(m as u32).context("TCP_MAXSEG")?;
+        }
+        s.bind(&SocketAddr::new(local, 0).into())
+            .with_context(|| format!("binding a data port on {local}"))?;
+        s.listen(8)?;
+        Ok(s.into())
+    };
+    let job = match *role {
+        Role::Receive {
+            proto: Proto::Tcp,
+            check,
+            rate_bps,
+        } => {
+            if let Check::Pool { size, span } = check
+                && (size == 0 || span == 0)
+            {
+                bail!("a pool check needs a size and a span above 0");
+            }
+            if rate_bps.is_some_and(|r| r < 1_000_000) {
+                bail!("a receive rate under 1 Mbit/s");
+            }
+            Job::ReceiveTcp(bind_tcp(None)?, check, rate_bps)
+        }
+        Role::Receive {
+            proto: Proto::Udp,
+            check,
+            ..
+        } => {
+            if check != Check::Count {
+                bail!("datagrams are counted, not checked");
+            }
+            let s = UdpSocket::bind(SocketAddr::new(local, 0))
+                .with_context(|| format!("binding a data port on {local}"))?;
+            // Room for bursts: the client sends as fast as it can.
+            let _ = socket2::SockRef::from(&s).set_recv_buffer_size(4 << 20);
+            Job::ReceiveUdp(s)
+        }
+        Role::Send { zerocopy, mss } => {
+            if mss.is_some_and(|m| !(88..=65535).contains(&m)) {
+                bail!("TCP_MAXSEG outside 88..=65535");
+            }
+            Job::Send(bind_tcp(mss)?, zerocopy)
+        }
+        Role::Generate { frame, port } => {
+            if !(HEADERS + 1..=9000).contains(&frame) || port == 0 {
+                bail!(
+                    "frames of {frame} bytes to port {port}: frames are 43..=9000 bytes, the port not 0"
+                );
+            }
+            let s = UdpSocket::bind(SocketAddr::new(local, 0))
+                .with_context(|| format!("binding on {local}"))?;
+            Job::Generate(s, SocketAddr::new(peer, port), frame)
+        }
+        Role::Fetch {
+            port,
+            clients,
+            size,
+        } => {
+            if !(1..=limits.max_clients).contains(&clients) || port == 0 || size == 0 {
+                bail!(
+                    "a fetch by {clients} clients of {size} bytes from port {port}: this server \
+                     runs 1..={} clients (its --max-clients), a size above 0",
+                    limits.max_clients
+                );
+            }
+            Job::Fetch(SocketAddr::new(peer, port), clients, size)
+        }
+    };
+    // The pattern is generated on first use: here, not inside a measured run.
+    let _ = pattern::chunk_at(0, 1);
+    let port = match &job {
+        Job::ReceiveTcp(l, ..) | Job::Send(l, _) => l.local_addr()?.port(),
+        Job::ReceiveUdp(s) => s.local_addr()?.port(),
+        Job::Generate(..) | Job::Fetch(..) => 0,
+    };
+    Ok(Prepared { port, job })
+}
+
+/// What bounds a run: its end, the byte limit, the session's signals.
+struct Bounds<'a> {
+    seconds: f64,
+    deadline: Instant,
+    max_bytes: u64,
+    signals: &'a Signals,
+}
+
+impl Bounds<'_> {
+    /// Fails once the run is past its time or bytes, or the session broke.
+    fn check(&self, bytes: u64) -> anyhow::Result<()> {
+        if bytes > self.max_bytes {
+            bail!(
+                "the run passed this server's byte limit ({} bytes, its --max-bytes)",
+                self.max_bytes
+            );
+        }
+        if Instant::now() > self.deadline {
+            bail!(
+                "the run passed its time ({} s and {} s of grace)",
+                self.seconds,
+                GRACE.as_secs()
+            );
+        }
+        if self.signals.abort.load(Ordering::Acquire) {
+            bail!("the control connection closed");
+        }
+        Ok(())
+    }
+}
+
+impl Prepared {
+    /// Runs the role on this thread (pinned to CPU 1, where the labs put the far side).
+    ///
+    /// # Errors
+    /// The run failed, broke a limit, or the session ended under it.
+    pub fn run(self, seconds: f64, max_bytes: u64, signals: &Signals) -> anyhow::Result<Far> {
+        crate::bench::pin(1);
+        let bounds = Bounds {
+            seconds,
+            deadline: Instant::now() + Duration::from_secs_f64(seconds) + GRACE,
+            max_bytes,
+            signals,
+        };
+        match self.job {
+            Job::ReceiveTcp(l, check, rate) => receive_tcp(&l, check, rate, &bounds),
+            Job::ReceiveUdp(s) => receive_udp(&s, &bounds),
+            Job::Send(l, zc) => send(&l, zc, &bounds),
+            Job::Generate(s, to, frame) => generate(&s, to, frame, &bounds),
+            Job::Fetch(addr, clients, size) => fetch(addr, clients, size, &bounds),
+        }
+    }
+}
+
+/// The figures of a measured run.
+fn far(run: &Run, messages: u64, verifier: Option<&Verifier>) -> Far {
+    Far {
+        bytes: run.bytes,
+        messages,
+        verified: verifier.map(Verifier::ok),
+        first_bad: verifier.and_then(Verifier::first_bad),
+        seconds: run.seconds,
+        cpu_user_s: run.cpu_user_s,
+        cpu_sys_s: run.cpu_sys_s,
+        cpu_us_per_mb: run.cpu_us_per_mb,
+        ctx_switches: run.ctx_switches,
+        machine_cpu_us_per_mb: run.machine_cpu_us_per_mb,
+    }
+}
+
+fn work(bytes: u64) -> Work {
+    Work {
+        bytes,
+        ..Work::default()
+    }
+}
+
+/// Accepts the run's one connection, polling so that the bounds hold.
+fn accept(l: &TcpListener, bounds: &Bounds) -> anyhow::Result<TcpStream> {
+    l.set_nonblocking(true)?;
+    loop {
+        match l.accept() {
+            Ok((c, _)) => {
+                c.set_nonblocking(false)?;
+                return Ok(c);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                bounds.check(0).context("waiting for the data connection")?;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e).context("accept"),
+        }
+    }
+}
+
+fn receive_tcp(
+    l: &TcpListener,
+    check: Check,
+    rate: Option<u64>,
+    bounds: &Bounds,
+) -> anyhow::Result<Far> {
+    let mut c = accept(l, bounds)?;
+    c.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let mut verifier = match check {
+        Check::Count => None,
+        Check::Pattern => Some(Verifier::new()),
+        Check::Pool { size, span } => Some(Verifier::pool(size, span)),
+    };
+    // Paced reads take a little at a time, so that the window closes smoothly.
+    let mut buf = vec![0u8; if rate.is_some() { 64 << 10 } else { 1 << 20 }];
+    let meter = Meter::start();
+    let start = Instant::now();
+    let mut bytes = 0u64;
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                bytes += n as u64;
+                if let Some(v) = &mut verifier {
+                    v.check(&buf[..n]);
+                }
+                if let Some(r) = rate {
+                    let due = Duration::from_secs_f64(bytes as f64 * 8.0 / r as f64);
+                    if let Some(wait) = due.checked_sub(start.elapsed()) {
+                        std::thread::sleep(wait);
+                    }
+                }
+            }
+            Err(e) if timed_out(&e) => {}
+            Err(e) => return Err(e).context("receiving"),
+        }
+        bounds.check(bytes)?;
+    }
+    let run = meter.finish(work(bytes));
+    Ok(far(&run, 1, verifier.as_ref()))
+}
+
+/// Whether a read with a timeout only timed out (or was interrupted): try again.
+fn timed_out(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
+    matches!(e.kind(), WouldBlock | TimedOut | Interrupted)
+}
+
+/// Datagrams until the client's `finish` and then 300 ms without one.
+fn receive_udp(s: &UdpSocket, bounds: &Bounds) -> anyhow::Result<Far> {
+    const QUIET: Duration = Duration::from_millis(300);
+    s.set_read_timeout(Some(Duration::from_millis(50)))?;
+    let mut buf = vec![0u8; 65536];
+    let meter = Meter::start();
+    let (mut bytes, mut datagrams) = (0u64, 0u64);
+    let mut last = Instant::now();
+    loop {
+        match s.recv(&mut buf) {
+            Ok(n) => {
+                bytes += n as u64;
+                datagrams += 1;
+                last = Instant::now();
+            }
+            Err(e) if timed_out(&e) => {
+                if bounds.signals.finish.load(Ordering::Acquire) && last.elapsed() >= QUIET {
+                    break;
+                }
+            }
+            Err(e) => return Err(e).context("receiving"),
+        }
+        bounds.check(bytes)?;
+    }
+    let run = meter.finish(work(bytes));
+    Ok(far(&run, datagrams, None))
+}
+
+/// The pattern for the run's seconds in 512 KiB calls, then the write side shut.
+fn send(l: &TcpListener, zerocopy: bool, bounds: &Bounds) -> anyhow::Result<Far> {
+    const CHUNK: usize = 512 * 1024;
+    let c = accept(l, bounds)?;
+    c.set_write_timeout(Some(GRACE))?;
+    let config = msg_zerocopy::Config {
+        mode: if zerocopy {
+            msg_zerocopy::Mode::ZeroCopy
+        } else {
+            msg_zerocopy::Mode::Copy
+        },
+        threshold: 0,
+        policy: CopiedPolicy::Keep,
+    };
+    let mut tx = ZerocopySender::new(&c, config).context("enabling SO_ZEROCOPY")?;
+    let meter = Meter::start();
+    let start = Instant::now();
+    let mut off = 0u64;
+    while start.elapsed().as_secs_f64() < bounds.seconds {
+        let n = (CHUNK as u64).min(bounds.max_bytes - off) as usize;
+        if n == 0 {
+            break;
+        }
+        tx.send(pattern::chunk_at(off, n))
+            .map_err(|e| e.error)
+            .context("send")?;
+        off += n as u64;
+        tx.reap().context("reading the error queue")?;
+        tx.returned().for_each(drop);
+        bounds.check(off)?;
+    }
+    tx.drain(GRACE).context("draining completions")?;
+    c.shutdown(std::net::Shutdown::Write)?;
+    let run = meter.finish(work(off));
+    Ok(far(&run, off.div_ceil(CHUNK as u64), None))
+}
+
+/// UDP datagrams making `frame`-byte frames, as fast as the socket takes them.
+fn generate(s: &UdpSocket, to: SocketAddr, frame: usize, bounds: &Bounds) -> anyhow::Result<Far> {
+    let payload = vec![0x5a; frame - HEADERS];
+    let meter = Meter::start();
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while start.elapsed().as_secs_f64() < bounds.seconds {
+        for _ in 0..64 {
+            match s.send_to(&payload, to) {
+                Ok(_) => sent += 1,
+                // A full send buffer or queue: the device is as busy as it gets.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ENOBUFS | libc::EAGAIN | libc::ECONNREFUSED)
+                    ) => {}
+                Err(e) => return Err(e).context("sending a frame"),
+            }
+        }
+        bounds.check(sent * frame as u64)?;
+    }
+    let run = meter.finish(work(sent * frame as u64));
+    Ok(far(&run, sent, None))
+}
+
+/// HTTP clients fetching the pattern file on one current-thread runtime (this thread).
+fn fetch(addr: SocketAddr, clients: usize, size: u64, bounds: &Bounds) -> anyhow::Result<Far> {
+    use std::sync::atomic::AtomicU64;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let bytes = AtomicU64::new(0);
+    let files = AtomicU64::new(0);
+    let bad = std::sync::Mutex::new(None::<u64>);
+    let meter = Meter::start();
+    let seconds = bounds.seconds;
+    let result = rt.block_on(async {
+        let one = || async {
+            let s = tokio::net::TcpStream::connect(addr)
+                .await
+                .with_context(|| format!("connecting to {addr}"))?;
+            let mut s = tokio::io::BufReader::new(s);
+            let start = Instant::now();
+            while start.elapsed().as_secs_f64() < seconds {
+                let mut v = Verifier::new();
+                let (code, len) = crate::file_server::fetch(&mut s, "f", |p| {
+                    v.check(p);
+                    bytes.fetch_add(p.len() as u64, Ordering::Relaxed);
+                })
+                .await?;
+                anyhow::ensure!(code == 200, "the client's server answered {code}");
+                anyhow::ensure!(len == size, "a body of {len} bytes, not {size}");
+                if let Some(at) = v.first_bad() {
+                    bad.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert(at);
+                }
+                files.fetch_add(1, Ordering::Relaxed);
+                bounds.check(bytes.load(Ordering::Relaxed))?;
+            }
+            anyhow::Ok(())
+        };
+        let all: Vec<_> = (0..clients).map(|_| one()).collect();
+        let outcomes = join_all(all).await;
+        outcomes.into_iter().collect::<anyhow::Result<Vec<()>>>()
+    });
+    result?;
+    let run = meter.finish(work(bytes.load(Ordering::Relaxed)));
+    let first_bad = *bad.lock().unwrap_or_else(|e| e.into_inner());
+    let mut f = far(&run, files.load(Ordering::Relaxed), None);
+    f.verified = Some(first_bad.is_none());
+    f.first_bad = first_bad;
+    Ok(f)
+}
+
+/// Awaits every future on this one task (they borrow the run's counters, so they are not
+/// spawned); each wake polls those not done, few enough here (at most --max-clients).
+async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
+    let mut out = Vec::with_capacity(futs.len());
+    let mut pinned: Vec<_> = futs.into_iter().map(Box::pin).map(Some).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for slot in &mut pinned {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => {
+                        out.push(v);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out
+}

@@ -1,0 +1,416 @@
+//! The control protocol of `zcnet serve` and `zcnet bench ... --remote`: one TCP connection,
+//! each message a 4-byte big-endian length and that many bytes of JSON (at most
+//! [`MAX_MESSAGE`]). The client speaks first:
+//!
+//! ```text
+//! client                                   server
+//! hello {version, token}          ->
+//!                                 <-       welcome {version, host, limits} | error
+//! start {role, seconds}           ->       (checks the limits, opens its data socket)
+//!                                 <-       ready {port} | error
+//!            ... the run's data, on its own connection or datagrams ...
+//! finish                          ->
+//!                                 <-       done {far side's figures} | error
+//! start ... (more runs)  |  bye
+//! ```
+//!
+//! An `error` ends the session; the server goes on accepting.
+
+use std::io::{Read, Write};
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this build speaks; `hello` with another is refused.
+pub const VERSION: u32 = 1;
+
+/// The longest control message, in bytes of JSON.
+pub const MAX_MESSAGE: usize = 64 * 1024;
+
+/// A control message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Message {
+    /// Client: the version it speaks and the shared token, if the server wants one.
+    Hello {
+        /// [`VERSION`].
+        version: u32,
+        /// Contents of the client's token file.
+        token: Option<String>,
+    },
+    /// Server: accepted; its machine and limits.
+    Welcome {
+        /// [`VERSION`].
+        version: u32,
+        /// The server's machine, as a report's `host`.
+        host: serde_json::Value,
+        /// What it will run.
+        limits: Limits,
+    },
+    /// Client: run the far side of one run.
+    Start {
+        /// What the server does.
+        role: Role,
+        /// Length of the run; the server refuses more than its limit.
+        seconds: f64,
+    },
+    /// Server: set up; the data port on the server's address (0 where the server connects).
+    Ready {
+        /// Port of the data socket.
+        port: u16,
+    },
+    /// Client: its side of the run is over.
+    Finish,
+    /// Server: the far side's figures for the run.
+    Done(Far),
+    /// Either side: the session ends, with this reason.
+    Error {
+        /// One line.
+        message: String,
+    },
+    /// Client: no more runs.
+    Bye,
+}
+
+/// What the server runs: the far side of a bench.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Role {
+    /// Receive on a port of the server's address: one TCP connection to its end, or UDP
+    /// datagrams until the client's `finish` and a quiet moment.
+    Receive {
+        /// TCP or UDP.
+        proto: Proto,
+        /// What the received stream must be.
+        check: Check,
+        /// Read no faster than this many bits per second (TCP): a slow destination.
+        rate_bps: Option<u64>,
+    },
+    /// Accept one TCP connection and stream the pattern to it for the run's seconds.
+    Send {
+        /// Send with `MSG_ZEROCOPY` (what lets a loopback receiver map pages).
+        zerocopy: bool,
+        /// `TCP_MAXSEG` of the listening socket.
+        mss: Option<i32>,
+    },
+    /// Send UDP datagrams making `frame`-byte Ethernet frames to the client's address and
+    /// `port`, as fast as the socket takes them, for the run's seconds.
+    Generate {
+        /// Bytes per frame on the wire (Ethernet, IPv4 and UDP headers included).
+        frame: usize,
+        /// Destination port on the client.
+        port: u16,
+    },
+    /// Fetch `/f` over HTTP/1.1 from the client's `port` on `clients` connections for the
+    /// run's seconds; every body must be `size` bytes of the pattern.
+    Fetch {
+        /// Port of the client's HTTP server.
+        port: u16,
+        /// Connections, each fetching one file after another.
+        clients: usize,
+        /// Length of the file.
+        size: u64,
+    },
+}
+
+/// Transport of a [`Role::Receive`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Proto {
+    /// One TCP connection.
+    Tcp,
+    /// Datagrams.
+    Udp,
+}
+
+/// What a received TCP stream must hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Check {
+    /// Anything: bytes are counted only.
+    Count,
+    /// The pattern (`netlab::pattern`) from offset 0.
+    Pattern,
+    /// Sends of `size` bytes, the `k`-th the pattern from offset `(k * size) % span`: the
+    /// benches' buffer pools, sent in order and wrapping.
+    Pool {
+        /// Bytes per send.
+        size: u64,
+        /// Pool length less one send.
+        span: u64,
+    },
+}
+
+/// The server's limits, told in `welcome`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Longest run.
+    pub max_seconds: f64,
+    /// Most bytes one run may move.
+    pub max_bytes: u64,
+    /// Most connections of a fetch.
+    pub max_clients: usize,
+}
+
+/// The far side's figures for one run: its CPU (the thread that did the work, `RUSAGE_THREAD`)
+/// and what it moved.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Far {
+    /// Payload bytes received, sent or fetched.
+    pub bytes: u64,
+    /// Datagrams, frames or files.
+    pub messages: u64,
+    /// Whether every byte matched the [`Check`] (`None`: not checked).
+    pub verified: Option<bool>,
+    /// Stream offset of the first byte that did not.
+    pub first_bad: Option<u64>,
+    /// Wall time of the far side's work.
+    pub seconds: f64,
+    /// User CPU seconds.
+    pub cpu_user_s: f64,
+    /// System CPU seconds.
+    pub cpu_sys_s: f64,
+    /// CPU µs per MB of `bytes`.
+    pub cpu_us_per_mb: f64,
+    /// Voluntary + involuntary context switches.
+    pub ctx_switches: i64,
+    /// Whole-machine busy CPU µs per MB, where `/proc/stat` is readable.
+    pub machine_cpu_us_per_mb: Option<f64>,
+}
+
+/// A control message that could not be read or written.
+#[derive(Debug)]
+pub enum ProtoError {
+    /// The connection ended between messages.
+    Closed,
+    /// The connection ended inside a message.
+    Truncated {
+        /// Bytes the message should have had (header included).
+        expected: usize,
+        /// Bytes that came.
+        got: usize,
+    },
+    /// The length prefix asks for more than [`MAX_MESSAGE`].
+    TooLong(u32),
+    /// Not a message of this protocol.
+    Json(serde_json::Error),
+    /// The socket failed (a timeout included).
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for ProtoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProtoError::Closed => f.write_str("the connection closed"),
+            ProtoError::Truncated { expected, got } => write!(
+                f,
+                "the connection closed inside a message ({got} of {expected} bytes)"
+            ),
+            ProtoError::TooLong(n) => write!(
+                f,
+                "a control message of {n} bytes (at most {MAX_MESSAGE}): not a zcnet client or \
+                 server"
+            ),
+            ProtoError::Json(e) => write!(f, "not a zcnet control message: {e}"),
+            ProtoError::Io(e) if is_timeout(e) => f.write_str("no message in time"),
+            ProtoError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ProtoError {}
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// Writes `m` as one message.
+///
+/// # Errors
+/// The socket fails.
+pub fn write(w: &mut impl Write, m: &Message) -> Result<(), ProtoError> {
+    let body = serde_json::to_vec(m).map_err(ProtoError::Json)?;
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|&n| n as usize <= MAX_MESSAGE)
+        .ok_or(ProtoError::TooLong(u32::MAX))?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&body);
+    w.write_all(&frame).map_err(ProtoError::Io)?;
+    w.flush().map_err(ProtoError::Io)
+}
+
+/// Reads one message.
+///
+/// # Errors
+/// [`ProtoError`]: the connection closed or timed out, the length is over [`MAX_MESSAGE`], the
+/// body is not a message.
+pub fn read(r: &mut impl Read) -> Result<Message, ProtoError> {
+    let mut head = [0u8; 4];
+    let got = fill(r, &mut head)?;
+    match got {
+        0 => return Err(ProtoError::Closed),
+        4 => {}
+        _ => {
+            return Err(ProtoError::Truncated { expected: 4, got });
+        }
+    }
+    let len = u32::from_be_bytes(head);
+    if len as usize > MAX_MESSAGE {
+        return Err(ProtoError::TooLong(len));
+    }
+    let mut body = vec![0u8; len as usize];
+    let got = fill(r, &mut body)?;
+    if got < body.len() {
+        return Err(ProtoError::Truncated {
+            expected: 4 + body.len(),
+            got: 4 + got,
+        });
+    }
+    serde_json::from_slice(&body).map_err(ProtoError::Json)
+}
+
+/// Reads until `buf` is full or the stream ends; the count read.
+fn fill(r: &mut impl Read, buf: &mut [u8]) -> Result<usize, ProtoError> {
+    let mut at = 0;
+    while at < buf.len() {
+        match r.read(&mut buf[at..]) {
+            Ok(0) => break,
+            Ok(n) => at += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ProtoError::Io(e)),
+        }
+    }
+    Ok(at)
+}
+
+/// Whether two tokens are equal, in time independent of where they differ.
+pub fn same_token(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(body: &[u8]) -> Vec<u8> {
+        let mut v = (body.len() as u32).to_be_bytes().to_vec();
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[test]
+    fn messages_read_back_as_written() {
+        let all = [
+            Message::Hello {
+                version: VERSION,
+                token: Some("s3cret".into()),
+            },
+            Message::Start {
+                role: Role::Receive {
+                    proto: Proto::Tcp,
+                    check: Check::Pool {
+                        size: 64000,
+                        span: 268_371_456,
+                    },
+                    rate_bps: None,
+                },
+                seconds: 1.5,
+            },
+            Message::Start {
+                role: Role::Fetch {
+                    port: 8080,
+                    clients: 64,
+                    size: 1 << 24,
+                },
+                seconds: 2.0,
+            },
+            Message::Ready { port: 40000 },
+            Message::Finish,
+            Message::Done(Far {
+                bytes: 7,
+                verified: Some(true),
+                ..Far::default()
+            }),
+            Message::Bye,
+        ];
+        for m in all {
+            let mut buf = Vec::new();
+            write(&mut buf, &m).unwrap();
+            assert_eq!(read(&mut buf.as_slice()).unwrap(), m);
+        }
+    }
+
+    #[test]
+    fn the_wire_form_is_length_and_json() {
+        let bytes = frame(br#"{"ready":{"port":5201}}"#);
+        assert_eq!(
+            read(&mut bytes.as_slice()).unwrap(),
+            Message::Ready { port: 5201 }
+        );
+        let bytes = frame(br#""finish""#);
+        assert_eq!(read(&mut bytes.as_slice()).unwrap(), Message::Finish);
+        let bytes =
+            frame(br#"{"start":{"role":{"kind":"generate","frame":64,"port":9},"seconds":1}}"#);
+        assert!(matches!(
+            read(&mut bytes.as_slice()).unwrap(),
+            Message::Start {
+                role: Role::Generate { frame: 64, port: 9 },
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn bad_input_is_an_error_of_its_kind() {
+        assert!(matches!(read(&mut &b""[..]), Err(ProtoError::Closed)));
+        assert!(matches!(
+            read(&mut &b"\0\0"[..]),
+            Err(ProtoError::Truncated {
+                expected: 4,
+                got: 2
+            })
+        ));
+        let mut cut = frame(br#"{"ready":{"port":1}}"#);
+        cut.truncate(10);
+        assert!(matches!(
+            read(&mut cut.as_slice()),
+            Err(ProtoError::Truncated { got: 10, .. })
+        ));
+        assert!(matches!(
+            read(&mut &b"\xff\xff\xff\xff"[..]),
+            Err(ProtoError::TooLong(u32::MAX))
+        ));
+        // HTTP, say: "GET " is a length of 1.2 GB.
+        assert!(matches!(
+            read(&mut &b"GET / HTTP/1.1\r\n\r\n"[..]),
+            Err(ProtoError::TooLong(_))
+        ));
+        for body in [
+            &br#"{"ready":{"port":70000}}"#[..],
+            br#"{"ready":{"port":1,"extra":2}}"#,
+            br#"{"launch":{}}"#,
+            b"\x00\x01\x02",
+        ] {
+            let f = frame(body);
+            assert!(
+                matches!(read(&mut f.as_slice()), Err(ProtoError::Json(_))),
+                "{body:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same_token("abc", "abc"));
+        assert!(!same_token("abc", "abd"));
+        assert!(!same_token("abc", "abcd"));
+        assert!(!same_token("", "a"));
+    }
+}

@@ -1,0 +1,396 @@
+//! Issue 21 part 2: every bench across two hosts. Two network namespaces joined by a veth pair
+//! act as the hosts: `zcnet serve` in B, `zcnet bench NAME --remote` in A. Each bench's report
+//! must carry both hosts' figures with the data checked; garbage clients must leave the server
+//! serving; the server's limits must hold.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Output, Stdio};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use netlab::{Family, Netns, Side, VethLab};
+use serde_json::Value;
+
+/// A `zcnet serve` in a namespace; ended (by its id) on drop.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    log: Option<JoinHandle<String>>,
+}
+
+impl Server {
+    fn start(ns: &Netns, extra: &[&str]) -> Server {
+        let listen = SocketAddr::new(VethLab::addr(Side::B, Family::V4), 0).to_string();
+        let mut child = ns
+            .command(env!("CARGO_BIN_EXE_zcnet"))
+            .args(["serve", "--listen", &listen])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        let addr = line
+            .split("listening on ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        let log = std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = err.read_to_string(&mut rest);
+            rest
+        });
+        Server {
+            child,
+            addr,
+            log: Some(log),
+        }
+    }
+
+    /// Whether the server process still runs.
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Ends the server and returns what it wrote on stderr.
+    fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.log.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The two hosts, or `None` (recorded as skipped) where labs cannot be built.
+fn hosts() -> Option<VethLab> {
+    hosts_with_mtu(None)
+}
+
+/// [`hosts`] with the link's MTU.
+fn hosts_with_mtu(mtu: Option<u32>) -> Option<VethLab> {
+    if let Err(e) = netlab::check_privileges() {
+        netlab::skip::skip(&e.to_string());
+        return None;
+    }
+    Some(VethLab::new(mtu).unwrap())
+}
+
+/// `zcnet ARGS` in namespace `ns`.
+fn zcnet_in(ns: &Netns, args: &[&str]) -> Output {
+    ns.command(env!("CARGO_BIN_EXE_zcnet"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Runs `zcnet bench NAME --remote ADDR --json ARGS` in A (`args` split at spaces); returns
+/// its report.
+fn bench(lab: &VethLab, server: &Server, name: &str, args: &str) -> Value {
+    let addr = server.addr.to_string();
+    let mut all = vec!["bench", name, "--remote", &addr, "--json"];
+    all.extend(args.split_whitespace());
+    let out = zcnet_in(lab.ns(Side::A), &all);
+    assert!(
+        out.status.success(),
+        "zcnet {all:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every run of every set of `report`.
+fn runs(report: &Value) -> impl Iterator<Item = &Value> {
+    report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|set| set["runs"].as_array().unwrap())
+}
+
+/// What every remote report must hold: the far host, the remote lab, and per run the far
+/// side's CPU and bytes, the data checked where `checked`.
+fn assert_two_hosts(report: &Value, modes: &[&str], checked: bool) {
+    assert!(
+        report["remote_host"]["kernel"].is_string(),
+        "{}",
+        report["remote_host"]
+    );
+    let results = report["results"].as_array().unwrap();
+    let seen: Vec<&str> = results
+        .iter()
+        .map(|s| s["mode"].as_str().unwrap())
+        .collect();
+    for m in modes {
+        assert!(seen.contains(m), "no {m} in {seen:?}");
+    }
+    for set in results {
+        assert_eq!(set["lab"], "remote", "{set}");
+        for run in set["runs"].as_array().unwrap() {
+            assert!(run["bytes"].as_u64().unwrap() > 0, "{run}");
+            assert!(run["remote_bytes"].as_u64().unwrap() > 0, "{run}");
+            let far_cpu = run["remote_cpu_us_per_mb"].as_f64().unwrap();
+            assert!(far_cpu.is_finite() && far_cpu >= 0.0, "{run}");
+            if checked {
+                assert_eq!(run["verified"], true, "{run}");
+            }
+        }
+    }
+}
+
+#[test]
+fn udp_tx_across_two_hosts() {
+    // Datagrams in one frame each: over veth, a fragment lost to a full queue would hold the
+    // other fragments' zero-copy pages in the far side's reassembly queue for 30 s.
+    let Some(lab) = hosts_with_mtu(Some(65535)) else {
+        return;
+    };
+    let server = Server::start(lab.ns(Side::B), &[]);
+    let r = bench(
+        &lab,
+        &server,
+        "udp-tx",
+        "--runs 1 --seconds 0.3 --size 1400 --size 8000",
+    );
+    assert_two_hosts(&r, &["copy", "zc", "auto"], false);
+    // Datagrams may be lost on the way, never multiplied.
+    for run in runs(&r) {
+        assert!(
+            run["remote_bytes"].as_u64() <= run["bytes"].as_u64(),
+            "{run}"
+        );
+    }
+}
+
+#[test]
+fn tcp_tx_across_two_hosts_checks_every_byte() {
+    let Some(lab) = hosts() else { return };
+    let server = Server::start(lab.ns(Side::B), &[]);
+    let r = bench(
+        &lab,
+        &server,
+        "tcp-tx",
+        "--runs 1 --seconds 0.3 --size 65536 --pool-mib 4",
+    );
+    assert_two_hosts(&r, &["copy", "zc", "zc-adaptive", "auto"], true);
+    for run in runs(&r) {
+        assert_eq!(run["remote_bytes"], run["bytes"], "{run}");
+    }
+}
+
+#[test]
+fn uring_tx_across_two_hosts() {
+    let Some(lab) = hosts() else { return };
+    let server = Server::start(lab.ns(Side::B), &[]);
+    let r = bench(
+        &lab,
+        &server,
+        "uring-tx",
+        "--runs 1 --seconds 0.3 --size 16000 --pool-mib 4 --mode copy --mode zc",
+    );
+    assert_two_hosts(&r, &["copy", "zc"], false);
+    for run in runs(&r) {
+        assert_eq!(run["remote_bytes"], run["bytes"], "{run}");
+    }
+}
+
+/// A raw control client: frames of a 4-byte length and JSON.
+struct Raw(TcpStream);
+
+impl Raw {
+    fn connect(addr: SocketAddr) -> Raw {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Raw(s)
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        let _ = self.0.write_all(bytes);
+    }
+
+    fn message(&mut self, json: &str) {
+        let mut f = (json.len() as u32).to_be_bytes().to_vec();
+        f.extend_from_slice(json.as_bytes());
+        self.send(&f);
+    }
+
+    /// The next message, or `None` when the server closed.
+    fn answer(&mut self) -> Option<Value> {
+        let mut head = [0u8; 4];
+        self.0.read_exact(&mut head).ok()?;
+        let mut body = vec![0u8; u32::from_be_bytes(head) as usize];
+        self.0.read_exact(&mut body).ok()?;
+        Some(serde_json::from_slice(&body).unwrap())
+    }
+
+    /// The error the server answers with, before it closes.
+    fn error(&mut self) -> String {
+        let a = self.answer().expect("an error message before the close");
+        let msg = a["error"]["message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("not an error: {a}"))
+            .to_owned();
+        assert!(self.answer().is_none(), "the session goes on after {msg:?}");
+        msg
+    }
+}
+
+#[test]
+fn garbage_clients_leave_the_server_serving() {
+    let Some(lab) = hosts() else { return };
+    let mut server = Server::start(lab.ns(Side::B), &[]);
+    let addr = server.addr;
+    // The clients connect from A, as the bench does.
+    let errors = lab
+        .ns(Side::A)
+        .run(move || {
+            let mut errors = Vec::new();
+            // Random bytes: the first four make some length.
+            let mut c = Raw::connect(addr);
+            c.send(&netlab::pattern::random_bytes(4096, 0x9e37));
+            errors.push(c.error());
+            // HTTP.
+            let mut c = Raw::connect(addr);
+            c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+            errors.push(c.error());
+            // A huge length, then nothing.
+            let mut c = Raw::connect(addr);
+            c.send(&u32::MAX.to_be_bytes());
+            errors.push(c.error());
+            // A truncated message: the length says 100, 10 bytes come, then the write side shuts.
+            let mut c = Raw::connect(addr);
+            c.send(&100u32.to_be_bytes());
+            c.send(br#"{"hello":{"#);
+            c.0.shutdown(std::net::Shutdown::Write).unwrap();
+            errors.push(c.error());
+            // JSON, but not ours; another version; a start before hello.
+            let mut c = Raw::connect(addr);
+            c.message(r#"{"launch":"missiles"}"#);
+            errors.push(c.error());
+            let mut c = Raw::connect(addr);
+            c.message(r#"{"hello":{"version":99,"token":null}}"#);
+            errors.push(c.error());
+            let mut c = Raw::connect(addr);
+            c.message(r#"{"start":{"role":{"kind":"send","zerocopy":true,"mss":null},"seconds":1}}"#);
+            errors.push(c.error());
+            // A hello, then a run the limits refuse, and a run of nonsense.
+            let mut c = Raw::connect(addr);
+            c.message(r#"{"hello":{"version":1,"token":null}}"#);
+            assert!(c.answer().unwrap()["welcome"]["limits"].is_object());
+            c.message(r#"{"start":{"role":{"kind":"send","zerocopy":true,"mss":null},"seconds":1e9}}"#);
+            errors.push(c.error());
+            let mut c = Raw::connect(addr);
+            c.message(r#"{"hello":{"version":1,"token":null}}"#);
+            c.answer().unwrap();
+            c.message(r#"{"start":{"role":{"kind":"fetch","port":80,"clients":100000,"size":1},"seconds":1}}"#);
+            errors.push(c.error());
+            // Connected, then closed mid-run: the run ends, the server goes on.
+            let mut c = Raw::connect(addr);
+            c.message(r#"{"hello":{"version":1,"token":null}}"#);
+            c.answer().unwrap();
+            c.message(r#"{"start":{"role":{"kind":"send","zerocopy":false,"mss":null},"seconds":30}}"#);
+            let port = c.answer().unwrap()["ready"]["port"].as_u64().unwrap() as u16;
+            let mut data = TcpStream::connect(SocketAddr::new(addr.ip(), port)).unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            data.read_exact(&mut buf).unwrap();
+            drop(c);
+            drop(data);
+            errors
+        })
+        .unwrap();
+    let expect = [
+        "a control message of",
+        "a control message of",
+        "a control message of",
+        "closed inside a message",
+        "not a zcnet control message",
+        "protocol version 99",
+        "expected hello, got start",
+        "its --max-seconds",
+        "its --max-clients",
+    ];
+    for (got, want) in errors.iter().zip(expect) {
+        assert!(got.contains(want), "{got:?} lacks {want:?}");
+    }
+    assert_eq!(errors.len(), expect.len());
+    assert!(server.alive(), "the server died of its garbage");
+    // The next real client is served.
+    let r = bench(
+        &lab,
+        &server,
+        "tcp-tx",
+        "--runs 1 --seconds 0.2 --size 16384 --mode copy --pool-mib 2",
+    );
+    assert_two_hosts(&r, &["copy"], true);
+    let log = server.stop();
+    assert!(
+        log.contains("waiting for finish: the connection closed"),
+        "{log}"
+    );
+}
+
+#[test]
+fn the_server_keeps_its_limits_and_token() {
+    let Some(lab) = hosts() else { return };
+    let dir = std::env::temp_dir().join(format!("zcnet-remote-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (token, wrong) = (dir.join("token"), dir.join("wrong"));
+    std::fs::write(&token, "open sesame\n").unwrap();
+    std::fs::write(&wrong, "open barley\n").unwrap();
+    let server = Server::start(
+        lab.ns(Side::B),
+        &[
+            "--max-seconds",
+            "1",
+            "--max-bytes",
+            "5000000",
+            "--token-file",
+            token.to_str().unwrap(),
+        ],
+    );
+    let addr = server.addr.to_string();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "tcp-tx",
+            "--remote",
+            &addr,
+            "--runs",
+            "1",
+            "--size",
+            "65536",
+            "--mode",
+            "copy",
+            "--pool-mib",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        let out = zcnet_in(lab.ns(Side::A), &args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let t = token.to_str().unwrap();
+    let no_token = run(&["--seconds", "0.2"]);
+    assert!(no_token.contains("wrong or missing token"), "{no_token}");
+    let bad_token = run(&["--seconds", "0.2", "--token-file", wrong.to_str().unwrap()]);
+    assert!(bad_token.contains("wrong or missing token"), "{bad_token}");
+    let too_long = run(&["--seconds", "2", "--token-file", t]);
+    assert!(too_long.contains("at most 1 s"), "{too_long}");
+    // 0.5 s of TCP over veth is far more than 5 MB: the server ends the run at its limit.
+    let too_much = run(&["--seconds", "0.5", "--token-file", t]);
+    assert!(too_much.contains("byte limit (5000000 bytes"), "{too_much}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
