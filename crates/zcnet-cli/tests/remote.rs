@@ -394,3 +394,33 @@ fn the_server_keeps_its_limits_and_token() {
     assert!(too_much.contains("byte limit (5000000 bytes"), "{too_much}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn file_tx_across_two_hosts_checks_every_byte() {
+    let Some(lab) = hosts() else { return };
+    let server = Server::start(lab.ns(Side::B), &[]);
+    let r = bench(
+        &lab,
+        &server,
+        "file-tx",
+        "--runs 1 --size-mib 8 --strategy copy --strategy sendfile --strategy splice \
+         --strategy mmap-zc --copy-buffer-kib 64",
+    );
+    assert_two_hosts(&r, &["copy/64k", "sendfile", "splice"], true);
+    for run in runs(&r) {
+        assert_eq!(run["remote_bytes"], 8 << 20, "{run}");
+    }
+}
+
+#[test]
+fn peek_across_two_hosts_checks_every_byte() {
+    let Some(lab) = hosts() else { return };
+    let server = Server::start(lab.ns(Side::B), &[]);
+    let r = bench(&lab, &server, "peek", "--runs 1 --seconds 0.5");
+    assert_two_hosts(&r, &["discard-buffer", "peek-offset"], true);
+    for run in runs(&r) {
+        assert_eq!(run["remote_bytes"], run["bytes"], "{run}");
+        // The far side reads at 2 Gbit/s, and the relay cannot go faster.
+        assert!(run["gbit"].as_f64().unwrap() < 2.2, "{run}");
+    }
+}

@@ -18,6 +18,9 @@ use zcnet::file::{self, FileSender, Mode as Strategy};
 
 use super::{Common, Outcome, Pinned, SummaryRow, pin};
 use crate::measure::{self, Comparison, Meter, Metric, Progress, Report, ResultSet, Run, Work};
+use crate::remote::Remote;
+use crate::remote::client::received_all;
+use crate::remote::proto::Role;
 use crate::send::StrategyArg;
 
 /// Options of `zcnet bench file-tx`.
@@ -124,7 +127,31 @@ impl Drop for CachedFile {
     }
 }
 
-fn one_run(lab: &LoopbackLab, f: &CachedFile, mode: Mode) -> anyhow::Result<Run> {
+/// Where the file goes: a receiver in the loopback lab, or a `zcnet serve` on another host.
+enum Place {
+    Lab(LoopbackLab),
+    Remote(Remote),
+}
+
+fn one_run(place: &mut Place, f: &CachedFile, mode: Mode) -> anyhow::Result<Run> {
+    let lab = match place {
+        Place::Lab(lab) => lab,
+        Place::Remote(remote) => {
+            // The file is the pattern from offset 0: the far side checks every byte.
+            let role = Role::pattern_sink(None);
+            let (file, len) = (f.file.try_clone()?, f.len);
+            // One file, bounded by its length; the time asked is the server's limit.
+            let seconds = remote.limits.max_seconds;
+            let (run, far) = remote.run_with(role.clone(), seconds, move |dest| {
+                pin(0);
+                let s = TcpStream::connect(dest)
+                    .with_context(|| format!("connecting to the far side at {dest}"))?;
+                send_file(&s, &file, len, mode)
+            })?;
+            received_all(&role, run.bytes, &far)?;
+            return Ok(run.with_far(&far));
+        }
+    };
     let ip = lab.addr(Family::V4);
     let listener = lab
         .ns
@@ -149,23 +176,7 @@ fn one_run(lab: &LoopbackLab, f: &CachedFile, mode: Mode) -> anyhow::Result<Run>
     let run = lab.ns.run(move || -> anyhow::Result<Run> {
         pin(0);
         let s = TcpStream::connect(addr)?;
-        let meter = Meter::start();
-        let config = file::Config {
-            mode: mode.strategy,
-            chunk: mode.chunk,
-            ..file::Config::default()
-        };
-        let mut tx = FileSender::new(&s, config)?;
-        tx.send_file(&file, 0, len)?;
-        let sent = tx.counters();
-        let run = meter.finish(Work {
-            bytes: sent.bytes,
-            requests: None,
-            zero_copy_share: Some(sent.zero_copy_share().unwrap_or(0.0)),
-            verified: None,
-        });
-        s.shutdown(std::net::Shutdown::Write)?;
-        Ok(run)
+        send_file(&s, &file, len, mode)
     })??;
     let received = receiver
         .join()
@@ -176,15 +187,8 @@ fn one_run(lab: &LoopbackLab, f: &CachedFile, mode: Mode) -> anyhow::Result<Run>
     Ok(run)
 }
 
-/// Runs the bench.
-pub fn bench(size_mib: u64, modes: &[Mode], runs: usize, quiet: bool) -> anyhow::Result<Outcome> {
-    let mut report = Report::new("file-tx");
-    report.settings = json!({
-        "runs": runs, "file_mib": size_mib, "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
-        "receiver": "recv(MSG_TRUNC) on CPU 1", "sender_cpu": 0, "page_cache": "warm",
-        "rps": "lo rx-0 -> CPU 1",
-    });
-    let f = CachedFile::create(size_mib << 20)?;
+/// The loopback lab, its receive processing steered to CPU 1 where this process may.
+fn loopback_lab(report: &mut Report) -> anyhow::Result<LoopbackLab> {
     let lab = LoopbackLab::new(None)?;
     // Receive processing on the receiver's CPU, as a NIC's queue would place it; without RPS,
     // loopback runs the receiver's TCP stack in softirq on the sending CPU and charges it to the
@@ -205,6 +209,55 @@ pub fn bench(size_mib: u64, modes: &[Mode], runs: usize, quiet: bool) -> anyhow:
     if !rps {
         report.settings["rps"] = serde_json::Value::Null;
     }
+    Ok(lab)
+}
+
+/// Sends the whole file on `s` by `mode`, measuring this thread, then shuts the write side.
+fn send_file(s: &TcpStream, file: &File, len: u64, mode: Mode) -> anyhow::Result<Run> {
+    let meter = Meter::start();
+    let config = file::Config {
+        mode: mode.strategy,
+        chunk: mode.chunk,
+        ..file::Config::default()
+    };
+    let mut tx = FileSender::new(s, config)?;
+    tx.send_file(file, 0, len)?;
+    let sent = tx.counters();
+    let run = meter.finish(Work {
+        bytes: sent.bytes,
+        requests: None,
+        zero_copy_share: Some(sent.zero_copy_share().unwrap_or(0.0)),
+        verified: None,
+    });
+    s.shutdown(std::net::Shutdown::Write)?;
+    Ok(run)
+}
+
+/// Runs the bench.
+pub fn bench(
+    size_mib: u64,
+    modes: &[Mode],
+    runs: usize,
+    quiet: bool,
+    remote: Option<Remote>,
+) -> anyhow::Result<Outcome> {
+    let mut report = Report::new("file-tx");
+    report.settings = json!({
+        "runs": runs, "file_mib": size_mib, "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "receiver": "recv(MSG_TRUNC) on CPU 1", "sender_cpu": 0, "page_cache": "warm",
+        "rps": "lo rx-0 -> CPU 1",
+    });
+    let f = CachedFile::create(size_mib << 20)?;
+    let (_, labs) = super::remote_labs(&mut report, remote.as_ref(), Family::V4, &["loopback"]);
+    let lab_name = labs[0];
+    let mut place = match remote {
+        Some(r) => {
+            report.settings["receiver"] = "zcnet serve, checking every byte".into();
+            report.settings["rps"] = serde_json::Value::Null;
+            Place::Remote(r)
+        }
+        None => Place::Lab(loopback_lab(&mut report)?),
+    };
     let _pinned = Pinned::to(1);
     let progress = Progress::new(
         "file-tx",
@@ -212,9 +265,10 @@ pub fn bench(size_mib: u64, modes: &[Mode], runs: usize, quiet: bool) -> anyhow:
         Duration::from_secs((runs * modes.len()) as u64),
     );
     let per = measure::alternate(modes, runs, &progress, |m, i| {
-        let run = one_run(&lab, &f, m).with_context(|| format!("{} run {}", m.name(), i + 1))?;
+        let run =
+            one_run(&mut place, &f, m).with_context(|| format!("{} run {}", m.name(), i + 1))?;
         if !quiet {
-            let condition = format!("loopback {size_mib} MiB");
+            let condition = format!("{lab_name} {size_mib} MiB");
             println!("{}", run.line(&condition, &m.name(), "sender"));
         }
         anyhow::Ok(run)
@@ -226,14 +280,7 @@ pub fn bench(size_mib: u64, modes: &[Mode], runs: usize, quiet: bool) -> anyhow:
             // The copy buffer is in the mode's name (`copy/16k`): params are shared by the
             // modes a comparison sets side by side.
             let params = json!({"file_mib": size_mib});
-            let set = ResultSet::new(
-                "loopback",
-                "ipv4",
-                Some(CONGESTION),
-                params,
-                &m.name(),
-                runs,
-            );
+            let set = ResultSet::new(lab_name, "ipv4", Some(CONGESTION), params, &m.name(), runs);
             (m, set)
         })
         .collect();
@@ -278,8 +325,10 @@ pub fn bench(size_mib: u64, modes: &[Mode], runs: usize, quiet: bool) -> anyhow:
 
 /// `zcnet bench file-tx`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    netlab::check_privileges()
-        .context("file-tx builds its loopback lab in a private network namespace")?;
+    if opt.common.remote.is_none() {
+        netlab::check_privileges()
+            .context("file-tx builds its loopback lab in a private network namespace")?;
+    }
     let copy_kib = if opt.copy_buffer_kib.is_empty() {
         COPY_BUFFERS_KIB.to_vec()
     } else {
@@ -308,6 +357,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         &modes,
         opt.common.runs.unwrap_or(5),
         opt.common.json,
+        opt.common.remote()?,
     )?;
     out.finish(&opt.common)
 }

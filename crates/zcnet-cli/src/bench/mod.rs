@@ -367,7 +367,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                     Strategy::Auto,
                 ];
                 let modes = file_tx::Mode::list(&strategies, &file_tx::COPY_BUFFERS_KIB);
-                file_tx::bench(256, &modes, runs, quiet)
+                file_tx::bench(256, &modes, runs, quiet, None)
             }),
         ),
         (
@@ -383,7 +383,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
         (
             // The relay holding 64 KiB, 1 MiB and 4 MiB unacknowledged, rate-limited veth.
             "peek (veth)",
-            Box::new(move || peek::bench(&peek::CONDITIONS, runs, seconds, quiet)),
+            Box::new(move || peek::bench(&peek::CONDITIONS, runs, seconds, quiet, None)),
         ),
         (
             // The async file server, zcnet vs plain tokio: the sizes of issue 19's goal.
@@ -566,6 +566,25 @@ pub(crate) fn remote_labs<'a>(
             (netlab::Family::of(r.addr().ip()), vec!["remote"])
         }
     }
+}
+
+/// Starts `f` on a new thread inside `ns`, or in this namespace where `ns` is `None` (the
+/// near side of a `--remote` run).
+///
+/// # Errors
+/// The thread cannot enter `ns`.
+pub(crate) fn spawn_in<T, F>(
+    ns: Option<&netlab::Netns>,
+    f: F,
+) -> anyhow::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    Ok(match ns {
+        Some(ns) => ns.spawn(f)?,
+        None => std::thread::spawn(f),
+    })
 }
 
 /// Pins the calling thread to one CPU for its lifetime and restores the old mask on drop.

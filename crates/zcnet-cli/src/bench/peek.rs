@@ -10,16 +10,19 @@
 //! thread is pinned to CPU 0 and measured alone (RUSAGE_THREAD); sender and receiver share CPU 1.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use netlab::{CONGESTION, Family, Side, VethLab, pattern};
+use netlab::{CONGESTION, Family, Netns, Side, VethLab, pattern};
 use serde_json::json;
 use zcnet::peek::Mode as Method;
 
-use super::{Common, Outcome, Pinned, SummaryRow, pin};
+use super::{Common, Outcome, Pinned, SummaryRow, pin, spawn_in};
 use crate::measure::{self, Comparison, Meter, Metric, Progress, Report, ResultSet, Run, Work};
+use crate::remote::Remote;
+use crate::remote::client::received_all;
+use crate::remote::proto::Role;
 use zcnet::relay::{self as zrelay, Config as Settings};
 
 /// A downstream condition: the relay's bound on unacknowledged bytes (`--max-unacked`). The
@@ -63,12 +66,35 @@ pub struct Opt {
     pub common: Common,
 }
 
+/// Where the relay's destination is: a verifying receiver behind the lab's rate-limited veth,
+/// or a `zcnet serve` on another host that reads at [`RATE`].
+enum Place {
+    Lab(VethLab),
+    Remote(Remote),
+}
+
+/// [`RATE`] in bits per second, the pace of a remote destination's reads.
+const RATE_BPS: u64 = 2_000_000_000;
+
 fn one_run(
-    lab: &VethLab,
+    place: &mut Place,
     method: Method,
     cond: Condition,
     seconds: f64,
 ) -> anyhow::Result<(Run, u64)> {
+    let lab = match place {
+        Place::Lab(lab) => lab,
+        Place::Remote(remote) => {
+            let role = Role::pattern_sink(Some(RATE_BPS));
+            let ((mut run, unacked, sent), far) =
+                remote.run_with(role.clone(), seconds, move |dest| {
+                    relay_run(None, "127.0.0.1".parse()?, dest, method, cond, seconds)
+                })?;
+            received_all(&role, sent, &far)?;
+            run.verified = far.verified;
+            return Ok((run.with_far(&far), unacked));
+        }
+    };
     let b_ip = VethLab::addr(Side::B, Family::V4);
     let a_ip = VethLab::addr(Side::A, Family::V4);
     let sink = lab
@@ -91,9 +117,75 @@ fn one_run(
                 }
             }
         })?;
-    let front = lab
-        .ns(Side::A)
-        .run(move || TcpListener::bind(SocketAddr::new(a_ip, 0)))??;
+    let (mut run, unacked, sent) =
+        relay_run(Some(lab.ns(Side::A)), a_ip, dest, method, cond, seconds)?;
+    let (received, ok) = receiver
+        .join()
+        .map_err(|_| anyhow::anyhow!("receiver panicked"))??;
+    if received != sent {
+        bail!("sent {sent} bytes, received {received}");
+    }
+    run.verified = Some(ok);
+    if !ok {
+        bail!("the receiver saw different bytes than sent");
+    }
+    Ok((run, unacked))
+}
+
+/// The veth lab with [`RATE`] on A's side and room for the unacknowledged bytes.
+fn rate_limited_lab() -> anyhow::Result<VethLab> {
+    let lab = VethLab::new(None)?;
+    let a = lab.ns(Side::A);
+    // Room for the unacknowledged bytes in the relay's source queue: they fill its receive
+    // buffer, and autotuning, which grows it with the bytes the application takes per
+    // round trip, would keep the window (and so the bytes held) near a few hundred KiB.
+    a.set_sysctl("net.ipv4.tcp_rmem", "4096 16777216 67108864")?;
+    a.set_sysctl("net.ipv4.tcp_wmem", "4096 16384 67108864")?;
+    a.command("tc")
+        .args([
+            "qdisc",
+            "add",
+            "dev",
+            VethLab::DEV_A,
+            "root",
+            "tbf",
+            "rate",
+            RATE,
+        ])
+        .args(["burst", "256kb", "limit", LIMIT])
+        .status()
+        .context("tc (iproute2)")?
+        .success()
+        .then_some(())
+        .context("adding the tbf qdisc")?;
+    Ok(lab)
+}
+
+/// The source side of one run, in `ns` (else here): a sender on CPU 1 streaming the pattern
+/// for `seconds` to a relay on CPU 0 (accepting on `front_ip`) that forwards it to `dest`.
+/// Returns the relay's run, its median unacknowledged bytes, and the bytes sent.
+fn relay_run(
+    ns: Option<&Netns>,
+    front_ip: IpAddr,
+    dest: SocketAddr,
+    method: Method,
+    cond: Condition,
+    seconds: f64,
+) -> anyhow::Result<(Run, u64, u64)> {
+    let front = match ns {
+        Some(ns) => ns.run(move || TcpListener::bind(SocketAddr::new(front_ip, 0)))??,
+        None => {
+            let front = TcpListener::bind(SocketAddr::new(front_ip, 0))?;
+            // Room for the unacknowledged bytes in the source queue, as the lab's tcp_rmem
+            // gives (the host's own sysctls are not ours to change); root only.
+            let _ = nix::sys::socket::setsockopt(
+                &front,
+                nix::sys::socket::sockopt::RcvBufForce,
+                &(16 << 20),
+            );
+            front
+        }
+    };
     let relay_addr = front.local_addr()?;
     let settings = Settings {
         targets: vec![dest],
@@ -104,25 +196,23 @@ fn one_run(
         dest_sndbuf: Some(cond.max_unacked as usize),
         sample_unacked: true,
     };
-    let relay = lab
-        .ns(Side::A)
-        .spawn(move || -> anyhow::Result<(Run, u64)> {
-            pin(0);
-            let (src, _) = front.accept()?;
-            let meter = Meter::start();
-            let stats = zrelay::relay(src, &settings)?;
-            let mut samples = stats.unacked_samples.clone();
-            samples.sort_unstable();
-            let median = samples.get(samples.len() / 2).copied().unwrap_or(0);
-            let run = meter.finish(Work {
-                bytes: stats.bytes,
-                requests: None,
-                zero_copy_share: None,
-                verified: None,
-            });
-            Ok((run, median))
-        })?;
-    let sender = lab.ns(Side::A).spawn(move || -> anyhow::Result<u64> {
+    let relay = spawn_in(ns, move || -> anyhow::Result<(Run, u64)> {
+        pin(0);
+        let (src, _) = front.accept()?;
+        let meter = Meter::start();
+        let stats = zrelay::relay(src, &settings)?;
+        let mut samples = stats.unacked_samples.clone();
+        samples.sort_unstable();
+        let median = samples.get(samples.len() / 2).copied().unwrap_or(0);
+        let run = meter.finish(Work {
+            bytes: stats.bytes,
+            requests: None,
+            zero_copy_share: None,
+            verified: None,
+        });
+        Ok((run, median))
+    })?;
+    let sender = spawn_in(ns, move || -> anyhow::Result<u64> {
         pin(1);
         let mut s = TcpStream::connect(relay_addr)?;
         let start = Instant::now();
@@ -140,23 +230,13 @@ fn one_run(
     let sent = sender
         .join()
         .map_err(|_| anyhow::anyhow!("sender panicked"))??;
-    let (mut run, unacked) = relay
+    let (run, unacked) = relay
         .join()
         .map_err(|_| anyhow::anyhow!("relay panicked"))??;
-    let (received, ok) = receiver
-        .join()
-        .map_err(|_| anyhow::anyhow!("receiver panicked"))??;
-    if received != sent || run.bytes != sent {
-        bail!(
-            "sent {sent} bytes, relayed {}, received {received}",
-            run.bytes
-        );
+    if run.bytes != sent {
+        bail!("sent {sent} bytes, relayed {}", run.bytes);
     }
-    run.verified = Some(ok);
-    if !ok {
-        bail!("the receiver saw different bytes than sent");
-    }
-    Ok((run, unacked))
+    Ok((run, unacked, sent))
 }
 
 /// Runs the bench.
@@ -165,6 +245,7 @@ pub fn bench(
     runs: usize,
     seconds: f64,
     quiet: bool,
+    mut remote: Option<Remote>,
 ) -> anyhow::Result<Outcome> {
     let modes = [Method::DiscardBuffer, Method::PeekOffset];
     let mut report = Report::new("peek");
@@ -172,6 +253,13 @@ pub fn bench(
         "runs": runs, "seconds": seconds, "rate": RATE, "tbf_limit": LIMIT, "relay_cpu": 0,
         "sender_receiver_cpu": 1, "modes": ["discard-buffer", "peek-offset"],
     });
+    let (_, labs) = super::remote_labs(&mut report, remote.as_ref(), Family::V4, &["veth"]);
+    let lab_name = labs[0];
+    if remote.is_some() {
+        // No qdisc on another host's link: the far side reads at the rate instead.
+        report.settings["rate"] = format!("{RATE} (the far side's reads)").into();
+        report.settings["tbf_limit"] = serde_json::Value::Null;
+    }
     let steps = conditions.len() * runs * modes.len();
     let progress = Progress::new(
         "peek",
@@ -182,38 +270,18 @@ pub fn bench(
     let mut summary = Vec::new();
     let mut ratio_1m = None;
     for cond in conditions {
-        let lab = VethLab::new(None)?;
-        let a = lab.ns(Side::A);
-        // Room for the unacknowledged bytes in the relay's source queue: they fill its receive
-        // buffer, and autotuning, which grows it with the bytes the application takes per
-        // round trip, would keep the window (and so the bytes held) near a few hundred KiB.
-        a.set_sysctl("net.ipv4.tcp_rmem", "4096 16777216 67108864")?;
-        a.set_sysctl("net.ipv4.tcp_wmem", "4096 16384 67108864")?;
-        a.command("tc")
-            .args([
-                "qdisc",
-                "add",
-                "dev",
-                VethLab::DEV_A,
-                "root",
-                "tbf",
-                "rate",
-                RATE,
-            ])
-            .args(["burst", "256kb", "limit", LIMIT])
-            .status()
-            .context("tc (iproute2)")?
-            .success()
-            .then_some(())
-            .context("adding the tbf qdisc")?;
+        let mut place = match remote.take() {
+            Some(r) => Place::Remote(r),
+            None => Place::Lab(rate_limited_lab()?),
+        };
         let mut unacked: Vec<Vec<u64>> = vec![Vec::new(); modes.len()];
         let per = measure::alternate(&[0usize, 1], runs, &progress, |m, i| {
-            let (run, u) = one_run(&lab, modes[m], *cond, seconds)
+            let (run, u) = one_run(&mut place, modes[m], *cond, seconds)
                 .with_context(|| format!("{} {} run {}", cond.name, modes[m].name(), i + 1))?;
             unacked[m].push(u);
             if !quiet {
                 println!(
-                    "[veth tbf {RATE} max unacked {} KiB] {:<14} {:>6.2} Gbit, relay {:>6.1} us/MB, median unacked {} KiB",
+                    "[{lab_name} {RATE} max unacked {} KiB] {:<14} {:>6.2} Gbit, relay {:>6.1} us/MB, median unacked {} KiB",
                     cond.max_unacked >> 10,
                     modes[m].name(),
                     run.gbit,
@@ -232,7 +300,7 @@ pub fn bench(
                 u.sort_unstable();
                 let med = u.get(u.len() / 2).copied().unwrap_or(0);
                 ResultSet::new(
-                    "veth",
+                    lab_name,
                     "ipv4",
                     Some(CONGESTION),
                     json!({"condition": cond.name, "max_unacked": cond.max_unacked, "median_unacked": med}),
@@ -268,7 +336,7 @@ pub fn bench(
             };
             summary.push(SummaryRow {
                 experiment: format!(
-                    "peek relay veth {} unacked ({} KiB median)",
+                    "peek relay {lab_name} {} unacked ({} KiB median)",
                     cond.name,
                     sets[1].params["median_unacked"].as_u64().unwrap_or(0) >> 10
                 ),
@@ -281,21 +349,28 @@ pub fn bench(
             });
         }
         report.results.extend(sets);
+        if let Place::Remote(r) = place {
+            remote = Some(r);
+        }
     }
     Ok(Outcome { report, summary })
 }
 
 /// `zcnet bench peek`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    netlab::check_privileges().context("peek builds its veth lab in private network namespaces")?;
-    netlab::skip::on_path("tc")
-        .then_some(())
-        .context("peek needs `tc` (Debian package iproute2) for its rate-limited link")?;
+    if opt.common.remote.is_none() {
+        netlab::check_privileges()
+            .context("peek builds its veth lab in private network namespaces")?;
+        netlab::skip::on_path("tc")
+            .then_some(())
+            .context("peek needs `tc` (Debian package iproute2) for its rate-limited link")?;
+    }
     let out = bench(
         &CONDITIONS,
         opt.common.runs.unwrap_or(5),
         opt.common.seconds.unwrap_or(2.0),
         opt.common.json,
+        opt.common.remote()?,
     )?;
     out.finish(&opt.common)
 }

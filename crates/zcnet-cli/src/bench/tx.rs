@@ -369,10 +369,7 @@ where
         },
         rate_bps: None,
     };
-    let dest = remote.start(role, seconds)?;
-    // On a thread of its own, as in the labs: an io_uring sender's ring lets its socket go
-    // only once the thread that submitted to it has ended.
-    let sender = std::thread::spawn(move || {
+    let (run, far) = remote.run_with(role.clone(), seconds, move |dest| {
         pin(0);
         match proto {
             Proto::Udp => {
@@ -384,27 +381,8 @@ where
                 .with_context(|| format!("connecting to the far side at {dest}"))
                 .and_then(|s| send(Conn::Tcp(s))),
         }
-    });
-    let sent = sender
-        .join()
-        .unwrap_or_else(|_| Err(anyhow::anyhow!("the sender panicked")));
-    // The far side is told in any case, so that the session stays in step; where both sides
-    // failed, the far side's reason comes first (a limit it enforced resets our connection).
-    let (run, far) = match (sent, remote.finish()) {
-        (Ok(run), Ok(far)) => (run, far),
-        (_, Err(far)) => return Err(far),
-        (Err(ours), Ok(_)) => return Err(ours),
-    };
-    if proto == Proto::Tcp && far.bytes != run.bytes {
-        bail!(
-            "sent {} bytes but the far side got {}",
-            run.bytes,
-            far.bytes
-        );
-    }
-    if let Some(at) = far.first_bad {
-        bail!("the far side received different bytes than sent, from stream offset {at}");
-    }
+    })?;
+    remote::client::received_all(&role, run.bytes, &far)?;
     Ok(run.with_far(&far))
 }
 

@@ -155,6 +155,54 @@ impl Remote {
     }
 }
 
+impl Remote {
+    /// One run: the far side started in `role`, then `local` on a thread of its own with the
+    /// far side's data address, then `finish`. Where both sides fail, the far side's reason
+    /// comes first (a limit it enforced resets our connection).
+    ///
+    /// # Errors
+    /// Either side failed.
+    pub fn run_with<T, F>(&mut self, role: Role, seconds: f64, local: F) -> anyhow::Result<(T, Far)>
+    where
+        T: Send + 'static,
+        F: FnOnce(SocketAddr) -> anyhow::Result<T> + Send + 'static,
+    {
+        let data = self.start(role, seconds)?;
+        // A thread, as in the labs: an io_uring sender's ring lets its socket go only once the
+        // thread that submitted to it has ended.
+        let ours = std::thread::spawn(move || local(data))
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the run's thread panicked")));
+        match (ours, self.finish()) {
+            (Ok(t), Ok(far)) => Ok((t, far)),
+            (_, Err(far)) => Err(far),
+            (Err(ours), Ok(_)) => Err(ours),
+        }
+    }
+}
+
+/// Checks what a receiving far side got against the `sent` bytes: all of a TCP stream (of
+/// datagrams, no more than were sent), and each byte as the role's check expects.
+///
+/// # Errors
+/// Bytes missing, extra or different.
+pub fn received_all(role: &Role, sent: u64, far: &Far) -> anyhow::Result<()> {
+    if let Some(at) = far.first_bad {
+        bail!("the far side received different bytes than sent, from stream offset {at}");
+    }
+    let stream = matches!(
+        role,
+        Role::Receive {
+            proto: super::proto::Proto::Tcp,
+            ..
+        }
+    );
+    if (stream && far.bytes != sent) || far.bytes > sent {
+        bail!("sent {sent} bytes but the far side got {}", far.bytes);
+    }
+    Ok(())
+}
+
 impl Drop for Remote {
     fn drop(&mut self) {
         if self.running.is_none() {

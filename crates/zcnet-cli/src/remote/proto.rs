@@ -112,6 +112,18 @@ pub enum Role {
     },
 }
 
+impl Role {
+    /// A TCP receiver checking the stream against the pattern from offset 0, reading no faster
+    /// than `rate_bps` where given.
+    pub fn pattern_sink(rate_bps: Option<u64>) -> Role {
+        Role::Receive {
+            proto: Proto::Tcp,
+            check: Check::Pattern,
+            rate_bps,
+        }
+    }
+}
+
 /// Transport of a [`Role::Receive`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
