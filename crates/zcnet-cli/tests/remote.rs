@@ -424,3 +424,163 @@ fn peek_across_two_hosts_checks_every_byte() {
         assert!(run["gbit"].as_f64().unwrap() < 2.2, "{run}");
     }
 }
+
+#[test]
+fn tcp_rx_across_two_hosts_maps_and_checks() {
+    // 4 KiB payloads (MSS 4108 with timestamps) fit a 9000-byte link: pages to map.
+    let Some(lab) = hosts_with_mtu(Some(9000)) else {
+        return;
+    };
+    let server = Server::start(lab.ns(Side::B), &[]);
+    let r = bench(&lab, &server, "tcp-rx", "--runs 1 --seconds 0.5 --mss 4108");
+    assert_two_hosts(&r, &["copy", "zc"], true);
+    for set in r["results"].as_array().unwrap() {
+        let share = set["median"]["zero_copy_share"].as_f64().unwrap();
+        match set["mode"].as_str().unwrap() {
+            "zc" => assert!(share > 0.5, "{set}"),
+            _ => assert_eq!(share, 0.0, "{set}"),
+        }
+    }
+}
+
+#[test]
+fn packet_capture_of_a_remote_generator() {
+    let Some(lab) = hosts() else { return };
+    let server = Server::start(lab.ns(Side::B), &[]);
+    let mut args =
+        "--runs 1 --seconds 0.5 --size 64 --size 1500 --mode ring --mode recvfrom".to_owned();
+    let tcpdump = netlab::skip::on_path("tcpdump");
+    if tcpdump {
+        args.push_str(" --mode tcpdump");
+    }
+    let r = bench(&lab, &server, "packet", &args);
+    let mut modes = vec!["ring", "recvfrom"];
+    if tcpdump {
+        modes.push("tcpdump");
+    }
+    assert_two_hosts(&r, &modes, false);
+    assert_eq!(
+        r["settings"]["generator"],
+        "zcnet serve: UDP sendto to port 9"
+    );
+    for set in r["results"].as_array().unwrap() {
+        assert_eq!(set["params"]["condition"], "as-configured", "{set}");
+        let frame = set["params"]["frame_bytes"].as_u64().unwrap();
+        for run in set["runs"].as_array().unwrap() {
+            // Only the generator's frames are counted, none twice.
+            let share = run["capture_share"].as_f64().unwrap();
+            assert!(share > 0.0 && share <= 1.0, "{run}");
+            let captured = run["bytes"].as_u64().unwrap();
+            assert_eq!(captured % frame, 0, "{run}");
+            assert_eq!(
+                run["remote_bytes"],
+                run["packets_offered"].as_u64().unwrap() * frame
+            );
+        }
+    }
+}
+
+#[test]
+fn async_serve_to_remote_clients_checks_every_body() {
+    let Some(lab) = hosts() else { return };
+    let server = Server::start(lab.ns(Side::B), &[]);
+    let r = bench(
+        &lab,
+        &server,
+        "async-serve",
+        "--runs 1 --seconds 0.5 --size 65536 --size 1000000 --clients 8",
+    );
+    assert_two_hosts(&r, &["zcnet", "tokio-copy"], true);
+    for set in r["results"].as_array().unwrap() {
+        let size = set["params"]["file_bytes"].as_u64().unwrap();
+        for run in set["runs"].as_array().unwrap() {
+            // Whole files only: every fetch ran to its end.
+            assert_eq!(run["remote_bytes"].as_u64().unwrap() % size, 0, "{run}");
+        }
+    }
+}
+
+#[test]
+fn packet_over_loopback_is_refused() {
+    // On lo a packet socket sees each frame twice: the remote packet bench wants another link.
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_zcnet"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--count", "1"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stderr.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("listening on ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_owned();
+    let out = common::zcnet()
+        .args(["bench", "packet", "--remote", &addr, "--runs", "1"])
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let err = common::one_line_error(out);
+    assert!(err.contains("reached over loopback"), "{err}");
+}
+
+#[test]
+fn a_run_that_does_not_end_is_cut_at_its_time() {
+    let Some(lab) = hosts() else { return };
+    let server = Server::start(lab.ns(Side::B), &[]);
+    let addr = server.addr;
+    let (error, took) = lab
+        .ns(Side::A)
+        .run(move || {
+            let mut c = Raw::connect(addr);
+            c.message(r#"{"hello":{"version":1,"token":null}}"#);
+            c.answer().unwrap();
+            let role =
+                r#"{"kind":"receive","proto":"tcp","check":{"kind":"count"},"rate_bps":null}"#;
+            c.message(&format!(r#"{{"start":{{"role":{role},"seconds":0.5}}}}"#));
+            let port = c.answer().unwrap()["ready"]["port"].as_u64().unwrap() as u16;
+            // Data that never ends: the connection stays open after "finish".
+            let mut data = TcpStream::connect(SocketAddr::new(addr.ip(), port)).unwrap();
+            data.write_all(&[7u8; 4096]).unwrap();
+            let start = std::time::Instant::now();
+            c.message(r#""finish""#);
+            let error = c.error();
+            (error, start.elapsed())
+        })
+        .unwrap();
+    assert!(
+        error.contains("passed its time (0.5 s and 10 s of grace)"),
+        "{error}"
+    );
+    assert!(took < Duration::from_secs(20), "{took:?}");
+}
+
+#[test]
+fn one_client_at_a_time() {
+    let Some(lab) = hosts() else { return };
+    let server = Server::start(lab.ns(Side::B), &[]);
+    let addr = server.addr;
+    lab.ns(Side::A)
+        .run(move || {
+            let hello = r#"{"hello":{"version":1,"token":null}}"#;
+            let mut first = Raw::connect(addr);
+            first.message(hello);
+            assert!(first.answer().unwrap()["welcome"].is_object());
+            // The server waits 2 s for the first to leave, then says it is busy.
+            let mut second = Raw::connect(addr);
+            second.message(hello);
+            assert!(second.error().starts_with("busy"));
+            first.message(r#""bye""#);
+            assert!(first.answer().is_none());
+            let mut third = Raw::connect(addr);
+            third.message(hello);
+            assert!(third.answer().unwrap()["welcome"].is_object());
+        })
+        .unwrap();
+}

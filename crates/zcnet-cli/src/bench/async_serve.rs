@@ -14,13 +14,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use netlab::{CONGESTION, Family, Side, VethLab, pattern};
+use netlab::{Family, Side, VethLab, pattern};
 use serde_json::json;
 
 use super::{Common, Outcome, SummaryRow, pin};
 use crate::file_server::{Engine, Stats, fetch, serve};
 use crate::measure::cpu::{MachineCpu, ProcessCpu, ThreadCpu};
 use crate::measure::{self, Comparison, Metric, Progress, Report, ResultSet, Run, Work};
+use crate::remote::Remote;
+use crate::remote::proto::Role;
 
 /// Options of `zcnet bench async-serve`.
 #[derive(Debug, clap::Args)]
@@ -45,6 +47,7 @@ pub const ENGINES: [Engine; 3] = [Engine::Zcnet, Engine::TokioCopy, Engine::Toki
 /// A directory holding one file of pattern bytes, read once into the page cache; removed on drop.
 struct Files {
     dir: PathBuf,
+    size: u64,
 }
 
 impl Files {
@@ -53,7 +56,7 @@ impl Files {
             std::env::temp_dir().join(format!("zcnet-async-serve-{}-{size}", std::process::id()));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         // From here on the guard removes the directory, also when writing fails.
-        let files = Files { dir };
+        let files = Files { dir, size };
         let path = files.dir.join("f");
         let mut f =
             std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
@@ -129,7 +132,108 @@ fn runtime(cpu: usize, workers: usize) -> anyhow::Result<(tokio::runtime::Runtim
     Ok((rt, threads))
 }
 
+/// Where the clients are: in the veth lab's B side, or a `zcnet serve` on another host
+/// fetching from this one.
+enum Place {
+    Lab(VethLab),
+    Remote(Remote),
+}
+
 fn one_run(
+    place: &mut Place,
+    files: &Files,
+    engine: Engine,
+    clients: usize,
+    seconds: f64,
+) -> anyhow::Result<Run> {
+    match place {
+        Place::Lab(lab) => lab_run(lab, files, engine, clients, seconds),
+        Place::Remote(remote) => remote_run(remote, files, engine, clients, seconds),
+    }
+}
+
+/// The file server on a runtime of its own pinned to CPU 0.
+struct Serving {
+    rt: tokio::runtime::Runtime,
+    /// The runtime's threads, for their CPU.
+    threads: Threads,
+    stats: Arc<Stats>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Serving {
+    /// Serves `files` by `engine` on `listener` (non-blocking).
+    fn start(
+        listener: std::net::TcpListener,
+        files: &Files,
+        engine: Engine,
+    ) -> anyhow::Result<Serving> {
+        let (rt, threads) = runtime(0, 1)?;
+        let stats = Arc::new(Stats::default());
+        let task = {
+            let _guard = rt.enter();
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            rt.spawn(serve(listener, files.dir.clone(), engine, stats.clone()))
+        };
+        Ok(Serving {
+            rt,
+            threads,
+            stats,
+            task,
+        })
+    }
+}
+
+/// A run whose clients are a `zcnet serve`'s: the server's CPU from the start of the far side's
+/// fetches to their end (their last files included), the bytes its clients fetched and checked.
+fn remote_run(
+    remote: &mut Remote,
+    files: &Files,
+    engine: Engine,
+    clients: usize,
+    seconds: f64,
+) -> anyhow::Result<Run> {
+    let ip = remote.local_ip()?;
+    let listener = std::net::TcpListener::bind((ip, 0))?;
+    listener.set_nonblocking(true)?;
+    let port = listener.local_addr()?.port();
+    let server = Serving::start(listener, files, engine)?;
+    let (cpu0, machine0) = (server.threads.cpu(), MachineCpu::now());
+    let role = Role::Fetch {
+        port,
+        clients,
+        size: files.size,
+    };
+    let far = remote.start(role, seconds).and_then(|_| remote.finish());
+    let cpu = cpu_since(&cpu0, &server.threads.cpu());
+    let machine = MachineCpu::elapsed(machine0);
+    server.task.abort();
+    server.rt.shutdown_timeout(Duration::from_secs(5));
+    let far = far?;
+    if let Some(at) = far.first_bad {
+        anyhow::bail!("the far side's clients got different bytes, from file offset {at}");
+    }
+    let failed = server.stats.failed.load(Ordering::Relaxed);
+    anyhow::ensure!(failed == 0, "{failed} server connections failed");
+    let (sent, zc) = (
+        server.stats.bytes.load(Ordering::Relaxed),
+        server.stats.zero_copy_bytes.load(Ordering::Relaxed),
+    );
+    let run = measure::record(
+        Work {
+            bytes: far.bytes,
+            requests: None,
+            zero_copy_share: (sent > 0).then(|| zc as f64 / sent as f64),
+            verified: None,
+        },
+        far.seconds,
+        cpu,
+        machine,
+    );
+    Ok(run.with_far(&far))
+}
+
+fn lab_run(
     lab: &VethLab,
     files: &Files,
     engine: Engine,
@@ -143,13 +247,7 @@ fn one_run(
         Ok(l)
     })??;
     let addr = listener.local_addr()?;
-    let (server_rt, server_threads) = runtime(0, 1)?;
-    let stats = Arc::new(Stats::default());
-    let server = {
-        let _guard = server_rt.enter();
-        let listener = tokio::net::TcpListener::from_std(listener)?;
-        server_rt.spawn(serve(listener, files.dir.clone(), engine, stats.clone()))
-    };
+    let server = Serving::start(listener, files, engine)?;
     // The clients' sockets are made inside side B, then driven by their own runtime.
     let socks = lab
         .b
@@ -187,12 +285,12 @@ fn one_run(
     };
     // A quarter of the run to settle, then the measured window.
     std::thread::sleep(Duration::from_secs_f64(seconds / 4.0));
-    let (cpu0, bytes0) = (server_threads.cpu(), received.load(Ordering::Relaxed));
+    let (cpu0, bytes0) = (server.threads.cpu(), received.load(Ordering::Relaxed));
     let machine0 = MachineCpu::now();
     let start = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(seconds));
     let elapsed = start.elapsed().as_secs_f64();
-    let cpu = cpu_since(&cpu0, &server_threads.cpu());
+    let cpu = cpu_since(&cpu0, &server.threads.cpu());
     let bytes = received.load(Ordering::Relaxed) - bytes0;
     let machine = MachineCpu::elapsed(machine0);
     stop.store(true, Ordering::Relaxed);
@@ -201,16 +299,16 @@ fn one_run(
             .block_on(async { tokio::time::timeout(Duration::from_secs(60), t).await })
             .context("a client did not finish its last file within 60 s")???;
     }
-    server.abort();
+    server.task.abort();
     // Every body the server finished in the run (the clients finished their last files).
     let (sent, zc) = (
-        stats.bytes.load(Ordering::Relaxed),
-        stats.zero_copy_bytes.load(Ordering::Relaxed),
+        server.stats.bytes.load(Ordering::Relaxed),
+        server.stats.zero_copy_bytes.load(Ordering::Relaxed),
     );
-    let failed = stats.failed.load(Ordering::Relaxed);
+    let failed = server.stats.failed.load(Ordering::Relaxed);
     anyhow::ensure!(failed == 0, "{failed} server connections failed");
     client_rt.shutdown_timeout(Duration::from_secs(5));
-    server_rt.shutdown_timeout(Duration::from_secs(5));
+    server.rt.shutdown_timeout(Duration::from_secs(5));
     Ok(measure::record(
         Work {
             bytes,
@@ -251,6 +349,7 @@ pub fn bench(
     runs: usize,
     seconds: f64,
     quiet: bool,
+    remote: Option<Remote>,
 ) -> anyhow::Result<Outcome> {
     let mut report = Report::new("async-serve");
     report.settings = json!({
@@ -260,7 +359,20 @@ pub fn bench(
         "clients_cpu": 1, "lab": "veth", "page_cache": "warm",
     });
     enough_descriptors(clients)?;
-    let lab = VethLab::new(None)?;
+    let (_, labs) = super::remote_labs(&mut report, remote.as_ref(), Family::V4, &["veth"]);
+    let lab_name = labs[0];
+    let mut place = match remote {
+        Some(r) => {
+            report.settings["lab"] = "remote".into();
+            report.settings["clients_cpu"] = serde_json::Value::Null;
+            Place::Remote(r)
+        }
+        None => Place::Lab(VethLab::new(None)?),
+    };
+    let mtu = match &place {
+        Place::Lab(lab) => Some(lab.mtu),
+        Place::Remote(_) => None,
+    };
     let progress = Progress::new(
         "async-serve",
         (runs * ENGINES.len() * sizes.len()) as u64,
@@ -270,10 +382,10 @@ pub fn bench(
     for &size in sizes {
         let files = Files::new(size)?;
         let per = measure::alternate(&ENGINES, runs, &progress, |engine, i| {
-            let run = one_run(&lab, &files, engine, clients, seconds)
+            let run = one_run(&mut place, &files, engine, clients, seconds)
                 .with_context(|| format!("{} {size} B run {}", engine.name(), i + 1))?;
             if !quiet {
-                let condition = format!("veth {size} B x {clients}");
+                let condition = format!("{lab_name} {size} B x {clients}");
                 println!("{}", run.line(&condition, engine.name(), "server"));
             }
             anyhow::Ok(run)
@@ -282,8 +394,15 @@ pub fn bench(
             .iter()
             .zip(per)
             .map(|(e, runs)| {
-                let params = json!({"file_bytes": size, "clients": clients, "mtu": lab.mtu});
-                ResultSet::new("veth", "ipv4", Some(CONGESTION), params, e.name(), runs)
+                let params = json!({"file_bytes": size, "clients": clients, "mtu": mtu});
+                ResultSet::new(
+                    lab_name,
+                    "ipv4",
+                    super::congestion(lab_name).as_deref(),
+                    params,
+                    e.name(),
+                    runs,
+                )
             })
             .collect();
         let zc = &sets[0];
@@ -303,7 +422,7 @@ pub fn bench(
             };
             summary.push(SummaryRow {
                 experiment: format!(
-                    "async-serve veth {size} B x {clients}, zcnet vs {}",
+                    "async-serve {lab_name} {size} B x {clients}, zcnet vs {}",
                     copy.mode
                 ),
                 metric: "server us/MB".into(),
@@ -325,8 +444,10 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         anyhow::bail!("async-serve runs in the veth lab only, not {lab:?}");
     }
     enough_descriptors(opt.clients)?;
-    netlab::check_privileges()
-        .context("async-serve builds its veth lab in private network namespaces")?;
+    if opt.common.remote.is_none() {
+        netlab::check_privileges()
+            .context("async-serve builds its veth lab in private network namespaces")?;
+    }
     let sizes = if opt.sizes.is_empty() {
         SIZES.to_vec()
     } else {
@@ -338,6 +459,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         opt.common.runs.unwrap_or(5),
         opt.common.seconds.unwrap_or(2.0),
         opt.common.json,
+        opt.common.remote()?,
     )?;
     out.finish(&opt.common)
 }

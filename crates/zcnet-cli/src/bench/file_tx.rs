@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use netlab::{CONGESTION, Family, LoopbackLab, pattern};
+use netlab::{Family, LoopbackLab, pattern};
 use serde_json::json;
 use zcnet::ZeroCopyCounters as _;
 use zcnet::file::{self, FileSender, Mode as Strategy};
@@ -280,7 +280,14 @@ pub fn bench(
             // The copy buffer is in the mode's name (`copy/16k`): params are shared by the
             // modes a comparison sets side by side.
             let params = json!({"file_mib": size_mib});
-            let set = ResultSet::new(lab_name, "ipv4", Some(CONGESTION), params, &m.name(), runs);
+            let set = ResultSet::new(
+                lab_name,
+                "ipv4",
+                super::congestion(lab_name).as_deref(),
+                params,
+                &m.name(),
+                runs,
+            );
             (m, set)
         })
         .collect();

@@ -388,7 +388,9 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
         (
             // The async file server, zcnet vs plain tokio: the sizes of issue 19's goal.
             "async-serve (veth)",
-            Box::new(move || async_serve::bench(&async_serve::SIZES, 64, runs, seconds, quiet)),
+            Box::new(move || {
+                async_serve::bench(&async_serve::SIZES, 64, runs, seconds, quiet, None)
+            }),
         ),
         (
             // Capture of 64-byte frames, the size of the RING acceptance, by every method, with
@@ -396,7 +398,15 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             "packet (veth)",
             Box::new(move || {
                 let modes = packet::available_modes(&[]);
-                packet::bench(&packet::CONDITIONS, &[64], &modes, runs, seconds, quiet)
+                packet::bench(
+                    &packet::CONDITIONS,
+                    &[64],
+                    &modes,
+                    runs,
+                    seconds,
+                    quiet,
+                    None,
+                )
             }),
         ),
     ]
@@ -566,6 +576,17 @@ pub(crate) fn remote_labs<'a>(
             (netlab::Family::of(r.addr().ip()), vec!["remote"])
         }
     }
+}
+
+/// The TCP congestion control of `lab`: the labs set [`netlab::CONGESTION`]; a `--remote` run
+/// uses this host's default (`net.ipv4.tcp_congestion_control`), which is not ours to change.
+pub(crate) fn congestion(lab: &str) -> Option<String> {
+    if lab != "remote" {
+        return Some(netlab::CONGESTION.to_owned());
+    }
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .ok()
+        .map(|c| c.trim().to_owned())
 }
 
 /// Starts `f` on a new thread inside `ns`, or in this namespace where `ns` is `None` (the

@@ -31,21 +31,22 @@
 use std::io::{BufRead, BufReader, BufWriter};
 use std::net::IpAddr;
 use std::process::{Child, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
-use netlab::{Family, Side, VethLab};
+use netlab::{Family, Netns, Side, VethLab};
 use serde_json::json;
 use zcnet::packet::{RxConfig, RxRing, Socket, TxConfig, TxRing, pcap};
 
-use super::{Common, Outcome, Pinned, SummaryRow, pin};
+use super::{Common, Outcome, Pinned, SummaryRow, pin, spawn_in};
 use crate::measure::{
     self, Comparison, MachineCpu, Metric, ProcessCpu, Progress, Report, ResultSet, Run, ThreadCpu,
     Work,
 };
+use crate::remote::Remote;
+use crate::remote::proto::{Far, Role};
 
 /// Frame sizes of the issue: Ethernet header through payload, as a packet socket sees them.
 pub const SIZES: [usize; 3] = [64, 512, 1500];
@@ -67,6 +68,9 @@ pub enum Condition {
     RxOnGenerator,
     /// Steered (RPS) to the capture's CPU 0.
     RxOnCapture,
+    /// The capture device's steering left as it is (the only condition with `--remote`, whose
+    /// device is another host's to configure).
+    AsConfigured,
 }
 
 impl Condition {
@@ -75,14 +79,16 @@ impl Condition {
         match self {
             Condition::RxOnGenerator => "rx-on-generator",
             Condition::RxOnCapture => "rx-on-capture",
+            Condition::AsConfigured => "as-configured",
         }
     }
 
-    /// The `rps_cpus` mask of veth-b: none, or CPU 0.
-    fn rps_mask(self) -> u64 {
+    /// The `rps_cpus` mask of veth-b: none, or CPU 0; `None`: left as it is.
+    fn rps_mask(self) -> Option<u64> {
         match self {
-            Condition::RxOnGenerator => 0,
-            Condition::RxOnCapture => 1,
+            Condition::RxOnGenerator => Some(0),
+            Condition::RxOnCapture => Some(1),
+            Condition::AsConfigured => None,
         }
     }
 }
@@ -139,15 +145,29 @@ struct Captured {
     machine: Option<(f64, f64, f64)>,
 }
 
+/// Where the frames come from and are captured: the veth lab (a TX ring in A, the capture on
+/// veth-b), or a `zcnet serve` sending UDP to this host (the capture on the interface that has
+/// this host's address toward it).
+enum Place {
+    Veth { veth: VethLab, src_mac: [u8; 6] },
+    Remote { remote: Mutex<Remote>, dev: String },
+}
+
 /// The lab's geometry, shared by every run.
 struct Lab {
-    veth: VethLab,
-    src_mac: [u8; 6],
+    place: Place,
     ring: RxConfig,
 }
 
+/// What a generator did: frames sent, its time, and a remote generator's figures.
+struct Generated {
+    sent: u64,
+    took: f64,
+    far: Option<Far>,
+}
+
 impl Lab {
-    fn new() -> anyhow::Result<Lab> {
+    fn new(ring: RxConfig) -> anyhow::Result<Lab> {
         let veth = VethLab::new(None)?;
         for (side, dev) in [(Side::A, VethLab::DEV_A), (Side::B, VethLab::DEV_B)] {
             // No neighbour or router discovery, no MLD: the generator's frames alone.
@@ -156,19 +176,63 @@ impl Lab {
         }
         let src_mac = veth.ns(Side::A).mac(VethLab::DEV_A)?;
         Ok(Lab {
-            veth,
-            src_mac,
-            ring: RxConfig::default(),
+            place: Place::Veth { veth, src_mac },
+            ring,
         })
+    }
+
+    fn remote(remote: Remote, ring: RxConfig) -> anyhow::Result<Lab> {
+        let ip = remote.local_ip()?;
+        if ip.is_loopback() {
+            // A packet socket on lo sees each frame twice, going out and coming in.
+            bail!(
+                "packet --remote captures on the link to another host, and {} is reached over \
+                 loopback: run zcnet serve on the other host (or in another namespace)",
+                remote.addr()
+            );
+        }
+        let dev = interface_of(ip)?;
+        Ok(Lab {
+            place: Place::Remote {
+                remote: Mutex::new(remote),
+                dev,
+            },
+            ring,
+        })
+    }
+
+    /// The capture's namespace (`None`: this one) and device.
+    fn capture_point(&self) -> (Option<&Netns>, &str) {
+        match &self.place {
+            Place::Veth { veth, .. } => (Some(veth.ns(Side::B)), VethLab::DEV_B),
+            Place::Remote { dev, .. } => (None, dev),
+        }
     }
 
     fn ring_bytes(&self) -> usize {
         self.ring.block_size * self.ring.block_count
     }
 
-    /// The generator: floods `size`-byte frames for `seconds` from a TX ring in namespace A,
-    /// pinned to CPU 1; returns the frames sent and the time taken.
-    fn generate(&self, size: usize, seconds: f64) -> anyhow::Result<(u64, f64)> {
+    /// The generator: floods `size`-byte frames for `seconds`, from a TX ring in namespace A
+    /// pinned to CPU 1, or from the remote's UDP socket.
+    fn generate(&self, size: usize, seconds: f64) -> anyhow::Result<Generated> {
+        let (veth, src_mac) = match &self.place {
+            Place::Veth { veth, src_mac } => (veth, *src_mac),
+            Place::Remote { remote, .. } => {
+                let mut remote = remote.lock().unwrap_or_else(|e| e.into_inner());
+                let role = Role::Generate {
+                    frame: size,
+                    port: DISCARD_PORT,
+                };
+                remote.start(role, seconds)?;
+                let far = remote.finish()?;
+                return Ok(Generated {
+                    sent: far.messages,
+                    took: far.seconds,
+                    far: Some(far),
+                });
+            }
+        };
         let (IpAddr::V4(a), IpAddr::V4(b)) = (
             VethLab::addr(Side::A, Family::V4),
             VethLab::addr(Side::B, Family::V4),
@@ -178,16 +242,15 @@ impl Lab {
         let payload = vec![0x5a; size - netlab::frame::HEADERS];
         let frame = netlab::frame::udp_v4(
             MIRROR_MAC,
-            self.src_mac,
+            src_mac,
             a.octets(),
             b.octets(),
-            (40_000, 9),
+            (40_000, DISCARD_PORT),
             &payload,
         );
-        let generator = self
-            .veth
+        let generator = veth
             .ns(Side::A)
-            .spawn(move || -> anyhow::Result<(u64, f64)> {
+            .spawn(move || -> anyhow::Result<Generated> {
                 pin(1);
                 let config = TxConfig {
                     qdisc_bypass: true,
@@ -204,7 +267,11 @@ impl Lab {
                 if tx.refused() > 0 {
                     bail!("the kernel refused {} generated frames", tx.refused());
                 }
-                Ok((sent, took))
+                Ok(Generated {
+                    sent,
+                    took,
+                    far: None,
+                })
             })?;
         generator
             .join()
@@ -212,78 +279,102 @@ impl Lab {
     }
 }
 
-/// Captures by `mode` (recvfrom or ring) on a thread in namespace B pinned to CPU 0, until
-/// `stop` is set and the link has been quiet for [`IDLE`].
+/// The UDP port the frames go to (discard).
+const DISCARD_PORT: u16 = 9;
+
+/// The interface that has `ip` (where a remote generator's frames arrive).
+fn interface_of(ip: IpAddr) -> anyhow::Result<String> {
+    let addrs = nix::ifaddrs::getifaddrs().context("getifaddrs")?;
+    for a in addrs {
+        let Some(addr) = a.address else { continue };
+        let found = match ip {
+            IpAddr::V4(v4) => addr.as_sockaddr_in().is_some_and(|s| s.ip() == v4),
+            IpAddr::V6(v6) => addr.as_sockaddr_in6().is_some_and(|s| s.ip() == v6),
+        };
+        if found {
+            return Ok(a.interface_name);
+        }
+    }
+    bail!("no interface here has {ip}, this host's address toward the server")
+}
+
+/// Captures by `mode` (recvfrom or ring) on a thread at the capture point pinned to CPU 0,
+/// until `stop` is set and the link has been quiet for [`IDLE`]. Every frame is written; the
+/// generator's (`frame` bytes long) are counted.
 fn capture_in_process(
     lab: &Lab,
     mode: Mode,
+    frame: usize,
     stop: Arc<AtomicBool>,
     ready: mpsc::Sender<()>,
 ) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<Captured>>> {
     let ring_config = lab.ring.clone();
     let rcvbuf = lab.ring_bytes();
-    let handle = lab
-        .veth
-        .ns(Side::B)
-        .spawn(move || -> anyhow::Result<Captured> {
-            pin(0);
-            let out = BufWriter::with_capacity(1 << 16, std::fs::File::create("/dev/null")?);
-            let mut w = pcap::Writer::new(out, 262_144)?;
-            let mut c = Captured::default();
-            let (cpu0, machine0);
-            match mode {
-                Mode::Ring => {
-                    let mut ring = RxRing::open(VethLab::DEV_B, &ring_config)?;
-                    let _ = ready.send(());
-                    (cpu0, machine0) = (ThreadCpu::now(), MachineCpu::now());
-                    loop {
-                        match ring.next_block(Some(IDLE))? {
-                            Some(block) => {
-                                for f in block.frames() {
-                                    w.write(f.sec, f.nsec, f.data, f.len)?;
+    let (ns, dev) = lab.capture_point();
+    let dev = dev.to_owned();
+    let handle = spawn_in(ns, move || -> anyhow::Result<Captured> {
+        pin(0);
+        let out = BufWriter::with_capacity(1 << 16, std::fs::File::create("/dev/null")?);
+        let mut w = pcap::Writer::new(out, 262_144)?;
+        let mut c = Captured::default();
+        let (cpu0, machine0);
+        match mode {
+            Mode::Ring => {
+                let mut ring = RxRing::open(&dev, &ring_config)?;
+                let _ = ready.send(());
+                (cpu0, machine0) = (ThreadCpu::now(), MachineCpu::now());
+                loop {
+                    match ring.next_block(Some(IDLE))? {
+                        Some(block) => {
+                            for f in block.frames() {
+                                w.write(f.sec, f.nsec, f.data, f.len)?;
+                                if f.len as usize == frame {
                                     c.packets += 1;
                                     c.bytes += u64::from(f.len);
                                 }
                             }
-                            None if stop.load(Ordering::Acquire) => break,
-                            None => {}
                         }
+                        None if stop.load(Ordering::Acquire) => break,
+                        None => {}
                     }
-                    c.dropped = ring.stats()?.drops;
                 }
-                Mode::Recvfrom => {
-                    let mut sock = Socket::open(VethLab::DEV_B, Some(rcvbuf))?;
-                    let mut buf = vec![0u8; 1 << 16];
-                    let _ = ready.send(());
-                    (cpu0, machine0) = (ThreadCpu::now(), MachineCpu::now());
-                    loop {
-                        match sock.recv(&mut buf, Some(IDLE))? {
-                            Some(r) => {
-                                let t = SystemTime::now()
-                                    .duration_since(SystemTime::UNIX_EPOCH)
-                                    .unwrap_or_default();
-                                w.write(
-                                    t.as_secs() as u32,
-                                    t.subsec_nanos(),
-                                    &buf[..r.len],
-                                    r.original as u32,
-                                )?;
+                c.dropped = ring.stats()?.drops;
+            }
+            Mode::Recvfrom => {
+                let mut sock = Socket::open(&dev, Some(rcvbuf))?;
+                let mut buf = vec![0u8; 1 << 16];
+                let _ = ready.send(());
+                (cpu0, machine0) = (ThreadCpu::now(), MachineCpu::now());
+                loop {
+                    match sock.recv(&mut buf, Some(IDLE))? {
+                        Some(r) => {
+                            let t = SystemTime::now()
+                                .duration_since(SystemTime::UNIX_EPOCH)
+                                .unwrap_or_default();
+                            w.write(
+                                t.as_secs() as u32,
+                                t.subsec_nanos(),
+                                &buf[..r.len],
+                                r.original as u32,
+                            )?;
+                            if r.original == frame {
                                 c.packets += 1;
                                 c.bytes += r.original as u64;
                             }
-                            None if stop.load(Ordering::Acquire) => break,
-                            None => {}
                         }
+                        None if stop.load(Ordering::Acquire) => break,
+                        None => {}
                     }
-                    c.dropped = sock.stats()?.drops;
                 }
-                Mode::Tcpdump => unreachable!("tcpdump runs as its own process"),
+                c.dropped = sock.stats()?.drops;
             }
-            w.flush()?;
-            c.cpu = ThreadCpu::now().since(&cpu0);
-            c.machine = MachineCpu::elapsed(machine0);
-            Ok(c)
-        })?;
+            Mode::Tcpdump => unreachable!("tcpdump runs as its own process"),
+        }
+        w.flush()?;
+        c.cpu = ThreadCpu::now().since(&cpu0);
+        c.machine = MachineCpu::elapsed(machine0);
+        Ok(c)
+    })?;
     Ok(handle)
 }
 
@@ -321,23 +412,22 @@ struct Tcpdump {
 }
 
 impl Tcpdump {
-    /// Starts tcpdump on veth-b, pinned to CPU 0, and waits until it listens.
+    /// Starts tcpdump at the capture point, pinned to CPU 0, and waits until it listens. On
+    /// another host's link it keeps the generator's frames only (a filter on their port).
     fn start(lab: &Lab) -> anyhow::Result<Tcpdump> {
         let kib = (lab.ring_bytes() >> 10).to_string();
-        let mut cmd = lab.veth.ns(Side::B).command("tcpdump");
-        cmd.args([
-            "-i",
-            VethLab::DEV_B,
-            "-p",
-            "-n",
-            "-B",
-            &kib,
-            "-w",
-            "/dev/null",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        let (ns, dev) = lab.capture_point();
+        let mut cmd = match ns {
+            Some(ns) => ns.command("tcpdump"),
+            None => std::process::Command::new("tcpdump"),
+        };
+        cmd.args(["-i", dev, "-p", "-n", "-B", &kib, "-w", "/dev/null"]);
+        if ns.is_none() {
+            cmd.args(["udp", "dst", "port", &DISCARD_PORT.to_string()]);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         // The child inherits the affinity of the thread that forks it.
         let mut child = {
             let _on_cpu0 = Pinned::to(0);
@@ -426,28 +516,29 @@ impl Drop for Tcpdump {
 
 /// One run: capture by `mode` while the generator floods `size`-byte frames for `seconds`.
 fn one_run(lab: &Lab, mode: Mode, size: usize, seconds: f64) -> anyhow::Result<Run> {
-    let (sent, took, c) = match mode {
+    let (generated, c) = match mode {
         Mode::Tcpdump => {
             let td = Tcpdump::start(lab)?;
             let (cpu0, machine0) = (td.cpu()?, MachineCpu::now());
-            let (sent, took) = lab.generate(size, seconds)?;
+            let generated = lab.generate(size, seconds)?;
             let cpu1 = td.drain()?;
             let machine = MachineCpu::elapsed(machine0);
             let counts = td.finish()?;
             let c = Captured {
                 packets: counts.captured,
-                // Every frame on the link is a generator frame of `size` bytes (IPv6 is off).
+                // Every frame on the link is a generator frame of `size` bytes (IPv6 is off),
+                // or tcpdump's filter keeps those only (a remote generator).
                 bytes: counts.captured * size as u64,
                 dropped: counts.dropped,
                 cpu: cpu1.since(&cpu0),
                 machine,
             };
-            (sent, took, c)
+            (generated, c)
         }
         _ => {
             let stop = Arc::new(AtomicBool::new(false));
             let (ready_tx, ready) = mpsc::channel();
-            let cap = capture_in_process(lab, mode, Arc::clone(&stop), ready_tx)?;
+            let cap = capture_in_process(lab, mode, size, Arc::clone(&stop), ready_tx)?;
             let generated = ready
                 .recv_timeout(Duration::from_secs(10))
                 .map_err(|_| anyhow::anyhow!("the capture did not start"))
@@ -456,11 +547,13 @@ fn one_run(lab: &Lab, mode: Mode, size: usize, seconds: f64) -> anyhow::Result<R
             let c = cap
                 .join()
                 .map_err(|_| anyhow::anyhow!("capture panicked"))??;
-            let (sent, took) = generated?;
-            (sent, took, c)
+            (generated?, c)
         }
     };
-    if c.packets + c.dropped < sent {
+    let Generated { sent, took, far } = generated;
+    // Another host's frames may be lost on the way, before any capture: the captured share
+    // says so. In the lab nothing else loses them.
+    if far.is_none() && c.packets + c.dropped < sent {
         bail!(
             "{} of {sent} frames sent neither captured nor counted as dropped by the capture ({} captured, {} dropped): lost before it, in a full per-CPU backlog (net.core.netdev_max_backlog) or the device",
             sent - c.packets - c.dropped,
@@ -482,7 +575,10 @@ fn one_run(lab: &Lab, mode: Mode, size: usize, seconds: f64) -> anyhow::Result<R
     run.packets_offered = Some(sent);
     run.packets_dropped = Some(c.dropped);
     run.capture_share = Some(c.packets as f64 / sent.max(1) as f64);
-    Ok(run)
+    Ok(match far {
+        Some(far) => run.with_far(&far),
+        None => run,
+    })
 }
 
 /// Runs the bench: every condition and size, the modes alternating.
@@ -493,17 +589,29 @@ pub fn bench(
     runs: usize,
     seconds: f64,
     quiet: bool,
+    remote: Option<Remote>,
 ) -> anyhow::Result<Outcome> {
-    let lab = Lab::new()?;
     let mut report = Report::new("packet");
+    let ring = RxConfig::default();
+    let ring_bytes = ring.block_size * ring.block_count;
+    let generator = match remote {
+        Some(_) => "zcnet serve: UDP sendto to port 9",
+        None => "TX ring, qdisc bypass, CPU 1",
+    };
     report.settings = json!({
-        "runs": runs, "seconds": seconds, "generator": "TX ring, qdisc bypass, CPU 1",
-        "capture_cpu": 0, "ring": {"block_size": lab.ring.block_size,
-        "block_count": lab.ring.block_count, "retire_ms": lab.ring.retire_timeout.as_millis()},
-        "recvfrom_rcvbuf": lab.ring_bytes(), "tcpdump_buffer_kib": lab.ring_bytes() >> 10,
+        "runs": runs, "seconds": seconds, "generator": generator,
+        "capture_cpu": 0, "ring": {"block_size": ring.block_size,
+        "block_count": ring.block_count, "retire_ms": ring.retire_timeout.as_millis()},
+        "recvfrom_rcvbuf": ring_bytes, "tcpdump_buffer_kib": ring_bytes >> 10,
         "output": "pcap to /dev/null",
         "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
     });
+    let (_, labs) = super::remote_labs(&mut report, remote.as_ref(), Family::V4, &["veth"]);
+    let lab_name = labs[0];
+    let lab = match remote {
+        Some(r) => Lab::remote(r, ring)?,
+        None => Lab::new(ring)?,
+    };
     let steps = conditions.len() * sizes.len() * runs * modes.len();
     let progress = Progress::new(
         "packet",
@@ -516,13 +624,16 @@ pub fn bench(
         .iter()
         .flat_map(|c| sizes.iter().map(move |s| (c, s)))
     {
-        if let Err(e) = lab
-            .veth
-            .ns(Side::B)
-            .set_rps(VethLab::DEV_B, cond.rps_mask())
-        {
-            // Steering needs CAP_NET_ADMIN of the initial user namespace: a lab in a user
-            // namespace (not root) cannot set it. Say so and measure the other conditions.
+        // Steering needs CAP_NET_ADMIN of the initial user namespace: a lab in a user namespace
+        // (not root) cannot set it. Say so and measure the other conditions. Another host's
+        // device is measured as it is configured.
+        let steered = match (&lab.place, cond.rps_mask()) {
+            (Place::Veth { veth, .. }, Some(mask)) => {
+                veth.ns(Side::B).set_rps(VethLab::DEV_B, mask)
+            }
+            _ => Ok(()),
+        };
+        if let Err(e) = steered {
             eprintln!(
                 "packet: skipping {} {size} B: {} (RPS needs real root)",
                 cond.name(),
@@ -534,7 +645,11 @@ pub fn bench(
             let run = one_run(&lab, m, size, seconds)
                 .with_context(|| format!("{} {size} B {} run {}", cond.name(), m.name(), i + 1))?;
             if !quiet {
-                println!("[veth {} {size} B] {}", cond.name(), describe(m, &run));
+                println!(
+                    "[{lab_name} {} {size} B] {}",
+                    cond.name(),
+                    describe(m, &run)
+                );
             }
             anyhow::Ok(run)
         })?;
@@ -543,7 +658,7 @@ pub fn bench(
             .zip(per)
             .map(|(m, runs)| {
                 ResultSet::new(
-                    "veth",
+                    lab_name,
                     "ipv4",
                     None,
                     json!({"condition": cond.name(), "frame_bytes": size}),
@@ -592,7 +707,7 @@ fn describe(mode: Mode, run: &Run) -> String {
         ns,
         1e3 / ns,
         run.ctx_switches
-    )
+    ) + &run.far_part()
 }
 
 fn median(set: &ResultSet, metric: Metric) -> f64 {
@@ -709,13 +824,21 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
             netlab::frame::HEADERS
         );
     }
-    netlab::check_privileges()
-        .context("packet builds its veth lab in private network namespaces")?;
+    let remote = opt.common.remote()?;
+    if remote.is_none() {
+        netlab::check_privileges()
+            .context("packet builds its veth lab in private network namespaces")?;
+    }
     let modes = available_modes(&opt.modes);
-    let conditions = if opt.conditions.is_empty() {
-        CONDITIONS.to_vec()
-    } else {
-        opt.conditions.clone()
+    let conditions = match (&remote, opt.conditions.is_empty()) {
+        (Some(_), _) if opt.conditions.iter().any(|&c| c != Condition::AsConfigured) => {
+            bail!(
+                "with --remote the capture device is this host's, measured as it is configured:                  --condition as-configured"
+            )
+        }
+        (Some(_), _) => vec![Condition::AsConfigured],
+        (None, true) => CONDITIONS.to_vec(),
+        (None, false) => opt.conditions.clone(),
     };
     let out = bench(
         &conditions,
@@ -724,6 +847,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         opt.common.runs.unwrap_or(5),
         opt.common.seconds.unwrap_or(2.0),
         opt.common.json,
+        remote,
     )?;
     out.finish(&opt.common)
 }

@@ -14,7 +14,7 @@ use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use netlab::{CONGESTION, Family, Netns, Side, VethLab, pattern};
+use netlab::{Family, Netns, Side, VethLab, pattern};
 use serde_json::json;
 use zcnet::peek::Mode as Method;
 
@@ -281,12 +281,13 @@ pub fn bench(
             unacked[m].push(u);
             if !quiet {
                 println!(
-                    "[{lab_name} {RATE} max unacked {} KiB] {:<14} {:>6.2} Gbit, relay {:>6.1} us/MB, median unacked {} KiB",
+                    "[{lab_name} {RATE} max unacked {} KiB] {:<14} {:>6.2} Gbit, relay {:>6.1} us/MB, median unacked {} KiB{}",
                     cond.max_unacked >> 10,
                     modes[m].name(),
                     run.gbit,
                     run.cpu_us_per_mb,
-                    u >> 10
+                    u >> 10,
+                    run.far_part()
                 );
             }
             anyhow::Ok(run)
@@ -302,7 +303,7 @@ pub fn bench(
                 ResultSet::new(
                     lab_name,
                     "ipv4",
-                    Some(CONGESTION),
+                    super::congestion(lab_name).as_deref(),
                     json!({"condition": cond.name, "max_unacked": cond.max_unacked, "median_unacked": med}),
                     method.name(),
                     runs,

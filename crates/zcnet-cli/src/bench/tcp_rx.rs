@@ -24,6 +24,7 @@ use zcnet::tcp_rx::{self, Config, Counters as RxStats, Release, TcpZerocopyRecei
 
 use super::{Common, Outcome, Pinned, SummaryRow, pin};
 use crate::measure::{self, Comparison, Meter, Metric, Progress, Report, ResultSet, Run, Work};
+use crate::remote::proto::Role;
 
 /// Bytes per send call and receive window, as `tcp_mmap` uses.
 const CHUNK: usize = 512 * 1024;
@@ -68,7 +69,7 @@ pub struct Opt {
     /// Sender only: stream to a remote `--listen` receiver at ADDR.
     #[arg(long, value_name = "ADDR")]
     pub connect: Option<SocketAddr>,
-    /// TCP_MAXSEG for --listen/--connect (4108 makes 4 KiB payloads with timestamps).
+    /// TCP_MAXSEG for --listen/--connect/--remote (4108 makes 4 KiB payloads with timestamps).
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(i32).range(88..=65535))]
     pub mss: Option<i32>,
     /// With --connect: connections to make (default: runs × modes, one per receiver run).
@@ -464,7 +465,7 @@ pub fn tcp_mmap_line(r: &Run) -> String {
             Some(false) => ", VERIFICATION FAILED",
             None => "",
         }
-    )
+    ) + &r.far_part()
 }
 
 /// Runs the bench over `conds`.
@@ -624,10 +625,95 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     if let Some(addr) = opt.listen {
         return remote_receiver(addr, opt.mss, &settings, opt.common.json);
     }
+    if let Some(remote) = opt.common.remote()? {
+        return with_server(remote, opt.mss, &settings, opt.common.json)?.finish(&opt.common);
+    }
     netlab::check_privileges().context("tcp-rx builds its labs in private network namespaces")?;
     let conds = selected(&opt)?;
     let out = bench(&conds, &settings, opt.common.json)?;
     out.finish(&opt.common)
+}
+
+/// The report of a two-host run: a set per mode, lab `remote`.
+fn two_host_report(
+    modes: &[Mode],
+    per_mode: Vec<Vec<Run>>,
+    family: Family,
+    mss: Option<i32>,
+    s: &Settings,
+) -> Report {
+    let mut report = Report::new("tcp-rx");
+    report.settings = s.json();
+    let sets: Vec<ResultSet> = modes
+        .iter()
+        .zip(per_mode)
+        .map(|(m, runs)| {
+            let params = json!({"mss": mss});
+            ResultSet::new("remote", family.name(), None, params, m.name(), runs)
+        })
+        .collect();
+    for other in sets.iter().skip(1) {
+        for metric in [Metric::CpuUsPerMb, Metric::Gbit] {
+            report
+                .comparisons
+                .extend(Comparison::new(other, &sets[0], metric));
+        }
+    }
+    report.results = sets;
+    report
+}
+
+/// `--remote`: this host receives, the `zcnet serve` there sends (`MSG_ZEROCOPY`, so that a
+/// loopback or veth receiver can map pages too): one connection per run, a discarded warm-up
+/// run per mode, then mirrored rounds.
+fn with_server(
+    mut remote: crate::remote::Remote,
+    mss: Option<i32>,
+    s: &Settings,
+    quiet: bool,
+) -> anyhow::Result<Outcome> {
+    let modes = &s.modes;
+    let role = Role::Send {
+        zerocopy: true,
+        mss,
+    };
+    let mut one = |mode: Mode| -> anyhow::Result<Run> {
+        let settings = s.clone();
+        let ((run, stats), far) = remote.run_with(role.clone(), s.seconds, move |dest| {
+            pin(1);
+            receive(connect(dest, mss)?, mode, &settings)
+        })?;
+        if far.bytes != stats.bytes() {
+            bail!(
+                "the far side sent {} bytes but {} arrived",
+                far.bytes,
+                stats.bytes()
+            );
+        }
+        Ok(run.with_far(&far))
+    };
+    for &mode in modes {
+        one(mode).with_context(|| format!("{} warm-up run", mode.name()))?;
+    }
+    let progress = Progress::new(
+        "tcp-rx",
+        (s.runs * modes.len()) as u64,
+        Duration::from_secs_f64(s.seconds * (s.runs * modes.len()) as f64),
+    );
+    let (per_mode, _) = measure::alternate_abba(modes, s.runs, &progress, |mode, i| {
+        let run = one(mode).with_context(|| format!("{} run {}", mode.name(), i + 1))?;
+        if !quiet {
+            println!("[remote] {:<4} {}", mode.name(), tcp_mmap_line(&run));
+        }
+        anyhow::Ok(run)
+    })?;
+    let family = Family::of(remote.addr().ip());
+    let mut report = two_host_report(modes, per_mode, family, mss, s);
+    super::remote_labs(&mut report, Some(&remote), family, &[]);
+    Ok(Outcome {
+        report,
+        summary: Vec::new(),
+    })
 }
 
 /// `--connect`: the sender of a two-host run, one connection per run and mode (`2 × runs`
@@ -681,22 +767,7 @@ fn remote_receiver(
         }
         anyhow::Ok(run)
     })?;
-    let mut report = Report::new("tcp-rx");
-    report.settings = s.json();
-    let family = if addr.is_ipv4() { "ipv4" } else { "ipv6" };
-    let sets: Vec<ResultSet> = modes
-        .iter()
-        .zip(per_mode)
-        .map(|(m, runs)| {
-            ResultSet::new("remote", family, None, json!({"mss": mss}), m.name(), runs)
-        })
-        .collect();
-    for metric in [Metric::CpuUsPerMb, Metric::Gbit] {
-        report
-            .comparisons
-            .extend(Comparison::new(&sets[1], &sets[0], metric));
-    }
-    report.results = sets;
+    let report = two_host_report(modes, per_mode, Family::of(addr.ip()), mss, s);
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -15,7 +15,7 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use netlab::{CONGESTION, Family, LoopbackLab, Netns, Side, SinkLab, VethLab, pattern};
+use netlab::{Family, LoopbackLab, Netns, Side, SinkLab, VethLab, pattern};
 use serde_json::json;
 use zcnet::ZeroCopyCounters as _;
 use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZerocopySender};
@@ -420,18 +420,19 @@ impl SizeStep<'_> {
                 .with_context(|| format!("{lab} {size} B {} run {}", name(mode), i + 1))?;
             if !self.quiet {
                 println!(
-                    "[{lab} {family} {size} B] {:<11} {:>10.0} req/s {:>7.2} Gbit {:>7.1} us/MB sender, {:>6.2} % zero-copy",
+                    "[{lab} {family} {size} B] {:<11} {:>10.0} req/s {:>7.2} Gbit {:>7.1} us/MB sender, {:>6.2} % zero-copy{}",
                     name(mode),
                     run.requests_per_s.unwrap_or(0.0),
                     run.gbit,
                     run.cpu_us_per_mb,
-                    100.0 * run.zero_copy_share.unwrap_or(0.0)
+                    100.0 * run.zero_copy_share.unwrap_or(0.0),
+                    run.far_part()
                 );
             }
             anyhow::Ok(run)
         })?;
         let (congestion, proto) = match self.proto {
-            Proto::Tcp => (Some(CONGESTION), "tcp"),
+            Proto::Tcp => (super::congestion(lab), "tcp"),
             Proto::Udp => (None, "udp"),
         };
         let sets: Vec<ResultSet> = modes
@@ -439,7 +440,7 @@ impl SizeStep<'_> {
             .zip(per_mode)
             .map(|(&m, runs)| {
                 let params = json!({"size": size, "proto": proto});
-                ResultSet::new(lab, family, congestion, params, name(m), runs)
+                ResultSet::new(lab, family, congestion.as_deref(), params, name(m), runs)
             })
             .collect();
         for other in &sets[1..] {

@@ -311,7 +311,13 @@ impl Run {
             self.cpu_user_s,
             self.cpu_sys_s,
             100.0 * self.zero_copy_share.unwrap_or(0.0)
-        )
+        ) + &self.far_part()
+    }
+
+    /// `, far side N us/MB` for a `--remote` run, else nothing.
+    pub fn far_part(&self) -> String {
+        self.remote_cpu_us_per_mb
+            .map_or(String::new(), |f| format!(", far side {f:.1} us/MB"))
     }
 }
 

@@ -192,8 +192,19 @@ pub fn render(report: &Report) -> String {
             _ => String::new(),
         })
         .collect();
+    if let Some(far) = &report.remote_host {
+        let _ = writeln!(
+            out,
+            "far side: {} ({}), Linux {}, {} CPUs; its CPU is the `far us/MB` column",
+            far["hostname"].as_str().unwrap_or("?"),
+            report.settings["remote"].as_str().unwrap_or("?"),
+            far["kernel"].as_str().unwrap_or("?"),
+            far["cpus"]
+        );
+    }
+    let far = report.remote_host.is_some();
     let pw = params.iter().map(String::len).max().unwrap_or(0).max(22);
-    let _ = writeln!(
+    let _ = write!(
         out,
         "{:<9} {:<5} {:<pw$} {:<9} {:>8} {:>11} {:>9} {:>17} {:>12} {:>7} {:>9}",
         "lab",
@@ -208,6 +219,7 @@ pub fn render(report: &Report) -> String {
         "zc %",
         "c-switch"
     );
+    let _ = writeln!(out, "{}", if far { "  far us/MB" } else { "" });
     for (r, params) in report.results.iter().zip(&params) {
         let spread = format!(
             "{} ({}-{})",
@@ -215,7 +227,7 @@ pub fn render(report: &Report) -> String {
             fmt(r.min_of(Metric::CpuUsPerMb), 0),
             fmt(r.max_of(Metric::CpuUsPerMb), 0)
         );
-        let _ = writeln!(
+        let _ = write!(
             out,
             "{:<9} {:<5} {:<pw$} {:<9} {:>8} {:>11} {:>9} {:>17} {:>12} {:>7} {:>9}",
             r.lab,
@@ -229,6 +241,12 @@ pub fn render(report: &Report) -> String {
             fmt(r.median_of(Metric::MachineCpuUsPerMb), 1),
             fmt(r.median_of(Metric::ZeroCopyShare).map(|s| s * 100.0), 2),
             fmt(r.median_of(Metric::CtxSwitches), 0),
+        );
+        let far_cpu = far.then(|| fmt(r.median_of(Metric::RemoteCpuUsPerMb), 1));
+        let _ = writeln!(
+            out,
+            "{}",
+            far_cpu.map_or(String::new(), |f| format!(" {f:>10}"))
         );
     }
     for c in &report.comparisons {
