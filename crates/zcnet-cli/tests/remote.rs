@@ -179,16 +179,25 @@ fn udp_tx_across_two_hosts() {
 fn tcp_tx_across_two_hosts_checks_every_byte() {
     let Some(lab) = hosts() else { return };
     let server = Server::start(lab.ns(Side::B), &[]);
-    let r = bench(
-        &lab,
-        &server,
-        "tcp-tx",
-        "--runs 1 --seconds 0.3 --size 65536 --pool-mib 4",
+    let page = std::env::temp_dir().join(format!("zcnet-remote-{}.html", std::process::id()));
+    let args = format!(
+        "--runs 1 --seconds 0.3 --size 65536 --pool-mib 4 --report {}",
+        page.display()
     );
+    let r = bench(&lab, &server, "tcp-tx", &args);
     assert_two_hosts(&r, &["copy", "zc", "zc-adaptive", "auto"], true);
     for run in runs(&r) {
         assert_eq!(run["remote_bytes"], run["bytes"], "{run}");
     }
+    // The page carries both hosts: the far one in the hosts' table, its CPU charted and tabled.
+    let html = std::fs::read_to_string(&page).unwrap();
+    let _ = std::fs::remove_file(&page);
+    assert!(html.contains("(far host of "), "the far host's row");
+    assert!(html.contains("far CPU us/MB"), "the far host's CPU chart");
+    assert!(
+        html.contains("<th>far host CPU us/MB</th>"),
+        "the far host's column"
+    );
 }
 
 #[test]

@@ -49,6 +49,9 @@ pub struct Report {
     pub zcnet_version: String,
     /// The machine.
     pub host: Host,
+    /// The far host of a two-host run (`--remote`), as its `zcnet serve` describes itself.
+    #[serde(default)]
+    pub remote_host: Option<Host>,
     /// Settings shared by every result, shown as they are.
     pub settings: Value,
     /// One set per condition and mode.
@@ -83,6 +86,9 @@ pub struct Run {
     /// Share really zero-copied (mapped, not copied), where it applies.
     #[serde(default)]
     pub zero_copy_share: Option<f64>,
+    /// The far host's CPU µs per MB, in a two-host run.
+    #[serde(default)]
+    pub remote_cpu_us_per_mb: Option<f64>,
 }
 
 /// One input file, read.

@@ -211,6 +211,7 @@ enum Figure {
     Gbit,
     Requests,
     Share,
+    FarCpu,
 }
 
 impl Figure {
@@ -220,6 +221,7 @@ impl Figure {
             Figure::Gbit => Some(r.gbit),
             Figure::Requests => r.requests_per_s,
             Figure::Share => r.zero_copy_share.map(|s| 100.0 * s),
+            Figure::FarCpu => r.remote_cpu_us_per_mb,
         };
         v.filter(|v| v.is_finite())
     }
@@ -230,6 +232,10 @@ impl Figure {
             Figure::Gbit => ("Throughput (median, min-max)", "Gbit/s"),
             Figure::Requests => ("Requests per second (median, min-max)", "req/s"),
             Figure::Share => ("Share without a copy (median, min-max)", "%"),
+            Figure::FarCpu => (
+                "Far host's CPU per MB, zcnet serve (median, min-max)",
+                "far CPU us/MB",
+            ),
         }
     }
 }
@@ -370,19 +376,25 @@ fn sweep_chart(
 }
 
 fn table(b: &Bench<'_>, hosts: usize) -> String {
+    let far = b.reports.iter().any(|(_, r, _)| r.remote_host.is_some());
     let mut t = String::from(
         "<table><tr><th>host</th><th>condition</th><th>mode</th><th>runs</th>\
-         <th>Gbit/s</th><th>CPU us/MB</th><th>req/s</th><th>without a copy</th></tr>\n",
+         <th>Gbit/s</th><th>CPU us/MB</th><th>req/s</th><th>without a copy</th>",
     );
+    t.push_str(if far {
+        "<th>far host CPU us/MB</th></tr>\n"
+    } else {
+        "</tr>\n"
+    });
     let cell = |s: Option<(f64, f64, f64)>, digits: usize| match s {
         Some((m, lo, hi)) => format!("{m:.digits$} <small>({lo:.digits$}-{hi:.digits$})</small>"),
         None => "-".into(),
     };
     for (label, r, extra) in &b.reports {
         for set in &r.results {
-            let _ = writeln!(
+            let _ = write!(
                 t,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
                 if hosts > 1 {
                     esc(label)
                 } else {
@@ -396,6 +408,10 @@ fn table(b: &Bench<'_>, hosts: usize) -> String {
                 cell(spread(set, Figure::Requests), 0),
                 cell(spread(set, Figure::Share), 1),
             );
+            if far {
+                let _ = write!(t, "<td>{}</td>", cell(spread(set, Figure::FarCpu), 1));
+            }
+            t.push_str("</tr>\n");
         }
     }
     t.push_str("</table>\n");
@@ -446,6 +462,39 @@ pub fn page_with(
             esc(&r.zcnet_version),
             esc(&names.join(", "))
         );
+        // The far hosts of its two-host runs, each once.
+        let mut far: Vec<&input::Host> = Vec::new();
+        for rh in i.reports.iter().filter_map(|r| r.remote_host.as_ref()) {
+            if !far
+                .iter()
+                .any(|f| f.hostname == rh.hostname && f.kernel == rh.kernel)
+            {
+                far.push(rh);
+            }
+        }
+        for f in far {
+            let benches: Vec<&str> = i
+                .reports
+                .iter()
+                .filter(|r| {
+                    r.remote_host
+                        .as_ref()
+                        .is_some_and(|x| x.hostname == f.hostname)
+                })
+                .map(|r| r.bench.as_str())
+                .collect();
+            let _ = writeln!(
+                h,
+                "<tr><td>{} <small>(far host of {}: zcnet serve)</small></td><td>{}</td><td>{}</td>\
+                 <td>{}</td><td></td><td>{}</td></tr>",
+                esc(&f.hostname),
+                esc(&i.label),
+                esc(&f.kernel),
+                f.cpus,
+                esc(&f.date),
+                esc(&benches.join(", "))
+            );
+        }
     }
     h.push_str("</table>\n");
     for i in inputs {
@@ -474,7 +523,14 @@ pub fn page_with(
             let _ = writeln!(h, "<pre>{}: {}</pre>", esc(label), esc(&settings));
         }
         h.push_str("<div class=\"charts\">\n");
-        for figure in [Figure::Cpu, Figure::Gbit, Figure::Requests, Figure::Share] {
+        let figures = [
+            Figure::Cpu,
+            Figure::Gbit,
+            Figure::Requests,
+            Figure::Share,
+            Figure::FarCpu,
+        ];
+        for figure in figures {
             if let Some(svg) = bar_chart(&b, figure, hosts)? {
                 let _ = writeln!(h, "<div>{svg}</div>");
             }
