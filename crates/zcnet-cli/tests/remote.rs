@@ -593,3 +593,28 @@ fn one_client_at_a_time() {
         })
         .unwrap();
 }
+
+#[test]
+fn the_suite_names_the_benches_that_take_remote() {
+    // Refused before anything connects: the port is closed on purpose.
+    let out = common::zcnet()
+        .args(["bench", "--remote", "127.0.0.1:9", "--runs", "1"])
+        .output()
+        .unwrap();
+    let err = common::one_line_error(out);
+    assert!(err.contains("name a bench (tcp-rx, udp-tx"), "{err}");
+}
+
+#[test]
+fn an_unreachable_server_is_one_line() {
+    // A closed port on loopback: refused at once.
+    let out = common::zcnet()
+        .args(["bench", "tcp-tx", "--remote", "127.0.0.1:9", "--runs", "1"])
+        .output()
+        .unwrap();
+    let err = common::one_line_error(out);
+    assert!(
+        err.contains("zcnet serve at 127.0.0.1:9: connecting"),
+        "{err}"
+    );
+}

@@ -189,6 +189,12 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
 
 /// The main job: every bench in a short mode, then one summary table.
 fn suite(common: Common) -> anyhow::Result<()> {
+    if common.remote.is_some() {
+        anyhow::bail!(
+            "the suite runs in this machine's labs: with --remote, name a bench (tcp-rx, udp-tx, \
+             tcp-tx, file-tx, uring-tx, peek, packet, async-serve)"
+        );
+    }
     let probe = zcnet::probe::features();
     if !common.json {
         print!("{}", crate::probe::render(probe));

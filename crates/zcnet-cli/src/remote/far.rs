@@ -44,6 +44,15 @@ enum Job {
 /// Bytes of Ethernet, IPv4 and UDP headers in a generated frame.
 const HEADERS: usize = 42;
 
+/// Bytes of Ethernet, IP and UDP headers in a frame to `peer`.
+fn headers(peer: IpAddr) -> usize {
+    match peer {
+        IpAddr::V4(_) => HEADERS,
+        // The IPv6 header is 20 bytes longer.
+        IpAddr::V6(_) => HEADERS + 20,
+    }
+}
+
 /// Checks `role` against `limits` and opens its socket on `local` (the address the client
 /// reached the server on); `peer` is the client's address.
 ///
@@ -357,7 +366,7 @@ fn send(l: &TcpListener, zerocopy: bool, bounds: &Bounds) -> anyhow::Result<Far>
 
 /// UDP datagrams making `frame`-byte frames, as fast as the socket takes them.
 fn generate(s: &UdpSocket, to: SocketAddr, frame: usize, bounds: &Bounds) -> anyhow::Result<Far> {
-    let payload = vec![0x5a; frame - HEADERS];
+    let payload = vec![0x5a; frame - headers(to.ip())];
     let meter = Meter::start();
     let start = Instant::now();
     let mut sent = 0u64;
