@@ -680,6 +680,7 @@ pub fn bench(
                 }
             }
             summary.extend(summary_rows(
+                lab_name,
                 cond,
                 size,
                 ring,
@@ -720,6 +721,7 @@ fn median(set: &ResultSet, metric: Metric) -> f64 {
 /// the generator's CPU, so the share, not the raw rate, compares runs). Verdicts for the
 /// issue's 64-byte frames only.
 fn summary_rows(
+    lab: &str,
     cond: Condition,
     size: usize,
     ring: &ResultSet,
@@ -743,7 +745,7 @@ fn summary_rows(
             ),
         };
         rows.push(SummaryRow {
-            experiment: format!("packet veth {name} {size} B: recvfrom -> ring"),
+            experiment: format!("packet {lab} {name} {size} B: recvfrom -> ring"),
             metric: "CPU ns/packet".into(),
             copy: median(r, Metric::CpuNsPerRequest),
             zero_copy: median(ring, Metric::CpuNsPerRequest),
@@ -770,7 +772,7 @@ fn summary_rows(
             (true, true, false) => "MISS (drops not reported)".to_owned(),
         };
         rows.push(SummaryRow {
-            experiment: format!("packet veth {name} {size} B: tcpdump -> ring"),
+            experiment: format!("packet {lab} {name} {size} B: tcpdump -> ring"),
             metric: "captured %".into(),
             copy: 100.0 * median(t, Metric::CaptureShare),
             zero_copy: 100.0 * median(ring, Metric::CaptureShare),
