@@ -530,7 +530,9 @@ fn packet_over_loopback_is_refused() {
         .unwrap()
         .to_owned();
     let out = common::zcnet()
-        .args(["bench", "packet", "--remote", &addr, "--runs", "1"])
+        .args([
+            "bench", "packet", "--remote", &addr, "--runs", "1", "--mode", "ring",
+        ])
         .output()
         .unwrap();
     let _ = server.kill();
