@@ -93,7 +93,7 @@ fn main() -> ExitCode {
     // namespace of this process's own (first thing: it must be single-threaded); where the
     // machine forbids that, each lab says so.
     let measures = match &cli.command {
-        Command::Bench(_) => true,
+        Command::Bench(b) => b.builds_labs(),
         Command::Tune(t) => !t.show,
         _ => false,
     };

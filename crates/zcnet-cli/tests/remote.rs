@@ -620,3 +620,36 @@ fn an_unreachable_server_is_one_line() {
         "{err}"
     );
 }
+
+#[test]
+fn a_server_that_dies_mid_run_ends_the_bench_with_one_line() {
+    let Some(lab) = hosts() else { return };
+    let server = Server::start(lab.ns(Side::B), &[]);
+    let addr = server.addr.to_string();
+    let bench = lab
+        .ns(Side::A)
+        .command(env!("CARGO_BIN_EXE_zcnet"))
+        .args([
+            "bench",
+            "tcp-tx",
+            "--remote",
+            &addr,
+            "--runs",
+            "3",
+            "--seconds",
+            "1",
+        ])
+        .args(["--size", "65536", "--mode", "copy", "--pool-mib", "2"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    server.stop();
+    let start = std::time::Instant::now();
+    let out = bench.wait_with_output().unwrap();
+    assert!(start.elapsed() < Duration::from_secs(15), "the bench hung");
+    let err = common::one_line_error(out);
+    assert!(err.contains(&format!("zcnet serve at {addr}")), "{err}");
+}

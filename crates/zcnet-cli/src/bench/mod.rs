@@ -161,18 +161,30 @@ struct Suite<'a> {
     summary: Vec<SummaryRow>,
 }
 
+impl Opt {
+    /// Whether the bench builds labs (private namespaces): not with `--remote`, whose near side
+    /// runs in this host's own namespace.
+    pub fn builds_labs(&self) -> bool {
+        self.common().remote.is_none()
+    }
+
+    fn common(&self) -> &Common {
+        match &self.name {
+            Some(Name::TcpRx(o)) => &o.common,
+            Some(Name::UdpTx(o) | Name::TcpTx(o)) => &o.common,
+            Some(Name::FileTx(o)) => &o.common,
+            Some(Name::UringTx(o)) => &o.common,
+            Some(Name::Peek(o)) => &o.common,
+            Some(Name::Packet(o)) => &o.common,
+            Some(Name::AsyncServe(o)) => &o.common,
+            None => &self.common,
+        }
+    }
+}
+
 /// Runs one bench, or the suite.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    let common = match &opt.name {
-        Some(Name::TcpRx(o)) => &o.common,
-        Some(Name::UdpTx(o) | Name::TcpTx(o)) => &o.common,
-        Some(Name::FileTx(o)) => &o.common,
-        Some(Name::UringTx(o)) => &o.common,
-        Some(Name::Peek(o)) => &o.common,
-        Some(Name::Packet(o)) => &o.common,
-        Some(Name::AsyncServe(o)) => &o.common,
-        None => &opt.common,
-    };
+    let common = opt.common();
     common.use_profile()?;
     match opt.name {
         Some(Name::TcpRx(o)) => tcp_rx::run(o),

@@ -120,8 +120,10 @@ impl Remote {
             );
         }
         let _ = self.conn.set_read_timeout(Some(Duration::from_secs(30)));
-        proto::write(&mut self.conn, &Message::Start { role, seconds }).context("start")?;
-        match proto::read(&mut self.conn).context("start")? {
+        let at = self.addr;
+        let ctx = || format!("zcnet serve at {at}: start");
+        proto::write(&mut self.conn, &Message::Start { role, seconds }).with_context(ctx)?;
+        match proto::read(&mut self.conn).with_context(ctx)? {
             Message::Ready { port } => {
                 self.running = Some(seconds);
                 Ok(SocketAddr::new(self.addr.ip(), port))
@@ -144,8 +146,10 @@ impl Remote {
             .context("finish without a started run")?;
         let wait = Duration::from_secs_f64(seconds) + GRACE + Duration::from_secs(10);
         let _ = self.conn.set_read_timeout(Some(wait));
-        proto::write(&mut self.conn, &Message::Finish).context("finish")?;
-        match proto::read(&mut self.conn).context("waiting for the far side's figures")? {
+        let at = self.addr;
+        let ctx = || format!("zcnet serve at {at}: waiting for the run's figures");
+        proto::write(&mut self.conn, &Message::Finish).with_context(ctx)?;
+        match proto::read(&mut self.conn).with_context(ctx)? {
             Message::Done(far) => Ok(far),
             Message::Error { message } => {
                 bail!("zcnet serve at {}: {message}", self.addr)
