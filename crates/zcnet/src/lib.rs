@@ -210,3 +210,4 @@ pub mod tcp_rx;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 pub mod uring;
+pub mod xdp;

@@ -13,9 +13,8 @@ use std::sync::OnceLock;
 
 use serde::Serialize;
 
-use crate::support::Probe;
 pub use crate::support::{Check, CheckId, Mechanism, Status, errno_name};
-use crate::sys::{self, abi};
+use crate::sys;
 
 /// Version tag of the serialized [`Features`]; bumped on any incompatible change.
 pub const SCHEMA: &str = "zcnet-probe/1";
@@ -128,7 +127,7 @@ impl Features {
         checks.extend(crate::uring::support().checks());
         checks.extend(crate::peek::support().checks());
         checks.extend(crate::packet::support().checks());
-        checks.push(xdp_check());
+        checks.push(crate::xdp::support().socket.clone());
         Features {
             schema: SCHEMA,
             host,
@@ -210,20 +209,6 @@ impl Privileges {
             cap_ipc_lock: has(14) && !user_namespace,
             cap_sys_admin: has(21) && !user_namespace,
         }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// AF_XDP
-
-fn xdp_check() -> Check {
-    let mut p = Probe::new(CheckId::XdpSocket);
-    p.step("socket(AF_XDP, SOCK_RAW, 0)");
-    match sys::socket(abi::AF_XDP, libc::SOCK_RAW, 0) {
-        Ok(_) => p.ok(
-            "AF_XDP sockets can be created; copy mode works on any device, zero-copy bind (XDP_ZEROCOPY) needs a driver with AF_XDP zero-copy support (not checked: needs a real device)",
-        ),
-        Err(e) => p.failed("socket(AF_XDP) (needs CAP_NET_RAW)", &e, "needs Linux 4.18+ with CONFIG_XDP_SOCKETS"),
     }
 }
 

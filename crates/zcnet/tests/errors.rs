@@ -13,6 +13,7 @@ use zcnet::peek::PeekError;
 use zcnet::relay::RelayError;
 use zcnet::tcp_rx::RxError;
 use zcnet::uring::UringError;
+use zcnet::xdp::XdpError;
 
 /// A kernel error whose text is easy to find in a message.
 fn cause() -> io::Error {
@@ -64,6 +65,10 @@ fn every_error_with_a_cause_leaves_it_to_the_chain() {
             call: "recv(MSG_PEEK)",
             source: cause(),
         })),
+        Box::new(XdpError::Io {
+            call: "bind(AF_XDP)",
+            source: cause(),
+        }),
         Box::new(PacketError::Io {
             call: "poll",
             source: cause(),

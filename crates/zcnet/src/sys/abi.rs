@@ -200,6 +200,102 @@ pub struct TpacketReq3 {
     pub tp_feature_req_word: u32,
 }
 
+/// `SOL_XDP` (`linux/socket.h`).
+pub const SOL_XDP: i32 = 283;
+/// `XDP_MMAP_OFFSETS` (`linux/if_xdp.h`): where each ring's producer, consumer and descriptors sit.
+pub const XDP_MMAP_OFFSETS: i32 = 1;
+/// `XDP_RX_RING`: entries of the RX ring.
+pub const XDP_RX_RING: i32 = 2;
+/// `XDP_TX_RING`: entries of the TX ring.
+pub const XDP_TX_RING: i32 = 3;
+/// `XDP_UMEM_REG`: registers the UMEM.
+pub const XDP_UMEM_REG: i32 = 4;
+/// `XDP_UMEM_FILL_RING`: entries of the fill ring.
+pub const XDP_UMEM_FILL_RING: i32 = 5;
+/// `XDP_UMEM_COMPLETION_RING`: entries of the completion ring.
+pub const XDP_UMEM_COMPLETION_RING: i32 = 6;
+/// `XDP_STATISTICS`.
+pub const XDP_STATISTICS: i32 = 7;
+/// `XDP_OPTIONS` (Linux 5.3): whether the bound socket is zero-copy.
+pub const XDP_OPTIONS: i32 = 8;
+/// `XDP_OPTIONS_ZEROCOPY`.
+pub const XDP_OPTIONS_ZEROCOPY: u32 = 1;
+/// `sxdp_flags`: force copy mode.
+pub const XDP_COPY: u16 = 1 << 1;
+/// `sxdp_flags`: force zero-copy mode.
+pub const XDP_ZEROCOPY: u16 = 1 << 2;
+/// `sxdp_flags`: the kernel sets `XDP_RING_NEED_WAKEUP` instead of polling (Linux 5.4).
+pub const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+/// A ring's `flags` word: the kernel needs a syscall to go on.
+pub const XDP_RING_NEED_WAKEUP: u32 = 1;
+/// `mmap` offset of the RX ring.
+pub const XDP_PGOFF_RX_RING: u64 = 0;
+/// `mmap` offset of the TX ring.
+pub const XDP_PGOFF_TX_RING: u64 = 0x8000_0000;
+/// `mmap` offset of the fill ring.
+pub const XDP_UMEM_PGOFF_FILL_RING: u64 = 0x1_0000_0000;
+/// `mmap` offset of the completion ring.
+pub const XDP_UMEM_PGOFF_COMPLETION_RING: u64 = 0x1_8000_0000;
+
+/// `struct xdp_ring_offset`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XdpRingOffset {
+    pub producer: u64,
+    pub consumer: u64,
+    pub desc: u64,
+    pub flags: u64,
+}
+
+/// `struct xdp_mmap_offsets` (Linux 5.4 layout, with `flags`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XdpMmapOffsets {
+    pub rx: XdpRingOffset,
+    pub tx: XdpRingOffset,
+    pub fr: XdpRingOffset,
+    pub cr: XdpRingOffset,
+}
+
+/// `struct xdp_statistics`; a kernel before 5.9 fills the first three.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XdpStatistics {
+    pub rx_dropped: u64,
+    pub rx_invalid_descs: u64,
+    pub tx_invalid_descs: u64,
+    pub rx_ring_full: u64,
+    pub rx_fill_ring_empty_descs: u64,
+    pub tx_ring_empty_descs: u64,
+}
+
+/// `struct xdp_options`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XdpOptionsV1 {
+    pub flags: u32,
+}
+
+/// `struct xdp_desc`: a frame of the RX or TX ring (`addr` is an offset into the UMEM).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XdpDesc {
+    pub addr: u64,
+    pub len: u32,
+    pub options: u32,
+}
+
+/// `struct sockaddr_xdp`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SockaddrXdp {
+    pub sxdp_family: u16,
+    pub sxdp_flags: u16,
+    pub sxdp_ifindex: u32,
+    pub sxdp_queue_id: u32,
+    pub sxdp_shared_umem_fd: u32,
+}
+
 /// Marker for plain-old-data structs that may be passed to the kernel by pointer and length.
 ///
 /// # Safety
@@ -220,6 +316,12 @@ unsafe impl Pod for TpacketStatsV3 {}
 unsafe impl Pod for libc::linger {}
 // SAFETY: repr(C) struct of integers and byte arrays only.
 unsafe impl Pod for TcpInfo {}
+// SAFETY: repr(C) struct of integers only (offsets into a mapping, not addresses).
+unsafe impl Pod for XdpMmapOffsets {}
+// SAFETY: repr(C) struct of integers only.
+unsafe impl Pod for XdpStatistics {}
+// SAFETY: repr(C) struct of one integer.
+unsafe impl Pod for XdpOptionsV1 {}
 
 /// The start of `struct tcp_info` (`linux/tcp.h`) up to `tcpi_bytes_retrans` (Linux 4.19), with
 /// the fields zcnet reads named and the rest kept as bytes. A kernel that knows less writes a

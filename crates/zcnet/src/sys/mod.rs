@@ -13,6 +13,7 @@ pub mod packet;
 pub mod reactor;
 pub mod tcp_zerocopy;
 pub mod uring;
+pub mod xdp;
 
 use std::ffi::CString;
 use std::io;

@@ -1,0 +1,584 @@
+//! The memory of an `AF_XDP` socket (`Documentation/networking/af_xdp.rst`): the UMEM, an area
+//! of this process the kernel writes received frames into and reads sent frames from, and four
+//! single-producer single-consumer rings shared with the kernel (fill and completion of UMEM
+//! frame addresses; RX and TX of `struct xdp_desc`).
+//!
+//! Ownership of a UMEM frame passes through the rings, and [`Xsk`] keeps the safe side of it: a
+//! frame is the application's only between leaving a ring (RX or completion) and entering one
+//! (fill or TX). Slices of frames exist only then: received frames are borrowed from an
+//! [`RxBatch`] that gives them to the fill ring when dropped, and a frame to send is written
+//! while it is in the free list, before its descriptor enters the TX ring. A ring's producer and
+//! consumer indices are read with acquire and written with release ordering, as libxdp does.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::abi::{self, XdpDesc, XdpMmapOffsets, XdpRingOffset};
+use super::{Mmap, cvt};
+
+/// `setsockopt(XDP_UMEM_REG)` with the UMEM `umem`. Not the generic `setsockopt`: the struct
+/// holds an address the kernel pins and writes through.
+fn register(fd: BorrowedFd<'_>, umem: &Mmap, frame_size: u32, headroom: u32) -> io::Result<()> {
+    #[repr(C)]
+    struct XdpUmemReg {
+        addr: u64,
+        len: u64,
+        chunk_size: u32,
+        headroom: u32,
+        flags: u32,
+        tx_metadata_len: u32,
+    }
+    let reg = XdpUmemReg {
+        addr: umem.addr() as u64,
+        len: umem.len() as u64,
+        chunk_size: frame_size,
+        headroom,
+        flags: 0,
+        tx_metadata_len: 0,
+    };
+    // SAFETY: `reg` is readable for its size during the call; it names `umem`, a mapping this
+    // socket's owner (`Xsk`) keeps alive as long as the socket (the field order of `Xsk` drops
+    // the socket first, and the kernel keeps its own pin until then).
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            abi::SOL_XDP,
+            abi::XDP_UMEM_REG,
+            (&reg as *const XdpUmemReg).cast(),
+            size_of::<XdpUmemReg>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// The RX queues of `iface` in this thread's network namespace (`SIOCETHTOOL`
+/// `ETHTOOL_GCHANNELS`: RX plus combined channels), where the driver reports them.
+pub fn rx_queues(iface: &str) -> io::Result<u32> {
+    #[repr(C)]
+    #[derive(Default)]
+    struct EthtoolChannels {
+        cmd: u32,
+        max_rx: u32,
+        max_tx: u32,
+        max_other: u32,
+        max_combined: u32,
+        rx_count: u32,
+        tx_count: u32,
+        other_count: u32,
+        combined_count: u32,
+    }
+    const ETHTOOL_GCHANNELS: u32 = 0x3c;
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    let name = iface.as_bytes();
+    if name.len() >= libc::IFNAMSIZ || name.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "interface name",
+        ));
+    }
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..EthtoolChannels::default()
+    };
+    // SAFETY: ifreq is plain data for which all-zero is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, &b) in ifr.ifr_name.iter_mut().zip(name) {
+        *d = b as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
+    let fd = super::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+    // SAFETY: `ifr` names the interface (NUL-terminated, zeroed) and points at `ch`, which the
+    // kernel fills for ETHTOOL_GCHANNELS; both live across the call.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL, &mut ifr) })?;
+    Ok(ch.rx_count + ch.combined_count)
+}
+
+/// One mapped ring: `size` entries of `T` (a power of two) and its producer, consumer and flags
+/// words, with this side's cached copies of the indices.
+#[derive(Debug)]
+struct Ring<T> {
+    /// The mapping the pointers below point into, unmapped when the ring drops.
+    _map: Mmap,
+    producer: *const AtomicU32,
+    consumer: *const AtomicU32,
+    flags: *const AtomicU32,
+    descs: *mut T,
+    mask: u32,
+    size: u32,
+    cached_prod: u32,
+    cached_cons: u32,
+}
+
+// SAFETY: the raw pointers point into `map`, owned by the ring; access goes through &mut self.
+unsafe impl<T> Send for Ring<T> {}
+
+impl<T: Copy> Ring<T> {
+    /// Maps the ring of `size` entries at `pgoff` with the kernel's offsets `off`.
+    fn map(fd: BorrowedFd<'_>, off: &XdpRingOffset, size: u32, pgoff: u64) -> io::Result<Ring<T>> {
+        let len = off.desc as usize + size as usize * size_of::<T>();
+        let map = Mmap::shared_at(fd, len, libc::PROT_READ | libc::PROT_WRITE, pgoff)?;
+        let at = |o: u64| map.addr() + o as usize;
+        let fits = |o: u64, n: usize| (o as usize).checked_add(n).is_some_and(|end| end <= len);
+        if !(fits(off.producer, 4) && fits(off.consumer, 4) && fits(off.flags, 4))
+            || off.producer % 4 != 0
+            || off.consumer % 4 != 0
+            || off.flags % 4 != 0
+            || off.desc % align_of::<T>() as u64 != 0
+        {
+            return Err(io::Error::other(
+                "XDP_MMAP_OFFSETS outside the ring's mapping",
+            ));
+        }
+        let mut ring = Ring {
+            producer: at(off.producer) as *const AtomicU32,
+            consumer: at(off.consumer) as *const AtomicU32,
+            flags: at(off.flags) as *const AtomicU32,
+            descs: at(off.desc) as *mut T,
+            mask: size - 1,
+            size,
+            cached_prod: 0,
+            cached_cons: 0,
+            _map: map,
+        };
+        ring.cached_prod = ring.producer().load(Ordering::Relaxed);
+        ring.cached_cons = ring.consumer().load(Ordering::Relaxed);
+        Ok(ring)
+    }
+
+    fn producer(&self) -> &AtomicU32 {
+        // SAFETY: checked inside the mapping and 4-aligned in `map`; the kernel updates it
+        // atomically, and an AtomicU32 has the layout of a u32.
+        unsafe { &*self.producer }
+    }
+
+    fn consumer(&self) -> &AtomicU32 {
+        // SAFETY: as `producer`.
+        unsafe { &*self.consumer }
+    }
+
+    /// Whether the kernel asks for a syscall (`XDP_RING_NEED_WAKEUP`).
+    fn needs_wakeup(&self) -> bool {
+        // SAFETY: as `producer`.
+        let flags = unsafe { &*self.flags };
+        flags.load(Ordering::Acquire) & abi::XDP_RING_NEED_WAKEUP != 0
+    }
+
+    /// Producer side: room for entries, refreshed from the kernel's consumer when short.
+    fn free(&mut self, want: u32) -> u32 {
+        let free = self.size - self.cached_prod.wrapping_sub(self.cached_cons);
+        if free >= want {
+            return free;
+        }
+        self.cached_cons = self.consumer().load(Ordering::Acquire);
+        self.size - self.cached_prod.wrapping_sub(self.cached_cons)
+    }
+
+    /// Producer side: writes `v` at the next slot (not yet published).
+    fn write(&mut self, at: u32, v: T) {
+        let i = (self.cached_prod.wrapping_add(at) & self.mask) as usize;
+        // SAFETY: `i` < size, inside the descriptor array of the mapping; the slot is ours
+        // until published (`free` said the kernel has consumed it).
+        unsafe { self.descs.add(i).write_volatile(v) };
+    }
+
+    /// Producer side: publishes `n` written entries.
+    fn submit(&mut self, n: u32) {
+        self.cached_prod = self.cached_prod.wrapping_add(n);
+        self.producer().store(self.cached_prod, Ordering::Release);
+    }
+
+    /// Consumer side: entries the kernel has published, refreshed when none are cached.
+    fn available(&mut self) -> u32 {
+        let n = self.cached_prod.wrapping_sub(self.cached_cons);
+        if n > 0 {
+            return n;
+        }
+        self.cached_prod = self.producer().load(Ordering::Acquire);
+        self.cached_prod.wrapping_sub(self.cached_cons)
+    }
+
+    /// Consumer side: the entry `at` past the consumer (`at` < `available`).
+    fn read(&self, at: u32) -> T {
+        let i = (self.cached_cons.wrapping_add(at) & self.mask) as usize;
+        // SAFETY: `i` < size, inside the mapping; the kernel published it (acquire in
+        // `available`) and does not write it again until the consumer moves past it.
+        unsafe { self.descs.add(i).read_volatile() }
+    }
+
+    /// Consumer side: hands `n` read entries back.
+    fn release(&mut self, n: u32) {
+        self.cached_cons = self.cached_cons.wrapping_add(n);
+        self.consumer().store(self.cached_cons, Ordering::Release);
+    }
+}
+
+/// Sizes of an [`Xsk`].
+#[derive(Clone, Copy, Debug)]
+pub struct Geometry {
+    /// UMEM frames.
+    pub frame_count: u32,
+    /// Bytes per frame (2048 or 4096 in aligned mode).
+    pub frame_size: u32,
+    /// Bytes the kernel leaves free before each received frame.
+    pub headroom: u32,
+    /// Entries of every ring (a power of two).
+    pub ring_size: u32,
+    /// Open an RX ring.
+    pub rx: bool,
+    /// Open a TX ring.
+    pub tx: bool,
+}
+
+/// An `AF_XDP` socket with its UMEM and rings, bound to nothing yet.
+#[derive(Debug)]
+pub struct Xsk {
+    // Field order is drop order: the socket goes before the memory it registered.
+    fd: OwnedFd,
+    fill: Ring<u64>,
+    completion: Ring<u64>,
+    rx: Option<Ring<XdpDesc>>,
+    tx: Option<Ring<XdpDesc>>,
+    umem: Mmap,
+    frame_size: u32,
+    /// Frames that are the application's and hold nothing: for TX.
+    free: Vec<u64>,
+    /// TX frames in the kernel's hands, by frame index (a completion must name one).
+    sending: Vec<bool>,
+    /// Completions naming a frame not sent: a broken ring, counted, never trusted.
+    pub bad_completions: u64,
+}
+
+impl Xsk {
+    /// `socket(AF_XDP)`, the UMEM (`mmap` of `frame_count * frame_size` bytes), registered, and
+    /// the rings sized and mapped. Half the frames go to the fill ring when there is an RX ring
+    /// (all of them without a TX ring), the rest are free for TX.
+    pub fn new(g: &Geometry) -> io::Result<Xsk> {
+        if !g.ring_size.is_power_of_two() || !g.frame_size.is_power_of_two() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "ring size and frame size must be powers of two",
+            ));
+        }
+        let fd = super::socket(abi::AF_XDP, libc::SOCK_RAW, 0)?;
+        let len = (g.frame_count as usize)
+            .checked_mul(g.frame_size as usize)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "UMEM too large"))?;
+        let umem = Mmap::anonymous(len)?;
+        register(fd.as_fd(), &umem, g.frame_size, g.headroom)?;
+        let set = |opt: i32| super::setsockopt(fd.as_fd(), abi::SOL_XDP, opt, &g.ring_size);
+        set(abi::XDP_UMEM_FILL_RING)?;
+        set(abi::XDP_UMEM_COMPLETION_RING)?;
+        if g.rx {
+            set(abi::XDP_RX_RING)?;
+        }
+        if g.tx {
+            set(abi::XDP_TX_RING)?;
+        }
+        let mut off = XdpMmapOffsets::default();
+        super::getsockopt(
+            fd.as_fd(),
+            abi::SOL_XDP,
+            abi::XDP_MMAP_OFFSETS,
+            &mut off,
+            size_of::<XdpMmapOffsets>(),
+        )?;
+        let b = fd.as_fd();
+        let fill = Ring::map(b, &off.fr, g.ring_size, abi::XDP_UMEM_PGOFF_FILL_RING)?;
+        let completion = Ring::map(b, &off.cr, g.ring_size, abi::XDP_UMEM_PGOFF_COMPLETION_RING)?;
+        let rx =
+            g.rx.then(|| Ring::map(b, &off.rx, g.ring_size, abi::XDP_PGOFF_RX_RING))
+                .transpose()?;
+        let tx =
+            g.tx.then(|| Ring::map(b, &off.tx, g.ring_size, abi::XDP_PGOFF_TX_RING))
+                .transpose()?;
+        let mut xsk = Xsk {
+            fd,
+            fill,
+            completion,
+            rx,
+            tx,
+            umem,
+            frame_size: g.frame_size,
+            free: Vec::new(),
+            sending: vec![false; g.frame_count as usize],
+            bad_completions: 0,
+        };
+        let all: Vec<u64> = (0..u64::from(g.frame_count))
+            .map(|i| i * u64::from(g.frame_size))
+            .collect();
+        let for_rx = match (g.rx, g.tx) {
+            (true, true) => all.len() / 2,
+            (true, false) => all.len(),
+            _ => 0,
+        };
+        // The fill ring takes at most its size; the rest of the RX share stays free.
+        let fill_n = for_rx.min(g.ring_size as usize);
+        xsk.free = all[fill_n..].iter().rev().copied().collect();
+        xsk.give_to_fill(&all[..fill_n]);
+        Ok(xsk)
+    }
+
+    /// The socket.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// `bind(2)` to queue `queue` of interface `ifindex` with `flags` (`XDP_COPY`,
+    /// `XDP_ZEROCOPY`, `XDP_USE_NEED_WAKEUP`).
+    pub fn bind(&self, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
+        let sa = abi::SockaddrXdp {
+            sxdp_family: abi::AF_XDP as u16,
+            sxdp_flags: flags,
+            sxdp_ifindex: ifindex,
+            sxdp_queue_id: queue,
+            sxdp_shared_umem_fd: 0,
+        };
+        // SAFETY: `sa` is a valid sockaddr_xdp for the duration of the call.
+        cvt(unsafe {
+            libc::bind(
+                self.fd.as_raw_fd(),
+                (&sa as *const abi::SockaddrXdp).cast(),
+                size_of::<abi::SockaddrXdp>() as libc::socklen_t,
+            )
+        })
+        .map(drop)
+    }
+
+    /// Whether the bound socket runs zero-copy (`XDP_OPTIONS`, Linux 5.3); `None` before.
+    pub fn zero_copy(&self) -> Option<bool> {
+        let mut o = abi::XdpOptionsV1::default();
+        super::getsockopt(self.fd(), abi::SOL_XDP, abi::XDP_OPTIONS, &mut o, 4)
+            .ok()
+            .map(|_| o.flags & abi::XDP_OPTIONS_ZEROCOPY != 0)
+    }
+
+    /// `XDP_STATISTICS`.
+    pub fn statistics(&self) -> io::Result<abi::XdpStatistics> {
+        let mut s = abi::XdpStatistics::default();
+        super::getsockopt(
+            self.fd(),
+            abi::SOL_XDP,
+            abi::XDP_STATISTICS,
+            &mut s,
+            size_of::<abi::XdpStatistics>(),
+        )?;
+        Ok(s)
+    }
+
+    /// Puts `addrs` (frames of the application's) on the fill ring, as many as it has room for;
+    /// returns how many.
+    fn give_to_fill(&mut self, addrs: &[u64]) -> usize {
+        let n = self.fill.free(addrs.len() as u32).min(addrs.len() as u32);
+        for (i, &a) in addrs[..n as usize].iter().enumerate() {
+            self.fill.write(i as u32, a);
+        }
+        self.fill.submit(n);
+        n as usize
+    }
+
+    /// Whether the fill ring asks for a wakeup (the kernel has run out of frames to fill).
+    pub fn fill_needs_wakeup(&self) -> bool {
+        self.fill.needs_wakeup()
+    }
+
+    /// Without a TX ring every free frame belongs on the fill ring: puts them there (frames
+    /// the ring had no room for when a batch dropped).
+    pub fn refill(&mut self) {
+        if self.tx.is_none() && !self.free.is_empty() {
+            let free = std::mem::take(&mut self.free);
+            let n = self.give_to_fill(&free);
+            self.free = free[n..].to_vec();
+        }
+    }
+
+    /// Received frames waiting on the RX ring.
+    pub fn rx_ready(&mut self) -> u32 {
+        self.rx.as_mut().map_or(0, Ring::available)
+    }
+
+    /// Takes up to `max` received frames off the RX ring.
+    pub fn rx_batch(&mut self, max: u32) -> RxBatch<'_> {
+        let Some(rx) = self.rx.as_mut() else {
+            return RxBatch {
+                xsk: self,
+                descs: Vec::new(),
+            };
+        };
+        let n = rx.available().min(max);
+        let mut descs = Vec::with_capacity(n as usize);
+        let umem_len = self.umem.len() as u64;
+        for i in 0..n {
+            let d = rx.read(i);
+            // A descriptor outside the UMEM would make a slice of memory not ours: checked once
+            // here, as the TPACKET_V3 blocks are.
+            if d.addr
+                .checked_add(u64::from(d.len))
+                .is_some_and(|e| e <= umem_len)
+            {
+                descs.push(d);
+            }
+        }
+        rx.release(n);
+        RxBatch { xsk: self, descs }
+    }
+
+    /// Copies `data` into a free frame and puts it on the TX ring; `false` when no frame is
+    /// free or the ring is full (reap completions, then try again).
+    pub fn send(&mut self, data: &[u8]) -> io::Result<bool> {
+        let Some(tx) = self.tx.as_mut() else {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "no TX ring"));
+        };
+        if data.len() > self.frame_size as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "frame larger than a UMEM frame",
+            ));
+        }
+        if tx.free(1) == 0 {
+            return Ok(false);
+        }
+        let Some(addr) = self.free.pop() else {
+            return Ok(false);
+        };
+        // SAFETY: `addr` is a frame from the free list: inside the UMEM (built from the frame
+        // count), the application's alone (neither ring holds it), and `data` fits a frame.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                (self.umem.addr() + addr as usize) as *mut u8,
+                data.len(),
+            );
+        }
+        self.sending[(addr / u64::from(self.frame_size)) as usize] = true;
+        tx.write(
+            0,
+            XdpDesc {
+                addr,
+                len: data.len() as u32,
+                options: 0,
+            },
+        );
+        tx.submit(1);
+        Ok(true)
+    }
+
+    /// Whether the TX ring asks for a wakeup (`sendto`); always true without need-wakeup.
+    pub fn tx_needs_wakeup(&self) -> bool {
+        self.tx.as_ref().is_some_and(Ring::needs_wakeup)
+    }
+
+    /// `sendto(fd, NULL, 0, MSG_DONTWAIT)`: tells the kernel to send what the TX ring holds.
+    /// `EAGAIN`/`EBUSY`/`ENOBUFS` (busy, try again) are not errors.
+    pub fn kick_tx(&self) -> io::Result<()> {
+        // SAFETY: no buffer, no address.
+        let r = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN) => Ok(()),
+                _ => Err(e),
+            };
+        }
+        Ok(())
+    }
+
+    /// `recvfrom(fd, NULL, 0, MSG_DONTWAIT)`: tells the kernel the fill ring has frames again.
+    pub fn kick_rx(&self) -> io::Result<()> {
+        // SAFETY: no buffer, no address.
+        let r = unsafe {
+            libc::recvfrom(
+                self.fd.as_raw_fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN | libc::EBUSY) => Ok(()),
+                _ => Err(e),
+            };
+        }
+        Ok(())
+    }
+
+    /// Moves completed TX frames back to the free list; returns how many came back.
+    pub fn reap(&mut self) -> u32 {
+        let n = self.completion.available();
+        for i in 0..n {
+            let addr = self.completion.read(i);
+            let idx = addr / u64::from(self.frame_size);
+            match self.sending.get_mut(idx as usize) {
+                Some(s) if *s && addr % u64::from(self.frame_size) == 0 => {
+                    *s = false;
+                    self.free.push(addr);
+                }
+                _ => self.bad_completions += 1,
+            }
+        }
+        self.completion.release(n);
+        n
+    }
+
+    /// TX frames in the kernel's hands.
+    pub fn in_flight(&self) -> usize {
+        self.sending.iter().filter(|s| **s).count()
+    }
+
+    /// Frames free for TX.
+    pub fn free_frames(&self) -> usize {
+        self.free.len()
+    }
+}
+
+/// Received frames, the application's until this batch drops: then they go to the fill ring
+/// (frames the ring has no room for wait in the free list).
+#[derive(Debug)]
+pub struct RxBatch<'a> {
+    xsk: &'a mut Xsk,
+    descs: Vec<XdpDesc>,
+}
+
+impl RxBatch<'_> {
+    /// Number of frames.
+    pub fn len(&self) -> usize {
+        self.descs.len()
+    }
+
+    /// Frame `i`: its bytes.
+    pub fn frame(&self, i: usize) -> &[u8] {
+        let d = self.descs[i];
+        // SAFETY: checked inside the UMEM when the batch was made; the frame left the RX ring
+        // and is not on the fill ring until this batch drops, so the kernel does not write it
+        // while the slice (borrowed from the batch) lives.
+        unsafe {
+            std::slice::from_raw_parts(
+                (self.xsk.umem.addr() + d.addr as usize) as *const u8,
+                d.len as usize,
+            )
+        }
+    }
+}
+
+impl Drop for RxBatch<'_> {
+    fn drop(&mut self) {
+        // The frame's base address (the kernel hands back an address past the headroom).
+        let size = u64::from(self.xsk.frame_size);
+        let addrs: Vec<u64> = self.descs.iter().map(|d| d.addr - d.addr % size).collect();
+        let n = self.xsk.give_to_fill(&addrs);
+        self.xsk.free.extend_from_slice(&addrs[n..]);
+    }
+}

@@ -1,0 +1,739 @@
+//! `AF_XDP` sockets (Linux 4.18; `Documentation/networking/af_xdp.rst`): frames received into a
+//! UMEM of this process, and sent from it, through rings shared with the kernel; an XDP program
+//! redirects the frames of one queue of an interface to the socket.
+//!
+//! ```no_run
+//! use zcnet::xdp::{Config, Mode, XdpSocket};
+//! let mut xsk = XdpSocket::open("eth0", &Config { mode: Mode::Auto, ..Config::default() })?;
+//! if let Some(why) = xsk.fallback_reason() { eprintln!("copy mode: {why}"); }
+//! while let Some(frames) = xsk.recv(Some(std::time::Duration::from_secs(1)))? {
+//!     for f in frames.iter() { println!("{} bytes", f.len()); }
+//! } // each batch of frames goes back to the fill ring when dropped
+//! # Ok::<(), zcnet::xdp::XdpError>(())
+//! ```
+//!
+//! - **Modes**: `Mode::ZeroCopy` binds with `XDP_ZEROCOPY` (the driver DMAs into the UMEM),
+//!   `Mode::Copy` with `XDP_COPY` (any device; the kernel copies each frame once, into the UMEM,
+//!   not into an skb and a socket buffer), `Mode::Auto` tries zero copy and falls back with
+//!   [`XdpSocket::fallback_reason`] naming the errno (veth has no zero-copy AF_XDP).
+//! - **The program** is `crates/zcnet/bpf/xdp_redirect.c` (libxdp's default program: the frame
+//!   goes to the socket of its RX queue in an XSKMAP, else to the stack), compiled by
+//!   `bpf/build.sh` and embedded; it is loaded and attached with the `aya` crate through a BPF
+//!   link, native (driver) mode where the driver has it, else generic (skb) mode, as
+//!   [`Attach`] asks. An interface that already has an XDP program is refused, never replaced.
+//!   The link is closed when the socket drops (also on a panic's unwinding) and by the kernel
+//!   when the process dies.
+//! - **Frames** are borrowed from a [`Frames`] batch, checked once against the UMEM's bounds, and
+//!   go back to the fill ring when it drops. A sent frame's UMEM slot comes back only with its
+//!   completion (the same loan discipline as `msg_zerocopy`).
+//! - **Privileges**: `CAP_NET_RAW` for the socket, `CAP_BPF` and `CAP_NET_ADMIN` for the
+//!   program; the UMEM counts against `RLIMIT_MEMLOCK` without `CAP_IPC_LOCK`.
+//! - Not here: several sockets sharing one UMEM (`XDP_SHARED_UMEM`), unaligned chunks, and
+//!   multi-buffer frames (one frame per descriptor, at most a UMEM frame long).
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use crate::counters::ZeroCopyCounters;
+use crate::support::{Check, CheckId, Probe};
+use crate::sys::{self, abi};
+
+/// 8-byte alignment for the embedded object: the ELF parser reads its headers in place.
+#[repr(C, align(8))]
+struct Aligned<T: ?Sized>(T);
+
+static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("../bpf/xdp_redirect.o"));
+
+/// The redirect program's object (built by `bpf/build.sh` from `bpf/xdp_redirect.c`), 8-aligned.
+pub const PROGRAM_OBJECT: &[u8] = &OBJECT.0;
+/// The program's name in the object.
+const PROGRAM: &str = "zcnet_xsk_redirect";
+/// The XSKMAP's name in the object.
+const MAP: &str = "xsks_map";
+/// Entries of the XSKMAP: the queues a program can serve.
+pub const MAX_QUEUES: u32 = 64;
+
+/// How to bind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mode {
+    /// `XDP_ZEROCOPY`: the driver writes and reads the UMEM; an error where it cannot.
+    ZeroCopy,
+    /// `XDP_COPY`: the kernel copies each frame into (or out of) the UMEM; any device.
+    Copy,
+    /// Zero copy where the driver has it, else copy, with the reason.
+    Auto,
+}
+
+/// Where the XDP program runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Attach {
+    /// Native where the driver has it, else generic.
+    Auto,
+    /// `XDP_FLAGS_DRV_MODE`: in the driver, before any skb exists.
+    Native,
+    /// `XDP_FLAGS_SKB_MODE`: after the skb is built (any device).
+    Generic,
+}
+
+/// How an [`XdpSocket`] is made.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Zero copy, copy, or auto.
+    pub mode: Mode,
+    /// Native or generic XDP.
+    pub attach: Attach,
+    /// The interface's RX (and TX) queue.
+    pub queue: u32,
+    /// UMEM frames (default 4096).
+    pub frame_count: u32,
+    /// Bytes per UMEM frame: 2048 or 4096 (default 2048).
+    pub frame_size: u32,
+    /// Entries of each ring, a power of two (default 2048).
+    pub ring_size: u32,
+    /// Receive (default true).
+    pub rx: bool,
+    /// Send (default false).
+    pub tx: bool,
+    /// Attach the redirect program (default true; a TX-only socket needs none).
+    pub program: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            mode: Mode::Auto,
+            attach: Attach::Auto,
+            queue: 0,
+            frame_count: 4096,
+            frame_size: 2048,
+            ring_size: 2048,
+            rx: true,
+            tx: false,
+            program: true,
+        }
+    }
+}
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum XdpError {
+    /// No interface of that name here.
+    #[error("no interface named {0:?} in this network namespace")]
+    NoInterface(String),
+    /// A parameter the kernel would refuse (a queue out of range, sizes).
+    #[error("{0}")]
+    Config(String),
+    /// A privilege is missing.
+    #[error("{what} needs {caps} (run as root)")]
+    NoPrivilege {
+        /// What was refused.
+        what: &'static str,
+        /// The capabilities it needs.
+        caps: &'static str,
+    },
+    /// The UMEM is larger than `RLIMIT_MEMLOCK` allows.
+    #[error(
+        "the UMEM needs {need} bytes locked but RLIMIT_MEMLOCK is {limit}: raise it (ulimit -l \
+         {need_kib}) or use fewer or smaller frames"
+    )]
+    Memlock {
+        /// Bytes to lock.
+        need: u64,
+        /// The same in KiB, for `ulimit -l`.
+        need_kib: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// Another XDP program is attached; zcnet does not replace it.
+    #[error(
+        "{iface} already has an XDP program: zcnet does not replace it (see `ip link show dev \
+         {iface}`)"
+    )]
+    Busy {
+        /// The interface.
+        iface: String,
+    },
+    /// Another `AF_XDP` socket is bound to the queue.
+    #[error("queue {queue} of {iface} already has an AF_XDP socket")]
+    QueueBusy {
+        /// The interface.
+        iface: String,
+        /// The queue.
+        queue: u32,
+    },
+    /// The kernel lacks something this needs.
+    #[error("{feature} is not available: {reason}")]
+    Unsupported {
+        /// The missing feature.
+        feature: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// Loading or attaching the program failed.
+    #[error("the XDP program: {0}")]
+    Program(String),
+    /// A call failed.
+    #[error("{call} failed")]
+    Io {
+        /// The call, named as in C.
+        call: &'static str,
+        /// The kernel's error.
+        source: io::Error,
+    },
+}
+
+fn sys_err(call: &'static str) -> impl FnOnce(io::Error) -> XdpError {
+    move |source| XdpError::Io { call, source }
+}
+
+/// The kernel's `XDP_STATISTICS` of a socket.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Statistics {
+    /// Frames dropped for other reasons.
+    pub rx_dropped: u64,
+    /// Frames dropped for an invalid fill descriptor.
+    pub rx_invalid_descs: u64,
+    /// TX descriptors the kernel refused.
+    pub tx_invalid_descs: u64,
+    /// Frames dropped because the RX ring was full (5.9+).
+    pub rx_ring_full: u64,
+    /// Times the kernel found the fill ring empty (5.9+).
+    pub rx_fill_ring_empty_descs: u64,
+    /// Times the kernel found the TX ring empty (5.9+).
+    pub tx_ring_empty_descs: u64,
+}
+
+/// What a socket did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Counters {
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames put on the TX ring.
+    pub tx_frames: u64,
+    /// Bytes put on the TX ring.
+    pub tx_bytes: u64,
+    /// TX frames whose completion came back.
+    pub completions: u64,
+    /// Times a receive found the kernel waiting for fill-ring frames (need-wakeup set).
+    pub fill_ring_empty: u64,
+    /// Completions that named no frame in flight (a broken ring; never trusted).
+    pub bad_completions: u64,
+    /// Whether the socket is bound zero-copy.
+    pub zero_copy: bool,
+}
+
+impl ZeroCopyCounters for Counters {
+    fn zero_copy_bytes(&self) -> u64 {
+        if self.zero_copy {
+            self.rx_bytes + self.tx_bytes
+        } else {
+            0
+        }
+    }
+
+    fn copied_bytes(&self) -> u64 {
+        if self.zero_copy {
+            0
+        } else {
+            self.rx_bytes + self.tx_bytes
+        }
+    }
+
+    fn fallbacks(&self) -> u64 {
+        0
+    }
+}
+
+/// The redirect program attached to an interface; detached (its link closed) on drop.
+struct Program {
+    // Dropping the Ebpf object drops the program, which detaches its links.
+    ebpf: aya::Ebpf,
+    native: bool,
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Program")
+            .field("native", &self.native)
+            .finish()
+    }
+}
+
+/// An `AF_XDP` socket bound to one queue of an interface, with its UMEM, rings and program.
+#[derive(Debug)]
+pub struct XdpSocket {
+    // Drop order: the program (stop redirecting) before the socket and its memory.
+    program: Option<Program>,
+    xsk: sys::xdp::Xsk,
+    iface: String,
+    fallback: Option<String>,
+    counters: Counters,
+}
+
+impl XdpSocket {
+    /// Opens a socket on `queue` of `iface` and, for RX, attaches the redirect program.
+    ///
+    /// # Errors
+    /// [`XdpError::NoInterface`], [`XdpError::Config`] (queue out of range, sizes),
+    /// [`XdpError::NoPrivilege`], [`XdpError::Memlock`], [`XdpError::Busy`] (another program is
+    /// attached), [`XdpError::Unsupported`] (zero copy asked where the driver has none),
+    /// [`XdpError::Program`], [`XdpError::Io`].
+    pub fn open(iface: &str, config: &Config) -> Result<XdpSocket, XdpError> {
+        let ifindex =
+            sys::if_nametoindex(iface).map_err(|_| XdpError::NoInterface(iface.into()))?;
+        if let Ok(n) = sys::xdp::rx_queues(iface)
+            && n > 0
+            && config.queue >= n
+        {
+            return Err(XdpError::Config(format!(
+                "queue {} of {iface}: it has {n} (0..{})",
+                config.queue,
+                n.saturating_sub(1)
+            )));
+        }
+        if config.queue >= MAX_QUEUES {
+            return Err(XdpError::Config(format!(
+                "queue {}: the program serves queues 0..{MAX_QUEUES}",
+                config.queue
+            )));
+        }
+        if !matches!(config.frame_size, 2048 | 4096) {
+            return Err(XdpError::Config(format!(
+                "frame size {}: 2048 or 4096",
+                config.frame_size
+            )));
+        }
+        if !config.ring_size.is_power_of_two() || !(64..=65536).contains(&config.ring_size) {
+            return Err(XdpError::Config(format!(
+                "ring size {}: a power of two from 64 to 65536",
+                config.ring_size
+            )));
+        }
+        if !(1..=1 << 20).contains(&config.frame_count) {
+            return Err(XdpError::Config(format!(
+                "{} frames: 1 to 1048576",
+                config.frame_count
+            )));
+        }
+        if !config.rx && !config.tx {
+            return Err(XdpError::Config("a socket with neither RX nor TX".into()));
+        }
+        let need = u64::from(config.frame_count) * u64::from(config.frame_size);
+        if !sys::has_cap_ipc_lock()
+            && let Ok((Some(limit), _)) = sys::memlock_limit()
+            && need > limit
+        {
+            return Err(XdpError::Memlock {
+                need,
+                need_kib: need.div_ceil(1024),
+                limit,
+            });
+        }
+        let geometry = sys::xdp::Geometry {
+            frame_count: config.frame_count,
+            frame_size: config.frame_size,
+            headroom: 0,
+            ring_size: config.ring_size,
+            rx: config.rx,
+            tx: config.tx,
+        };
+        let make = || {
+            sys::xdp::Xsk::new(&geometry).map_err(|e| match e.raw_os_error() {
+                Some(libc::EPERM | libc::EACCES) => XdpError::NoPrivilege {
+                    what: "socket(AF_XDP)",
+                    caps: "CAP_NET_RAW",
+                },
+                Some(libc::ENOMEM) => XdpError::Memlock {
+                    need,
+                    need_kib: need.div_ceil(1024),
+                    limit: sys::memlock_limit().ok().and_then(|l| l.0).unwrap_or(0),
+                },
+                Some(libc::EAFNOSUPPORT) => XdpError::Unsupported {
+                    feature: "AF_XDP",
+                    reason: "this kernel has no CONFIG_XDP_SOCKETS (Linux 4.18+)".into(),
+                },
+                _ => XdpError::Io {
+                    call: "socket(AF_XDP) and XDP_UMEM_REG",
+                    source: e,
+                },
+            })
+        };
+        let wake = abi::XDP_USE_NEED_WAKEUP;
+        // The program first: an interface that has another one is refused before any socket is
+        // bound to it.
+        let mut program = if config.rx && config.program {
+            Some(attach(iface, config)?)
+        } else {
+            None
+        };
+        // A socket closed just before still holds its queue until the kernel's deferred release
+        // runs: EBUSY for a moment. Asked again for up to a second.
+        let bind = |xsk: &sys::xdp::Xsk, flags: u16| {
+            let end = Instant::now() + Duration::from_secs(1);
+            loop {
+                match xsk.bind(ifindex, config.queue, flags) {
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < end => {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    r => return r,
+                }
+            }
+        };
+        let mut xsk = make()?;
+        let mut fallback = None;
+        let zc_first = matches!(config.mode, Mode::ZeroCopy | Mode::Auto);
+        let bound = if zc_first {
+            match bind(&xsk, abi::XDP_ZEROCOPY | wake) {
+                Ok(()) => Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(e),
+                Err(e) if config.mode == Mode::Auto => {
+                    fallback = Some(format!(
+                        "zero-copy bind refused ({e}): {iface}'s driver has no AF_XDP zero-copy \
+                         support for this queue; bound in copy mode"
+                    ));
+                    // A refused bind leaves the socket unbound; a fresh one keeps it simple.
+                    xsk = make()?;
+                    bind(&xsk, abi::XDP_COPY | wake)
+                }
+                Err(e) => {
+                    return Err(XdpError::Unsupported {
+                        feature: "AF_XDP zero copy",
+                        reason: format!(
+                            "bind(XDP_ZEROCOPY) on {iface} queue {}: {e}",
+                            config.queue
+                        ),
+                    });
+                }
+            }
+        } else {
+            bind(&xsk, abi::XDP_COPY | wake)
+        };
+        bound.map_err(|e| match e.raw_os_error() {
+            Some(libc::EPERM) => XdpError::NoPrivilege {
+                what: "bind(AF_XDP)",
+                caps: "CAP_NET_RAW",
+            },
+            Some(libc::EBUSY) => XdpError::QueueBusy {
+                iface: iface.into(),
+                queue: config.queue,
+            },
+            _ => XdpError::Io {
+                call: "bind(AF_XDP)",
+                source: e,
+            },
+        })?;
+        let zero_copy = xsk.zero_copy().unwrap_or(false);
+        if let Some(p) = &mut program {
+            p.serve(config.queue, &xsk)?;
+        }
+        Ok(XdpSocket {
+            program,
+            xsk,
+            iface: iface.to_owned(),
+            fallback,
+            counters: Counters {
+                zero_copy,
+                ..Counters::default()
+            },
+        })
+    }
+
+    /// Why the socket copies although zero copy was asked (`Mode::Auto`); `None` otherwise.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    /// Whether the program runs in the driver (`true`) or on the skb (`false`); `None` without a
+    /// program.
+    pub fn native(&self) -> Option<bool> {
+        self.program.as_ref().map(|p| p.native)
+    }
+
+    /// The interface.
+    pub fn interface(&self) -> &str {
+        &self.iface
+    }
+
+    /// Waits up to `timeout` (`None`: forever) for received frames; `Ok(None)` when none came.
+    ///
+    /// # Errors
+    /// [`XdpError::Io`] from `poll`.
+    pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Option<Frames<'_>>, XdpError> {
+        let end = timeout.map(|t| Instant::now() + t);
+        loop {
+            self.xsk.refill();
+            if self.xsk.fill_needs_wakeup() {
+                self.counters.fill_ring_empty += 1;
+                self.xsk.kick_rx().map_err(sys_err("recvfrom(AF_XDP)"))?;
+            }
+            if self.xsk.rx_ready() > 0 {
+                break;
+            }
+            let left = match end {
+                None => None,
+                Some(e) => match e.checked_duration_since(Instant::now()) {
+                    Some(l) if !l.is_zero() => Some(l),
+                    _ => return Ok(None),
+                },
+            };
+            // Short polls: with need-wakeup the kernel may wait on the fill ring first.
+            let wait = left.map_or(Duration::from_millis(100), |l| {
+                l.min(Duration::from_millis(100))
+            });
+            sys::poll(self.xsk.fd(), libc::POLLIN, Some(wait)).map_err(sys_err("poll"))?;
+        }
+        let batch = self.xsk.rx_batch(256);
+        self.counters.rx_frames += batch.len() as u64;
+        self.counters.rx_bytes += (0..batch.len())
+            .map(|i| batch.frame(i).len() as u64)
+            .sum::<u64>();
+        Ok(Some(Frames { batch }))
+    }
+
+    /// Queues `frame` for sending (copied into a free UMEM frame); `Ok(false)` when no frame is
+    /// free or the TX ring is full: [`XdpSocket::flush`] and try again.
+    ///
+    /// # Errors
+    /// [`XdpError::Config`]: no TX ring, or a frame longer than a UMEM frame.
+    pub fn send(&mut self, frame: &[u8]) -> Result<bool, XdpError> {
+        if self.xsk.free_frames() == 0 {
+            self.reap();
+        }
+        match self.xsk.send(frame) {
+            Ok(true) => {
+                self.counters.tx_frames += 1;
+                self.counters.tx_bytes += frame.len() as u64;
+                Ok(true)
+            }
+            Ok(false) => Ok(false),
+            Err(e) => Err(XdpError::Config(e.to_string())),
+        }
+    }
+
+    /// Tells the kernel to send what the TX ring holds (`sendto`, where it asks for one or in
+    /// copy mode, which sends only from the syscall) and takes completions back.
+    ///
+    /// # Errors
+    /// [`XdpError::Io`] from `sendto`.
+    pub fn flush(&mut self) -> Result<(), XdpError> {
+        if !self.counters.zero_copy || self.xsk.tx_needs_wakeup() {
+            self.xsk.kick_tx().map_err(sys_err("sendto(AF_XDP)"))?;
+        }
+        self.reap();
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for every sent frame's completion.
+    ///
+    /// # Errors
+    /// [`XdpError::Io`]: `sendto` failed, or frames are still out at the timeout.
+    pub fn drain(&mut self, timeout: Duration) -> Result<(), XdpError> {
+        let end = Instant::now() + timeout;
+        while self.xsk.in_flight() > 0 {
+            self.flush()?;
+            if Instant::now() > end {
+                return Err(XdpError::Io {
+                    call: "sendto(AF_XDP)",
+                    source: io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("{} frames not completed", self.xsk.in_flight()),
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        Ok(())
+    }
+
+    /// Takes completions back: their UMEM frames are free again. Returns how many.
+    pub fn reap(&mut self) -> u32 {
+        let n = self.xsk.reap();
+        self.counters.completions += u64::from(n);
+        self.counters.bad_completions = self.xsk.bad_completions;
+        n
+    }
+
+    /// Frames sent whose completion has not come back.
+    pub fn in_flight(&self) -> usize {
+        self.xsk.in_flight()
+    }
+
+    /// UMEM frames free for sending.
+    pub fn free_frames(&self) -> usize {
+        self.xsk.free_frames()
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// The kernel's `XDP_STATISTICS`.
+    ///
+    /// # Errors
+    /// [`XdpError::Io`] from `getsockopt`.
+    pub fn statistics(&self) -> Result<Statistics, XdpError> {
+        let s = self
+            .xsk
+            .statistics()
+            .map_err(sys_err("getsockopt(XDP_STATISTICS)"))?;
+        Ok(Statistics {
+            rx_dropped: s.rx_dropped,
+            rx_invalid_descs: s.rx_invalid_descs,
+            tx_invalid_descs: s.tx_invalid_descs,
+            rx_ring_full: s.rx_ring_full,
+            rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs,
+            tx_ring_empty_descs: s.tx_ring_empty_descs,
+        })
+    }
+}
+
+/// `e` and its causes on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut c = e.source();
+    while let Some(x) = c {
+        s.push_str(": ");
+        s.push_str(&x.to_string());
+        c = x.source();
+    }
+    s
+}
+
+impl Program {
+    /// Puts the socket in the program's XSKMAP at `queue`: from now on the queue's frames go to
+    /// it.
+    fn serve(&mut self, queue: u32, xsk: &sys::xdp::Xsk) -> Result<(), XdpError> {
+        let mut map: aya::maps::XskMap<_> = self
+            .ebpf
+            .map_mut(MAP)
+            .ok_or_else(|| XdpError::Program(format!("no map {MAP} in the object")))?
+            .try_into()
+            .map_err(|e| XdpError::Program(chain(&e)))?;
+        map.set(queue, xsk.fd(), 0)
+            .map_err(|e| XdpError::Program(format!("the XSKMAP: {}", chain(&e))))
+    }
+}
+
+/// Loads the redirect program and attaches it to `iface`.
+fn attach(iface: &str, config: &Config) -> Result<Program, XdpError> {
+    use aya::programs::{Xdp, XdpFlags};
+    let perm = |e: &dyn std::fmt::Display| {
+        let s = e.to_string();
+        if s.contains("Operation not permitted") || s.contains("os error 1)") {
+            Some(XdpError::NoPrivilege {
+                what: "loading an XDP program",
+                caps: "CAP_BPF and CAP_NET_ADMIN",
+            })
+        } else {
+            None
+        }
+    };
+    let mut ebpf = aya::Ebpf::load(PROGRAM_OBJECT).map_err(|e| {
+        perm(&chain(&e)).unwrap_or_else(|| XdpError::Program(format!("loading: {}", chain(&e))))
+    })?;
+    let prog: &mut Xdp = ebpf
+        .program_mut(PROGRAM)
+        .ok_or_else(|| XdpError::Program(format!("no program {PROGRAM} in the object")))?
+        .try_into()
+        .map_err(|e| XdpError::Program(chain(&e)))?;
+    prog.load().map_err(|e| {
+        perm(&chain(&e)).unwrap_or_else(|| XdpError::Program(format!("verifier: {}", chain(&e))))
+    })?;
+    let tries: &[(XdpFlags, bool)] = match config.attach {
+        Attach::Native => &[(XdpFlags::DRV_MODE, true)],
+        Attach::Generic => &[(XdpFlags::SKB_MODE, false)],
+        Attach::Auto => &[(XdpFlags::DRV_MODE, true), (XdpFlags::SKB_MODE, false)],
+    };
+    let mut native = None;
+    let mut last = String::new();
+    for &(flags, is_native) in tries {
+        match prog.attach(iface, flags) {
+            Ok(_) => {
+                native = Some(is_native);
+                break;
+            }
+            Err(e) => {
+                let text = chain(&e);
+                if text.contains("Device or resource busy") || text.contains("File exists") {
+                    return Err(XdpError::Busy {
+                        iface: iface.into(),
+                    });
+                }
+                if let Some(p) = perm(&text) {
+                    return Err(p);
+                }
+                last = text;
+            }
+        }
+    }
+    let Some(native) = native else {
+        return Err(XdpError::Program(format!("attaching to {iface}: {last}")));
+    };
+    Ok(Program { ebpf, native })
+}
+
+/// A batch of received frames, borrowed from the socket; they go back to the fill ring when the
+/// batch drops.
+#[derive(Debug)]
+pub struct Frames<'a> {
+    batch: sys::xdp::RxBatch<'a>,
+}
+
+impl Frames<'_> {
+    /// Number of frames.
+    pub fn len(&self) -> usize {
+        self.batch.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.batch.len() == 0
+    }
+
+    /// Frame `i`, from its Ethernet header.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        (i < self.batch.len()).then(|| self.batch.frame(i))
+    }
+
+    /// Every frame, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        (0..self.batch.len()).map(|i| self.batch.frame(i))
+    }
+}
+
+/// What this kernel allows of `AF_XDP`: see [`support`].
+#[derive(Clone, Debug)]
+pub struct Support {
+    /// `socket(AF_XDP)`.
+    pub socket: Check,
+}
+
+/// Checks, once: an `AF_XDP` socket can be made (copy mode works on any device; zero copy
+/// needs a driver with AF_XDP zero-copy support, which only a bind on the device can show).
+pub fn support() -> &'static Support {
+    static S: std::sync::OnceLock<Support> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        let mut p = Probe::new(CheckId::XdpSocket);
+        p.step("socket(AF_XDP, SOCK_RAW, 0)");
+        let socket = match sys::socket(abi::AF_XDP, libc::SOCK_RAW, 0) {
+            Ok(_) => p.ok(
+                "AF_XDP sockets can be created; copy mode works on any device, zero-copy bind \
+                 (XDP_ZEROCOPY) needs a driver with AF_XDP zero-copy support (not checked: needs \
+                 a real device)",
+            ),
+            Err(e) => p.failed(
+                "socket(AF_XDP) (needs CAP_NET_RAW)",
+                &e,
+                "needs Linux 4.18+ with CONFIG_XDP_SOCKETS",
+            ),
+        };
+        Support { socket }
+    })
+}

@@ -1,0 +1,324 @@
+//! `zcnet::xdp` in the veth lab (issue 18): an AF_XDP socket on veth-b receives exactly the
+//! frames sent from veth-a (count and content, random payloads) in copy mode; frames sent from
+//! an AF_XDP socket arrive intact and each UMEM slot comes back once; the program is gone from
+//! the interface after the socket drops, also after a panic; zero copy on veth falls back with
+//! its reason; another program on the interface is never replaced; bad input is refused.
+
+use std::time::{Duration, Instant};
+
+use netlab::{Netns, Side, VethLab};
+use zcnet::packet::{Socket, TxConfig, TxRing};
+use zcnet::xdp::{Attach, Config, Mode, XdpError, XdpSocket};
+
+/// The lab, IPv6 off on both ends (no router or neighbour discovery: the test's frames alone),
+/// or `None` (recorded as skipped).
+fn lab() -> Option<VethLab> {
+    if let Err(e) = netlab::check_privileges() {
+        netlab::skip::skip(&e.to_string());
+        return None;
+    }
+    let lab = VethLab::new(None).unwrap();
+    for (side, dev) in [(Side::A, VethLab::DEV_A), (Side::B, VethLab::DEV_B)] {
+        lab.ns(side)
+            .set_sysctl(&format!("net.ipv6.conf.{dev}.disable_ipv6"), "1")
+            .unwrap();
+    }
+    Some(lab)
+}
+
+/// `n` frames of random lengths (64..=1500) and contents, each with its index in bytes 14..18
+/// (an EtherType the stack does not know, so nothing answers them).
+fn frames(n: usize, seed: u64) -> Vec<Vec<u8>> {
+    let noise = netlab::pattern::random_bytes(n * 1500 + 8, seed);
+    (0..n)
+        .map(|i| {
+            let len = 64 + (u16::from_le_bytes([noise[i * 2], noise[i * 2 + 1]]) as usize % 1437);
+            let mut f = noise[i * 1500..i * 1500 + len].to_vec();
+            f[..6].copy_from_slice(&[0xff; 6]);
+            f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0xa]);
+            f[12..14].copy_from_slice(&[0x88, 0xb5]); // local experimental EtherType
+            f[14..18].copy_from_slice(&(i as u32).to_be_bytes());
+            f
+        })
+        .collect()
+}
+
+/// Sends `frames` from veth-a through a TX ring.
+fn send_from_a(ns: &Netns, frames: Vec<Vec<u8>>) {
+    ns.run(move || {
+        let mut tx = TxRing::open(VethLab::DEV_A, &TxConfig::default()).unwrap();
+        for f in &frames {
+            while !tx.push(f).unwrap() {
+                tx.send().unwrap();
+            }
+        }
+        tx.send().unwrap();
+        assert_eq!(tx.refused(), 0);
+    })
+    .unwrap();
+}
+
+/// Whether `dev` in `ns` has an XDP program (`ip -d link show`).
+fn has_xdp(ns: &Netns, dev: &str) -> bool {
+    let out = ns.ip(&["-d", "link", "show", "dev", dev]).unwrap();
+    out.contains("prog/xdp") || out.contains(" xdp")
+}
+
+fn copy_config() -> Config {
+    Config {
+        mode: Mode::Copy,
+        attach: Attach::Generic,
+        ..Config::default()
+    }
+}
+
+#[test]
+fn copy_mode_receives_exactly_the_frames_sent() {
+    let Some(lab) = lab() else { return };
+    let sent = frames(2000, 0x5eed_0001);
+    let expect = sent.clone();
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let receiver = lab
+        .ns(Side::B)
+        .spawn(move || {
+            let mut xsk = XdpSocket::open(VethLab::DEV_B, &copy_config()).unwrap();
+            assert!(xsk.fallback_reason().is_none());
+            assert_eq!(xsk.native(), Some(false));
+            ready_tx.send(()).unwrap();
+            let mut got: Vec<Vec<u8>> = Vec::new();
+            let end = Instant::now() + Duration::from_secs(20);
+            while got.len() < expect.len() && Instant::now() < end {
+                if let Some(batch) = xsk.recv(Some(Duration::from_millis(200))).unwrap() {
+                    got.extend(batch.iter().map(<[u8]>::to_vec));
+                }
+            }
+            // Nothing more comes: no extra frame, none twice.
+            while let Some(batch) = xsk.recv(Some(Duration::from_millis(300))).unwrap() {
+                got.extend(batch.iter().map(<[u8]>::to_vec));
+            }
+            let c = xsk.counters();
+            let s = xsk.statistics().unwrap();
+            (got, c, s)
+        })
+        .unwrap();
+    ready.recv_timeout(Duration::from_secs(10)).unwrap();
+    send_from_a(lab.ns(Side::A), sent.clone());
+    let (got, counters, stats) = receiver.join().unwrap();
+    assert_eq!(got.len(), sent.len(), "frames received");
+    for (i, (g, s)) in got.iter().zip(&sent).enumerate() {
+        assert_eq!(g, s, "frame {i}");
+    }
+    assert_eq!(counters.rx_frames, 2000);
+    assert_eq!(
+        counters.rx_bytes,
+        sent.iter().map(|f| f.len() as u64).sum::<u64>()
+    );
+    assert!(!counters.zero_copy);
+    assert_eq!(
+        stats.rx_dropped + stats.rx_invalid_descs + stats.rx_ring_full,
+        0
+    );
+    // The program went with the socket.
+    assert!(!has_xdp(lab.ns(Side::B), VethLab::DEV_B));
+}
+
+#[test]
+fn sent_frames_arrive_intact_and_each_umem_slot_returns_once() {
+    let Some(lab) = lab() else { return };
+    let sent = frames(3000, 0x5eed_0002);
+    let expect = sent.clone();
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let receiver = lab
+        .ns(Side::B)
+        .spawn(move || {
+            let mut sock = Socket::open(VethLab::DEV_B, Some(64 << 20)).unwrap();
+            ready_tx.send(()).unwrap();
+            let mut buf = vec![0u8; 2048];
+            let mut got = Vec::new();
+            while let Some(r) = sock.recv(&mut buf, Some(Duration::from_secs(2))).unwrap() {
+                got.push(buf[..r.len].to_vec());
+                if got.len() == expect.len() {
+                    break;
+                }
+            }
+            got
+        })
+        .unwrap();
+    ready.recv_timeout(Duration::from_secs(10)).unwrap();
+    let counters = lab
+        .ns(Side::A)
+        .run(move || {
+            let config = Config {
+                rx: false,
+                tx: true,
+                program: false,
+                frame_count: 256,
+                ring_size: 128,
+                ..copy_config()
+            };
+            let mut xsk = XdpSocket::open(VethLab::DEV_A, &config).unwrap();
+            let free = xsk.free_frames();
+            assert_eq!(free, 256, "a TX-only socket keeps every frame for sending");
+            for f in &sent {
+                // 3000 frames through 256 slots: each slot is loaned and returned many times.
+                while !xsk.send(f).unwrap() {
+                    xsk.flush().unwrap();
+                }
+            }
+            xsk.drain(Duration::from_secs(10)).unwrap();
+            assert_eq!(xsk.in_flight(), 0);
+            assert_eq!(xsk.free_frames(), free, "every slot back");
+            xsk.counters()
+        })
+        .unwrap();
+    assert_eq!(counters.tx_frames, 3000);
+    assert_eq!(counters.completions, 3000, "each slot back once per send");
+    assert_eq!(counters.bad_completions, 0);
+    let got = receiver.join().unwrap();
+    let expect = frames(3000, 0x5eed_0002);
+    assert_eq!(got.len(), expect.len());
+    for (i, (g, s)) in got.iter().zip(&expect).enumerate() {
+        assert_eq!(g, s, "frame {i}");
+    }
+}
+
+#[test]
+fn the_program_is_detached_after_a_panic() {
+    let Some(lab) = lab() else { return };
+    let ns = lab.ns(Side::B);
+    let h = ns
+        .spawn(|| {
+            let _xsk = XdpSocket::open(VethLab::DEV_B, &copy_config()).unwrap();
+            assert!(has_xdp_here());
+            panic!("a panic while the socket is open");
+        })
+        .unwrap();
+    assert!(h.join().is_err(), "the thread panicked");
+    assert!(!has_xdp(ns, VethLab::DEV_B), "detached by the unwinding");
+}
+
+/// [`has_xdp`] from a thread already in the namespace.
+fn has_xdp_here() -> bool {
+    let out = std::process::Command::new("ip")
+        .args(["-d", "link", "show", "dev", VethLab::DEV_B])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+}
+
+#[test]
+fn zero_copy_on_veth_falls_back_with_its_reason() {
+    let Some(lab) = lab() else { return };
+    lab.ns(Side::B)
+        .run(|| {
+            let auto = XdpSocket::open(
+                VethLab::DEV_B,
+                &Config {
+                    mode: Mode::Auto,
+                    ..Config::default()
+                },
+            )
+            .unwrap();
+            let why = auto
+                .fallback_reason()
+                .expect("veth has no zero-copy AF_XDP");
+            assert!(why.contains("zero-copy bind refused"), "{why}");
+            assert!(!auto.counters().zero_copy);
+            drop(auto);
+            let zc = XdpSocket::open(
+                VethLab::DEV_B,
+                &Config {
+                    mode: Mode::ZeroCopy,
+                    ..Config::default()
+                },
+            );
+            assert!(matches!(zc, Err(XdpError::Unsupported { .. })), "{zc:?}");
+        })
+        .unwrap();
+}
+
+#[test]
+fn another_program_is_never_replaced_and_bad_input_is_refused() {
+    let Some(lab) = lab() else { return };
+    lab.ns(Side::B)
+        .run(|| {
+            // Somebody else's program (the same object, attached with aya directly).
+            let mut other = aya::Ebpf::load(zcnet::xdp::PROGRAM_OBJECT).unwrap();
+            let prog: &mut aya::programs::Xdp = other
+                .program_mut("zcnet_xsk_redirect")
+                .unwrap()
+                .try_into()
+                .unwrap();
+            prog.load().unwrap();
+            prog.attach(VethLab::DEV_B, aya::programs::XdpFlags::SKB_MODE)
+                .unwrap();
+            let refused = XdpSocket::open(VethLab::DEV_B, &copy_config());
+            assert!(matches!(refused, Err(XdpError::Busy { .. })), "{refused:?}");
+            assert!(has_xdp_here(), "the other program stays");
+            drop(other);
+            assert!(!has_xdp_here());
+            // A second socket: refused by the first one's program, or, without a program of
+            // its own (TX only), by the queue the first one holds.
+            let first = XdpSocket::open(VethLab::DEV_B, &copy_config()).unwrap();
+            let second = XdpSocket::open(VethLab::DEV_B, &copy_config());
+            assert!(matches!(second, Err(XdpError::Busy { .. })), "{second:?}");
+            let tx_only = Config {
+                rx: false,
+                tx: true,
+                program: false,
+                ..copy_config()
+            };
+            let second = XdpSocket::open(VethLab::DEV_B, &tx_only);
+            assert!(
+                matches!(second, Err(XdpError::QueueBusy { queue: 0, .. })),
+                "{second:?}"
+            );
+            drop(first);
+            assert!(!has_xdp_here());
+            let none = XdpSocket::open("zcnet-none0", &copy_config());
+            assert!(matches!(none, Err(XdpError::NoInterface(_))), "{none:?}");
+            let queue = XdpSocket::open(
+                VethLab::DEV_B,
+                &Config {
+                    queue: 7,
+                    ..copy_config()
+                },
+            );
+            let Err(XdpError::Config(why)) = queue else {
+                panic!("{queue:?}")
+            };
+            assert!(why.contains("queue 7"), "{why}");
+            assert!(!has_xdp_here(), "nothing left attached by the refusals");
+        })
+        .unwrap();
+}
+
+#[test]
+fn xdp_program_object_matches_its_source() {
+    // The embedded object is what bpf/build.sh makes of bpf/xdp_redirect.c (Debian's clang 14).
+    if !netlab::skip::on_path("clang") {
+        netlab::skip::skip("clang is not installed (Debian package clang)");
+        return;
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bpf");
+    let out = std::env::temp_dir().join(format!("zcnet-xdp-{}.o", std::process::id()));
+    let status = std::process::Command::new("sh")
+        .arg(dir.join("build.sh"))
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success(), "bpf/build.sh failed");
+    let built = std::fs::read(&out).unwrap();
+    let _ = std::fs::remove_file(&out);
+    let committed = std::fs::read(dir.join("xdp_redirect.o")).unwrap();
+    assert!(
+        built == committed,
+        "bpf/xdp_redirect.o is not what bpf/build.sh makes of xdp_redirect.c: run \
+         crates/zcnet/bpf/build.sh and commit the object"
+    );
+    assert_eq!(
+        zcnet::xdp::PROGRAM_OBJECT,
+        &committed[..],
+        "the embedded object"
+    );
+}
