@@ -54,6 +54,9 @@ pub const SIZES: [usize; 3] = [64, 512, 1500];
 /// The destination of the generated frames: a locally administered address nobody has.
 const MIRROR_MAC: [u8; 6] = [0x02, 0x7a, 0x63, 0, 0, 0x01];
 
+/// UMEM frames and ring entries of the `xdp` capture: 16 ms of frames at 1 Mpps.
+const XDP_FRAMES: u32 = 16384;
+
 /// How long a capture waits for a frame before it looks whether the generator has stopped.
 const IDLE: Duration = Duration::from_millis(50);
 
@@ -105,6 +108,9 @@ pub enum Mode {
     Ring,
     /// `tcpdump -w /dev/null` (Debian package tcpdump).
     Tcpdump,
+    /// An `AF_XDP` socket ([`zcnet::xdp`]): zero copy where the driver has it, else copy mode
+    /// (veth), the redirect program native where it can be. It takes the frames from the stack.
+    Xdp,
 }
 
 impl Mode {
@@ -114,6 +120,7 @@ impl Mode {
             Mode::Recvfrom => "recvfrom",
             Mode::Ring => "ring",
             Mode::Tcpdump => "tcpdump",
+            Mode::Xdp => "xdp",
         }
     }
 }
@@ -367,6 +374,43 @@ fn capture_in_process(
                     }
                 }
                 c.dropped = sock.stats()?.drops;
+            }
+            Mode::Xdp => {
+                // Deep enough for 16 ms of frames at 1 Mpps, and frames batched for up to the
+                // ring's block retire timeout (10 ms), as the ring batches them.
+                let config = zcnet::xdp::Config {
+                    mode: zcnet::xdp::Mode::Auto,
+                    attach: zcnet::xdp::Attach::Auto,
+                    frame_count: XDP_FRAMES,
+                    ring_size: XDP_FRAMES,
+                    coalesce: Duration::from_millis(10),
+                    ..zcnet::xdp::Config::default()
+                };
+                let mut xsk = zcnet::xdp::XdpSocket::open(&dev, &config)?;
+                let _ = ready.send(());
+                (cpu0, machine0) = (ThreadCpu::now(), MachineCpu::now());
+                loop {
+                    match xsk.recv(Some(IDLE))? {
+                        Some(frames) => {
+                            // AF_XDP carries no timestamp: one clock read per batch.
+                            let t = SystemTime::now()
+                                .duration_since(SystemTime::UNIX_EPOCH)
+                                .unwrap_or_default();
+                            for f in frames.iter() {
+                                let len = f.len() as u32;
+                                w.write(t.as_secs() as u32, t.subsec_nanos(), f, len)?;
+                                if f.len() == frame {
+                                    c.packets += 1;
+                                    c.bytes += f.len() as u64;
+                                }
+                            }
+                        }
+                        None if stop.load(Ordering::Acquire) => break,
+                        None => {}
+                    }
+                }
+                let s = xsk.statistics()?;
+                c.dropped = s.rx_dropped + s.rx_ring_full;
             }
             Mode::Tcpdump => unreachable!("tcpdump runs as its own process"),
         }
@@ -669,7 +713,7 @@ pub fn bench(
             .collect();
         let set = |m: Mode| modes.iter().position(|&x| x == m).map(|i| &sets[i]);
         if let Some(ring) = set(Mode::Ring) {
-            for other in [Mode::Recvfrom, Mode::Tcpdump] {
+            for other in [Mode::Recvfrom, Mode::Tcpdump, Mode::Xdp] {
                 let Some(o) = set(other) else { continue };
                 for metric in [
                     Metric::CpuNsPerRequest,
@@ -686,6 +730,7 @@ pub fn bench(
                 ring,
                 set(Mode::Recvfrom),
                 set(Mode::Tcpdump),
+                set(Mode::Xdp),
             ));
         }
         report.results.extend(sets);
@@ -727,6 +772,7 @@ fn summary_rows(
     ring: &ResultSet,
     recvfrom: Option<&ResultSet>,
     tcpdump: Option<&ResultSet>,
+    xdp: Option<&ResultSet>,
 ) -> Vec<SummaryRow> {
     let judged = size == 64;
     let name = cond.name();
@@ -781,15 +827,49 @@ fn summary_rows(
             verdict,
         });
     }
+    // Issue 18: AF_XDP's CPU per packet at most the ring's, its captured share at least the
+    // ring's, in the same run (at 64 B, where per-packet costs show most).
+    if let Some(x) = xdp
+        && let Some(c) = Comparison::new(x, ring, Metric::CpuNsPerRequest)
+    {
+        let share =
+            Comparison::new(x, ring, Metric::CaptureShare).map_or(f64::NAN, |s| s.ratio_median);
+        let judged = judged && cond == Condition::RxOnGenerator;
+        let verdict = match (judged, c.ratio_median <= 1.0, share >= 1.0) {
+            (false, _, _) => format!("- (share ratio {share:.3})"),
+            (true, true, true) => format!("ok (share ratio {share:.3})"),
+            (true, false, _) => "MISS (CPU per packet above the ring's)".to_owned(),
+            (true, true, false) => format!("MISS (share ratio {share:.3}, needs >= 1)"),
+        };
+        rows.push(SummaryRow {
+            experiment: format!("packet {lab} {name} {size} B: ring -> xdp"),
+            metric: "CPU ns/packet".into(),
+            copy: median(ring, Metric::CpuNsPerRequest),
+            zero_copy: median(x, Metric::CpuNsPerRequest),
+            ratio: c.ratio_median,
+            zero_copy_share: None,
+            verdict,
+        });
+    }
     rows
 }
 
 /// The modes asked for, tcpdump left out with a reason when it is not installed.
 pub fn available_modes(asked: &[Mode]) -> Vec<Mode> {
     let asked = if asked.is_empty() {
-        vec![Mode::Recvfrom, Mode::Ring, Mode::Tcpdump]
+        vec![Mode::Recvfrom, Mode::Ring, Mode::Xdp, Mode::Tcpdump]
     } else {
         asked.to_vec()
+    };
+    let asked = if asked.contains(&Mode::Xdp) && zcnet::probe::features().privileges.user_namespace
+    {
+        eprintln!(
+            "zcnet bench packet: xdp mode skipped: attaching an XDP program needs CAP_BPF and \
+             CAP_NET_ADMIN of the initial user namespace (run as root to compare with it)"
+        );
+        asked.into_iter().filter(|&m| m != Mode::Xdp).collect()
+    } else {
+        asked
     };
     if asked.contains(&Mode::Tcpdump) && zcnet::probe::features().privileges.user_namespace {
         eprintln!(

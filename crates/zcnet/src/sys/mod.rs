@@ -392,6 +392,36 @@ impl Mmap {
         })
     }
 
+    /// [`Mmap::anonymous`] starting at a multiple of `align` (a power of two, a multiple of the
+    /// page size): more is mapped, and what lies outside the aligned range is unmapped.
+    pub fn anonymous_aligned(len: usize, align: usize) -> io::Result<Mmap> {
+        let whole =
+            Mmap::anonymous(len.checked_add(align).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, "mapping too large")
+            })?)?;
+        let start = whole.addr().next_multiple_of(align);
+        let (head, tail) = (
+            start - whole.addr(),
+            whole.len - (start - whole.addr()) - len,
+        );
+        let base = whole.addr();
+        std::mem::forget(whole);
+        // SAFETY: both ranges lie inside the mapping just made (whose ownership was given up
+        // above) and outside the part kept; munmap of a page-aligned sub-range is well defined.
+        unsafe {
+            if head > 0 {
+                libc::munmap(base as *mut libc::c_void, head);
+            }
+            if tail > 0 {
+                libc::munmap((start + len) as *mut libc::c_void, tail);
+            }
+        }
+        Ok(Mmap {
+            ptr: NonNull::new(start as *mut u8).expect("inside a mapping"),
+            len,
+        })
+    }
+
     /// Start address of the mapping.
     pub fn addr(&self) -> usize {
         self.ptr.as_ptr() as usize
