@@ -311,3 +311,103 @@ fn a_count_of_zero_is_refused() {
     assert!(err.contains("-c <COUNT>"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
+
+#[test]
+fn xdp_capture_writes_every_frame_sent() {
+    require_lab!();
+    let lab = VethLab::new(None).unwrap();
+    for (side, dev) in [(Side::A, VethLab::DEV_A), (Side::B, VethLab::DEV_B)] {
+        lab.ns(side)
+            .set_sysctl(&format!("net.ipv6.conf.{dev}.disable_ipv6"), "1")
+            .unwrap();
+    }
+    let dir = std::env::temp_dir().join(format!("zcnet-capture-xdp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("x.pcap");
+    let n = 500usize;
+    let child = lab
+        .ns(Side::B)
+        .command(env!("CARGO_BIN_EXE_zcnet"))
+        .args([
+            "capture",
+            "--xdp",
+            "-i",
+            VethLab::DEV_B,
+            "-c",
+            &n.to_string(),
+        ])
+        .args(["--seconds", "20", "-w"])
+        .arg(&file)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    // Raw frames of an experimental EtherType: nothing in the stack answers them.
+    let frames: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let mut f = netlab::pattern::random_bytes(60 + (i * 13) % 1400, i as u64 + 1);
+            f[..12].copy_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 9]);
+            f[12..14].copy_from_slice(&[0x88, 0xb5]);
+            f
+        })
+        .collect();
+    let sent = frames.clone();
+    lab.ns(Side::A)
+        .run(move || {
+            let mut tx = zcnet::packet::TxRing::open(VethLab::DEV_A, &Default::default()).unwrap();
+            for f in &sent {
+                while !tx.push(f).unwrap() {
+                    tx.send().unwrap();
+                }
+            }
+            tx.send().unwrap();
+        })
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("AF_XDP on veth-b queue 0 (copy mode"), "{err}");
+    assert!(
+        err.contains(&format!("{n} packets captured, 0 dropped")),
+        "{err}"
+    );
+    let records = pcap_records(&file);
+    assert_eq!(records.len(), n);
+    for (i, (r, f)) in records.iter().zip(&frames).enumerate() {
+        assert_eq!(r, f, "frame {i}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    // The program went with the capture.
+    let link = lab
+        .ns(Side::B)
+        .ip(&["-d", "link", "show", "dev", VethLab::DEV_B])
+        .unwrap();
+    assert!(!link.contains("prog/xdp"), "{link}");
+}
+
+#[test]
+fn xdp_capture_refuses_what_it_cannot_do() {
+    // A filter (it needs the ring), fanout, an unknown interface: one line each.
+    let err = one_line_error(
+        zcnet()
+            .args(["capture", "--xdp", "-i", "lo", "-w", "/dev/null", "udp"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        err.contains("a filter expression needs the packet ring"),
+        "{err}"
+    );
+    let out = zcnet()
+        .args(["capture", "--xdp", "--fanout", "2", "-i", "lo"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = one_line_error(
+        zcnet()
+            .args(["capture", "--xdp", "-i", "zcnet-none0", "-w", "/dev/null"])
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains("no interface named \"zcnet-none0\""), "{err}");
+}
