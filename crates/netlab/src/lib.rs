@@ -580,6 +580,20 @@ impl VethLab {
         Ok(VethLab { a, b, mtu })
     }
 
+    /// [`VethLab::new`] with IPv6 off on both devices: no router or neighbour discovery, no MLD,
+    /// so the only frames on the link are the ones a test or bench sends.
+    ///
+    /// # Errors
+    /// As [`VethLab::new`], or the sysctl refused.
+    pub fn quiet(mtu: Option<u32>) -> Result<VethLab, LabError> {
+        let lab = VethLab::new(mtu)?;
+        for (side, dev) in [(Side::A, Self::DEV_A), (Side::B, Self::DEV_B)] {
+            lab.ns(side)
+                .set_sysctl(&format!("net.ipv6.conf.{dev}.disable_ipv6"), "1")?;
+        }
+        Ok(lab)
+    }
+
     /// The address of `side` in `family`.
     pub fn addr(side: Side, family: Family) -> IpAddr {
         let host = match side {

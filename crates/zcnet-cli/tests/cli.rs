@@ -545,3 +545,67 @@ fn nobody_runs_a_bench_in_each_kind_of_lab() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bench_packet_tx_counts_the_frames_that_arrive() {
+    // Issue 18: sendmmsg, the TX ring with and without the qdisc bypass, and AF_XDP TX, each
+    // counted on the far side of the veth pair.
+    if let Err(e) = netlab::check_privileges() {
+        return netlab::skip::skip(&e.to_string());
+    }
+    let out = zcnet()
+        .args([
+            "bench",
+            "packet-tx",
+            "--json",
+            "--runs",
+            "1",
+            "--seconds",
+            "0.3",
+        ])
+        .args(["--size", "64", "--size", "1500"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sets = r["results"].as_array().unwrap();
+    let modes: Vec<&str> = sets.iter().map(|s| s["mode"].as_str().unwrap()).collect();
+    assert_eq!(sets.len(), 8, "{modes:?}");
+    for m in ["sendmmsg", "ring", "ring-bypass", "xdp"] {
+        assert_eq!(modes.iter().filter(|x| **x == m).count(), 2, "{m}");
+    }
+    for set in sets {
+        let size = set["params"]["frame_bytes"].as_u64().unwrap();
+        for run in set["runs"].as_array().unwrap() {
+            let sent = run["packets_offered"].as_u64().unwrap();
+            let bytes = run["bytes"].as_u64().unwrap();
+            // Counted where they arrive: never more than sent, whole frames, nearly all of them
+            // (nothing drops on an idle veth pair).
+            assert_eq!(bytes % size, 0, "{run}");
+            let arrived = bytes / size;
+            assert!(arrived > 0 && arrived <= sent, "{run}");
+            assert!(arrived as f64 >= 0.99 * sent as f64, "{run}");
+        }
+    }
+}
+
+#[test]
+fn bench_packet_tx_refuses_what_it_cannot_run() {
+    for args in [
+        &["bench", "packet-tx", "--mode", "ring"][..],
+        &["bench", "packet-tx", "--lab", "sink"],
+        &["bench", "packet-tx", "--size", "40"],
+    ] {
+        let out = zcnet().args(args).output().unwrap();
+        assert!(
+            matches!(out.status.code(), Some(1 | 2)),
+            "{args:?}: {out:?}"
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}

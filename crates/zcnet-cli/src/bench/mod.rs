@@ -5,6 +5,7 @@
 pub mod async_serve;
 pub mod file_tx;
 pub mod packet;
+pub mod packet_tx;
 pub mod peek;
 pub mod tcp_rx;
 pub mod tx;
@@ -99,6 +100,9 @@ enum Name {
     /// Packet capture in the veth lab: the TPACKET_V3 RX ring vs recvfrom per packet vs
     /// tcpdump, frames of 64, 512 and 1500 bytes.
     Packet(packet::Opt),
+    /// Sending frames: sendmmsg vs the TPACKET_V3 TX ring (with and without the qdisc bypass)
+    /// vs AF_XDP TX, frames of 64, 512 and 1500 bytes counted where they arrive, veth lab.
+    PacketTx(packet_tx::Opt),
     /// An async (tokio) HTTP file server: zcnet's FileSender vs tokio::io::copy, 64 clients
     /// fetching 64 KiB and 16 MiB files across the veth lab.
     AsyncServe(async_serve::Opt),
@@ -176,6 +180,7 @@ impl Opt {
             Some(Name::UringTx(o)) => &o.common,
             Some(Name::Peek(o)) => &o.common,
             Some(Name::Packet(o)) => &o.common,
+            Some(Name::PacketTx(o)) => &o.common,
             Some(Name::AsyncServe(o)) => &o.common,
             None => &self.common,
         }
@@ -194,6 +199,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         Some(Name::UringTx(o)) => uring_tx::run(o),
         Some(Name::Peek(o)) => peek::run(o),
         Some(Name::Packet(o)) => packet::run(o),
+        Some(Name::PacketTx(o)) => packet_tx::run(o),
         Some(Name::AsyncServe(o)) => async_serve::run(o),
         None => suite(opt.common),
     }
@@ -425,6 +431,17 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                     quiet,
                     None,
                 )
+            }),
+        ),
+        (
+            // Sending frames at 64 B, where per-packet costs show most: issue 18's acceptance.
+            "packet-tx (veth)",
+            Box::new(move || {
+                let mut modes = packet_tx::MODES.to_vec();
+                if zcnet::probe::features().privileges.user_namespace {
+                    modes.retain(|&m| m != packet_tx::Mode::Xdp);
+                }
+                packet_tx::bench(&[64], &modes, runs, seconds, quiet)
             }),
         ),
     ]

@@ -175,12 +175,7 @@ struct Generated {
 
 impl Lab {
     fn new(ring: RxConfig) -> anyhow::Result<Lab> {
-        let veth = VethLab::new(None)?;
-        for (side, dev) in [(Side::A, VethLab::DEV_A), (Side::B, VethLab::DEV_B)] {
-            // No neighbour or router discovery, no MLD: the generator's frames alone.
-            veth.ns(side)
-                .set_sysctl(&format!("net.ipv6.conf.{dev}.disable_ipv6"), "1")?;
-        }
+        let veth = VethLab::quiet(None)?;
         let src_mac = veth.ns(Side::A).mac(VethLab::DEV_A)?;
         Ok(Lab {
             place: Place::Veth { veth, src_mac },

@@ -583,6 +583,12 @@ pub struct TxConfig {
     pub frame_count: usize,
     /// Hand frames straight to the driver, skipping the qdisc (`PACKET_QDISC_BYPASS`).
     pub qdisc_bypass: bool,
+    /// Copy each frame whole into its socket buffer (`PACKET_VNET_HDR`, each frame led by a
+    /// `virtio_net_hdr` whose `hdr_len` is the frame's length; zcnet writes it). Without it the
+    /// kernel copies the Ethernet header and points the skb at the rest in the ring's page; a
+    /// device that may not keep such fragments (veth: the peer's stack) then copies each frame
+    /// into a freshly allocated page (`skb_copy_ubufs`), which costs more than the copy saved.
+    pub linear: bool,
 }
 
 impl Default for TxConfig {
@@ -591,6 +597,7 @@ impl Default for TxConfig {
             frame_size: 2048,
             frame_count: 1024,
             qdisc_bypass: false,
+            linear: false,
         }
     }
 }
@@ -602,6 +609,7 @@ pub struct TxRing {
     ring: ring::Ring,
     next: usize,
     filled: usize,
+    linear: bool,
 }
 
 impl TxRing {
@@ -629,6 +637,11 @@ impl TxRing {
             sys::setsockopt(fd.as_fd(), abi::SOL_PACKET, abi::PACKET_QDISC_BYPASS, &1i32)
                 .map_err(sys_err("setsockopt(PACKET_QDISC_BYPASS)"))?;
         }
+        if config.linear {
+            // Before the ring: the kernel refuses it once a ring is set.
+            sys::setsockopt(fd.as_fd(), abi::SOL_PACKET, abi::PACKET_VNET_HDR, &1i32)
+                .map_err(sys_err("setsockopt(PACKET_VNET_HDR)"))?;
+        }
         let req = abi::TpacketReq3 {
             tp_block_size: to_u32(block_size)?,
             tp_block_nr: to_u32(blocks)?,
@@ -647,12 +660,18 @@ impl TxRing {
             ring,
             next: 0,
             filled: 0,
+            linear: config.linear,
         })
     }
 
     /// Largest frame the ring takes.
     pub fn max_frame(&self) -> usize {
-        self.ring.slot_size() - abi::TPACKET3_HDR_LEN
+        let vnet = if self.linear {
+            abi::VIRTIO_NET_HDR_LEN
+        } else {
+            0
+        };
+        self.ring.slot_size() - abi::TPACKET3_HDR_LEN - vnet
     }
 
     /// Copies one Ethernet frame into the next free slot; `false` when the ring is full (call
@@ -672,8 +691,19 @@ impl TxRing {
         let Some(mut slot) = self.ring.free_frame(self.next) else {
             return Ok(false);
         };
-        slot.data_mut()[..frame.len()].copy_from_slice(frame);
-        slot.submit(frame.len());
+        if self.linear {
+            // struct virtio_net_hdr: no flags, no GSO, hdr_len (little-endian) = the whole
+            // frame, which the kernel then copies into the skb's linear part.
+            let data = slot.data_mut();
+            let mut h = [0u8; abi::VIRTIO_NET_HDR_LEN];
+            h[2..4].copy_from_slice(&(frame.len() as u16).to_le_bytes());
+            data[..h.len()].copy_from_slice(&h);
+            data[h.len()..h.len() + frame.len()].copy_from_slice(frame);
+            slot.submit(h.len() + frame.len());
+        } else {
+            slot.data_mut()[..frame.len()].copy_from_slice(frame);
+            slot.submit(frame.len());
+        }
         self.next = (self.next + 1) % count;
         self.filled += 1;
         Ok(true)

@@ -56,6 +56,10 @@ pub const PACKET_FANOUT_CPU: u32 = 2;
 pub const PACKET_STATISTICS: i32 = 6;
 /// `PACKET_QDISC_BYPASS` (Linux 3.14): TX straight to the driver.
 pub const PACKET_QDISC_BYPASS: i32 = 20;
+/// `PACKET_VNET_HDR` (Linux 3.10): each frame starts with a `struct virtio_net_hdr`.
+pub const PACKET_VNET_HDR: i32 = 15;
+/// `sizeof(struct virtio_net_hdr)`.
+pub const VIRTIO_NET_HDR_LEN: usize = 10;
 /// `PACKET_IGNORE_OUTGOING` (`linux/if_packet.h`, 4.20).
 pub const PACKET_IGNORE_OUTGOING: i32 = 23;
 /// `TP_STATUS_KERNEL`: the kernel owns the block (RX) / `TP_STATUS_AVAILABLE`: free frame (TX).
