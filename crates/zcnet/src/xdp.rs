@@ -233,6 +233,8 @@ pub struct Counters {
     pub fill_ring_empty: u64,
     /// Completions that named no frame in flight (a broken ring; never trusted).
     pub bad_completions: u64,
+    /// Received descriptors outside the UMEM or across a frame's end (dropped, never read).
+    pub bad_descs: u64,
     /// Whether the socket is bound zero-copy.
     pub zero_copy: bool,
 }
@@ -507,6 +509,7 @@ impl XdpSocket {
             sys::poll(self.xsk.fd(), libc::POLLIN, Some(wait)).map_err(sys_err("poll"))?;
         }
         let batch = self.xsk.rx_batch(BATCH);
+        self.counters.bad_descs = batch.bad_descs();
         self.counters.rx_frames += batch.len() as u64;
         self.counters.rx_bytes += (0..batch.len())
             .map(|i| batch.frame(i).len() as u64)

@@ -109,6 +109,7 @@ fn copy_mode_receives_exactly_the_frames_sent() {
         sent.iter().map(|f| f.len() as u64).sum::<u64>()
     );
     assert!(!counters.zero_copy);
+    assert_eq!(counters.bad_descs, 0, "every descriptor inside its frame");
     assert_eq!(
         stats.rx_dropped + stats.rx_invalid_descs + stats.rx_ring_full,
         0

@@ -247,6 +247,8 @@ pub struct Xsk {
     sending: Vec<bool>,
     /// Completions naming a frame not sent: a broken ring, counted, never trusted.
     pub bad_completions: u64,
+    /// RX descriptors outside the UMEM or across a frame's end: dropped, counted.
+    pub bad_descs: u64,
 }
 
 impl Xsk {
@@ -307,6 +309,7 @@ impl Xsk {
             free: Vec::new(),
             sending: vec![false; g.frame_count as usize],
             bad_completions: 0,
+            bad_descs: 0,
         };
         let all: Vec<u64> = (0..u64::from(g.frame_count))
             .map(|i| i * u64::from(g.frame_size))
@@ -414,13 +417,19 @@ impl Xsk {
         let umem_len = self.umem.len() as u64;
         for i in 0..n {
             let d = rx.read(i);
-            // A descriptor outside the UMEM would make a slice of memory not ours: checked once
-            // here, as the TPACKET_V3 blocks are.
+            // A descriptor outside the UMEM, or reaching past its own frame into one the kernel
+            // may be filling, would make a slice of memory not ours: checked once here, as the
+            // TPACKET_V3 blocks are. Such a frame is dropped (and not returned: its address is
+            // not trusted either).
+            let within = d.addr % u64::from(self.frame_size) + u64::from(d.len);
             if d.addr
                 .checked_add(u64::from(d.len))
                 .is_some_and(|e| e <= umem_len)
+                && within <= u64::from(self.frame_size)
             {
                 descs.push(d);
+            } else {
+                self.bad_descs += 1;
             }
         }
         rx.release(n);
@@ -571,6 +580,11 @@ pub struct RxBatch<'a> {
 }
 
 impl RxBatch<'_> {
+    /// The socket's count of descriptors dropped as out of bounds so far.
+    pub fn bad_descs(&self) -> u64 {
+        self.xsk.bad_descs
+    }
+
     /// Number of frames.
     pub fn len(&self) -> usize {
         self.descs.len()
