@@ -444,10 +444,8 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         anyhow::bail!("async-serve runs in the veth lab only, not {lab:?}");
     }
     enough_descriptors(opt.clients)?;
-    if opt.common.remote.is_none() {
-        netlab::check_privileges()
-            .context("async-serve builds its veth lab in private network namespaces")?;
-    }
+    opt.common
+        .needs_labs("async-serve builds its veth lab in private network namespaces")?;
     let sizes = if opt.sizes.is_empty() {
         SIZES.to_vec()
     } else {

@@ -332,10 +332,8 @@ pub fn bench(
 
 /// `zcnet bench file-tx`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    if opt.common.remote.is_none() {
-        netlab::check_privileges()
-            .context("file-tx builds its loopback lab in a private network namespace")?;
-    }
+    opt.common
+        .needs_labs("file-tx builds its loopback lab in a private network namespace")?;
     let copy_kib = if opt.copy_buffer_kib.is_empty() {
         COPY_BUFFERS_KIB.to_vec()
     } else {

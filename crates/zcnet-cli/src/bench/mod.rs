@@ -49,6 +49,18 @@ pub struct Common {
 }
 
 impl Common {
+    /// Checks that labs can be built (`what` says which and why), unless `--remote` replaces
+    /// them.
+    ///
+    /// # Errors
+    /// No privilege for private network namespaces.
+    pub fn needs_labs(&self, what: &'static str) -> anyhow::Result<()> {
+        if self.remote.is_none() {
+            netlab::check_privileges().context(what)?;
+        }
+        Ok(())
+    }
+
     /// A session with the `--remote` server, if one is given.
     ///
     /// # Errors

@@ -359,9 +359,9 @@ pub fn bench(
 
 /// `zcnet bench peek`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
+    opt.common
+        .needs_labs("peek builds its veth lab in private network namespaces")?;
     if opt.common.remote.is_none() {
-        netlab::check_privileges()
-            .context("peek builds its veth lab in private network namespaces")?;
         netlab::skip::on_path("tc")
             .then_some(())
             .context("peek needs `tc` (Debian package iproute2) for its rate-limited link")?;

@@ -569,10 +569,8 @@ fn summary_rows(
 
 /// `zcnet bench udp-tx` / `tcp-tx`.
 pub fn run(proto: Proto, opt: Opt) -> anyhow::Result<()> {
-    if opt.common.remote.is_none() {
-        netlab::check_privileges()
-            .context("the tx benches build their labs in private network namespaces")?;
-    }
+    opt.common
+        .needs_labs("the tx benches build their labs in private network namespaces")?;
     let labs: Vec<&str> = if opt.common.labs.is_empty() {
         match proto {
             Proto::Udp => vec!["sink", "veth", "loopback"],

@@ -397,10 +397,8 @@ fn summary_rows(lab: &str, size: usize, pool_mib: usize, sets: &[ResultSet]) -> 
 
 /// `zcnet bench uring-tx`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    if opt.common.remote.is_none() {
-        netlab::check_privileges()
-            .context("uring-tx builds its labs in private network namespaces")?;
-    }
+    opt.common
+        .needs_labs("uring-tx builds its labs in private network namespaces")?;
     let labs: Vec<&str> = if opt.common.labs.is_empty() {
         vec!["sink", "loopback", "veth"]
     } else {
