@@ -642,22 +642,30 @@ impl Program {
     }
 }
 
+/// The errno of the first `io::Error` in `e`'s chain.
+fn errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
+    let mut c = Some(e);
+    while let Some(x) = c {
+        if let Some(io) = x.downcast_ref::<io::Error>() {
+            return io.raw_os_error();
+        }
+        c = x.source();
+    }
+    None
+}
+
 /// Loads the redirect program and attaches it to `iface`.
 fn attach(iface: &str, config: &Config) -> Result<Program, XdpError> {
     use aya::programs::{Xdp, XdpFlags};
-    let perm = |e: &dyn std::fmt::Display| {
-        let s = e.to_string();
-        if s.contains("Operation not permitted") || s.contains("os error 1)") {
-            Some(XdpError::NoPrivilege {
-                what: "loading an XDP program",
-                caps: "CAP_BPF and CAP_NET_ADMIN",
-            })
-        } else {
-            None
-        }
+    // What the kernel said, wherever in aya's error chain its io::Error sits.
+    let perm = |e: &(dyn std::error::Error + 'static)| {
+        matches!(errno(e), Some(libc::EPERM | libc::EACCES)).then_some(XdpError::NoPrivilege {
+            what: "loading an XDP program",
+            caps: "CAP_BPF and CAP_NET_ADMIN",
+        })
     };
     let mut ebpf = aya::Ebpf::load(PROGRAM_OBJECT).map_err(|e| {
-        perm(&chain(&e)).unwrap_or_else(|| XdpError::Program(format!("loading: {}", chain(&e))))
+        perm(&e).unwrap_or_else(|| XdpError::Program(format!("loading: {}", chain(&e))))
     })?;
     let prog: &mut Xdp = ebpf
         .program_mut(PROGRAM)
@@ -665,7 +673,7 @@ fn attach(iface: &str, config: &Config) -> Result<Program, XdpError> {
         .try_into()
         .map_err(|e| XdpError::Program(chain(&e)))?;
     prog.load().map_err(|e| {
-        perm(&chain(&e)).unwrap_or_else(|| XdpError::Program(format!("verifier: {}", chain(&e))))
+        perm(&e).unwrap_or_else(|| XdpError::Program(format!("verifier: {}", chain(&e))))
     })?;
     let tries: &[(XdpFlags, bool)] = match config.attach {
         Attach::Native => &[(XdpFlags::DRV_MODE, true)],
@@ -681,16 +689,15 @@ fn attach(iface: &str, config: &Config) -> Result<Program, XdpError> {
                 break;
             }
             Err(e) => {
-                let text = chain(&e);
-                if text.contains("Device or resource busy") || text.contains("File exists") {
+                if matches!(errno(&e), Some(libc::EBUSY | libc::EEXIST)) {
                     return Err(XdpError::Busy {
                         iface: iface.into(),
                     });
                 }
-                if let Some(p) = perm(&text) {
+                if let Some(p) = perm(&e) {
                     return Err(p);
                 }
-                last = text;
+                last = chain(&e);
             }
         }
     }

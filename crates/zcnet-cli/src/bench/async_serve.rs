@@ -359,8 +359,7 @@ pub fn bench(
         "clients_cpu": 1, "lab": "veth", "page_cache": "warm",
     });
     enough_descriptors(clients)?;
-    let (_, labs) = super::remote_labs(&mut report, remote.as_ref(), Family::V4, &["veth"]);
-    let lab_name = labs[0];
+    let lab_name = super::remote_lab(&mut report, remote.as_ref(), "veth");
     let mut place = match remote {
         Some(r) => {
             report.settings["lab"] = "remote".into();

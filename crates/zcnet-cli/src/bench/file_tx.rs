@@ -248,8 +248,7 @@ pub fn bench(
         "rps": "lo rx-0 -> CPU 1",
     });
     let f = CachedFile::create(size_mib << 20)?;
-    let (_, labs) = super::remote_labs(&mut report, remote.as_ref(), Family::V4, &["loopback"]);
-    let lab_name = labs[0];
+    let lab_name = super::remote_lab(&mut report, remote.as_ref(), "loopback");
     let mut place = match remote {
         Some(r) => {
             report.settings["receiver"] = "zcnet serve, checking every byte".into();

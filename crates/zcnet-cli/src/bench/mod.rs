@@ -636,6 +636,15 @@ pub(crate) fn congestion(lab: &str) -> Option<String> {
         .map(|c| c.trim().to_owned())
 }
 
+/// [`remote_labs`] for a bench of one lab: its name in the results, `remote` with a session.
+pub(crate) fn remote_lab<'a>(
+    report: &mut Report,
+    remote: Option<&crate::remote::Remote>,
+    lab: &'a str,
+) -> &'a str {
+    remote_labs(report, remote, netlab::Family::V4, &[lab]).1[0]
+}
+
 /// Starts `f` on a new thread inside `ns`, or in this namespace where `ns` is `None` (the
 /// near side of a `--remote` run).
 ///

@@ -54,9 +54,6 @@ pub const SIZES: [usize; 3] = [64, 512, 1500];
 /// The destination of the generated frames: a locally administered address nobody has.
 const MIRROR_MAC: [u8; 6] = [0x02, 0x7a, 0x63, 0, 0, 0x01];
 
-/// UMEM frames and ring entries of the `xdp` capture: 16 ms of frames at 1 Mpps.
-const XDP_FRAMES: u32 = 16384;
-
 /// How long a capture waits for a frame before it looks whether the generator has stopped.
 const IDLE: Duration = Duration::from_millis(50);
 
@@ -371,16 +368,7 @@ fn capture_in_process(
                 c.dropped = sock.stats()?.drops;
             }
             Mode::Xdp => {
-                // Deep enough for 16 ms of frames at 1 Mpps, and frames batched for up to the
-                // ring's block retire timeout (10 ms), as the ring batches them.
-                let config = zcnet::xdp::Config {
-                    mode: zcnet::xdp::Mode::Auto,
-                    attach: zcnet::xdp::Attach::Auto,
-                    frame_count: XDP_FRAMES,
-                    ring_size: XDP_FRAMES,
-                    coalesce: Duration::from_millis(10),
-                    ..zcnet::xdp::Config::default()
-                };
+                let config = crate::capture::xdp_config(0);
                 let mut xsk = zcnet::xdp::XdpSocket::open(&dev, &config)?;
                 let _ = ready.send(());
                 (cpu0, machine0) = (ThreadCpu::now(), MachineCpu::now());
@@ -645,8 +633,7 @@ pub fn bench(
         "output": "pcap to /dev/null",
         "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
     });
-    let (_, labs) = super::remote_labs(&mut report, remote.as_ref(), Family::V4, &["veth"]);
-    let lab_name = labs[0];
+    let lab_name = super::remote_lab(&mut report, remote.as_ref(), "veth");
     let lab = match remote {
         Some(r) => Lab::remote(r, ring)?,
         None => Lab::new(ring)?,

@@ -170,9 +170,17 @@ pub fn ring_config(len: usize, qdisc_bypass: bool) -> TxConfig {
 
 /// A method's state.
 enum Method {
-    Sendmmsg(UdpSocket),
+    Sendmmsg(Box<Mmsg>),
     Ring(TxRing),
     Xdp(Box<zcnet::xdp::XdpSocket>),
+}
+
+/// A connected UDP socket and its `sendmmsg` headers, made once: the baseline's loop does no
+/// allocation the kernel paths' loops do not.
+struct Mmsg {
+    socket: UdpSocket,
+    headers: nix::sys::socket::MultiHeaders<nix::sys::socket::SockaddrIn>,
+    addrs: Vec<Option<nix::sys::socket::SockaddrIn>>,
 }
 
 /// Datagrams per `sendmmsg` call.
@@ -184,7 +192,11 @@ impl Method {
             Mode::Sendmmsg => {
                 let s = UdpSocket::bind((VethLab::addr(Side::A, Family::V4), 40_000))?;
                 s.connect(dest)?;
-                Method::Sendmmsg(s)
+                Method::Sendmmsg(Box::new(Mmsg {
+                    socket: s,
+                    headers: nix::sys::socket::MultiHeaders::preallocate(BATCH, None),
+                    addrs: vec![None; BATCH],
+                }))
             }
             Mode::Ring | Mode::RingBypass => Method::Ring(TxRing::open(
                 VethLab::DEV_A,
@@ -210,23 +222,19 @@ impl Method {
     /// Hands one burst of frames over; returns how many the kernel took.
     fn burst(&mut self, frame: &[u8]) -> anyhow::Result<u64> {
         match self {
-            Method::Sendmmsg(s) => {
-                use nix::sys::socket::{
-                    ControlMessage, MsgFlags, MultiHeaders, SockaddrIn, sendmmsg,
-                };
+            Method::Sendmmsg(m) => {
+                use nix::sys::socket::{ControlMessage, MsgFlags, sendmmsg};
                 use std::io::IoSlice;
                 use std::os::fd::AsRawFd;
                 let payload = &frame[netlab::frame::HEADERS..];
-                let slices: Vec<[IoSlice<'_>; 1]> =
-                    (0..BATCH).map(|_| [IoSlice::new(payload)]).collect();
-                let addrs: Vec<Option<SockaddrIn>> = vec![None; BATCH];
-                let mut hdrs = MultiHeaders::<SockaddrIn>::preallocate(BATCH, None);
+                let slices: [[IoSlice<'_>; 1]; BATCH] =
+                    std::array::from_fn(|_| [IoSlice::new(payload)]);
                 let none: [ControlMessage<'_>; 0] = [];
                 match sendmmsg(
-                    s.as_raw_fd(),
-                    &mut hdrs,
+                    m.socket.as_raw_fd(),
+                    &mut m.headers,
                     &slices,
-                    &addrs,
+                    &m.addrs,
                     none,
                     MsgFlags::empty(),
                 ) {

@@ -253,8 +253,7 @@ pub fn bench(
         "runs": runs, "seconds": seconds, "rate": RATE, "tbf_limit": LIMIT, "relay_cpu": 0,
         "sender_receiver_cpu": 1, "modes": ["discard-buffer", "peek-offset"],
     });
-    let (_, labs) = super::remote_labs(&mut report, remote.as_ref(), Family::V4, &["veth"]);
-    let lab_name = labs[0];
+    let lab_name = super::remote_lab(&mut report, remote.as_ref(), "veth");
     if remote.is_some() {
         // No qdisc on another host's link: the far side reads at the rate instead.
         report.settings["rate"] = format!("{RATE} (the far side's reads)").into();

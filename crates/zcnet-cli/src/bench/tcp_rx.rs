@@ -709,7 +709,7 @@ fn with_server(
     })?;
     let family = Family::of(remote.addr().ip());
     let mut report = two_host_report(modes, per_mode, family, mss, s);
-    super::remote_labs(&mut report, Some(&remote), family, &[]);
+    super::remote_lab(&mut report, Some(&remote), "remote");
     Ok(Outcome {
         report,
         summary: Vec::new(),

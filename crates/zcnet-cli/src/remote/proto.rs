@@ -246,10 +246,10 @@ fn is_timeout(e: &std::io::Error) -> bool {
 /// The socket fails.
 pub fn write(w: &mut impl Write, m: &Message) -> Result<(), ProtoError> {
     let body = serde_json::to_vec(m).map_err(ProtoError::Json)?;
-    let len = u32::try_from(body.len())
-        .ok()
-        .filter(|&n| n as usize <= MAX_MESSAGE)
-        .ok_or(ProtoError::TooLong(u32::MAX))?;
+    let len = u32::try_from(body.len()).unwrap_or(u32::MAX);
+    if len as usize > MAX_MESSAGE {
+        return Err(ProtoError::TooLong(len));
+    }
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&len.to_be_bytes());
     frame.extend_from_slice(&body);

@@ -84,30 +84,21 @@ fn refuse(mut conn: TcpStream, peer: SocketAddr, why: &str) {
     eprintln!("zcnet serve: [{peer}] refused: {why}");
 }
 
-/// A session that ended with a reason, told to the client where the connection still works.
-struct Ended(String);
-
-impl std::fmt::Display for Ended {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 /// Ends the session: sends `why` as an `error` (best effort) and returns it.
-fn end(conn: &mut TcpStream, why: String) -> Ended {
+fn end(conn: &mut TcpStream, why: String) -> String {
     let _ = proto::write(
         conn,
         &Message::Error {
             message: why.clone(),
         },
     );
-    Ended(why)
+    why
 }
 
 /// One client: hello, then runs until `bye`, the end of the connection or an error.
-fn session(mut conn: TcpStream, config: &Config) -> Result<u64, Ended> {
-    let local = conn.local_addr().map_err(|e| Ended(e.to_string()))?.ip();
-    let peer = conn.peer_addr().map_err(|e| Ended(e.to_string()))?.ip();
+fn session(mut conn: TcpStream, config: &Config) -> Result<u64, String> {
+    let local = conn.local_addr().map_err(|e| e.to_string())?.ip();
+    let peer = conn.peer_addr().map_err(|e| e.to_string())?.ip();
     let _ = conn.set_nodelay(true);
     let _ = conn.set_write_timeout(Some(Duration::from_secs(10)));
     // A client gets 10 s to say hello: a silent connection does not hold the server.
@@ -143,7 +134,7 @@ fn session(mut conn: TcpStream, config: &Config) -> Result<u64, Ended> {
         host,
         limits: config.limits,
     };
-    proto::write(&mut conn, &welcome).map_err(|e| Ended(e.to_string()))?;
+    proto::write(&mut conn, &welcome).map_err(|e| e.to_string())?;
     let mut runs = 0u64;
     loop {
         let _ = conn.set_read_timeout(Some(config.idle));
@@ -166,7 +157,7 @@ fn session(mut conn: TcpStream, config: &Config) -> Result<u64, Ended> {
                 port: prepared.port,
             },
         )
-        .map_err(|e| Ended(e.to_string()))?;
+        .map_err(|e| e.to_string())?;
         let signals = Signals::default();
         let max_bytes = config.limits.max_bytes;
         let outcome = std::thread::scope(|s| {
@@ -199,7 +190,7 @@ fn session(mut conn: TcpStream, config: &Config) -> Result<u64, Ended> {
                         None => "",
                     }
                 );
-                proto::write(&mut conn, &Message::Done(f)).map_err(|e| Ended(e.to_string()))?;
+                proto::write(&mut conn, &Message::Done(f)).map_err(|e| e.to_string())?;
             }
             (Ok(Message::Finish), Err(e)) => {
                 return Err(end(&mut conn, crate::cli::one_line(&e)));
