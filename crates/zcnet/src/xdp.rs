@@ -511,9 +511,7 @@ impl XdpSocket {
         let batch = self.xsk.rx_batch(BATCH);
         self.counters.bad_descs = batch.bad_descs();
         self.counters.rx_frames += batch.len() as u64;
-        self.counters.rx_bytes += (0..batch.len())
-            .map(|i| batch.frame(i).len() as u64)
-            .sum::<u64>();
+        self.counters.rx_bytes += batch.bytes();
         Ok(Some(Frames { batch }))
     }
 
