@@ -637,6 +637,8 @@ impl SinkLab {
     /// Its MTU: large enough for 64000-byte datagrams unfragmented.
     pub const MTU: u32 = 65535;
     const LLADDR: &'static str = "02:00:5e:00:00:02";
+    /// The namespace's own IPv4 address, on the sink device.
+    pub const ADDR_V4: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
 
     /// Builds the lab.
     pub fn new() -> Result<SinkLab, LabError> {
@@ -651,7 +653,13 @@ impl SinkLab {
             "type",
             "ifb",
         ])?;
-        ns.ip(&["addr", "add", "198.19.0.1/24", "dev", Self::DEV])?;
+        ns.ip(&[
+            "addr",
+            "add",
+            &format!("{}/24", Self::ADDR_V4),
+            "dev",
+            Self::DEV,
+        ])?;
         ns.ip(&[
             "addr",
             "add",
@@ -677,6 +685,15 @@ impl SinkLab {
             ])?;
         }
         Ok(SinkLab { ns })
+    }
+
+    /// [`SinkLab::new`] with IPv6 off on the sink device, so that nothing but what a test or
+    /// bench sends reaches it (no router solicitations or MLD reports): for counting frames.
+    pub fn quiet() -> Result<SinkLab, LabError> {
+        let lab = SinkLab::new()?;
+        lab.ns
+            .set_sysctl(&format!("net.ipv6.conf.{}.disable_ipv6", Self::DEV), "1")?;
+        Ok(lab)
     }
 
     /// The address to send to: routed into the sink device, where every packet is dropped.

@@ -549,7 +549,7 @@ fn nobody_runs_a_bench_in_each_kind_of_lab() {
 #[test]
 fn bench_packet_tx_counts_the_frames_that_arrive() {
     // Issue 18: sendmmsg, the TX ring with and without the qdisc bypass, and AF_XDP TX, each
-    // counted on the far side of the veth pair.
+    // counted where the frames arrive: the sink's drop counter, the far side of the veth pair.
     if let Err(e) = netlab::check_privileges() {
         return netlab::skip::skip(&e.to_string());
     }
@@ -573,10 +573,16 @@ fn bench_packet_tx_counts_the_frames_that_arrive() {
     );
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let sets = r["results"].as_array().unwrap();
-    let modes: Vec<&str> = sets.iter().map(|s| s["mode"].as_str().unwrap()).collect();
-    assert_eq!(sets.len(), 8, "{modes:?}");
-    for m in ["sendmmsg", "ring", "ring-bypass", "xdp"] {
-        assert_eq!(modes.iter().filter(|x| **x == m).count(), 2, "{m}");
+    let runs: Vec<(&str, &str)> = sets
+        .iter()
+        .map(|s| (s["lab"].as_str().unwrap(), s["mode"].as_str().unwrap()))
+        .collect();
+    assert_eq!(sets.len(), 16, "{runs:?}");
+    for lab in ["sink", "veth"] {
+        for m in ["sendmmsg", "ring", "ring-bypass", "xdp"] {
+            let n = runs.iter().filter(|x| **x == (lab, m)).count();
+            assert_eq!(n, 2, "{lab} {m}");
+        }
     }
     for set in sets {
         let size = set["params"]["frame_bytes"].as_u64().unwrap();
@@ -584,7 +590,7 @@ fn bench_packet_tx_counts_the_frames_that_arrive() {
             let sent = run["packets_offered"].as_u64().unwrap();
             let bytes = run["bytes"].as_u64().unwrap();
             // Counted where they arrive: never more than sent, whole frames, nearly all of them
-            // (nothing drops on an idle veth pair).
+            // (nothing drops in the idle labs).
             assert_eq!(bytes % size, 0, "{run}");
             let arrived = bytes / size;
             assert!(arrived > 0 && arrived <= sent, "{run}");
@@ -597,7 +603,7 @@ fn bench_packet_tx_counts_the_frames_that_arrive() {
 fn bench_packet_tx_refuses_what_it_cannot_run() {
     for args in [
         &["bench", "packet-tx", "--mode", "ring"][..],
-        &["bench", "packet-tx", "--lab", "sink"],
+        &["bench", "packet-tx", "--lab", "loopback"],
         &["bench", "packet-tx", "--size", "40"],
     ] {
         let out = zcnet().args(args).output().unwrap();
