@@ -549,27 +549,32 @@ impl VethLab {
 
     /// Builds the lab with `mtu` on both ends (`None`: 1500).
     pub fn new(mtu: Option<u32>) -> Result<VethLab, LabError> {
+        VethLab::build(mtu, 1)
+    }
+
+    /// [`VethLab::quiet`] with `queues` RX and TX queues on each end: a frame leaves veth-a by
+    /// the TX queue its flow hashes to and arrives on veth-b's RX queue of the same number.
+    ///
+    /// # Errors
+    /// As [`VethLab::quiet`].
+    pub fn multiqueue(queues: u32) -> Result<VethLab, LabError> {
+        VethLab::build(None, queues)?.silence()
+    }
+
+    fn build(mtu: Option<u32>, queues: u32) -> Result<VethLab, LabError> {
         let (a, b) = (Netns::new()?, Netns::new()?);
         prepare(&a, None)?;
         prepare(&b, None)?;
         let mtu = mtu.unwrap_or(1500);
+        let (m, q) = (mtu.to_string(), queues.to_string());
+        let each = ["mtu", &m, "numtxqueues", &q, "numrxqueues", &q];
         // Created inside `a` with its peer placed in `b`: the pair never exists on the host.
-        a.ip(&[
-            "link",
-            "add",
-            Self::DEV_A,
-            "mtu",
-            &mtu.to_string(),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            Self::DEV_B,
-            "mtu",
-            &mtu.to_string(),
-            "netns",
-            b.name(),
-        ])?;
+        let mut args = vec!["link", "add", Self::DEV_A];
+        args.extend(each);
+        args.extend(["type", "veth", "peer", "name", Self::DEV_B]);
+        args.extend(each);
+        args.extend(["netns", b.name()]);
+        a.ip(&args)?;
         for (ns, dev, side) in [(&a, Self::DEV_A, Side::A), (&b, Self::DEV_B, Side::B)] {
             let v4 = format!("{}/24", Self::addr(side, Family::V4));
             let v6 = format!("{}/64", Self::addr(side, Family::V6));
@@ -586,12 +591,16 @@ impl VethLab {
     /// # Errors
     /// As [`VethLab::new`], or the sysctl refused.
     pub fn quiet(mtu: Option<u32>) -> Result<VethLab, LabError> {
-        let lab = VethLab::new(mtu)?;
+        VethLab::new(mtu)?.silence()
+    }
+
+    /// IPv6 off on both devices.
+    fn silence(self) -> Result<VethLab, LabError> {
         for (side, dev) in [(Side::A, Self::DEV_A), (Side::B, Self::DEV_B)] {
-            lab.ns(side)
+            self.ns(side)
                 .set_sysctl(&format!("net.ipv6.conf.{dev}.disable_ipv6"), "1")?;
         }
-        Ok(lab)
+        Ok(self)
     }
 
     /// The address of `side` in `family`.

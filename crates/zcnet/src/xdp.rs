@@ -28,14 +28,19 @@
 //!   completion (the same loan discipline as `msg_zerocopy`).
 //! - **Privileges**: `CAP_NET_RAW` for the socket, `CAP_BPF` and `CAP_NET_ADMIN` for the
 //!   program; the UMEM counts against `RLIMIT_MEMLOCK` without `CAP_IPC_LOCK`.
-//! - Not here: several sockets sharing one UMEM (`XDP_SHARED_UMEM`), unaligned chunks, and
-//!   multi-buffer frames (one frame per descriptor, at most a UMEM frame long).
+//! - **Several queues**: a [`Umem`] shared by sockets on several queues (`XDP_SHARED_UMEM`,
+//!   [`XdpSocket::open_shared`]), each holding frames of its own and its own fill and
+//!   completion rings; the sockets of one interface share its program.
+//! - Not here: unaligned chunks and multi-buffer frames (one frame per descriptor, at most a
+//!   UMEM frame long).
 
 use std::io;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crate::counters::ZeroCopyCounters;
 use crate::support::{Check, CheckId, Probe};
+use crate::sys::xdp::{Bound, SocketError};
 use crate::sys::{self, abi};
 
 /// 8-byte alignment for the embedded object: the ELF parser reads its headers in place.
@@ -276,11 +281,114 @@ impl std::fmt::Debug for Program {
     }
 }
 
-/// An `AF_XDP` socket bound to one queue of an interface, with its UMEM, rings and program.
+/// A UMEM: memory cut into frames that the kernel writes received frames into and reads sent
+/// frames from, shared by the sockets opened on it ([`XdpSocket::open_shared`]) on several
+/// queues of one interface or of several (`XDP_SHARED_UMEM`; Linux 5.10 for another queue).
+/// Each socket takes a range of frames of its own, given back when it drops (in copy mode: a
+/// zero-copy driver may use a closed socket's frames until the kernel's deferred release, so
+/// those stay out of use until the UMEM drops); the first registers the memory
+/// (`XDP_UMEM_REG`) and binds in the [`Mode`] asked, the others share that registration and
+/// its mode. The sockets of one interface share its redirect program, each in its queue's slot
+/// of the XSKMAP; the program is detached when the last of them drops. A clone is the same
+/// UMEM.
+#[derive(Clone, Debug)]
+pub struct Umem {
+    memory: Arc<sys::xdp::Umem>,
+    /// The programs its sockets attached, by interface index, while a socket uses one.
+    programs: Arc<Mutex<Vec<Attached>>>,
+}
+
+/// A program one of a UMEM's sockets attached: the interface index, the program while a
+/// socket holds it.
+type Attached = (u32, Weak<Mutex<Program>>);
+
+impl Umem {
+    /// Maps `frame_count` frames of `frame_size` bytes (2048 or 4096), on 2 MiB boundaries with
+    /// `MADV_HUGEPAGE`; locked (counted against `RLIMIT_MEMLOCK`) once a socket registers it.
+    ///
+    /// # Errors
+    /// [`XdpError::Config`] for sizes the kernel refuses, [`XdpError::Memlock`] over the limit
+    /// (without `CAP_IPC_LOCK`), [`XdpError::Io`] from `mmap`.
+    pub fn new(frame_count: u32, frame_size: u32) -> Result<Umem, XdpError> {
+        if !matches!(frame_size, 2048 | 4096) {
+            return Err(XdpError::Config(format!(
+                "frame size {frame_size}: 2048 or 4096"
+            )));
+        }
+        if !(1..=1 << 20).contains(&frame_count) {
+            return Err(XdpError::Config(format!(
+                "{frame_count} frames: 1 to 1048576"
+            )));
+        }
+        let need = u64::from(frame_count) * u64::from(frame_size);
+        if !sys::has_cap_ipc_lock()
+            && let Ok((Some(limit), _)) = sys::memlock_limit()
+            && need > limit
+        {
+            return Err(memlock(need));
+        }
+        let memory = sys::xdp::Umem::new(frame_count, frame_size).map_err(sys_err("mmap(UMEM)"))?;
+        Ok(Umem {
+            memory: Arc::new(memory),
+            programs: Arc::default(),
+        })
+    }
+
+    /// Frames in all.
+    pub fn frame_count(&self) -> u32 {
+        self.memory.frame_count()
+    }
+
+    /// Bytes per frame.
+    pub fn frame_size(&self) -> u32 {
+        self.memory.frame_size()
+    }
+
+    /// Frames no socket holds.
+    pub fn free_frames(&self) -> u32 {
+        self.memory.free_frames()
+    }
+
+    /// The redirect program of `iface`: the one a socket on this UMEM attached, else a new one.
+    fn program(
+        &self,
+        iface: &str,
+        ifindex: u32,
+        config: &Config,
+    ) -> Result<Arc<Mutex<Program>>, XdpError> {
+        let mut programs = self
+            .programs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        programs.retain(|(_, p)| p.strong_count() > 0);
+        if let Some(p) = programs
+            .iter()
+            .find(|(i, _)| *i == ifindex)
+            .and_then(|(_, p)| p.upgrade())
+        {
+            return Ok(p);
+        }
+        let p = Arc::new(Mutex::new(attach(iface, config)?));
+        programs.push((ifindex, Arc::downgrade(&p)));
+        Ok(p)
+    }
+}
+
+/// [`XdpError::Memlock`] for `need` bytes.
+fn memlock(need: u64) -> XdpError {
+    XdpError::Memlock {
+        need,
+        need_kib: need.div_ceil(1024),
+        limit: sys::memlock_limit().ok().and_then(|l| l.0).unwrap_or(0),
+    }
+}
+
+/// An `AF_XDP` socket bound to one queue of an interface, with its frames of a UMEM, its rings
+/// and the interface's program.
 #[derive(Debug)]
 pub struct XdpSocket {
-    // Drop order: the program (stop redirecting) before the socket and its memory.
-    program: Option<Program>,
+    // Drop order: the program (stop redirecting, if no other socket uses it) before the socket.
+    program: Option<Arc<Mutex<Program>>>,
     xsk: sys::xdp::Xsk,
     iface: String,
     fallback: Option<String>,
@@ -289,14 +397,32 @@ pub struct XdpSocket {
 }
 
 impl XdpSocket {
-    /// Opens a socket on `queue` of `iface` and, for RX, attaches the redirect program.
+    /// Opens a socket on `queue` of `iface` with a UMEM of its own (`config.frame_count`
+    /// frames) and, for RX, attaches the redirect program.
     ///
     /// # Errors
     /// [`XdpError::NoInterface`], [`XdpError::Config`] (queue out of range, sizes),
     /// [`XdpError::NoPrivilege`], [`XdpError::Memlock`], [`XdpError::Busy`] (another program is
-    /// attached), [`XdpError::Unsupported`] (zero copy asked where the driver has none),
-    /// [`XdpError::Program`], [`XdpError::Io`].
+    /// attached), [`XdpError::QueueBusy`], [`XdpError::Unsupported`] (zero copy asked where the
+    /// driver has none), [`XdpError::Program`], [`XdpError::Io`].
     pub fn open(iface: &str, config: &Config) -> Result<XdpSocket, XdpError> {
+        // The interface first: its error is the one to see, not the UMEM's.
+        sys::if_nametoindex(iface).map_err(|_| XdpError::NoInterface(iface.into()))?;
+        let umem = Umem::new(config.frame_count, config.frame_size)?;
+        XdpSocket::open_shared(iface, config, &umem)
+    }
+
+    /// Opens a socket on `queue` of `iface` holding `config.frame_count` frames of `umem`
+    /// (`config.frame_size` must be the UMEM's). The first socket on a UMEM binds in
+    /// `config.mode`; the others share its registration and its mode (`Mode::Auto` takes it,
+    /// a different explicit mode is refused). For RX the interface's redirect program is
+    /// attached by its first socket on this UMEM and shared by the others; an interface with
+    /// another program is refused.
+    ///
+    /// # Errors
+    /// As [`XdpSocket::open`]; [`XdpError::Config`] also when the UMEM has fewer free frames
+    /// than asked, [`XdpError::QueueBusy`] when a socket on it holds that queue already.
+    pub fn open_shared(iface: &str, config: &Config, umem: &Umem) -> Result<XdpSocket, XdpError> {
         let ifindex =
             sys::if_nametoindex(iface).map_err(|_| XdpError::NoInterface(iface.into()))?;
         if let Ok(n) = sys::xdp::rx_queues(iface)
@@ -315,10 +441,11 @@ impl XdpSocket {
                 config.queue
             )));
         }
-        if !matches!(config.frame_size, 2048 | 4096) {
+        if config.frame_size != umem.frame_size() {
             return Err(XdpError::Config(format!(
-                "frame size {}: 2048 or 4096",
-                config.frame_size
+                "frame size {}: the UMEM's frames are {} bytes",
+                config.frame_size,
+                umem.frame_size()
             )));
         }
         if !config.ring_size.is_power_of_two() || !(64..=65536).contains(&config.ring_size) {
@@ -327,122 +454,111 @@ impl XdpSocket {
                 config.ring_size
             )));
         }
-        if !(1..=1 << 20).contains(&config.frame_count) {
-            return Err(XdpError::Config(format!(
-                "{} frames: 1 to 1048576",
-                config.frame_count
-            )));
+        if config.frame_count == 0 {
+            return Err(XdpError::Config("a socket with no frames".into()));
         }
         if !config.rx && !config.tx {
             return Err(XdpError::Config("a socket with neither RX nor TX".into()));
         }
-        let need = u64::from(config.frame_count) * u64::from(config.frame_size);
-        if !sys::has_cap_ipc_lock()
-            && let Ok((Some(limit), _)) = sys::memlock_limit()
-            && need > limit
-        {
-            return Err(XdpError::Memlock {
-                need,
-                need_kib: need.div_ceil(1024),
-                limit,
-            });
-        }
+        // The program first: an interface that has another one is refused before any socket is
+        // bound to it.
+        let program = if config.rx && config.program {
+            Some(umem.program(iface, ifindex, config)?)
+        } else {
+            None
+        };
         let geometry = sys::xdp::Geometry {
             frame_count: config.frame_count,
-            frame_size: config.frame_size,
-            headroom: 0,
             ring_size: config.ring_size,
             rx: config.rx,
             tx: config.tx,
         };
-        let make = || {
-            sys::xdp::Xsk::new(&geometry).map_err(|e| match e.raw_os_error() {
-                Some(libc::EPERM | libc::EACCES) => XdpError::NoPrivilege {
-                    what: "socket(AF_XDP)",
-                    caps: "CAP_NET_RAW",
-                },
-                Some(libc::ENOMEM) => XdpError::Memlock {
-                    need,
-                    need_kib: need.div_ceil(1024),
-                    limit: sys::memlock_limit().ok().and_then(|l| l.0).unwrap_or(0),
-                },
-                Some(libc::EAFNOSUPPORT) => XdpError::Unsupported {
-                    feature: "AF_XDP",
-                    reason: "this kernel has no CONFIG_XDP_SOCKETS (Linux 4.18+)".into(),
-                },
-                _ => XdpError::Io {
-                    call: "socket(AF_XDP) and XDP_UMEM_REG",
-                    source: e,
-                },
-            })
-        };
         let wake = abi::XDP_USE_NEED_WAKEUP;
-        // The program first: an interface that has another one is refused before any socket is
-        // bound to it.
-        let mut program = if config.rx && config.program {
-            Some(attach(iface, config)?)
-        } else {
-            None
+        let flags: &[u16] = match config.mode {
+            Mode::ZeroCopy => &[abi::XDP_ZEROCOPY | wake],
+            Mode::Copy => &[abi::XDP_COPY | wake],
+            Mode::Auto => &[abi::XDP_ZEROCOPY | wake, abi::XDP_COPY | wake],
         };
         // A socket closed just before still holds its queue until the kernel's deferred release
         // runs: EBUSY for a moment. Asked again for up to a second.
-        let bind = |xsk: &sys::xdp::Xsk, flags: u16| {
-            let end = Instant::now() + Duration::from_secs(1);
-            loop {
-                match xsk.bind(ifindex, config.queue, flags) {
-                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < end => {
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                    r => return r,
-                }
-            }
+        let end = Instant::now() + Duration::from_secs(1);
+        let retry = |e: &io::Error| e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < end;
+        let queue_busy = || XdpError::QueueBusy {
+            iface: iface.into(),
+            queue: config.queue,
         };
-        let mut xsk = make()?;
-        let mut fallback = None;
-        let zc_first = matches!(config.mode, Mode::ZeroCopy | Mode::Auto);
-        let bound = if zc_first {
-            match bind(&xsk, abi::XDP_ZEROCOPY | wake) {
-                Ok(()) => Ok(()),
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(e),
-                Err(e) if config.mode == Mode::Auto => {
-                    fallback = Some(format!(
-                        "zero-copy bind refused ({e}): {iface}'s driver has no AF_XDP zero-copy \
-                         support for this queue; bound in copy mode"
-                    ));
-                    // A refused bind leaves the socket unbound; a fresh one keeps it simple.
-                    xsk = make()?;
-                    bind(&xsk, abi::XDP_COPY | wake)
+        let (xsk, bound) = umem
+            .memory
+            .socket(&geometry, ifindex, config.queue, flags, &retry)
+            .map_err(|e| match e {
+                SocketError::NoFrames { asked, free } => {
+                    XdpError::Config(format!("{asked} frames asked of a UMEM with {free} free"))
                 }
-                Err(e) => {
-                    return Err(XdpError::Unsupported {
+                SocketError::QueueTaken => queue_busy(),
+                SocketError::Setup(e) => match e.raw_os_error() {
+                    Some(libc::EPERM | libc::EACCES) => XdpError::NoPrivilege {
+                        what: "socket(AF_XDP)",
+                        caps: "CAP_NET_RAW",
+                    },
+                    Some(libc::ENOMEM) => {
+                        memlock(u64::from(umem.frame_count()) * u64::from(umem.frame_size()))
+                    }
+                    Some(libc::EAFNOSUPPORT) => XdpError::Unsupported {
+                        feature: "AF_XDP",
+                        reason: "this kernel has no CONFIG_XDP_SOCKETS (Linux 4.18+)".into(),
+                    },
+                    _ => XdpError::Io {
+                        call: "socket(AF_XDP) and XDP_UMEM_REG",
+                        source: e,
+                    },
+                },
+                SocketError::Bind(e) => match e.raw_os_error() {
+                    Some(libc::EBUSY) => queue_busy(),
+                    Some(libc::EPERM) => XdpError::NoPrivilege {
+                        what: "bind(AF_XDP)",
+                        caps: "CAP_NET_RAW",
+                    },
+                    _ if config.mode == Mode::ZeroCopy => XdpError::Unsupported {
                         feature: "AF_XDP zero copy",
                         reason: format!(
                             "bind(XDP_ZEROCOPY) on {iface} queue {}: {e}",
                             config.queue
                         ),
-                    });
-                }
-            }
-        } else {
-            bind(&xsk, abi::XDP_COPY | wake)
-        };
-        bound.map_err(|e| match e.raw_os_error() {
-            Some(libc::EPERM) => XdpError::NoPrivilege {
-                what: "bind(AF_XDP)",
-                caps: "CAP_NET_RAW",
-            },
-            Some(libc::EBUSY) => XdpError::QueueBusy {
-                iface: iface.into(),
-                queue: config.queue,
-            },
-            _ => XdpError::Io {
-                call: "bind(AF_XDP)",
-                source: e,
-            },
-        })?;
+                    },
+                    _ => XdpError::Io {
+                        call: "bind(AF_XDP)",
+                        source: e,
+                    },
+                },
+            })?;
         let zero_copy = xsk.zero_copy().unwrap_or(false);
-        if let Some(p) = &mut program {
-            p.serve(config.queue, &xsk)?;
+        let fallback = match bound {
+            Bound::Registered(refused) => refused.first().map(|e| {
+                format!(
+                    "zero-copy bind refused ({e}): {iface}'s driver has no AF_XDP zero-copy \
+                     support for this queue; bound in copy mode"
+                )
+            }),
+            Bound::Shared => match (config.mode, zero_copy) {
+                (Mode::Auto, false) => Some(
+                    "shares a UMEM whose first socket is bound in copy mode; bound in copy mode"
+                        .into(),
+                ),
+                (Mode::ZeroCopy, false) | (Mode::Copy, true) => {
+                    return Err(XdpError::Config(format!(
+                        "{:?} asked, but the UMEM's first socket is bound in {} mode, which the \
+                         sockets sharing it take (ask Mode::Auto)",
+                        config.mode,
+                        if zero_copy { "zero-copy" } else { "copy" }
+                    )));
+                }
+                _ => None,
+            },
+        };
+        if let Some(p) = &program {
+            p.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .serve(config.queue, &xsk)?;
         }
         Ok(XdpSocket {
             program,
@@ -465,7 +581,11 @@ impl XdpSocket {
     /// Whether the program runs in the driver (`true`) or on the skb (`false`); `None` without a
     /// program.
     pub fn native(&self) -> Option<bool> {
-        self.program.as_ref().map(|p| p.native)
+        self.program.as_ref().map(|p| {
+            p.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .native
+        })
     }
 
     /// The interface.

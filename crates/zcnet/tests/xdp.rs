@@ -2,7 +2,8 @@
 //! frames sent from veth-a (count and content, random payloads) in copy mode; frames sent from
 //! an AF_XDP socket arrive intact and each UMEM slot comes back once; the program is gone from
 //! the interface after the socket drops, also after a panic; zero copy on veth falls back with
-//! its reason; another program on the interface is never replaced; bad input is refused.
+//! its reason; another program on the interface is never replaced; bad input is refused; sockets
+//! on two queues share one UMEM, each frame received once on its own socket's frames.
 
 use std::time::{Duration, Instant};
 
@@ -317,4 +318,165 @@ fn xdp_program_object_matches_its_source() {
         &committed[..],
         "the embedded object"
     );
+}
+
+/// `n` UDP/IPv4 frames of 64 flows (source ports 40000..40064), so that veth-a's TX queue, and
+/// so veth-b's RX queue, is chosen by the flow's hash; each payload begins with its index.
+fn flows(n: usize, seed: u64) -> Vec<Vec<u8>> {
+    let noise = netlab::pattern::random_bytes(n * 64, seed);
+    (0..n)
+        .map(|i| {
+            let mut payload = noise[i * 64..i * 64 + 50].to_vec();
+            payload[..4].copy_from_slice(&(i as u32).to_be_bytes());
+            netlab::frame::udp_v4(
+                [0x02, 0, 0, 0, 0, 0xb],
+                [0x02, 0, 0, 0, 0, 0xa],
+                [198, 18, 0, 1],
+                [198, 18, 0, 2],
+                (40_000 + (i % 64) as u16, 9),
+                &payload,
+            )
+        })
+        .collect()
+}
+
+/// Receives on every socket of `xsks` in turn until `want` frames came (or 20 s), then until
+/// none comes for 300 ms; returns what each received.
+fn receive_all(xsks: &mut [&mut XdpSocket], want: usize) -> Vec<Vec<Vec<u8>>> {
+    let mut got = vec![Vec::new(); xsks.len()];
+    let end = Instant::now() + Duration::from_secs(20);
+    let mut quiet_since = Instant::now();
+    loop {
+        let total: usize = got.iter().map(Vec::len).sum();
+        if (total >= want && quiet_since.elapsed() > Duration::from_millis(300))
+            || Instant::now() > end
+        {
+            return got;
+        }
+        for (x, g) in xsks.iter_mut().zip(&mut got) {
+            if let Some(batch) = x.recv(Some(Duration::from_millis(20))).unwrap() {
+                g.extend(batch.iter().map(<[u8]>::to_vec));
+                quiet_since = Instant::now();
+            }
+        }
+    }
+}
+
+#[test]
+fn sockets_on_two_queues_share_one_umem() {
+    // Issue 18: a UMEM registered once, shared by sockets on several queues
+    // (XDP_SHARED_UMEM), each with frames of its own; the interface's program shared by them.
+    // One thread per queue is how a shared UMEM is used: the types allow it (checked when
+    // this compiles).
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<zcnet::xdp::Umem>();
+    send::<XdpSocket>();
+    if let Err(e) = netlab::check_privileges() {
+        return netlab::skip::skip(&e.to_string());
+    }
+    let lab = netlab::VethLab::multiqueue(2).unwrap();
+    let (a, b) = (lab.ns(Side::A), lab.ns(Side::B));
+    let (to_main, from_b) = std::sync::mpsc::channel::<&'static str>();
+    let (to_b, from_main) = std::sync::mpsc::channel::<Vec<Vec<u8>>>();
+    let receiver = b
+        .spawn(move || {
+            let umem = zcnet::xdp::Umem::new(4096, 2048).unwrap();
+            let on = |queue| Config {
+                mode: Mode::Auto,
+                queue,
+                frame_count: 2048,
+                ring_size: 1024,
+                ..Config::default()
+            };
+            let mut q0 = XdpSocket::open_shared(VethLab::DEV_B, &on(0), &umem).unwrap();
+            let mut q1 = XdpSocket::open_shared(VethLab::DEV_B, &on(1), &umem).unwrap();
+            assert_eq!(umem.free_frames(), 0, "each socket holds its 2048 frames");
+            // The second shares the first's mode (copy on veth) and says so.
+            assert!(q1.fallback_reason().unwrap().contains("copy mode"));
+            assert!(!q0.counters().zero_copy && !q1.counters().zero_copy);
+            // No frames left for a third; a queue held already; an explicit mode other than the
+            // UMEM's; another frame size.
+            let third = |c: &Config| XdpSocket::open_shared(VethLab::DEV_B, c, &umem).unwrap_err();
+            let mut c = on(0);
+            c.frame_count = 1;
+            assert!(matches!(third(&c), XdpError::QueueBusy { queue: 0, .. }));
+            assert!(matches!(
+                third(&on(1)),
+                XdpError::QueueBusy { queue: 1, .. }
+            ));
+            drop(q0);
+            assert_eq!(
+                umem.free_frames(),
+                2048,
+                "a dropped socket's frames come back"
+            );
+            let mut c = on(0);
+            c.frame_count = 4096;
+            assert!(matches!(third(&c), XdpError::Config(m) if m.contains("2048 free")));
+            let mut c = on(0);
+            c.mode = Mode::ZeroCopy;
+            assert!(matches!(third(&c), XdpError::Config(m) if m.contains("copy mode")));
+            let mut c = on(0);
+            c.frame_size = 4096;
+            assert!(matches!(third(&c), XdpError::Config(m) if m.contains("2048 bytes")));
+            assert_eq!(umem.free_frames(), 2048, "refused sockets hold nothing");
+            // Queue 0 again, sharing the registration of q1 now that the socket that made it
+            // is gone.
+            q0 = XdpSocket::open_shared(VethLab::DEV_B, &on(0), &umem).unwrap();
+            to_main.send("ready").unwrap();
+            let sent = from_main.recv().unwrap();
+            let got = receive_all(&mut [&mut q0, &mut q1], sent.len());
+            let counts: Vec<u64> = [&q0, &q1]
+                .iter()
+                .map(|x| {
+                    let c = x.counters();
+                    assert_eq!(
+                        c.bad_descs, 0,
+                        "every descriptor in the socket's own frames"
+                    );
+                    c.rx_frames
+                })
+                .collect();
+            drop((q0, q1));
+            assert_eq!(umem.free_frames(), 4096);
+            (sent, got, counts)
+        })
+        .unwrap();
+    assert_eq!(
+        from_b.recv_timeout(Duration::from_secs(10)).unwrap(),
+        "ready"
+    );
+    // One program for both queues while the sockets live.
+    assert!(has_xdp(b, VethLab::DEV_B));
+    let sent = flows(4000, 0x5eed_0007);
+    to_b.send(sent.clone()).unwrap();
+    a.run(move || {
+        // Through the qdisc: the TX queue is the flow hash's (the bypass would pick by CPU).
+        let mut tx = TxRing::open(VethLab::DEV_A, &TxConfig::default()).unwrap();
+        for f in &sent {
+            while !tx.push(f).unwrap() {
+                tx.send().unwrap();
+            }
+        }
+        tx.send().unwrap();
+        assert_eq!(tx.refused(), 0);
+    })
+    .unwrap();
+    let (sent, got, counts) = receiver.join().unwrap();
+    // Every frame once, intact, on one queue or the other, and both queues used.
+    let mut all: Vec<&Vec<u8>> = got.iter().flatten().collect();
+    assert_eq!(all.len(), sent.len(), "frames received on the two queues");
+    all.sort_by_key(|f| &f[netlab::frame::HEADERS..netlab::frame::HEADERS + 4]);
+    for (i, (g, s)) in all.iter().zip(&sent).enumerate() {
+        assert_eq!(*g, s, "frame {i}");
+    }
+    assert!(
+        got.iter().all(|g| !g.is_empty()),
+        "both queues received: {:?}",
+        got.iter().map(Vec::len).collect::<Vec<_>>()
+    );
+    assert_eq!(counts.iter().sum::<u64>(), sent.len() as u64);
+    // The program went with the last socket.
+    assert!(!has_xdp(b, VethLab::DEV_B));
 }

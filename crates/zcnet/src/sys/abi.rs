@@ -226,6 +226,8 @@ pub const XDP_OPTIONS: i32 = 8;
 pub const XDP_OPTIONS_ZEROCOPY: u32 = 1;
 /// `sxdp_flags`: force copy mode.
 pub const XDP_COPY: u16 = 1 << 1;
+/// `XDP_SHARED_UMEM`: bind sharing the UMEM of the socket `sxdp_shared_umem_fd`.
+pub const XDP_SHARED_UMEM: u16 = 1 << 0;
 /// `sxdp_flags`: force zero-copy mode.
 pub const XDP_ZEROCOPY: u16 = 1 << 2;
 /// `sxdp_flags`: the kernel sets `XDP_RING_NEED_WAKEUP` instead of polling (Linux 5.4).

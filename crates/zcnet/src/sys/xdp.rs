@@ -11,8 +11,11 @@
 //! consumer indices are read with acquire and written with release ordering, as libxdp does.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::mem::ManuallyDrop;
+use std::ops::Range;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::abi::{self, XdpDesc, XdpMmapOffsets, XdpRingOffset};
 use super::{Mmap, cvt};
@@ -37,9 +40,9 @@ fn register(fd: BorrowedFd<'_>, umem: &Mmap, frame_size: u32, headroom: u32) -> 
         flags: 0,
         tx_metadata_len: 0,
     };
-    // SAFETY: `reg` is readable for its size during the call; it names `umem`, a mapping this
-    // socket's owner (`Xsk`) keeps alive as long as the socket (the field order of `Xsk` drops
-    // the socket first, and the kernel keeps its own pin until then).
+    // SAFETY: `reg` is readable for its size during the call; it names `umem`, the memory of a
+    // `Umem` that every socket on it keeps alive (an `Arc`) until after its fd is closed (in
+    // `Xsk`'s drop), and the kernel keeps its own pin until then.
     cvt(unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
@@ -222,12 +225,8 @@ impl<T: Copy> Ring<T> {
 /// Sizes of an [`Xsk`].
 #[derive(Clone, Copy, Debug)]
 pub struct Geometry {
-    /// UMEM frames.
+    /// UMEM frames the socket takes for itself.
     pub frame_count: u32,
-    /// Bytes per frame (2048 or 4096 in aligned mode).
-    pub frame_size: u32,
-    /// Bytes the kernel leaves free before each received frame.
-    pub headroom: u32,
     /// Entries of every ring (a power of two).
     pub ring_size: u32,
     /// Open an RX ring.
@@ -236,51 +235,297 @@ pub struct Geometry {
     pub tx: bool,
 }
 
-/// An `AF_XDP` socket with its UMEM and rings, bound to nothing yet.
+/// A UMEM: memory the kernel writes received frames into and reads sent frames from, cut into
+/// frames of one size, shared by the sockets on it (`XDP_SHARED_UMEM`). Each socket holds a
+/// range of frames of its own, so that no frame is on two sockets' rings; the first socket
+/// registers the memory (`XDP_UMEM_REG`), the others bind to share that registration while a
+/// socket holding it is open. Sockets are made, bound and closed under the UMEM's lock, so a
+/// socket shared from is never closed meanwhile.
+#[derive(Debug)]
+pub struct Umem {
+    map: Mmap,
+    frame_size: u32,
+    frame_count: u32,
+    state: Mutex<UmemState>,
+}
+
+#[derive(Debug)]
+struct UmemState {
+    /// Frame ranges (indices) no socket holds, in order.
+    free: Vec<Range<u32>>,
+    /// Open, bound sockets on this memory.
+    bound: Vec<BoundSocket>,
+    next_id: u64,
+}
+
+#[derive(Debug)]
+struct BoundSocket {
+    id: u64,
+    fd: RawFd,
+    ifindex: u32,
+    queue: u32,
+}
+
+/// What [`Umem::socket`] did.
+#[derive(Debug)]
+pub enum Bound {
+    /// Registered the memory and bound; the errors of the bind flags tried before those that
+    /// bound (a refused zero-copy bind).
+    Registered(Vec<io::Error>),
+    /// Shares the registration of a socket already bound (its mode, its need-wakeup).
+    Shared,
+}
+
+/// Why [`Umem::socket`] failed.
+#[derive(Debug)]
+pub enum SocketError {
+    /// Fewer free frames than asked.
+    NoFrames { asked: u32, free: u32 },
+    /// A socket on this memory is bound to that queue already.
+    QueueTaken,
+    /// `socket`, `XDP_UMEM_REG`, the rings or their mappings.
+    Setup(io::Error),
+    /// `bind`: the last attempt's error.
+    Bind(io::Error),
+}
+
+impl Umem {
+    /// Maps `frame_count` frames of `frame_size` bytes (2 MiB-aligned, `MADV_HUGEPAGE`).
+    pub fn new(frame_count: u32, frame_size: u32) -> io::Result<Umem> {
+        if !frame_size.is_power_of_two() || frame_count == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "frame size a power of two, at least one frame",
+            ));
+        }
+        let len = (frame_count as usize)
+            .checked_mul(frame_size as usize)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "UMEM too large"))?;
+        let map = Mmap::anonymous_aligned(len, 2 << 20)?;
+        // Transparent huge pages where the machine allows them (`madvise` mode): a small frame
+        // every 2 KiB touches a new 4 KiB page every other frame, a TLB miss each.
+        // SAFETY: advice on a mapping this function just made; no memory is read or written.
+        unsafe { libc::madvise(map.addr() as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+        Ok(Umem {
+            map,
+            frame_size,
+            frame_count,
+            state: Mutex::new(UmemState {
+                free: std::iter::once(0..frame_count).collect(),
+                bound: Vec::new(),
+                next_id: 0,
+            }),
+        })
+    }
+
+    /// Bytes per frame.
+    pub fn frame_size(&self) -> u32 {
+        self.frame_size
+    }
+
+    /// Frames in all.
+    pub fn frame_count(&self) -> u32 {
+        self.frame_count
+    }
+
+    /// Frames no socket holds.
+    pub fn free_frames(&self) -> u32 {
+        let st = self.lock();
+        st.free.iter().map(|r| r.end - r.start).sum()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, UmemState> {
+        // A panic while the lock was held left plain data (ranges, fds) consistent: each
+        // change is one push, retain or assignment.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Makes a socket holding `g.frame_count` frames of this memory, with its rings, and binds
+    /// it to `queue` of `ifindex`: with the memory registered on it, trying `flags` in order
+    /// (zero copy, then copy) while `retry` says an error is worth waiting out, when no open
+    /// socket holds the registration; else sharing it (`XDP_SHARED_UMEM`, the registering
+    /// socket's mode; Linux 5.10 for another queue or device).
+    pub fn socket(
+        self: &Arc<Umem>,
+        g: &Geometry,
+        ifindex: u32,
+        queue: u32,
+        flags: &[u16],
+        retry: &dyn Fn(&io::Error) -> bool,
+    ) -> Result<(Xsk, Bound), SocketError> {
+        let mut st = self.lock();
+        if st
+            .bound
+            .iter()
+            .any(|b| b.ifindex == ifindex && b.queue == queue)
+        {
+            return Err(SocketError::QueueTaken);
+        }
+        let free: u32 = st.free.iter().map(|r| r.end - r.start).sum();
+        let Some(at) = st
+            .free
+            .iter()
+            .position(|r| r.end - r.start >= g.frame_count)
+        else {
+            return Err(SocketError::NoFrames {
+                asked: g.frame_count,
+                free,
+            });
+        };
+        let frames = st.free[at].start..st.free[at].start + g.frame_count;
+        let share_from = st.bound.first().map(|b| b.fd);
+        let id = st.next_id;
+        let bind = |xsk: &Xsk, flags: u16, shared: RawFd| loop {
+            match xsk.bind(ifindex, queue, flags, shared) {
+                Err(e) if retry(&e) => std::thread::sleep(std::time::Duration::from_millis(10)),
+                r => return r,
+            }
+        };
+        let (mut xsk, bound) = match share_from {
+            Some(fd) => {
+                let xsk =
+                    Xsk::new(self, frames.clone(), g, false, id).map_err(SocketError::Setup)?;
+                bind(&xsk, abi::XDP_SHARED_UMEM, fd).map_err(SocketError::Bind)?;
+                (xsk, Bound::Shared)
+            }
+            None => {
+                let mut refused = Vec::new();
+                let mut bound = None;
+                for &f in flags {
+                    // A refused bind leaves the socket unusable for another: a fresh one each.
+                    let xsk =
+                        Xsk::new(self, frames.clone(), g, true, id).map_err(SocketError::Setup)?;
+                    match bind(&xsk, f, 0) {
+                        Ok(()) => {
+                            bound = Some((xsk, Bound::Registered(std::mem::take(&mut refused))));
+                            break;
+                        }
+                        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                            return Err(SocketError::Bind(e));
+                        }
+                        Err(e) => refused.push(e),
+                    }
+                }
+                match bound {
+                    Some(b) => b,
+                    None => {
+                        let e = refused.pop().unwrap_or_else(|| {
+                            io::Error::new(io::ErrorKind::InvalidInput, "no bind flags")
+                        });
+                        return Err(SocketError::Bind(e));
+                    }
+                }
+            }
+        };
+        // The frames are the socket's now; its Drop gives them back.
+        let r = &mut st.free[at];
+        r.start += g.frame_count;
+        if r.start == r.end {
+            st.free.remove(at);
+        }
+        st.bound.push(BoundSocket {
+            id,
+            fd: xsk.fd.as_raw_fd(),
+            ifindex,
+            queue,
+        });
+        st.next_id += 1;
+        xsk.held = true;
+        Ok((xsk, bound))
+    }
+}
+
+/// An `AF_XDP` socket with its rings and its frames of a [`Umem`].
 #[derive(Debug)]
 pub struct Xsk {
-    // Field order is drop order: the socket goes before the memory it registered.
-    fd: OwnedFd,
+    // Closed in `Drop`, under the UMEM's lock, before the rings unmap and the frames go back.
+    fd: ManuallyDrop<OwnedFd>,
+    id: u64,
+    /// Whether the UMEM's state lists this socket and counts its frames as held (a socket that
+    /// failed to bind never was).
+    held: bool,
     fill: Ring<u64>,
     completion: Ring<u64>,
     rx: Option<Ring<XdpDesc>>,
     tx: Option<Ring<XdpDesc>>,
-    umem: Mmap,
+    umem: Arc<Umem>,
+    /// The socket's frames, by index.
+    frames: Range<u32>,
     frame_size: u32,
     /// Frames that are the application's and hold nothing: for TX.
     free: Vec<u64>,
-    /// TX frames in the kernel's hands, by frame index (a completion must name one).
+    /// TX frames in the kernel's hands, by index within `frames` (a completion must name one).
     sending: Vec<bool>,
     /// Completions naming a frame not sent: a broken ring, counted, never trusted.
     pub bad_completions: u64,
-    /// RX descriptors outside the UMEM or across a frame's end: dropped, counted.
+    /// RX descriptors outside the socket's frames or across a frame's end: dropped, counted.
     pub bad_descs: u64,
     /// The descriptors of the last batch: one vector for the socket's life.
     rx_descs: Vec<XdpDesc>,
 }
 
+impl Drop for Xsk {
+    fn drop(&mut self) {
+        if !self.held {
+            // Made and dropped inside `Umem::socket`, under the lock already.
+            // SAFETY: dropped once, here; `fd` is not used after.
+            unsafe { ManuallyDrop::drop(&mut self.fd) };
+            return;
+        }
+        // In copy mode the kernel writes a socket's frames only while it is bound, and closing
+        // it unbinds it (after `synchronize_net`). A zero-copy driver may still hold fill-ring
+        // frames for DMA until the kernel's deferred release of the socket's pool runs, which
+        // nothing here can observe: those frames are never given to another socket.
+        let copy_mode = self.zero_copy() == Some(false);
+        let mut st = self.umem.lock();
+        st.bound.retain(|b| b.id != self.id);
+        // SAFETY: dropped once, here; `fd` is not used after (the rest of the struct only
+        // unmaps rings and frees vectors).
+        unsafe { ManuallyDrop::drop(&mut self.fd) };
+        if !copy_mode {
+            return;
+        }
+        let r = self.frames.clone();
+        let at = st.free.partition_point(|f| f.start < r.start);
+        st.free.insert(at, r);
+        // Neighbouring ranges joined again.
+        let mut joined: Vec<Range<u32>> = Vec::with_capacity(st.free.len());
+        for r in st.free.drain(..) {
+            match joined.last_mut() {
+                Some(last) if last.end == r.start => last.end = r.end,
+                _ => joined.push(r),
+            }
+        }
+        st.free = joined;
+    }
+}
+
 impl Xsk {
-    /// `socket(AF_XDP)`, the UMEM (`mmap` of `frame_count * frame_size` bytes), registered, and
-    /// the rings sized and mapped. Half the frames go to the fill ring when there is an RX ring
-    /// (all of them without a TX ring), the rest are free for TX.
-    pub fn new(g: &Geometry) -> io::Result<Xsk> {
-        if !g.ring_size.is_power_of_two() || !g.frame_size.is_power_of_two() {
+    /// `socket(AF_XDP)` holding `frames` of `umem` (registering the memory on it when
+    /// `register`), its rings sized and mapped, not bound. Half the frames go to the fill ring
+    /// when there is an RX ring (all of them without a TX ring), the rest are free for TX.
+    fn new(
+        umem: &Arc<Umem>,
+        frames: Range<u32>,
+        g: &Geometry,
+        register_here: bool,
+        id: u64,
+    ) -> io::Result<Xsk> {
+        if !g.ring_size.is_power_of_two() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "ring size and frame size must be powers of two",
+                "ring size must be a power of two",
             ));
         }
         let fd = super::socket(abi::AF_XDP, libc::SOCK_RAW, 0)?;
-        let len = (g.frame_count as usize)
-            .checked_mul(g.frame_size as usize)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "UMEM too large"))?;
-        let umem = Mmap::anonymous_aligned(len, 2 << 20)?;
-        // Transparent huge pages where the machine allows them (`madvise` mode): a small frame
-        // every 2 KiB touches a new 4 KiB page every other frame, a TLB miss each.
-        // SAFETY: advice on a mapping this function just made; no memory is read or written.
-        unsafe { libc::madvise(umem.addr() as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
-        register(fd.as_fd(), &umem, g.frame_size, g.headroom)?;
+        if register_here {
+            register(fd.as_fd(), &umem.map, umem.frame_size, 0)?;
+        }
         let set = |opt: i32| super::setsockopt(fd.as_fd(), abi::SOL_XDP, opt, &g.ring_size);
+        // Every socket has its own fill and completion rings (for a socket sharing the UMEM on
+        // another queue, Linux 5.10).
         set(abi::XDP_UMEM_FILL_RING)?;
         set(abi::XDP_UMEM_COMPLETION_RING)?;
         if g.rx {
@@ -306,23 +551,25 @@ impl Xsk {
         let tx =
             g.tx.then(|| Ring::map(b, &off.tx, g.ring_size, abi::XDP_PGOFF_TX_RING))
                 .transpose()?;
+        let size = u64::from(umem.frame_size);
+        let all: Vec<u64> = frames.clone().map(|i| u64::from(i) * size).collect();
         let mut xsk = Xsk {
-            fd,
+            fd: ManuallyDrop::new(fd),
+            id,
+            held: false,
             fill,
             completion,
             rx,
             tx,
-            umem,
-            frame_size: g.frame_size,
+            umem: Arc::clone(umem),
+            sending: vec![false; frames.len()],
+            frames,
+            frame_size: umem.frame_size,
             free: Vec::new(),
-            sending: vec![false; g.frame_count as usize],
             bad_completions: 0,
             bad_descs: 0,
             rx_descs: Vec::new(),
         };
-        let all: Vec<u64> = (0..u64::from(g.frame_count))
-            .map(|i| i * u64::from(g.frame_size))
-            .collect();
         let for_rx = match (g.rx, g.tx) {
             (true, true) => all.len() / 2,
             (true, false) => all.len(),
@@ -340,15 +587,24 @@ impl Xsk {
         self.fd.as_fd()
     }
 
+    /// The socket's frames as UMEM byte addresses: start and end.
+    fn span(&self) -> (u64, u64) {
+        let size = u64::from(self.frame_size);
+        (
+            u64::from(self.frames.start) * size,
+            u64::from(self.frames.end) * size,
+        )
+    }
+
     /// `bind(2)` to queue `queue` of interface `ifindex` with `flags` (`XDP_COPY`,
-    /// `XDP_ZEROCOPY`, `XDP_USE_NEED_WAKEUP`).
-    pub fn bind(&self, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
+    /// `XDP_ZEROCOPY`, `XDP_USE_NEED_WAKEUP`; or `XDP_SHARED_UMEM` and the socket `shared`).
+    fn bind(&self, ifindex: u32, queue: u32, flags: u16, shared: RawFd) -> io::Result<()> {
         let sa = abi::SockaddrXdp {
             sxdp_family: abi::AF_XDP as u16,
             sxdp_flags: flags,
             sxdp_ifindex: ifindex,
             sxdp_queue_id: queue,
-            sxdp_shared_umem_fd: 0,
+            sxdp_shared_umem_fd: shared as u32,
         };
         // SAFETY: `sa` is a valid sockaddr_xdp for the duration of the call.
         cvt(unsafe {
@@ -419,10 +675,11 @@ impl Xsk {
         let mut descs = std::mem::take(&mut self.rx_descs);
         descs.clear();
         let mut bytes = 0u64;
+        let (lo, hi) = self.span();
+        let base = self.umem.map.addr();
         if let Some(rx) = self.rx.as_mut() {
             let n = rx.available().min(max);
             descs.reserve(n as usize);
-            let umem_len = self.umem.len() as u64;
             let offset_mask = u64::from(self.frame_size) - 1;
             for i in 0..n {
                 // Descriptors a few lines ahead: the kernel wrote them on another CPU too.
@@ -430,21 +687,22 @@ impl Xsk {
                     rx.prefetch(i + 16);
                 }
                 let d = rx.read(i);
-                // A descriptor outside the UMEM, or reaching past its own frame into one the
-                // kernel may be filling, would make a slice of memory not ours: checked once
-                // here, as the TPACKET_V3 blocks are. Such a frame is dropped (and not returned:
-                // its address is not trusted either).
+                // A descriptor outside this socket's frames (another socket's on a shared UMEM),
+                // or reaching past its own frame into one the kernel may be filling, would make
+                // a slice of memory not ours: checked once here, as the TPACKET_V3 blocks are.
+                // Such a frame is dropped (and not returned: its address is not trusted either).
                 let within = (d.addr & offset_mask) + u64::from(d.len);
-                if d.addr
-                    .checked_add(u64::from(d.len))
-                    .is_some_and(|e| e <= umem_len)
+                if d.addr >= lo
+                    && d.addr
+                        .checked_add(u64::from(d.len))
+                        .is_some_and(|e| e <= hi)
                     && within <= u64::from(self.frame_size)
                 {
                     // The kernel wrote the frame on another CPU, and frames 2 KiB apart defeat
                     // the hardware's prefetcher (a packet ring's dense blocks do not): asked
                     // for now, its first line arrives while the rest of the batch is checked,
                     // before anyone reads it.
-                    prefetch(self.umem.addr() + d.addr as usize);
+                    prefetch(base + d.addr as usize);
                     bytes += u64::from(d.len);
                     descs.push(d);
                 } else {
@@ -478,16 +736,18 @@ impl Xsk {
         let Some(addr) = self.free.pop() else {
             return Ok(false);
         };
-        // SAFETY: `addr` is a frame from the free list: inside the UMEM (built from the frame
-        // count), the application's alone (neither ring holds it), and `data` fits a frame.
+        // SAFETY: `addr` is a frame from the free list: one of this socket's frames (the list
+        // is built from its range and refilled only by checked completions), the
+        // application's alone (no ring holds it), and `data` fits a frame.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 data.as_ptr(),
-                (self.umem.addr() + addr as usize) as *mut u8,
+                (self.umem.map.addr() + addr as usize) as *mut u8,
                 data.len(),
             );
         }
-        self.sending[(addr / u64::from(self.frame_size)) as usize] = true;
+        self.sending[(addr / u64::from(self.frame_size) - u64::from(self.frames.start)) as usize] =
+            true;
         tx.write(
             0,
             XdpDesc {
@@ -557,7 +817,9 @@ impl Xsk {
         let n = self.completion.available();
         for i in 0..n {
             let addr = self.completion.read(i);
-            let idx = addr / u64::from(self.frame_size);
+            // Frames before this socket's wrap around to indices far past its own.
+            let idx =
+                (addr / u64::from(self.frame_size)).wrapping_sub(u64::from(self.frames.start));
             match self.sending.get_mut(idx as usize) {
                 Some(s) if *s && addr % u64::from(self.frame_size) == 0 => {
                     *s = false;
@@ -609,12 +871,13 @@ impl RxBatch<'_> {
     /// Frame `i`: its bytes.
     pub fn frame(&self, i: usize) -> &[u8] {
         let d = self.descs[i];
-        // SAFETY: checked inside the UMEM when the batch was made; the frame left the RX ring
+        // SAFETY: checked inside this socket's frames when the batch was made (the UMEM lives
+        // as long as the socket, whose `umem` holds it); the frame left the RX ring
         // and is not on the fill ring until this batch drops, so the kernel does not write it
         // while the slice (borrowed from the batch) lives.
         unsafe {
             std::slice::from_raw_parts(
-                (self.xsk.umem.addr() + d.addr as usize) as *const u8,
+                (self.xsk.umem.map.addr() + d.addr as usize) as *const u8,
                 d.len as usize,
             )
         }
