@@ -39,7 +39,7 @@ fn frames(n: usize, seed: u64) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Sends `frames` from veth-a through a TX ring.
+/// Sends `frames` from veth-a through a TX ring, through the qdisc.
 fn send_from_a(ns: &Netns, frames: Vec<Vec<u8>>) {
     ns.run(move || {
         let mut tx = TxRing::open(VethLab::DEV_A, &TxConfig::default()).unwrap();
@@ -451,18 +451,8 @@ fn sockets_on_two_queues_share_one_umem() {
     assert!(has_xdp(b, VethLab::DEV_B));
     let sent = flows(4000, 0x5eed_0007);
     to_b.send(sent.clone()).unwrap();
-    a.run(move || {
-        // Through the qdisc: the TX queue is the flow hash's (the bypass would pick by CPU).
-        let mut tx = TxRing::open(VethLab::DEV_A, &TxConfig::default()).unwrap();
-        for f in &sent {
-            while !tx.push(f).unwrap() {
-                tx.send().unwrap();
-            }
-        }
-        tx.send().unwrap();
-        assert_eq!(tx.refused(), 0);
-    })
-    .unwrap();
+    // Through the qdisc: the TX queue is the flow hash's (the bypass would pick by CPU).
+    send_from_a(a, sent);
     let (sent, got, counts) = receiver.join().unwrap();
     // Every frame once, intact, on one queue or the other, and both queues used.
     let mut all: Vec<&Vec<u8>> = got.iter().flatten().collect();
