@@ -374,6 +374,11 @@ impl Umem {
     }
 }
 
+/// The index of `iface`.
+fn ifindex(iface: &str) -> Result<u32, XdpError> {
+    sys::if_nametoindex(iface).map_err(|_| XdpError::NoInterface(iface.into()))
+}
+
 /// [`XdpError::Memlock`] for `need` bytes.
 fn memlock(need: u64) -> XdpError {
     XdpError::Memlock {
@@ -407,9 +412,9 @@ impl XdpSocket {
     /// driver has none), [`XdpError::Program`], [`XdpError::Io`].
     pub fn open(iface: &str, config: &Config) -> Result<XdpSocket, XdpError> {
         // The interface first: its error is the one to see, not the UMEM's.
-        sys::if_nametoindex(iface).map_err(|_| XdpError::NoInterface(iface.into()))?;
+        let ifindex = ifindex(iface)?;
         let umem = Umem::new(config.frame_count, config.frame_size)?;
-        XdpSocket::open_shared(iface, config, &umem)
+        XdpSocket::open_on(iface, ifindex, config, &umem)
     }
 
     /// Opens a socket on `queue` of `iface` holding `config.frame_count` frames of `umem`
@@ -423,8 +428,15 @@ impl XdpSocket {
     /// As [`XdpSocket::open`]; [`XdpError::Config`] also when the UMEM has fewer free frames
     /// than asked, [`XdpError::QueueBusy`] when a socket on it holds that queue already.
     pub fn open_shared(iface: &str, config: &Config, umem: &Umem) -> Result<XdpSocket, XdpError> {
-        let ifindex =
-            sys::if_nametoindex(iface).map_err(|_| XdpError::NoInterface(iface.into()))?;
+        XdpSocket::open_on(iface, ifindex(iface)?, config, umem)
+    }
+
+    fn open_on(
+        iface: &str,
+        ifindex: u32,
+        config: &Config,
+        umem: &Umem,
+    ) -> Result<XdpSocket, XdpError> {
         if let Ok(n) = sys::xdp::rx_queues(iface)
             && n > 0
             && config.queue >= n

@@ -403,7 +403,10 @@ pub fn bench(
         Duration::from_secs_f64((seconds + 0.1) * steps as f64),
     );
     let _pinned = Pinned::to(1);
-    let mut summary = Vec::new();
+    let mut out = Outcome {
+        report,
+        summary: Vec::new(),
+    };
     for &lab_name in labs {
         let lab = Lab::new(lab_name)?;
         for &size in sizes {
@@ -414,16 +417,15 @@ pub fn bench(
                 (runs, seconds),
                 quiet,
                 &progress,
-                &mut report,
-                &mut summary,
+                &mut out,
             )?;
         }
     }
-    Ok(Outcome { report, summary })
+    Ok(out)
 }
 
-/// One lab and frame size: the modes alternated, their results and comparisons.
-#[allow(clippy::too_many_arguments)]
+/// One lab and frame size: the modes alternated; their results, comparisons and summary rows
+/// added to `out`.
 fn bench_size(
     lab: &Lab,
     size: usize,
@@ -431,8 +433,7 @@ fn bench_size(
     (runs, seconds): (usize, f64),
     quiet: bool,
     progress: &Progress,
-    report: &mut Report,
-    summary: &mut Vec<SummaryRow>,
+    out: &mut Outcome,
 ) -> anyhow::Result<()> {
     let name = lab.name();
     let per = measure::alternate(modes, runs, progress, |m, i| {
@@ -461,7 +462,7 @@ fn bench_size(
     let base = &sets[0];
     for other in &sets[1..] {
         for metric in [Metric::RequestsPerS, Metric::CpuNsPerRequest] {
-            report
+            out.report
                 .comparisons
                 .extend(Comparison::new(other, base, metric));
         }
@@ -478,7 +479,7 @@ fn bench_size(
             (64, Place::Veth(_), _) => "info (receive on the sender's CPU)",
             _ => "info",
         };
-        summary.push(SummaryRow {
+        out.summary.push(SummaryRow {
             experiment: format!("packet-tx {name} {size} B: {} -> {}", base.mode, other.mode),
             metric: "pkts/s".into(),
             copy: base.median_of(Metric::RequestsPerS).unwrap_or(f64::NAN),
@@ -488,7 +489,7 @@ fn bench_size(
             verdict: verdict.into(),
         });
     }
-    report.results.extend(sets);
+    out.report.results.extend(sets);
     Ok(())
 }
 

@@ -258,6 +258,12 @@ struct UmemState {
     next_id: u64,
 }
 
+impl UmemState {
+    fn free_count(&self) -> u32 {
+        self.free.iter().map(|r| r.end - r.start).sum()
+    }
+}
+
 #[derive(Debug)]
 struct BoundSocket {
     id: u64,
@@ -330,8 +336,7 @@ impl Umem {
 
     /// Frames no socket holds.
     pub fn free_frames(&self) -> u32 {
-        let st = self.lock();
-        st.free.iter().map(|r| r.end - r.start).sum()
+        self.lock().free_count()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, UmemState> {
@@ -346,7 +351,8 @@ impl Umem {
     /// it to `queue` of `ifindex`: with the memory registered on it, trying `flags` in order
     /// (zero copy, then copy) while `retry` says an error is worth waiting out, when no open
     /// socket holds the registration; else sharing it (`XDP_SHARED_UMEM`, the registering
-    /// socket's mode; Linux 5.10 for another queue or device).
+    /// socket's mode; Linux 5.10 for another queue or device). The lock is held throughout,
+    /// retries included: other sockets on this memory wait to be made or closed meanwhile.
     pub fn socket(
         self: &Arc<Umem>,
         g: &Geometry,
@@ -363,7 +369,7 @@ impl Umem {
         {
             return Err(SocketError::QueueTaken);
         }
-        let free: u32 = st.free.iter().map(|r| r.end - r.start).sum();
+        let free = st.free_count();
         let Some(at) = st
             .free
             .iter()
@@ -453,7 +459,6 @@ pub struct Xsk {
     umem: Arc<Umem>,
     /// The socket's frames, by index.
     frames: Range<u32>,
-    frame_size: u32,
     /// Frames that are the application's and hold nothing: for TX.
     free: Vec<u64>,
     /// TX frames in the kernel's hands, by index within `frames` (a completion must name one).
@@ -564,7 +569,6 @@ impl Xsk {
             umem: Arc::clone(umem),
             sending: vec![false; frames.len()],
             frames,
-            frame_size: umem.frame_size,
             free: Vec::new(),
             bad_completions: 0,
             bad_descs: 0,
@@ -589,7 +593,7 @@ impl Xsk {
 
     /// The socket's frames as UMEM byte addresses: start and end.
     fn span(&self) -> (u64, u64) {
-        let size = u64::from(self.frame_size);
+        let size = u64::from(self.umem.frame_size);
         (
             u64::from(self.frames.start) * size,
             u64::from(self.frames.end) * size,
@@ -680,7 +684,7 @@ impl Xsk {
         if let Some(rx) = self.rx.as_mut() {
             let n = rx.available().min(max);
             descs.reserve(n as usize);
-            let offset_mask = u64::from(self.frame_size) - 1;
+            let frame_size = u64::from(self.umem.frame_size);
             for i in 0..n {
                 // Descriptors a few lines ahead: the kernel wrote them on another CPU too.
                 if i % 4 == 0 && i + 16 < n {
@@ -691,12 +695,12 @@ impl Xsk {
                 // or reaching past its own frame into one the kernel may be filling, would make
                 // a slice of memory not ours: checked once here, as the TPACKET_V3 blocks are.
                 // Such a frame is dropped (and not returned: its address is not trusted either).
-                let within = (d.addr & offset_mask) + u64::from(d.len);
+                let within = (d.addr & (frame_size - 1)) + u64::from(d.len);
                 if d.addr >= lo
                     && d.addr
                         .checked_add(u64::from(d.len))
                         .is_some_and(|e| e <= hi)
-                    && within <= u64::from(self.frame_size)
+                    && within <= frame_size
                 {
                     // The kernel wrote the frame on another CPU, and frames 2 KiB apart defeat
                     // the hardware's prefetcher (a packet ring's dense blocks do not): asked
@@ -724,7 +728,7 @@ impl Xsk {
         let Some(tx) = self.tx.as_mut() else {
             return Err(io::Error::new(io::ErrorKind::Unsupported, "no TX ring"));
         };
-        if data.len() > self.frame_size as usize {
+        if data.len() > self.umem.frame_size as usize {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "frame larger than a UMEM frame",
@@ -746,7 +750,8 @@ impl Xsk {
                 data.len(),
             );
         }
-        self.sending[(addr / u64::from(self.frame_size) - u64::from(self.frames.start)) as usize] =
+        self.sending
+            [(addr / u64::from(self.umem.frame_size) - u64::from(self.frames.start)) as usize] =
             true;
         tx.write(
             0,
@@ -819,9 +824,9 @@ impl Xsk {
             let addr = self.completion.read(i);
             // Frames before this socket's wrap around to indices far past its own.
             let idx =
-                (addr / u64::from(self.frame_size)).wrapping_sub(u64::from(self.frames.start));
+                (addr / u64::from(self.umem.frame_size)).wrapping_sub(u64::from(self.frames.start));
             match self.sending.get_mut(idx as usize) {
-                Some(s) if *s && addr % u64::from(self.frame_size) == 0 => {
+                Some(s) if *s && addr % u64::from(self.umem.frame_size) == 0 => {
                     *s = false;
                     self.free.push(addr);
                 }
@@ -888,7 +893,7 @@ impl Drop for RxBatch<'_> {
     fn drop(&mut self) {
         // The frames go back by their base addresses (the kernel hands back an address past
         // the headroom): as many as the fill ring has room for, the rest to the free list.
-        let base_mask = !(u64::from(self.xsk.frame_size) - 1);
+        let base_mask = !(u64::from(self.xsk.umem.frame_size) - 1);
         let fill = &mut self.xsk.fill;
         let n = fill
             .free(self.descs.len() as u32)
