@@ -39,6 +39,34 @@ pub fn udp_v4(
 /// Ethernet, IPv4 and UDP headers: the bytes of a frame before its payload.
 pub const HEADERS: usize = 14 + 20 + 8;
 
+/// `n` UDP frames from the veth lab's A (198.18.0.1) to B (198.18.0.2), port 9, of 64 flows
+/// (source ports 40000 to 40063), so that a multiqueue device's TX queue, chosen by the flow's
+/// hash, varies; each payload is 50 random bytes (from `seed`) led by the frame's index, big
+/// endian ([`flow_index`]).
+pub fn udp_flows(n: usize, seed: u64) -> Vec<Vec<u8>> {
+    let noise = crate::pattern::random_bytes(n * 50, seed);
+    (0..n)
+        .map(|i| {
+            let mut payload = noise[i * 50..(i + 1) * 50].to_vec();
+            payload[..4].copy_from_slice(&(i as u32).to_be_bytes());
+            udp_v4(
+                [0x02, 0, 0, 0, 0, 0xb],
+                [0x02, 0, 0, 0, 0, 0xa],
+                [198, 18, 0, 1],
+                [198, 18, 0, 2],
+                (40_000 + (i % 64) as u16, 9),
+                &payload,
+            )
+        })
+        .collect()
+}
+
+/// The index a frame of [`udp_flows`] carries.
+pub fn flow_index(frame: &[u8]) -> Option<u32> {
+    let b = frame.get(HEADERS..HEADERS + 4)?;
+    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
 /// The Internet checksum (RFC 1071) of `bytes`; an odd count is padded with a zero byte.
 pub fn checksum(bytes: &[u8]) -> u16 {
     let mut sum: u32 = bytes

@@ -47,13 +47,14 @@ pub struct Opt {
     /// Print the summary as JSON on stdout (with -w FILE).
     #[arg(long)]
     pub json: bool,
-    /// Capture through an AF_XDP socket (zcnet::xdp) on one queue instead of the packet ring:
-    /// zero copy where the driver has it. AF_XDP takes the frames it captures from the stack.
+    /// Capture through AF_XDP sockets (zcnet::xdp) instead of the packet ring: zero copy where
+    /// the driver has it. AF_XDP takes the frames it captures from the stack.
     #[arg(long, conflicts_with = "fanout")]
     pub xdp: bool,
-    /// With --xdp: the interface queue to capture.
-    #[arg(long, value_name = "N", default_value_t = 0, requires = "xdp", value_parser = clap::value_parser!(u32).range(0..64))]
-    pub queue: u32,
+    /// With --xdp: an interface queue to capture (repeatable: one socket per queue, all on one
+    /// shared UMEM; default 0).
+    #[arg(long = "queue", value_name = "N", requires = "xdp", value_parser = clap::value_parser!(u32).range(0..64))]
+    pub queues: Vec<u32>,
     /// Filter expression (pcap-filter(7)), compiled by libpcap.
     #[arg(value_name = "EXPR", trailing_var_arg = true)]
     pub expr: Vec<String>,
@@ -126,14 +127,36 @@ pub fn xdp_config(queue: u32) -> zcnet::xdp::Config {
     }
 }
 
-/// `--xdp`: one AF_XDP socket on `--queue`, read on this thread.
+/// `--xdp`: one AF_XDP socket per `--queue`, all on one UMEM, read in turn on this thread.
 fn capture_xdp(opt: &Opt, file: Option<Output>) -> anyhow::Result<()> {
-    let mut xsk = zcnet::xdp::XdpSocket::open(&opt.interface, &xdp_config(opt.queue))?;
+    let queues = if opt.queues.is_empty() {
+        vec![0]
+    } else {
+        opt.queues.clone()
+    };
+    if let Some((_, q)) = queues
+        .iter()
+        .enumerate()
+        .find(|(i, q)| queues[..*i].contains(q))
+    {
+        anyhow::bail!("--queue {q} is given twice: one socket per queue");
+    }
+    let first = xdp_config(queues[0]);
+    let umem = zcnet::xdp::Umem::new(first.frame_count * queues.len() as u32, first.frame_size)?;
+    let mut xsks = queues
+        .iter()
+        .map(|&q| zcnet::xdp::XdpSocket::open_shared(&opt.interface, &xdp_config(q), &umem))
+        .collect::<Result<Vec<_>, _>>()?;
+    let xsk = &xsks[0];
     eprintln!(
         "zcnet capture: AF_XDP on {} queue {} ({}, {} XDP): the frames it captures do not reach \
          this host's stack while it runs{}",
         opt.interface,
-        opt.queue,
+        queues
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
         if xsk.counters().zero_copy {
             "zero copy"
         } else {
@@ -150,55 +173,65 @@ fn capture_xdp(opt: &Opt, file: Option<Output>) -> anyhow::Result<()> {
     let mut sink = open_sink(opt, file)?;
     let start = Instant::now();
     let deadline = opt.seconds.map(|s| start + Duration::from_secs_f64(s));
+    // One socket waits while the others may have frames: short waits with several.
+    let wait = Duration::from_millis(if xsks.len() == 1 { 100 } else { 10 });
     let mut captured = 0u64;
     let mut batches = 0u64;
     'outer: while deadline.is_none_or(|d| Instant::now() < d) {
-        let Some(frames) = xsk.recv(Some(Duration::from_millis(100)))? else {
-            continue;
-        };
-        batches += 1;
-        // AF_XDP carries no timestamp: the batch's arrival here.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        for data in frames.iter() {
+        for xsk in &mut xsks {
+            let Some(frames) = xsk.recv(Some(wait))? else {
+                continue;
+            };
+            batches += 1;
+            // AF_XDP carries no timestamp: the batch's arrival here.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            for data in frames.iter() {
+                if opt.count.is_some_and(|c| captured >= c) {
+                    break 'outer;
+                }
+                let f = Frame {
+                    data,
+                    len: data.len() as u32,
+                    sec: t.as_secs() as u32,
+                    nsec: t.subsec_nanos(),
+                    status: 0,
+                    rxhash: 0,
+                    vlan: None,
+                };
+                sink.frame(&f).context("writing the capture")?;
+                captured += 1;
+            }
+            sink.flush().context("writing the capture")?;
             if opt.count.is_some_and(|c| captured >= c) {
                 break 'outer;
             }
-            let f = Frame {
-                data,
-                len: data.len() as u32,
-                sec: t.as_secs() as u32,
-                nsec: t.subsec_nanos(),
-                status: 0,
-                rxhash: 0,
-                vlan: None,
-            };
-            sink.frame(&f).context("writing the capture")?;
-            captured += 1;
-        }
-        sink.flush().context("writing the capture")?;
-        if opt.count.is_some_and(|c| captured >= c) {
-            break;
         }
     }
     sink.flush().context("writing the capture")?;
-    let st = xsk.statistics()?;
+    let (mut ring_full, mut no_fill, mut invalid) = (0, 0, 0);
+    for xsk in &xsks {
+        let st = xsk.statistics()?;
+        ring_full += st.rx_ring_full;
+        no_fill += st.rx_dropped;
+        invalid += st.rx_invalid_descs;
+    }
     let summary = Summary {
         interface: opt.interface.clone(),
         captured,
         kernel: Stats {
-            packets: captured + st.rx_dropped + st.rx_ring_full,
-            drops: st.rx_dropped + st.rx_ring_full,
+            packets: captured + no_fill + ring_full,
+            drops: no_fill + ring_full,
             freezes: 0,
         },
         blocks: batches,
         seconds: start.elapsed().as_secs_f64(),
     };
     eprintln!(
-        "{captured} packets captured, {} dropped by the kernel ({} with the RX ring full, {} \
-         without a fill-ring frame), {} invalid descriptors",
-        summary.kernel.drops, st.rx_ring_full, st.rx_dropped, st.rx_invalid_descs
+        "{captured} packets captured, {} dropped by the kernel ({ring_full} with the RX ring \
+         full, {no_fill} without a fill-ring frame), {invalid} invalid descriptors",
+        summary.kernel.drops
     );
     if opt.json && opt.write.as_deref().is_some_and(|w| w != "-") {
         println!("{}", serde_json::to_string(&summary)?);

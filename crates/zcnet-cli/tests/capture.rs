@@ -312,41 +312,31 @@ fn a_count_of_zero_is_refused() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
 
-#[test]
-fn xdp_capture_writes_every_frame_sent() {
-    require_lab!();
-    let lab = VethLab::quiet(None).unwrap();
-    let dir = std::env::temp_dir().join(format!("zcnet-capture-xdp-{}", std::process::id()));
+/// `zcnet capture --xdp` on veth-b with `queues` while `frames` are sent from veth-a through a
+/// TX ring (through the qdisc: the flow's hash picks the queue); its stderr and the pcap's
+/// records. Checks that it ended well and that the program went with it.
+fn xdp_capture(lab: &VethLab, queues: &[&str], frames: &[Vec<u8>]) -> (String, Vec<Vec<u8>>) {
+    let dir = std::env::temp_dir().join(format!(
+        "zcnet-capture-xdp-{}-{}",
+        std::process::id(),
+        queues.len()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("x.pcap");
-    let n = 500usize;
-    let child = lab
-        .ns(Side::B)
-        .command(env!("CARGO_BIN_EXE_zcnet"))
-        .args([
-            "capture",
-            "--xdp",
-            "-i",
-            VethLab::DEV_B,
-            "-c",
-            &n.to_string(),
-        ])
+    let mut cmd = lab.ns(Side::B).command(env!("CARGO_BIN_EXE_zcnet"));
+    cmd.args(["capture", "--xdp"]);
+    for q in queues {
+        cmd.args(["--queue", q]);
+    }
+    let child = cmd
+        .args(["-i", VethLab::DEV_B, "-c", &frames.len().to_string()])
         .args(["--seconds", "20", "-w"])
         .arg(&file)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1000));
-    // Raw frames of an experimental EtherType: nothing in the stack answers them.
-    let frames: Vec<Vec<u8>> = (0..n)
-        .map(|i| {
-            let mut f = netlab::pattern::random_bytes(60 + (i * 13) % 1400, i as u64 + 1);
-            f[..12].copy_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 9]);
-            f[12..14].copy_from_slice(&[0x88, 0xb5]);
-            f
-        })
-        .collect();
-    let sent = frames.clone();
+    let sent = frames.to_vec();
     lab.ns(Side::A)
         .run(move || {
             let mut tx = zcnet::packet::TxRing::open(VethLab::DEV_A, &Default::default()).unwrap();
@@ -359,18 +349,9 @@ fn xdp_capture_writes_every_frame_sent() {
         })
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("AF_XDP on veth-b queue 0 (copy mode"), "{err}");
-    assert!(
-        err.contains(&format!("{n} packets captured, 0 dropped")),
-        "{err}"
-    );
     let records = pcap_records(&file);
-    assert_eq!(records.len(), n);
-    for (i, (r, f)) in records.iter().zip(&frames).enumerate() {
-        assert_eq!(r, f, "frame {i}");
-    }
     let _ = std::fs::remove_dir_all(&dir);
     // The program went with the capture.
     let link = lab
@@ -378,6 +359,33 @@ fn xdp_capture_writes_every_frame_sent() {
         .ip(&["-d", "link", "show", "dev", VethLab::DEV_B])
         .unwrap();
     assert!(!link.contains("prog/xdp"), "{link}");
+    (err, records)
+}
+
+#[test]
+fn xdp_capture_writes_every_frame_sent() {
+    require_lab!();
+    let lab = VethLab::quiet(None).unwrap();
+    let n = 500usize;
+    // Raw frames of an experimental EtherType: nothing in the stack answers them.
+    let frames: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let mut f = netlab::pattern::random_bytes(60 + (i * 13) % 1400, i as u64 + 1);
+            f[..12].copy_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 9]);
+            f[12..14].copy_from_slice(&[0x88, 0xb5]);
+            f
+        })
+        .collect();
+    let (err, records) = xdp_capture(&lab, &[], &frames);
+    assert!(err.contains("AF_XDP on veth-b queue 0 (copy mode"), "{err}");
+    assert!(
+        err.contains(&format!("{n} packets captured, 0 dropped")),
+        "{err}"
+    );
+    assert_eq!(records.len(), n);
+    for (i, (r, f)) in records.iter().zip(&frames).enumerate() {
+        assert_eq!(r, f, "frame {i}");
+    }
 }
 
 #[test]
@@ -405,4 +413,40 @@ fn xdp_capture_refuses_what_it_cannot_do() {
             .unwrap(),
     );
     assert!(err.contains("no interface named \"zcnet-none0\""), "{err}");
+}
+
+#[test]
+fn xdp_capture_of_two_queues_writes_every_frame_once() {
+    // `--queue` repeated: one socket per queue on one shared UMEM, one pcap of both. Frames of
+    // 64 flows reach both queues (a frame on a queue without a socket would go to the stack,
+    // and the count would not be reached).
+    require_lab!();
+    let lab = VethLab::multiqueue(2).unwrap();
+    let n = 1000usize;
+    let frames = netlab::frame::udp_flows(n, 7);
+    let (err, mut records) = xdp_capture(&lab, &["0", "1"], &frames);
+    assert!(
+        err.contains("AF_XDP on veth-b queue 0, 1 (copy mode"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{n} packets captured, 0 dropped")),
+        "{err}"
+    );
+    // Every frame once, intact (the queues interleave: compared by index).
+    assert_eq!(records.len(), n);
+    records.sort_by_key(|r| netlab::frame::flow_index(r));
+    for (i, (r, f)) in records.iter().zip(&frames).enumerate() {
+        assert_eq!(r, f, "frame {i}");
+    }
+    // A queue given twice: one line, before anything is attached.
+    let err = one_line_error(
+        lab.ns(Side::B)
+            .command(env!("CARGO_BIN_EXE_zcnet"))
+            .args(["capture", "--xdp", "--queue", "1", "--queue", "1"])
+            .args(["-i", VethLab::DEV_B, "-w", "/dev/null"])
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains("--queue 1 is given twice"), "{err}");
 }

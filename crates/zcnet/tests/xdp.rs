@@ -320,26 +320,6 @@ fn xdp_program_object_matches_its_source() {
     );
 }
 
-/// `n` UDP/IPv4 frames of 64 flows (source ports 40000..40064), so that veth-a's TX queue, and
-/// so veth-b's RX queue, is chosen by the flow's hash; each payload begins with its index.
-fn flows(n: usize, seed: u64) -> Vec<Vec<u8>> {
-    let noise = netlab::pattern::random_bytes(n * 64, seed);
-    (0..n)
-        .map(|i| {
-            let mut payload = noise[i * 64..i * 64 + 50].to_vec();
-            payload[..4].copy_from_slice(&(i as u32).to_be_bytes());
-            netlab::frame::udp_v4(
-                [0x02, 0, 0, 0, 0, 0xb],
-                [0x02, 0, 0, 0, 0, 0xa],
-                [198, 18, 0, 1],
-                [198, 18, 0, 2],
-                (40_000 + (i % 64) as u16, 9),
-                &payload,
-            )
-        })
-        .collect()
-}
-
 /// Receives on every socket of `xsks` in turn until `want` frames came (or 20 s), then until
 /// none comes for 300 ms; returns what each received.
 fn receive_all(xsks: &mut [&mut XdpSocket], want: usize) -> Vec<Vec<Vec<u8>>> {
@@ -449,7 +429,7 @@ fn sockets_on_two_queues_share_one_umem() {
     );
     // One program for both queues while the sockets live.
     assert!(has_xdp(b, VethLab::DEV_B));
-    let sent = flows(4000, 0x5eed_0007);
+    let sent = netlab::frame::udp_flows(4000, 0x5eed_0007);
     to_b.send(sent.clone()).unwrap();
     // Through the qdisc: the TX queue is the flow hash's (the bypass would pick by CPU).
     send_from_a(a, sent);
@@ -457,7 +437,7 @@ fn sockets_on_two_queues_share_one_umem() {
     // Every frame once, intact, on one queue or the other, and both queues used.
     let mut all: Vec<&Vec<u8>> = got.iter().flatten().collect();
     assert_eq!(all.len(), sent.len(), "frames received on the two queues");
-    all.sort_by_key(|f| &f[netlab::frame::HEADERS..netlab::frame::HEADERS + 4]);
+    all.sort_by_key(|f| netlab::frame::flow_index(f));
     for (i, (g, s)) in all.iter().zip(&sent).enumerate() {
         assert_eq!(*g, s, "frame {i}");
     }
