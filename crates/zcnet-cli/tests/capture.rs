@@ -416,6 +416,36 @@ fn xdp_capture_refuses_what_it_cannot_do() {
 }
 
 #[test]
+fn xdp_capture_of_a_queue_the_device_lacks_says_so() {
+    // ethtool cannot tell loopback's queues: the bind's EINVAL said only "Invalid argument".
+    // A private namespace's lo, never the host's.
+    require_lab!();
+    let ns = netlab::Netns::new().unwrap();
+    ns.ip(&["link", "set", "lo", "up"]).unwrap();
+    let err = one_line_error(
+        ns.command(env!("CARGO_BIN_EXE_zcnet"))
+            .args([
+                "capture",
+                "--xdp",
+                "--queue",
+                "1",
+                "-i",
+                "lo",
+                "-w",
+                "/dev/null",
+            ])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        err.contains("queue 1 of lo: bind refused") && err.contains("fewer queues"),
+        "{err}"
+    );
+    let link = ns.ip(&["-d", "link", "show", "dev", "lo"]).unwrap();
+    assert!(!link.contains("prog/xdp"), "nothing left attached: {link}");
+}
+
+#[test]
 fn xdp_capture_of_two_queues_writes_every_frame_once() {
     // `--queue` repeated: one socket per queue on one shared UMEM, one pcap of both. Frames of
     // 64 flows reach both queues (a frame on a queue without a socket would go to the stack,

@@ -530,6 +530,13 @@ impl XdpSocket {
                         what: "bind(AF_XDP)",
                         caps: "CAP_NET_RAW",
                     },
+                    // The queue beyond the device's (where ethtool could not say so above:
+                    // loopback, some virtual devices).
+                    Some(libc::EINVAL) => XdpError::Config(format!(
+                        "queue {} of {iface}: bind refused ({e}); the device has fewer queues \
+                         (`ethtool -l {iface}`)",
+                        config.queue
+                    )),
                     _ if config.mode == Mode::ZeroCopy => XdpError::Unsupported {
                         feature: "AF_XDP zero copy",
                         reason: format!(
