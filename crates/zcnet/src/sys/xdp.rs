@@ -398,14 +398,14 @@ impl Umem {
             }
             None => {
                 let mut refused = Vec::new();
-                let mut bound = None;
+                let mut made = None;
                 for &f in flags {
                     // A refused bind leaves the socket unusable for another: a fresh one each.
                     let xsk =
                         Xsk::new(self, frames.clone(), g, true, id).map_err(SocketError::Setup)?;
                     match bind(&xsk, f, 0) {
                         Ok(()) => {
-                            bound = Some((xsk, Bound::Registered(std::mem::take(&mut refused))));
+                            made = Some(xsk);
                             break;
                         }
                         Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
@@ -414,15 +414,13 @@ impl Umem {
                         Err(e) => refused.push(e),
                     }
                 }
-                match bound {
-                    Some(b) => b,
-                    None => {
-                        let e = refused.pop().unwrap_or_else(|| {
-                            io::Error::new(io::ErrorKind::InvalidInput, "no bind flags")
-                        });
-                        return Err(SocketError::Bind(e));
-                    }
-                }
+                let Some(xsk) = made else {
+                    let e = refused.pop().unwrap_or_else(|| {
+                        io::Error::new(io::ErrorKind::InvalidInput, "no bind flags")
+                    });
+                    return Err(SocketError::Bind(e));
+                };
+                (xsk, Bound::Registered(refused))
             }
         };
         // The frames are the socket's now; its Drop gives them back.
@@ -582,7 +580,7 @@ impl Xsk {
         // The fill ring takes at most its size; the rest of the RX share stays free.
         let fill_n = for_rx.min(g.ring_size as usize);
         xsk.free = all[fill_n..].iter().rev().copied().collect();
-        xsk.give_to_fill(&all[..fill_n]);
+        fill_with(&mut xsk.fill, &all[..fill_n]);
         Ok(xsk)
     }
 
@@ -642,17 +640,6 @@ impl Xsk {
         Ok(s)
     }
 
-    /// Puts `addrs` (frames of the application's) on the fill ring, as many as it has room for;
-    /// returns how many.
-    fn give_to_fill(&mut self, addrs: &[u64]) -> usize {
-        let n = self.fill.free(addrs.len() as u32).min(addrs.len() as u32);
-        for (i, &a) in addrs[..n as usize].iter().enumerate() {
-            self.fill.write(i as u32, a);
-        }
-        self.fill.submit(n);
-        n as usize
-    }
-
     /// Whether the fill ring asks for a wakeup (the kernel has run out of frames to fill).
     pub fn fill_needs_wakeup(&self) -> bool {
         self.fill.needs_wakeup()
@@ -662,9 +649,8 @@ impl Xsk {
     /// the ring had no room for when a batch dropped).
     pub fn refill(&mut self) {
         if self.tx.is_none() && !self.free.is_empty() {
-            let free = std::mem::take(&mut self.free);
-            let n = self.give_to_fill(&free);
-            self.free = free[n..].to_vec();
+            let n = fill_with(&mut self.fill, &self.free);
+            self.free.drain(..n);
         }
     }
 
@@ -784,14 +770,10 @@ impl Xsk {
                 0,
             )
         };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN) => Ok(()),
-                _ => Err(e),
-            };
-        }
-        Ok(())
+        busy_is_ok(
+            r,
+            &[libc::EAGAIN, libc::EBUSY, libc::ENOBUFS, libc::ENETDOWN],
+        )
     }
 
     /// `recvfrom(fd, NULL, 0, MSG_DONTWAIT)`: tells the kernel the fill ring has frames again.
@@ -807,14 +789,7 @@ impl Xsk {
                 std::ptr::null_mut(),
             )
         };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN | libc::EBUSY) => Ok(()),
-                _ => Err(e),
-            };
-        }
-        Ok(())
+        busy_is_ok(r, &[libc::EAGAIN, libc::EBUSY])
     }
 
     /// Moves completed TX frames back to the free list; returns how many came back.
@@ -905,6 +880,30 @@ impl Drop for RxBatch<'_> {
         let rest = self.descs[n as usize..].iter().map(|d| d.addr & base_mask);
         self.xsk.free.extend(rest);
         self.xsk.rx_descs = std::mem::take(&mut self.descs);
+    }
+}
+
+/// Puts `addrs` (frames of the application's) on `fill`, as many as it has room for; returns
+/// how many.
+fn fill_with(fill: &mut Ring<u64>, addrs: &[u64]) -> usize {
+    let n = fill.free(addrs.len() as u32).min(addrs.len() as u32);
+    for (i, &a) in addrs[..n as usize].iter().enumerate() {
+        fill.write(i as u32, a);
+    }
+    fill.submit(n);
+    n as usize
+}
+
+/// A wakeup call's result (`r`, from `sendto` or `recvfrom`): an errno in `busy` means "busy,
+/// try again", not a failure.
+fn busy_is_ok(r: isize, busy: &[i32]) -> io::Result<()> {
+    if r >= 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(n) if busy.contains(&n) => Ok(()),
+        _ => Err(e),
     }
 }
 
