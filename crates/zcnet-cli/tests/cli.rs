@@ -2,6 +2,7 @@
 
 mod common;
 use common::zcnet;
+use zcnet_cli::bench::{Heat, heat::HOT_RATIO_MAX};
 
 use std::process::Command;
 
@@ -250,14 +251,49 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
     }
     // UDP into the sink is the one place zero-copy really happens: nothing may be flagged copied.
     // Auto sends by zero copy from the built-in 10000 B on this device route, by copy below.
-    // Each bench runs twice: with a cold pool and a hot one, which the settings name.
+    // Each bench runs twice, with the large pool and the small one, and says whether each was
+    // hot or cold by the rule, from the copy costs it measured: which it is depends on this
+    // machine's caches and neighbours, not on the size.
     for name in ["udp-tx", "uring-tx"] {
         let benches: Vec<_> = reports.iter().filter(|r| r["bench"] == name).collect();
-        let heats: Vec<&str> = benches
+        let mibs: Vec<u64> = benches
             .iter()
-            .map(|b| b["settings"]["pool"]["heat"].as_str().unwrap())
+            .map(|b| b["settings"]["pool_mib"].as_u64().unwrap())
             .collect();
-        assert_eq!(heats, ["cold", "hot"], "{name}");
+        assert_eq!(mibs, [256, 2], "{name}");
+        for bench in &benches {
+            let pool = &bench["settings"]["pool"];
+            assert_eq!(pool["mib"], bench["settings"]["pool_mib"], "{name}: {pool}");
+            let cost = |k: &str| pool[k].as_f64().unwrap_or(f64::NAN);
+            let (on_pool, hot) = (cost("copy_ns_per_kib_pool"), cost("copy_ns_per_kib_hot"));
+            assert!(on_pool > 0.0 && hot > 0.0, "{name}: measured: {pool}");
+            assert!(
+                (cost("ratio") - on_pool / hot).abs() < 1e-9,
+                "{name}: {pool}"
+            );
+            assert_eq!(
+                pool["hot_if_ratio_at_most"], HOT_RATIO_MAX,
+                "{name}: {pool}"
+            );
+            let heat = Heat::classify(on_pool, hot);
+            assert_eq!(pool["heat"], serde_json::json!(heat), "{name}: {pool}");
+        }
+        // The summary names a pool hot exactly where it measured hot: a row per size and mode
+        // but copy.
+        let hot_rows = rows
+            .iter()
+            .filter(|r| {
+                let e = r["experiment"].as_str().unwrap();
+                e.starts_with(&format!("{name} ")) && e.contains(" hot pool ")
+            })
+            .count();
+        let want: usize = benches
+            .iter()
+            .filter(|b| b["settings"]["pool"]["heat"] == "hot")
+            .flat_map(|b| b["results"].as_array().unwrap())
+            .filter(|set| set["mode"] != "copy")
+            .count();
+        assert_eq!(hot_rows, want, "{name}");
         for bench in benches {
             assert!(
                 bench["settings"]["auto_profile"]

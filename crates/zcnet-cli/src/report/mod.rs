@@ -160,8 +160,8 @@ fn condition(set: &Set) -> String {
     s
 }
 
-/// What tells apart reports of the same bench in one file (the suite runs udp-tx with a cold
-/// and a hot pool): the scalar settings whose values differ between them, as ` key=value`.
+/// What tells apart reports of the same bench in one file (the suite runs udp-tx with a large
+/// and a small pool): the scalar settings whose values differ between them, as ` key=value`.
 fn distinguishing(reports: &[&Report], r: &Report) -> String {
     if reports.len() < 2 {
         return String::new();
