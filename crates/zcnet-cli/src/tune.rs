@@ -8,7 +8,7 @@
 //! around it. Completions flagged "copied" mark a route where the kernel copies anyway: there
 //! zero copy is "never" (a copy plus pinning cannot beat a copy), whatever the sweep says. The
 //! result is a [`Profile`] (TOML) that `Mode::Auto` of the library reads. The buffer pools are
-//! cold (larger than the last-level cache), as for a server sending distinct data.
+//! large (256 and 64 MiB), to be cold, as for a server sending distinct data.
 
 use std::path::PathBuf;
 use std::time::Duration;
