@@ -11,6 +11,14 @@
 //! Requests stay in flight in a window and are submitted in batches; the sender waits only when
 //! the window is full, and then for whatever completes, never once per notification.
 //!
+//! On a stream socket the peer gets the bytes of [`UringSender::send`] calls in call order,
+//! whatever the kernel does (io_uring itself does not order requests on one socket): a batch
+//! goes to the kernel as one chain of linked requests (`IOSQE_IO_LINK`), the next batch once
+//! every result of this one is in, and a request the kernel cut short or cancelled is sent again
+//! before anything after it. After a send fails for good (the peer reset the connection), every
+//! later buffer comes back unsent with an error that says so: bytes after a gap would corrupt the
+//! stream. Datagram sockets keep every request independent.
+//!
 //! With [`Mode::ZeroCopyFixed`] the buffers come from a [`Pool`] registered with the ring
 //! (`IORING_REGISTER_BUFFERS`, `IORING_RECVSEND_FIXED_BUF`): the kernel pins the pool's pages
 //! once instead of on every send. Registration counts against `RLIMIT_MEMLOCK` unless the caller
@@ -347,6 +355,10 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
         };
         let auto = (mode == Mode::Auto)
             .then(|| Decider::new(Choice::for_socket(SendPath::UringZc, &socket)));
+        let stream = ty == libc::SOCK_STREAM;
+        if stream {
+            ring.keep_order();
+        }
         Ok(UringSender {
             fixed: mode == Mode::ZeroCopyFixed,
             auto,
@@ -355,7 +367,7 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
             config,
             mode,
             fallback,
-            stream: ty == libc::SOCK_STREAM,
+            stream,
             queued: 0,
             finished: Vec::new(),
             returned: VecDeque::new(),

@@ -11,7 +11,7 @@ use super::super::abi;
 use super::super::owned_buf::OwnedBuf;
 use super::{OpcodeSupport, Pool, probe_opcodes};
 use crate::uring::RingSetup;
-use crate::uring::state::{Request, State, Step};
+use crate::uring::state::{Order, Request, State, Step};
 
 /// `IORING_REGISTER_RING_FDS` (Linux 5.18).
 const IORING_REGISTER_RING_FDS: libc::c_uint = 20;
@@ -114,11 +114,25 @@ struct Slot<B> {
 
 /// A ring whose send requests own their buffers: each buffer stays in the ring until its result
 /// CQE and, when `IORING_CQE_F_MORE` announced one, its notification CQE have both been seen (in
-/// either order), and only then is it handed back. Stream sends the kernel cut short are
-/// resubmitted for the rest, and the buffer comes back once, after the last of them.
+/// either order), and only then is it handed back. Sends the kernel cut short are resubmitted
+/// for the rest, and the buffer comes back once, after the last of them.
+///
+/// On a stream socket ([`SendRing::keep_order`]) requests go in send order, one linked chain in
+/// the kernel at a time ([`Order`]); elsewhere each request goes on its own.
 pub struct SendRing<B: OwnedBuf> {
     ring: IoUring,
     slots: Vec<Option<Slot<B>>>,
+    /// Per slot, the generation its next submission gets (see [`State`]): a CQE names its
+    /// submission as `key | generation << 32` in `user_data`, so that a late CQE of an earlier
+    /// submission (or of the slot's previous buffer) is never taken for the current one's.
+    generations: Vec<u32>,
+    /// Stream order, where asked for.
+    order: Option<Order>,
+    /// Buffers finished while the ring looked at CQEs on its own (before launching a chain),
+    /// handed out by the next [`SendRing::complete`].
+    done: Vec<Finished<B>>,
+    /// Scratch: the keys of a chain being launched, or of requests being given up.
+    keys: Vec<u32>,
     free: Vec<u32>,
     in_flight: usize,
     registered: Option<Pool>,
@@ -166,6 +180,10 @@ impl<B: OwnedBuf> SendRing<B> {
                     return Ok(SendRing {
                         ring,
                         slots: Vec::new(),
+                        generations: Vec::new(),
+                        order: None,
+                        done: Vec::new(),
+                        keys: Vec::new(),
                         free: Vec::new(),
                         in_flight: 0,
                         registered: None,
@@ -191,6 +209,14 @@ impl<B: OwnedBuf> SendRing<B> {
             }
         }
         Err(last.unwrap_or_else(|| io::Error::other("io_uring_setup failed")))
+    }
+
+    /// Sends on a stream socket: from now on the peer gets the bytes of the pushed buffers in
+    /// push order, whatever the kernel does with each request (see [`Order`]). Call before the
+    /// first push.
+    pub fn keep_order(&mut self) {
+        debug_assert!(self.in_flight == 0, "keep_order before the first push");
+        self.order.get_or_insert_with(Order::default);
     }
 
     /// The set-up the kernel granted: flags, and whether the ring fd and the socket are
@@ -368,10 +394,14 @@ impl<B: OwnedBuf> SendRing<B> {
             let what = "a fixed-buffer send needs SEND_ZC and a buffer inside the registered pool";
             return Err((buf, io::Error::new(io::ErrorKind::InvalidInput, what)));
         }
+        if let Some(errno) = self.order.as_ref().and_then(Order::broken) {
+            return Err((buf, broken_stream(errno)));
+        }
         let key = match self.free.pop() {
             Some(k) => k,
             None => {
                 self.slots.push(None);
+                self.generations.push(0);
                 (self.slots.len() - 1) as u32
             }
         };
@@ -380,8 +410,15 @@ impl<B: OwnedBuf> SendRing<B> {
             req,
             fd: fd.as_raw_fd(),
             msg: None,
-            state: State::new(),
+            state: State::new(self.generations[key as usize]),
         };
+        if let Some(order) = &mut self.order {
+            // Its SQE is made when its chain is launched, at the next submission.
+            order.push(key);
+            self.slots[key as usize] = Some(slot);
+            self.in_flight += 1;
+            return Ok(());
+        }
         let sqe = self.build(&mut slot, key);
         self.slots[key as usize] = Some(slot);
         self.in_flight += 1;
@@ -464,7 +501,8 @@ impl<B: OwnedBuf> SendRing<B> {
                 }
             }
         };
-        sqe.flags(file_flags).user_data(key as u64)
+        sqe.flags(file_flags)
+            .user_data(u64::from(key) | u64::from(slot.state.generation) << 32)
     }
 
     fn push_sqe(&mut self, sqe: &io_uring::squeue::Entry) -> io::Result<()> {
@@ -480,9 +518,56 @@ impl<B: OwnedBuf> SendRing<B> {
         Err(io::Error::other("io_uring submission queue stays full"))
     }
 
+    /// Stream order: takes in the CQEs there are (the chain in the kernel may have ended) and
+    /// launches the next chain when none is in the kernel. Returns whether buffers finished.
+    fn advance_order(&mut self) -> io::Result<bool> {
+        if self.order.is_none() {
+            return Ok(false);
+        }
+        let mut done = std::mem::take(&mut self.done);
+        let got = self.take_cqes(&mut done);
+        self.done = done;
+        got?;
+        self.launch();
+        Ok(!self.done.is_empty())
+    }
+
+    /// Puts the next chain of a stream in the submission queue: its requests linked in order
+    /// (`IOSQE_IO_LINK`), the last unlinked, no more than the queue has room for, so that one
+    /// `io_uring_enter` takes all of it (a chain cannot span two).
+    fn launch(&mut self) {
+        let Some(order) = &mut self.order else {
+            return;
+        };
+        let room = {
+            let sq = self.ring.submission();
+            sq.capacity() - sq.len()
+        };
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
+        keys.extend_from_slice(order.launch(room));
+        for (i, &key) in keys.iter().enumerate() {
+            let mut slot = self.slots[key as usize]
+                .take()
+                .expect("a launched request has a slot");
+            let mut sqe = self.build(&mut slot, key);
+            if i + 1 < keys.len() {
+                sqe = sqe.flags(squeue::Flags::IO_LINK);
+            }
+            self.slots[key as usize] = Some(slot);
+            // SAFETY: as in `push_sqe`: the slot owns everything the SQE points at until the
+            // request's last CQE. There is room: `room` was counted above and nothing else is
+            // pushed in between.
+            let pushed = unsafe { self.ring.submission().push(&sqe) };
+            debug_assert!(pushed.is_ok(), "room was counted");
+        }
+        self.keys = keys;
+    }
+
     /// `io_uring_enter(2)`: submits what is queued without waiting.
     pub fn submit(&mut self) -> io::Result<usize> {
         self.ready()?;
+        self.advance_order()?;
         loop {
             let r = match self.ring_index {
                 Some(i) => self.enter_registered(i, None),
@@ -496,9 +581,13 @@ impl<B: OwnedBuf> SendRing<B> {
         }
     }
 
-    /// Submits what is queued and waits for at least one CQE, at most `timeout`.
+    /// Submits what is queued and waits for at least one CQE, at most `timeout` (not at all
+    /// when buffers finished already, found while launching a stream's next chain).
     pub fn wait(&mut self, timeout: Duration) -> io::Result<()> {
         self.ready()?;
+        if self.advance_order()? {
+            return self.submit().map(drop);
+        }
         let ts = types::Timespec::from(timeout);
         let args = types::SubmitArgs::new().timespec(&ts);
         let r = match self.ring_index {
@@ -517,25 +606,37 @@ impl<B: OwnedBuf> SendRing<B> {
     /// Reads every CQE there is and appends the buffers the kernel is done with to `out`.
     /// Returns how many were appended.
     pub fn complete(&mut self, out: &mut Vec<Finished<B>>) -> io::Result<usize> {
+        let before = out.len();
+        out.append(&mut self.done);
+        self.take_cqes(out)?;
+        Ok(out.len() - before)
+    }
+
+    /// Reads every CQE there is, appending the buffers the kernel is done with to `out`.
+    fn take_cqes(&mut self, out: &mut Vec<Finished<B>>) -> io::Result<()> {
         self.cqes.clear();
         self.cqes.extend(
             self.ring
                 .completion()
                 .map(|c| (c.user_data(), c.result(), c.flags())),
         );
-        let before = out.len();
         let mut cqes = std::mem::take(&mut self.cqes);
-        for &(key, res, flags) in &cqes {
-            self.on_cqe(key as u32, res, flags, out)?;
+        let mut result = Ok(());
+        for &(user_data, res, flags) in &cqes {
+            let (key, generation) = (user_data as u32, (user_data >> 32) as u32);
+            if let Err(e) = self.on_cqe(key, generation, res, flags, out) {
+                result = result.and(Err(e));
+            }
         }
         cqes.clear();
         self.cqes = cqes;
-        Ok(out.len() - before)
+        result
     }
 
     fn on_cqe(
         &mut self,
         key: u32,
+        generation: u32,
         res: i32,
         flags: u32,
         out: &mut Vec<Finished<B>>,
@@ -549,35 +650,80 @@ impl<B: OwnedBuf> SendRing<B> {
             len: slot.buf.bytes().len(),
             zero_copy: slot.req.op.zero_copy(),
             report_usage: slot.req.report_usage,
+            linked: self.order.is_some(),
         };
-        match slot.state.on_cqe(req, res, flags, &mut self.usage_refused) {
+        let step = slot
+            .state
+            .on_cqe(req, generation, res, flags, &mut self.usage_refused);
+        let mut abandon = std::mem::take(&mut self.keys);
+        abandon.clear();
+        if let Some(order) = &mut self.order
+            && flags & abi::IORING_CQE_F_NOTIF == 0
+        {
+            // A request that ends short of its buffer, with an error or without one, leaves a
+            // gap that nothing after it may cross.
+            let failed = (step != Step::Resubmit && slot.state.sent < req.len)
+                .then(|| slot.state.error.unwrap_or(libc::EIO));
+            order.on_result(key, step == Step::Resubmit, failed, &mut abandon);
+        }
+        let mut pushed = Ok(());
+        match step {
+            // In stream order the rest goes when its chain is launched again.
+            Step::Resubmit if self.order.is_some() => self.slots[key as usize] = Some(slot),
             Step::Resubmit => {
                 let sqe = self.build(&mut slot, key);
                 self.slots[key as usize] = Some(slot);
-                self.push_sqe(&sqe)
+                pushed = self.push_sqe(&sqe);
             }
-            Step::Done => {
-                self.in_flight -= 1;
-                self.free.push(key);
-                out.push(Finished {
-                    // What was really done: a copy retry is not zero-copy.
-                    zero_copy: req.zero_copy && !slot.state.copy_retry,
-                    memlock_fallback: slot.state.copy_retry,
-                    sent: slot.state.sent,
-                    error: slot.state.error.map(io::Error::from_raw_os_error),
-                    // A notification of the refused zero-copy attempt says nothing about the
-                    // copy that sent the bytes: no usage report for it.
-                    copied: slot.state.copied.filter(|_| !slot.state.copy_retry),
-                    buf: slot.buf,
-                });
-                Ok(())
-            }
-            Step::Wait => {
-                self.slots[key as usize] = Some(slot);
-                Ok(())
+            Step::Done => self.finish(key, slot, out),
+            Step::Wait => self.slots[key as usize] = Some(slot),
+        }
+        let errno = self.order.as_ref().and_then(Order::broken);
+        for &k in &abandon {
+            let mut slot = self.slots[k as usize]
+                .take()
+                .expect("an abandoned request has a slot");
+            match slot.state.abandon(errno.unwrap_or(libc::EIO)) {
+                Step::Done => self.finish(k, slot, out),
+                _ => self.slots[k as usize] = Some(slot),
             }
         }
+        self.keys = abandon;
+        pushed
     }
+
+    /// Hands back the buffer of a request whose every CQE was seen.
+    fn finish(&mut self, key: u32, slot: Slot<B>, out: &mut Vec<Finished<B>>) {
+        self.in_flight -= 1;
+        self.free.push(key);
+        self.generations[key as usize] = slot.state.generation.wrapping_add(1);
+        let zero_copy = slot.req.op.zero_copy();
+        let error = match (slot.state.error, slot.state.abandoned) {
+            (Some(errno), _) => Some(io::Error::from_raw_os_error(errno)),
+            (None, Some(errno)) => Some(broken_stream(errno)),
+            (None, None) => None,
+        };
+        out.push(Finished {
+            // What was really done: a copy retry is not zero-copy.
+            zero_copy: zero_copy && !slot.state.copy_retry,
+            memlock_fallback: slot.state.copy_retry,
+            sent: slot.state.sent,
+            error,
+            // A notification of the refused zero-copy attempt says nothing about the copy that
+            // sent the bytes: no usage report for it.
+            copied: slot.state.copied.filter(|_| !slot.state.copy_retry),
+            buf: slot.buf,
+        });
+    }
+}
+
+/// The error of a buffer not sent because an earlier send on its stream failed with `errno`.
+fn broken_stream(errno: i32) -> io::Error {
+    let cause = io::Error::from_raw_os_error(errno);
+    io::Error::new(
+        cause.kind(),
+        format!("not sent: an earlier send on this stream failed ({cause})"),
+    )
 }
 
 impl<B: OwnedBuf> Drop for SendRing<B> {
@@ -619,15 +765,27 @@ mod tests {
         Some((ring, sock))
     }
 
+    /// One CQE of `key`'s submission `generation`.
+    fn feed_gen(
+        ring: &mut SendRing<Vec<u8>>,
+        key: u32,
+        generation: u32,
+        res: i32,
+        flags: u32,
+    ) -> Vec<Finished<Vec<u8>>> {
+        let mut out = Vec::new();
+        ring.on_cqe(key, generation, res, flags, &mut out).unwrap();
+        out
+    }
+
+    /// One CQE of `key`'s first submission.
     fn feed(
         ring: &mut SendRing<Vec<u8>>,
         key: u32,
         res: i32,
         flags: u32,
     ) -> Vec<Finished<Vec<u8>>> {
-        let mut out = Vec::new();
-        ring.on_cqe(key, res, flags, &mut out).unwrap();
-        out
+        feed_gen(ring, key, 0, res, flags)
     }
 
     #[test]
@@ -700,8 +858,8 @@ mod tests {
         assert!(feed(&mut ring, 0, 400, RESULT_MORE).is_empty());
         assert!(feed(&mut ring, 0, 0, NOTIF).is_empty());
         // The second request sends the remaining 600 and is notified too.
-        assert!(feed(&mut ring, 0, 600, RESULT_MORE).is_empty());
-        let back = feed(&mut ring, 0, 0, NOTIF);
+        assert!(feed_gen(&mut ring, 0, 1, 600, RESULT_MORE).is_empty());
+        let back = feed_gen(&mut ring, 0, 1, 0, NOTIF);
         assert_eq!(back.len(), 1);
         assert_eq!(back[0].sent, 1000);
         assert_eq!(ring.in_flight(), 0);
@@ -714,10 +872,10 @@ mod tests {
         };
         // A pre-6.2 kernel: EINVAL for the REPORT_USAGE flag, no notification.
         assert!(feed(&mut ring, 0, -libc::EINVAL, 0).is_empty());
-        let back = feed(&mut ring, 0, 1000, RESULT_MORE);
+        let back = feed_gen(&mut ring, 0, 1, 1000, RESULT_MORE);
         assert!(back.is_empty());
         assert!(ring.usage_refused());
-        let back = feed(&mut ring, 0, 0, NOTIF);
+        let back = feed_gen(&mut ring, 0, 1, 0, NOTIF);
         assert_eq!((back[0].sent, back[0].copied), (1000, None));
     }
 
