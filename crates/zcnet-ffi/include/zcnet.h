@@ -289,8 +289,18 @@ void zcnet_string_free(char *s);
  * where the kernel copies. Where the kernel refuses `SO_ZEROCOPY` it sends by copy (the
  * counters show it).
  *
+ * The socket is the sender's alone until `zcnet_zc_sender_free`: the kernel numbers its
+ * MSG_ZEROCOPY sends with one counter per socket, so a second sender (or any other
+ * MSG_ZEROCOPY send, or a read of its error queue) would take this sender's completions and
+ * a buffer could come back while the kernel still reads it. `-EBUSY` when another sender of
+ * this process holds the same socket (through any descriptor of it) or `SO_ZEROCOPY` is on
+ * already (another sender, here or in another process, or the caller turned it on).
+ *
  * # Safety
- * `out` points at a writable pointer; `fd` stays open until `zcnet_zc_sender_free`.
+ * `out` points at a writable pointer; `fd` stays open until `zcnet_zc_sender_free`. While
+ * the sender lives, nothing else sends with `MSG_ZEROCOPY` on the socket, reads its error
+ * queue or turns `SO_ZEROCOPY` off, through `fd` or any other descriptor of the same socket
+ * (a `dup`, one inherited across `fork` or passed to another process).
  */
 int zcnet_zc_sender_new(int fd_raw, enum ZcnetMode mode, struct ZcnetZcSender **out);
 

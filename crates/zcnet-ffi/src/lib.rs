@@ -8,7 +8,10 @@
 //! closes it afterwards.
 //!
 //! The loan contract of the senders: memory passed to `zcnet_zc_send` stays valid and unmodified
-//! until `zcnet_zc_reap` returns its `user_data`; the kernel may read it until then.
+//! until `zcnet_zc_reap` returns its `user_data`; the kernel may read it until then. A
+//! MSG_ZEROCOPY sender's socket is its own while it lives (the kernel numbers completions per
+//! socket): `zcnet_zc_sender_new` refuses a socket another sender holds or on which
+//! `SO_ZEROCOPY` is on already (`-EBUSY`), and the caller promises the rest.
 //!
 //! All the `unsafe` of the C boundary is in this file, each block with its reason.
 
@@ -23,8 +26,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use zc::ZeroCopyCounters as _;
-use zc::loan::{OwnedBuf, Returned};
-use zc::msg_zerocopy::{self, ZerocopySender};
+use zc::loan::{AssumeExclusive, OwnedBuf, Returned};
+use zc::msg_zerocopy::{self, ZerocopyError, ZerocopySender};
 use zc::tcp_rx::{self, TcpZerocopyReceiver};
 
 thread_local! {
@@ -257,7 +260,7 @@ pub struct ZcnetZcCounters {
 
 /// A MSG_ZEROCOPY sender on a connected TCP or UDP socket (opaque).
 pub struct ZcnetZcSender {
-    inner: ZerocopySender<Fd, CBuf>,
+    inner: ZerocopySender<AssumeExclusive<Fd>, CBuf>,
     ready: VecDeque<ZcnetCompletion>,
 }
 
@@ -268,8 +271,18 @@ pub struct ZcnetZcSender {
 /// where the kernel copies. Where the kernel refuses `SO_ZEROCOPY` it sends by copy (the
 /// counters show it).
 ///
+/// The socket is the sender's alone until `zcnet_zc_sender_free`: the kernel numbers its
+/// MSG_ZEROCOPY sends with one counter per socket, so a second sender (or any other
+/// MSG_ZEROCOPY send, or a read of its error queue) would take this sender's completions and
+/// a buffer could come back while the kernel still reads it. `-EBUSY` when another sender of
+/// this process holds the same socket (through any descriptor of it) or `SO_ZEROCOPY` is on
+/// already (another sender, here or in another process, or the caller turned it on).
+///
 /// # Safety
-/// `out` points at a writable pointer; `fd` stays open until `zcnet_zc_sender_free`.
+/// `out` points at a writable pointer; `fd` stays open until `zcnet_zc_sender_free`. While
+/// the sender lives, nothing else sends with `MSG_ZEROCOPY` on the socket, reads its error
+/// queue or turns `SO_ZEROCOPY` off, through `fd` or any other descriptor of the same socket
+/// (a `dup`, one inherited across `fork` or passed to another process).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zcnet_zc_sender_new(
     fd_raw: c_int,
@@ -297,8 +310,18 @@ pub unsafe extern "C" fn zcnet_zc_sender_new(
                 ..Default::default()
             },
         };
-        let inner =
-            ZerocopySender::new(fd(fd_raw, "fd")?, config).map_err(|e| Fail::from_error(&e))?;
+        // SAFETY: zcnet.h's contract of zcnet_zc_sender_new: the socket is this sender's alone
+        // until zcnet_zc_sender_free (no other MSG_ZEROCOPY send, error-queue read or
+        // SO_ZEROCOPY change through any descriptor of it) and `fd` stays open until then; what
+        // can be checked (another sender here, SO_ZEROCOPY on already) `new` checks.
+        let socket = unsafe { AssumeExclusive::new(fd(fd_raw, "fd")?) };
+        let inner = ZerocopySender::new(socket, config).map_err(|e| match e {
+            ZerocopyError::SocketInUse { .. } => Fail {
+                errno: libc::EBUSY,
+                message: e.to_string(),
+            },
+            e => Fail::from_error(&e),
+        })?;
         *out = Box::into_raw(Box::new(ZcnetZcSender {
             inner,
             ready: VecDeque::new(),

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::ZeroCopyCounters as _;
+use crate::loan::Held;
 use crate::msg_zerocopy::{self, ZerocopySender};
 use std::net::TcpStream;
 use std::sync::OnceLock;
@@ -501,8 +502,8 @@ fn send_mmap_zc(
 ) -> Result<Counters, FileError> {
     let err = |op: &'static str, sent: u64| FileError::at("mmap-zc", op, sent);
     let page = sys::page_size() as u64;
-    let mut tx: ZerocopySender<BorrowedFd<'_>, FileRegion> =
-        ZerocopySender::new(socket, msg_zerocopy::Config::default())
+    let mut tx: ZerocopySender<Held<'_>, FileRegion> =
+        ZerocopySender::new(Held(socket), msg_zerocopy::Config::default())
             .map_err(|e| err("setsockopt(SO_ZEROCOPY)", 0)(io::Error::other(e)))?;
     let mut sent = 0u64;
     let mut windows: std::collections::VecDeque<std::sync::Weak<sys::Mmap>> = Default::default();
@@ -557,7 +558,7 @@ fn send_mmap_zc(
 
 /// Takes the buffers the kernel gave back; the first error one of them carries (a send that
 /// failed part-way: the rest of the file must not be sent after a gap).
-fn first_error(tx: &mut ZerocopySender<BorrowedFd<'_>, FileRegion>) -> io::Result<()> {
+fn first_error(tx: &mut ZerocopySender<Held<'_>, FileRegion>) -> io::Result<()> {
     let mut first = None;
     for r in tx.returned() {
         if first.is_none() {

@@ -185,6 +185,14 @@
 //!     let _ = (n, zcnet::probe::features().host.page_size);
 //! }
 //! ```
+//! A `MSG_ZEROCOPY` sender's bookkeeping is its own: the caller's `send(2)` flags are a
+//! [`msg_zerocopy::SendFlags`], which has no `MSG_ZEROCOPY` (with it, a buffer below the
+//! threshold came back at once while the kernel held its pages), and the sender owns its
+//! socket, a [`loan::ExclusiveSocket`] (two senders on one socket took each other's
+//! completions); each item shows the `compile_fail` and the right way. A second sender through
+//! another descriptor of the socket is refused at run time
+//! ([`msg_zerocopy::ZerocopyError::SocketInUse`]).
+//!
 //! A descriptor is never trusted past the borrow that checked it: [`peek::discard`] and the
 //! peek cursor's consume check that the socket is TCP on every call (a test hands the cursor a
 //! socket that turns into UDP and sees the refusal).

@@ -6,11 +6,18 @@
 //! completion, as a [`Returned`]; a send refused before anything was loaned gives it back at
 //! once inside a [`SendError`]. No safe call lets a buffer be written or freed while loaned.
 //!
+//! A `MSG_ZEROCOPY` completion names its send by a counter the kernel keeps per socket, so a
+//! sender must also be the only one counting on its socket: it takes an [`ExclusiveSocket`],
+//! a socket it owns for its whole life (not a reference, which would let a second sender
+//! share the counter and take the first one's completions).
+//!
 //! # References
 //! - the kernel's `Documentation/networking/msg_zerocopy.rst` ("Notification")
 //! - `io_uring_prep_send_zc(3)` (the notification CQE, `IORING_CQE_F_NOTIF`)
 
 use std::io;
+use std::net::{TcpStream, UdpSocket};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 pub use crate::sys::owned_buf::OwnedBuf;
 
@@ -56,3 +63,82 @@ pub struct SendError<B> {
     /// The buffer, the caller's again.
     pub buf: B,
 }
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A socket that a zero-copy sender holds alone for the sender's whole life: an owned
+/// [`TcpStream`], [`UdpSocket`] or [`OwnedFd`], never a reference to one.
+///
+/// The kernel numbers a socket's `MSG_ZEROCOPY` sends with one counter and reports their
+/// completions on the socket's one error queue (`Documentation/networking/msg_zerocopy.rst`,
+/// "Notification Batching"). Two senders on one socket would each count only their own sends:
+/// one would read the other's completions, and give a buffer back while the kernel still reads
+/// it under another id, or never give it back. Owning the socket keeps a second sender off it;
+/// a second descriptor of the same socket (`try_clone`, `dup(2)`) is caught at run time:
+/// [`ZerocopySender::new`](crate::msg_zerocopy::ZerocopySender::new) refuses a socket on
+/// which `SO_ZEROCOPY` is on already, or which another sender of this process holds
+/// ([`ZerocopyError::SocketInUse`](crate::msg_zerocopy::ZerocopyError::SocketInUse)).
+///
+/// Sealed: the crate's senders rely on it. A descriptor owned elsewhere (a C caller's) can be
+/// vouched for with the `unsafe` [`AssumeExclusive::new`].
+///
+/// ```
+/// use zcnet::msg_zerocopy::{Config, ZerocopySender};
+/// let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
+/// socket.connect(socket.local_addr()?)?;
+/// let tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(socket, Config::default())?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+/// A borrowed socket is no `ExclusiveSocket`:
+/// ```compile_fail,E0277
+/// use zcnet::msg_zerocopy::{Config, ZerocopySender};
+/// let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+/// let tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(&socket, Config::default()).unwrap();
+/// ```
+pub trait ExclusiveSocket: AsFd + sealed::Sealed {}
+
+macro_rules! exclusive {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl ExclusiveSocket for $t {}
+    )*};
+}
+exclusive!(TcpStream, UdpSocket, OwnedFd);
+
+/// A descriptor vouched for as exclusive by whoever made this with the `unsafe`
+/// [`AssumeExclusive::new`]: for sockets owned outside Rust (libzcnet's C callers).
+#[derive(Debug)]
+pub struct AssumeExclusive<F: AsFd>(pub(crate) F);
+
+impl<F: AsFd> AssumeExclusive<F> {
+    /// The descriptor.
+    pub fn get_ref(&self) -> &F {
+        &self.0
+    }
+}
+
+impl<F: AsFd> AsFd for AssumeExclusive<F> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+impl<F: AsFd> sealed::Sealed for AssumeExclusive<F> {}
+impl<F: AsFd> ExclusiveSocket for AssumeExclusive<F> {}
+
+/// A socket the crate itself borrows for as long as the sender it makes lives, and uses for
+/// nothing else meanwhile (the file sender's mmap window holds `&mut` of its `FileSender` for
+/// the whole send); the run-time checks of `ZerocopySender::new` still apply.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Held<'a>(pub(crate) BorrowedFd<'a>);
+
+impl AsFd for Held<'_> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0
+    }
+}
+
+impl sealed::Sealed for Held<'_> {}
+impl ExclusiveSocket for Held<'_> {}

@@ -1,13 +1,16 @@
 //! MSG_ZEROCOPY sends with owned buffers, against real sockets: every buffer back exactly once,
-//! a peer reset with buffers in flight, the ENOBUFS fallback, and truly zero-copy UDP into the
-//! sink lab.
+//! a peer reset with buffers in flight, the ENOBUFS fallback, truly zero-copy UDP into the
+//! sink lab, and the loan's run-time guards (one sender per socket, the caller's flags).
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::Duration;
 
 use netlab::{Family, LoopbackLab, SinkLab, require_lab};
-use zcnet::msg_zerocopy::{Config as SenderConfig, CopiedPolicy, Returned, ZerocopySender};
+use zcnet::msg_zerocopy::{
+    self, Config as SenderConfig, CopiedPolicy, Mode, Returned, SendFlags, ZerocopyError,
+    ZerocopySender,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -299,7 +302,7 @@ fn borrowed_sends_report_their_tokens_once_the_kernel_is_done() {
     let mut tokens = Vec::new();
     for r in &regions {
         // SAFETY: `regions` outlives the sender's drain below and is not written meanwhile.
-        tokens.push(unsafe { tx.send_borrowed(r, 0) }.unwrap());
+        tokens.push(unsafe { tx.send_borrowed(r, SendFlags::empty()) }.unwrap());
     }
     tx.drain(TIMEOUT).unwrap();
     let mut done: Vec<_> = tx.completed_borrowed().collect();
@@ -309,4 +312,152 @@ fn borrowed_sends_report_their_tokens_once_the_kernel_is_done() {
     drop(tx);
     let got = reader.join().unwrap();
     assert_eq!(got, regions.concat());
+}
+
+/// The reason of a [`ZerocopyError::SocketInUse`], or a panic naming what came instead.
+fn in_use<S, B>(r: Result<ZerocopySender<S, B>, ZerocopyError>) -> &'static str
+where
+    S: msg_zerocopy::ExclusiveSocket,
+    B: msg_zerocopy::OwnedBuf,
+{
+    match r {
+        Err(ZerocopyError::SocketInUse { reason }) => reason,
+        Err(e) => panic!("expected SocketInUse, got {e}"),
+        Ok(_) => panic!("a second sender on the same socket was accepted"),
+    }
+}
+
+/// A dup of the socket (`try_clone`) is another descriptor of the same socket, with the same
+/// completion ids: a sender on it while the first lives would take the first one's
+/// completions; after it, its ids would not start at 0. Both refused, in every mode; the first
+/// sender goes on undisturbed.
+#[test]
+fn a_second_sender_on_a_dup_of_the_socket_is_refused() {
+    let (client, mut server) = tcp_pair();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).unwrap();
+        got
+    });
+    let dup = client.try_clone().unwrap();
+    let other_fd = std::os::fd::OwnedFd::from(client.try_clone().unwrap());
+    let mut tx: ZerocopySender<TcpStream, Vec<u8>> =
+        ZerocopySender::new(client, SenderConfig::default()).unwrap();
+    for mode in [Mode::ZeroCopy, Mode::Copy, Mode::Auto] {
+        let config = SenderConfig {
+            mode,
+            ..SenderConfig::default()
+        };
+        let r = ZerocopySender::<_, Vec<u8>>::new(dup.try_clone().unwrap(), config);
+        let reason = in_use(r);
+        assert!(
+            reason.contains("another ZerocopySender"),
+            "{mode:?}: {reason}"
+        );
+    }
+    let reason = in_use(ZerocopySender::<_, Vec<u8>>::new(
+        other_fd,
+        SenderConfig::default(),
+    ));
+    assert!(reason.contains("try_clone or dup"), "{reason}");
+    // The first sender is untouched by the refusals.
+    tx.send(vec![7u8; 64 * 1024]).unwrap();
+    tx.drain(TIMEOUT).unwrap();
+    assert_eq!(tx.returned().count(), 1);
+    drop(tx);
+    // Its socket's ids went on from 0: a new sender there would count from 0 again.
+    let reason = in_use(ZerocopySender::<_, Vec<u8>>::new(
+        dup.try_clone().unwrap(),
+        SenderConfig::default(),
+    ));
+    assert!(reason.contains("SO_ZEROCOPY is on already"), "{reason}");
+    let e = ZerocopySender::<_, Vec<u8>>::new(dup, SenderConfig::default())
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().contains("would not be this sender's alone"),
+        "{e}"
+    );
+    assert_eq!(reader.join().unwrap(), vec![7u8; 64 * 1024]);
+}
+
+/// `SO_ZEROCOPY` turned on by the caller (`msg_zerocopy::enable`) may mean sends counted before
+/// the sender's: refused.
+#[test]
+fn a_socket_with_so_zerocopy_on_already_is_refused() {
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.connect(rx.local_addr().unwrap()).unwrap();
+    msg_zerocopy::enable(&tx).unwrap();
+    let reason = in_use(ZerocopySender::<_, Vec<u8>>::new(
+        tx,
+        SenderConfig::default(),
+    ));
+    assert!(reason.contains("SO_ZEROCOPY is on already"), "{reason}");
+}
+
+/// `SendFlags` carries the caller's flags on every call of a buffer, copied or loaned:
+/// `MSG_EOR` after a header, `MSG_MORE` on a payload's first part. Every byte arrives in order
+/// and every buffer comes back once. (That `MSG_EOR` keeps the payload's pages mappable:
+/// `tcp_rx.rs` `msg_eor_after_a_header_lets_the_payload_be_mapped`.)
+#[test]
+fn send_flags_eor_and_more_still_work() {
+    let (client, mut server) = tcp_pair();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).unwrap();
+        got
+    });
+    let config = SenderConfig {
+        policy: CopiedPolicy::Keep,
+        ..SenderConfig::default()
+    };
+    let mut tx = ZerocopySender::new(client, config).unwrap();
+    let mut expected = Vec::new();
+    for i in 0..32u8 {
+        let header = vec![i; 100];
+        let first = vec![i ^ 0x55; 32 * 1024];
+        let rest = vec![i ^ 0xaa; 64 * 1024];
+        expected.extend([&header[..], &first, &rest].concat());
+        tx.send_with(header, SendFlags::EOR).unwrap();
+        tx.send_with(first, SendFlags::MORE).unwrap();
+        tx.send_with(rest, SendFlags::empty()).unwrap();
+        tx.reap().unwrap();
+    }
+    tx.drain(TIMEOUT).unwrap();
+    let back: Vec<_> = tx.returned().collect();
+    let c = tx.counters();
+    drop(tx);
+    assert_eq!(back.len(), 96, "every buffer back once");
+    // The 100-byte headers went by copy, the rest loaned; each loan completed.
+    assert_eq!(back.iter().filter(|r| !r.zero_copy).count(), 32);
+    assert_eq!(c.completed_calls, c.zerocopy_calls);
+    assert!(reader.join().unwrap() == expected, "every byte, in order");
+}
+
+/// In copy mode `MSG_ZEROCOPY` would be ignored by the kernel (no `SO_ZEROCOPY` for it) and
+/// take no completion id: a borrowed send there is a copy, its token reported at once (it
+/// waited for a completion that never came).
+#[test]
+fn a_borrowed_send_in_copy_mode_is_reported_at_once() {
+    let (client, mut server) = tcp_pair();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).unwrap();
+        got
+    });
+    let config = SenderConfig {
+        mode: Mode::Copy,
+        ..SenderConfig::default()
+    };
+    let mut tx: ZerocopySender<TcpStream, Vec<u8>> = ZerocopySender::new(client, config).unwrap();
+    let region = vec![3u8; 64 * 1024];
+    // SAFETY: `region` outlives the sender and is not written while it lives.
+    let token = unsafe { tx.send_borrowed(&region, SendFlags::EOR) }.unwrap();
+    assert_eq!(tx.completed_borrowed().collect::<Vec<_>>(), [token]);
+    assert_eq!(tx.in_flight(), 0);
+    let c = tx.counters();
+    assert_eq!((c.zerocopy_calls, c.copy_bytes), (0, 64 * 1024), "{c:?}");
+    drop(tx);
+    assert_eq!(reader.join().unwrap(), region);
 }

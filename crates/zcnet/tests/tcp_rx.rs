@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use netlab::pattern::{self, Verifier};
 use netlab::{Family, LoopbackLab, Netns, require_lab};
-use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZerocopySender};
+use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, SendFlags, ZerocopySender};
 use zcnet::tcp_rx::{Config, Mode, RxError, TcpZerocopyReceiver};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -332,7 +332,7 @@ fn msg_eor_after_a_header_lets_the_payload_be_mapped() {
         let mut tx = pattern_sender(client, true);
         let mut off = 0u64;
         for _ in 0..frames {
-            for (len, flags) in [(header, libc::MSG_EOR), (payload, 0)] {
+            for (len, flags) in [(header, SendFlags::EOR), (payload, SendFlags::empty())] {
                 tx.send_with(pattern::chunk_at(off, len), flags).unwrap();
                 off += len as u64;
             }

@@ -198,3 +198,29 @@ async fn auto_mode_decides_per_send_as_the_sync_sender_does() {
     assert_eq!((c.auto.small_calls, c.auto.zero_copy_calls), (1, 1));
     assert_eq!(c.copied_calls, 1);
 }
+
+/// The async sender holds its socket as the synchronous one does: a second one on a dup of it
+/// (std's `try_clone`, handed over as a std socket) is refused, the first goes on.
+#[tokio::test(flavor = "current_thread")]
+async fn a_second_async_sender_on_a_dup_is_refused() {
+    let (client, mut server) = pair().await;
+    let dup = client.into_std().unwrap();
+    let first = dup.try_clone().unwrap();
+    let mut tx = ZerocopySender::new(first, Config::default()).unwrap();
+    match ZerocopySender::<_, Vec<u8>>::new(dup, Config::default()) {
+        Err(zcnet::msg_zerocopy::ZerocopyError::SocketInUse { reason }) => {
+            assert!(reason.contains("another ZerocopySender"), "{reason}");
+        }
+        Err(e) => panic!("expected SocketInUse, got {e}"),
+        Ok(_) => panic!("a second sender on the same socket was accepted"),
+    }
+    let reader = tokio::spawn(async move {
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).await.map(|_| got)
+    });
+    tx.send(buffer(1)).await.map_err(|e| e.error).unwrap();
+    tx.flush().await.unwrap();
+    assert_eq!(tx.returned().count(), 1);
+    drop(tx);
+    assert_eq!(reader.await.unwrap().unwrap(), buffer(1));
+}

@@ -223,7 +223,7 @@ const VETH_UDP_MTU: u32 = 65535;
 const REAP_EVERY: u64 = 32;
 
 /// Sends `size`-byte buffers for `seconds`, measuring the sending thread.
-fn send_for<S: std::os::fd::AsFd>(
+fn send_for<S: msg_zerocopy::ExclusiveSocket>(
     socket: S,
     mode: Mode,
     size: usize,

@@ -341,7 +341,8 @@ fn send(l: &TcpListener, zerocopy: bool, bounds: &Bounds) -> anyhow::Result<Far>
         threshold: 0,
         policy: CopiedPolicy::Keep,
     };
-    let mut tx = ZerocopySender::new(&c, config).context("enabling SO_ZEROCOPY")?;
+    // The sender owns the socket: its completions must be its own (zcnet::loan::ExclusiveSocket).
+    let mut tx = ZerocopySender::new(c, config).context("enabling SO_ZEROCOPY")?;
     let meter = Meter::start();
     let start = Instant::now();
     let mut off = 0u64;
@@ -359,7 +360,7 @@ fn send(l: &TcpListener, zerocopy: bool, bounds: &Bounds) -> anyhow::Result<Far>
         bounds.check(off)?;
     }
     tx.drain(GRACE).context("draining completions")?;
-    c.shutdown(std::net::Shutdown::Write)?;
+    tx.get_ref().shutdown(std::net::Shutdown::Write)?;
     let run = meter.finish(work(off));
     Ok(far(&run, off.div_ceil(CHUNK as u64), None))
 }

@@ -6,13 +6,21 @@
 //! part of a buffer. Small buffers go by copy (below a threshold), `ENOBUFS` falls back to a
 //! copying send, and a policy decides what to do when the kernel reports it copied anyway.
 //!
+//! Two things would let a buffer come back while the kernel still reads it, and the types rule
+//! both out: the caller's `send(2)` flags are a [`SendFlags`], which has no `MSG_ZEROCOPY` (the
+//! sender decides which calls loan and counts them), and the sender owns its socket, an
+//! [`ExclusiveSocket`] (the kernel numbers completions per socket, so a second sender on it
+//! would take the first one's).
+//!
 //! # References
 //! - `send(2)`, `socket(7)` (`SO_ZEROCOPY`)
 //! - the kernel's `Documentation/networking/msg_zerocopy.rst`
 
+use std::collections::BTreeSet;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::auto::{Choice, SendPath};
@@ -22,8 +30,10 @@ use crate::support::{Check, CheckId, Probe, Status, loopback, tcp_pair};
 use crate::sys::{self, abi};
 use std::sync::OnceLock;
 
+mod flags;
 mod tracker;
-pub use crate::loan::{OwnedBuf, Returned, SendError};
+pub use crate::loan::{ExclusiveSocket, OwnedBuf, Returned, SendError};
+pub use flags::SendFlags;
 pub use tracker::{Freed, Tracker};
 
 /// Errors of enabling or using `MSG_ZEROCOPY`.
@@ -36,6 +46,15 @@ pub enum ZerocopyError {
         feature: &'static str,
         /// Why, as the kernel said it.
         reason: String,
+    },
+    /// The socket's completions may not be this sender's alone: another sender holds the same
+    /// socket (through another descriptor of it: `try_clone`, `dup(2)`), or `SO_ZEROCOPY` is on
+    /// already (another sender, in this process or another, or the caller turned it on), so
+    /// the kernel's completion ids may not start at this sender's first send.
+    #[error("this socket's MSG_ZEROCOPY completions would not be this sender's alone: {reason}")]
+    SocketInUse {
+        /// Which of the two.
+        reason: &'static str,
     },
     /// No completion arrived in time; the buffer stays loaned to the kernel and was leaked.
     #[error("no MSG_ZEROCOPY completion within {0:?} (the buffer was leaked, not freed)")]
@@ -56,6 +75,11 @@ fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ZerocopyError {
 }
 
 /// `setsockopt(SOL_SOCKET, SO_ZEROCOPY, 1)`: without it `MSG_ZEROCOPY` is silently ignored.
+///
+/// For sockets whose completions the caller reads itself. A [`ZerocopySender`] enables it on
+/// its own socket, and refuses a socket on which it is on already
+/// ([`ZerocopyError::SocketInUse`]): the kernel's completion ids there may have started before
+/// the sender's first send.
 ///
 /// # Errors
 /// [`ZerocopyError::Unsupported`] on `ENOPROTOOPT`/`EOPNOTSUPP` (kernel or socket type without
@@ -280,13 +304,23 @@ enum Slot<B> {
 /// Sends block as the socket does (a non-blocking socket is waited on with `poll`). Reaping is
 /// never blocking: call [`reap`](Self::reap) from an event loop when the socket reports
 /// `POLLERR` (always reported, no need to ask for it), or [`drain`](Self::drain) to wait for
-/// everything in flight. The socket must not have made zero-copy sends before (ids start at 0).
+/// everything in flight.
+///
+/// The sender owns its socket ([`ExclusiveSocket`]) and must be the only one counting its
+/// completions: `new` refuses a socket that another sender of this process holds or on which
+/// `SO_ZEROCOPY` is on already ([`ZerocopyError::SocketInUse`]).
 ///
 /// Dropping the sender with buffers still in flight waits briefly for their completions and then
 /// leaks what remains rather than free memory the kernel may still read.
 #[derive(Debug)]
-pub struct ZerocopySender<S: AsFd, B: OwnedBuf> {
+pub struct ZerocopySender<S: ExclusiveSocket, B: OwnedBuf> {
     socket: S,
+    /// The socket, held in this process's list of sockets with a sender.
+    _claim: Claim,
+    /// Whether this sender turned `SO_ZEROCOPY` on, and not in copy mode: where
+    /// `MSG_ZEROCOPY` takes a completion id (without `SO_ZEROCOPY` the kernel copies and
+    /// takes none).
+    zerocopy_on: bool,
     tracker: Tracker<Slot<B>>,
     ready: std::collections::VecDeque<Returned<B>>,
     borrowed_done: Vec<BorrowToken>,
@@ -315,7 +349,7 @@ struct InProgress<B> {
 /// How far the send calls of one buffer (owned or borrowed) have gone.
 #[derive(Debug)]
 struct Calls {
-    flags: i32,
+    flags: SendFlags,
     /// Bytes sent so far.
     off: usize,
     /// Zero-copy calls that carried part of it (their ids are the tracker's next ones).
@@ -325,7 +359,7 @@ struct Calls {
 }
 
 impl Calls {
-    fn new(flags: i32, zerocopy: bool) -> Calls {
+    fn new(flags: SendFlags, zerocopy: bool) -> Calls {
         Calls {
             flags,
             off: 0,
@@ -349,7 +383,7 @@ impl Calls {
                 return Some(Ok(()));
             }
             let zc = if self.zerocopy { abi::MSG_ZEROCOPY } else { 0 };
-            let flags = self.flags | zc | libc::MSG_NOSIGNAL;
+            let flags = self.flags.bits() | zc | libc::MSG_NOSIGNAL;
             match sys::sendto(fd, &data[self.off..], flags, None) {
                 Ok(n) => {
                     self.off += n;
@@ -391,24 +425,109 @@ pub(crate) enum Blocking {
     Return,
 }
 
-impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
-    /// A sender on `socket` (connected TCP or UDP). Enables `SO_ZEROCOPY`; where the kernel
-    /// refuses it, the sender copies and [`fallback_reason`](Self::fallback_reason) says why.
+/// The sockets that senders of this process hold, by [`sys::file_id`] (the same through every
+/// descriptor of a socket).
+static HELD: Mutex<BTreeSet<(u64, u64)>> = Mutex::new(BTreeSet::new());
+
+/// A socket's place in [`HELD`], given up when the sender drops.
+#[derive(Debug)]
+struct Claim((u64, u64));
+
+impl Claim {
+    /// Holds the socket of `fd` for one sender.
     ///
     /// # Errors
-    /// The `setsockopt` error other than "unsupported".
+    /// [`ZerocopyError::SocketInUse`] when another sender holds it; the `fstat` error.
+    fn take(fd: BorrowedFd<'_>) -> Result<Claim, ZerocopyError> {
+        let id = sys::file_id(fd).map_err(io_err("fstat"))?;
+        // A panic while the lock was held left a consistent set: each change is one call.
+        let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+        if !held.insert(id) {
+            return Err(ZerocopyError::SocketInUse {
+                reason: "another ZerocopySender of this process holds the same socket (through \
+                         another descriptor of it: a try_clone or dup)",
+            });
+        }
+        Ok(Claim(id))
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        HELD.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.0);
+    }
+}
+
+impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
+    /// A sender on `socket`, a connected TCP or UDP socket it owns from now on. Enables
+    /// `SO_ZEROCOPY` (`setsockopt(2)`, `socket(7)`), also in [`Mode::Copy`], where it marks the
+    /// socket as taken; where the kernel refuses it, the sender copies and
+    /// [`fallback_reason`](Self::fallback_reason) says why.
+    ///
+    /// ```
+    /// use zcnet::msg_zerocopy::{Config, ZerocopySender};
+    /// let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    /// socket.connect(socket.local_addr()?)?;
+    /// let tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(socket, Config::default())?;
+    /// // The socket is the sender's; use it through the sender.
+    /// let _ = tx.get_ref().local_addr()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    /// A borrowed socket does not compile: a second sender on it would take this one's
+    /// completions.
+    /// ```compile_fail,E0277
+    /// use zcnet::msg_zerocopy::{Config, ZerocopySender};
+    /// let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    /// let a: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(&socket, Config::default()).unwrap();
+    /// let b: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(&socket, Config::default()).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`ZerocopyError::SocketInUse`] when another sender of this process holds the same socket
+    /// (through another descriptor of it), or when `SO_ZEROCOPY` is on already
+    /// (`getsockopt(2)`): another sender, or the caller, turned it on, and the kernel's
+    /// completion ids may not start at this sender's first send. [`ZerocopyError::Io`] for a
+    /// failing `fstat`, or a `setsockopt` error other than "unsupported".
+    ///
+    /// # References
+    /// The kernel's `Documentation/networking/msg_zerocopy.rst`.
+    #[doc(alias = "SO_ZEROCOPY")]
     pub fn new(socket: S, config: Config) -> Result<Self, ZerocopyError> {
-        let disabled = if config.mode == Mode::Copy {
-            Some("copy mode requested".to_owned())
-        } else {
-            match enable(&socket) {
-                Ok(()) => None,
-                Err(ZerocopyError::Unsupported { reason, .. }) => {
-                    Some(format!("SO_ZEROCOPY refused: {reason}"))
-                }
-                Err(e) => return Err(e),
-            }
+        let claim = Claim::take(socket.as_fd())?;
+        // ENOPROTOOPT (a kernel without SO_ZEROCOPY) reads as off; `enable` says why below.
+        let on = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, abi::SO_ZEROCOPY)
+            .is_ok_and(|v| v != 0);
+        if on {
+            return Err(ZerocopyError::SocketInUse {
+                reason: "SO_ZEROCOPY is on already (another sender, in this process or \
+                         another, or the caller turned it on), so the kernel's completion ids \
+                         may have started before this sender",
+            });
+        }
+        let enabled = match enable(&socket) {
+            Ok(()) => Ok(()),
+            Err(ZerocopyError::Unsupported { reason, .. }) => Err(reason),
+            Err(e) => return Err(e),
         };
+        let zerocopy_on = enabled.is_ok() && config.mode != Mode::Copy;
+        let disabled = match enabled {
+            _ if config.mode == Mode::Copy => Some("copy mode requested".to_owned()),
+            Ok(()) => None,
+            Err(reason) => Some(format!("SO_ZEROCOPY refused: {reason}")),
+        };
+        Ok(Self::with(socket, claim, config, disabled, zerocopy_on, 0))
+    }
+
+    fn with(
+        socket: S,
+        claim: Claim,
+        config: Config,
+        disabled: Option<String>,
+        zerocopy_on: bool,
+        next_id: u32,
+    ) -> Self {
         let auto = (config.mode == Mode::Auto).then(|| {
             let stream = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE)
                 .is_ok_and(|t| t == libc::SOCK_STREAM);
@@ -419,10 +538,12 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
             };
             crate::auto::Decider::new(Choice::for_socket(path, &socket))
         });
-        Ok(ZerocopySender {
+        ZerocopySender {
             auto,
             socket,
-            tracker: Tracker::default(),
+            _claim: claim,
+            zerocopy_on,
+            tracker: Tracker::starting_at(next_id),
             ready: Default::default(),
             borrowed_done: Vec::new(),
             next_token: 0,
@@ -432,7 +553,7 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
             counters: Counters::default(),
             pending_error: None,
             current: None,
-        })
+        }
     }
 
     /// Why this sender copies everything, if it does.
@@ -499,12 +620,15 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
     pub(crate) fn send_borrowed_inner(
         &mut self,
         data: &[u8],
-        flags: i32,
+        flags: SendFlags,
     ) -> io::Result<BorrowToken> {
         debug_assert!(self.current.is_none(), "no owned buffer in progress");
         let token = BorrowToken(self.next_token);
         self.next_token += 1;
-        let mut calls = Calls::new(flags, true);
+        // Zero copy wherever SO_ZEROCOPY is on (no threshold or policy); where it is not (copy
+        // mode, refused), MSG_ZEROCOPY would copy and take no id, and the token would wait for
+        // a completion that never comes: a copy, reported at once.
+        let mut calls = Calls::new(flags, self.zerocopy_on);
         let outcome = calls
             .make(
                 self.socket.as_fd(),
@@ -528,16 +652,38 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
     /// # Errors
     /// [`SendError`] with the kernel's error; it holds the buffer if none of it was loaned.
     pub fn send(&mut self, buf: B) -> Result<(), SendError<B>> {
-        self.send_with(buf, 0)
+        self.send_with(buf, SendFlags::empty())
     }
 
-    /// [`send`](Self::send) with extra `send(2)` flags on every call for this buffer: `MSG_EOR`
-    /// ends a record, so that a small header does not share segments with the page-aligned
-    /// payload after it and a zero-copy receiver can map that payload.
+    /// [`send`](Self::send) with extra `send(2)` flags on every call for this buffer:
+    /// [`SendFlags::EOR`] ends a record, so that a small header does not share segments with
+    /// the page-aligned payload after it and a zero-copy receiver can map that payload.
+    ///
+    /// ```
+    /// use std::net::{TcpListener, TcpStream};
+    /// use zcnet::msg_zerocopy::{Config, SendFlags, ZerocopySender};
+    /// let l = TcpListener::bind("127.0.0.1:0")?;
+    /// let mut tx = ZerocopySender::new(TcpStream::connect(l.local_addr()?)?, Config::default())?;
+    /// let _peer = l.accept()?;
+    /// tx.send_with(vec![1u8; 100], SendFlags::EOR).map_err(|e| e.error)?; // a header
+    /// tx.send(vec![2u8; 1 << 16]).map_err(|e| e.error)?; // its payload, in segments of its own
+    /// # tx.drain(std::time::Duration::from_secs(5))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    /// The sender decides which calls carry `MSG_ZEROCOPY`; a caller's would loan a buffer the
+    /// sender gives back at once, and take a completion id it never counted:
+    /// ```compile_fail,E0308
+    /// # use std::net::{TcpListener, TcpStream};
+    /// # use zcnet::msg_zerocopy::{Config, ZerocopySender};
+    /// # let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// # let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// let mut tx = ZerocopySender::new(s, Config::default()).unwrap();
+    /// tx.send_with(vec![1u8; 100], libc::MSG_ZEROCOPY).unwrap();
+    /// ```
     ///
     /// # Errors
     /// As [`send`](Self::send).
-    pub fn send_with(&mut self, buf: B, flags: i32) -> Result<(), SendError<B>> {
+    pub fn send_with(&mut self, buf: B, flags: SendFlags) -> Result<(), SendError<B>> {
         self.begin(buf, flags)?;
         self.advance(Blocking::Wait).map(drop)
     }
@@ -546,7 +692,7 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
     ///
     /// # Errors
     /// The error a partly loaned buffer ended with, reported again, with `buf` handed back.
-    pub(crate) fn begin(&mut self, buf: B, flags: i32) -> Result<(), SendError<B>> {
+    pub(crate) fn begin(&mut self, buf: B, flags: SendFlags) -> Result<(), SendError<B>> {
         debug_assert!(self.current.is_none(), "one buffer in progress at a time");
         if let Some(error) = self.pending_error.take() {
             return Err(SendError {
@@ -764,7 +910,7 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
     }
 }
 
-impl<S: AsFd, B: OwnedBuf> Drop for ZerocopySender<S, B> {
+impl<S: ExclusiveSocket, B: OwnedBuf> Drop for ZerocopySender<S, B> {
     fn drop(&mut self) {
         // A buffer left part-way (an async send dropped, then the sender): what was loaned of it
         // is tracked like any other loan, the rest was never given to the kernel.
@@ -843,6 +989,11 @@ fn zerocopy_outcome(mut p: Probe, r: Result<Completion, ZerocopyError>, proto: &
                 Some("ENOPROTOOPT"),
             )
         }
+        Err(ZerocopyError::SocketInUse { reason }) => p.failed(
+            "setsockopt(SO_ZEROCOPY)",
+            &io::Error::other(reason),
+            "the probe's own socket is in use",
+        ),
         Err(ZerocopyError::Timeout(t)) => p.done(
             Status::Unavailable,
             format!("MSG_ZEROCOPY send accepted but no completion within {t:?}"),

@@ -2,16 +2,17 @@
 //! memory after the call returns.
 
 use std::io;
-use std::os::fd::AsFd;
 
-use crate::msg_zerocopy::{BorrowToken, OwnedBuf, ZerocopySender};
+use crate::msg_zerocopy::{BorrowToken, ExclusiveSocket, OwnedBuf, SendFlags, ZerocopySender};
 
-impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
+impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
     /// Sends `data` with `MSG_ZEROCOPY` without taking ownership of it (for memory this crate
     /// cannot own: a shared-memory ring, a foreign allocator), with extra `send(2)` `flags`.
     /// Returns the token that [`completed_borrowed`](Self::completed_borrowed) reports once the
-    /// kernel no longer reads the memory. No threshold or copied policy applies: the call always
-    /// asks for zero-copy (`ENOBUFS` still sends by copy).
+    /// kernel no longer reads the memory. No threshold or copied policy applies: the call asks
+    /// for zero copy wherever `SO_ZEROCOPY` is on (`ENOBUFS` still sends by copy); in
+    /// [`Mode::Copy`](crate::msg_zerocopy::Mode::Copy), or where the kernel refused
+    /// `SO_ZEROCOPY`, it copies and the token is reported at once.
     ///
     /// # Errors
     /// The kernel's error; bytes sent before it may still be loaned (their token is reported
@@ -23,7 +24,11 @@ impl<S: AsFd, B: OwnedBuf> ZerocopySender<S, B> {
     /// call fails after sending part of `data`). If the sender is dropped before that, the memory
     /// must stay valid for as long as the kernel may read it, which cannot be known here: drain
     /// first.
-    pub unsafe fn send_borrowed(&mut self, data: &[u8], flags: i32) -> io::Result<BorrowToken> {
+    pub unsafe fn send_borrowed(
+        &mut self,
+        data: &[u8],
+        flags: SendFlags,
+    ) -> io::Result<BorrowToken> {
         self.send_borrowed_inner(data, flags)
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod abi;
 pub mod borrowed_send;
+pub mod exclusive;
 pub mod owned_buf;
 pub mod packet;
 #[cfg(feature = "tokio")]
@@ -93,6 +94,16 @@ pub fn getsockopt_int(fd: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<i
     let mut v = 0i32;
     getsockopt(fd, level, name, &mut v, size_of::<i32>())?;
     Ok(v)
+}
+
+/// `fstat(2)`: the device and inode numbers of what `fd` refers to, the same through every
+/// descriptor of it (a socket's inode on sockfs names the socket).
+pub fn file_id(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
+    // SAFETY: `stat` is plain data for which all-zero is a valid value.
+    let mut st: libc::stat = unsafe { zeroed() };
+    // SAFETY: `st` is writable for size_of::<stat>() bytes, all the kernel writes.
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok((st.st_dev, st.st_ino))
 }
 
 /// Storage for a `sockaddr_in`/`sockaddr_in6` built from a [`SocketAddr`].

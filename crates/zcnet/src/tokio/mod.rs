@@ -52,7 +52,6 @@
 //! ```
 
 use std::io;
-use std::os::fd::AsFd;
 
 mod file;
 mod msg_zerocopy;
@@ -74,10 +73,11 @@ mod sealed {
 
 /// A socket the async types can own: tokio's (taken out of its registration with
 /// `into_std`) or std's (`TcpStream`, `UdpSocket`), made non-blocking. Sealed: the
-/// registration relies on the socket owning its fd.
+/// registration relies on the socket owning its fd, and the std socket it becomes is an
+/// [`ExclusiveSocket`](crate::loan::ExclusiveSocket), which the zero-copy senders require.
 pub trait IntoStdSocket: sealed::Sealed {
     /// The std socket it becomes.
-    type Std: AsFd;
+    type Std: crate::loan::ExclusiveSocket;
     /// The std socket, non-blocking.
     ///
     /// # Errors

@@ -1,7 +1,6 @@
 //! `MSG_ZEROCOPY` on tokio: see [`ZerocopySender`].
 
 use std::io;
-use std::os::fd::AsFd;
 use std::time::Duration;
 
 use ::tokio::io::Interest;
@@ -10,7 +9,9 @@ use ::tokio::io::unix::AsyncFd;
 use super::IntoStdSocket;
 use crate::auto::Choice;
 use crate::loan::{OwnedBuf, Returned, SendError};
-use crate::msg_zerocopy::{self as sync, Blocking, Config, Counters, ZerocopyError};
+use crate::msg_zerocopy::{
+    self as sync, Blocking, Config, Counters, ExclusiveSocket, SendFlags, ZerocopyError,
+};
 use crate::sys::{self, reactor::Registered, reactor::register};
 
 /// [`crate::msg_zerocopy::ZerocopySender`] on tokio: `send(buf).await` waits for room in the
@@ -33,8 +34,18 @@ use crate::sys::{self, reactor::Registered, reactor::register};
 /// socket's `writable()` never waits again, and a send loop spins on `EAGAIN` (ours did). So the
 /// socket is watched through a private epoll set (`EPOLLOUT | EPOLLET`; `EPOLLERR` always), and
 /// that set's fd is what tokio waits on: each wake-up says which of the two it was.
+///
+/// The sender owns its socket, as the synchronous one does ([`ExclusiveSocket`]): a borrowed
+/// socket does not compile, a second sender on another descriptor of the same socket is
+/// refused ([`ZerocopyError::SocketInUse`]).
+/// ```compile_fail,E0277
+/// # async fn f(s: &tokio::net::TcpStream) {
+/// use zcnet::tokio::ZerocopySender;
+/// let tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(s, Default::default()).unwrap();
+/// # }
+/// ```
 #[derive(Debug)]
-pub struct ZerocopySender<S: AsFd + IntoStdSocket<Std = S>, B: OwnedBuf> {
+pub struct ZerocopySender<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> {
     inner: sync::ZerocopySender<S, B>,
     /// The private epoll set watching the socket, registered with the reactor.
     events: AsyncFd<Registered<sys::Epoll>>,
@@ -42,7 +53,7 @@ pub struct ZerocopySender<S: AsFd + IntoStdSocket<Std = S>, B: OwnedBuf> {
     seen: Vec<(u32, u64)>,
 }
 
-impl<S: AsFd + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S, B> {
+impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S, B> {
     /// A sender on `socket`, a connected TCP stream or UDP socket (tokio's or std's), with the
     /// synchronous sender's [`Config`].
     ///
@@ -142,14 +153,38 @@ impl<S: AsFd + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S, B> {
     /// dropped future left part-way and that now fails comes back through `returned` with its
     /// error, which this call returns with `buf`.
     pub async fn send(&mut self, buf: B) -> Result<(), SendError<B>> {
-        self.send_with(buf, 0).await
+        self.send_with(buf, SendFlags::empty()).await
     }
 
-    /// [`send`](Self::send) with extra `send(2)` flags (`MSG_EOR`, ...).
+    /// [`send`](Self::send) with extra `send(2)` flags ([`SendFlags::EOR`], ...: those that
+    /// leave the sender's bookkeeping intact, see [`SendFlags`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use zcnet::msg_zerocopy::SendFlags;
+    /// use zcnet::tokio::ZerocopySender;
+    /// let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// let s = tokio::net::TcpStream::connect(l.local_addr()?).await?;
+    /// let _peer = l.accept().await?;
+    /// let mut tx = ZerocopySender::new(s, Default::default())?;
+    /// tx.send_with(vec![1u8; 100], SendFlags::EOR).await.map_err(|e| e.error)?;
+    /// tx.flush().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    /// A raw `int` of flags, `MSG_ZEROCOPY` among them, does not compile:
+    /// ```compile_fail,E0308
+    /// # async fn f(s: tokio::net::TcpStream) {
+    /// use zcnet::tokio::ZerocopySender;
+    /// let mut tx = ZerocopySender::new(s, Default::default()).unwrap();
+    /// tx.send_with(vec![1u8; 100], libc::MSG_ZEROCOPY).await.unwrap();
+    /// # }
+    /// ```
     ///
     /// # Errors
     /// As [`send`](Self::send).
-    pub async fn send_with(&mut self, buf: B, flags: i32) -> Result<(), SendError<B>> {
+    pub async fn send_with(&mut self, buf: B, flags: SendFlags) -> Result<(), SendError<B>> {
         if let Err(e) = self.drive().await {
             let error = self.inner_mut().give_back(e);
             return Err(SendError {
