@@ -392,6 +392,10 @@ void zcnet_rx_free(struct ZcnetRx *rx);
  * Sends `len` bytes of the file `file_fd` from `offset` on the connected TCP socket `sock_fd`
  * (`sendfile(2)`, `splice(2)`). On an error `*result` still says what went out before it.
  *
+ * `ZCNET_FILE_MODE_MMAP_ZEROCOPY` counts the socket's MSG_ZEROCOPY completions itself, from
+ * the socket's first: once per socket. A socket on which `SO_ZEROCOPY` is on already (an
+ * earlier mmap-zc call, a `ZcnetZcSender`) is refused with `-EBUSY`.
+ *
  * # Safety
  * `result` is writable; both descriptors are open.
  */

@@ -580,6 +580,10 @@ pub struct ZcnetFileResult {
 /// Sends `len` bytes of the file `file_fd` from `offset` on the connected TCP socket `sock_fd`
 /// (`sendfile(2)`, `splice(2)`). On an error `*result` still says what went out before it.
 ///
+/// `ZCNET_FILE_MODE_MMAP_ZEROCOPY` counts the socket's MSG_ZEROCOPY completions itself, from
+/// the socket's first: once per socket. A socket on which `SO_ZEROCOPY` is on already (an
+/// earlier mmap-zc call, a `ZcnetZcSender`) is refused with `-EBUSY`.
+///
 /// # Safety
 /// `result` is writable; both descriptors are open.
 #[unsafe(no_mangle)]
@@ -621,7 +625,20 @@ pub unsafe extern "C" fn zcnet_send_file(
             sent: c.bytes,
             zero_copy_bytes: c.zero_copy_bytes(),
         };
-        sent.map(drop).map_err(|e| Fail::from_error(&e))
+        sent.map(drop).map_err(|e| {
+            let mut fail = Fail::from_error(&e);
+            let in_use = match &e {
+                file::FileError::Io { source, .. } => source
+                    .get_ref()
+                    .and_then(|inner| inner.downcast_ref::<ZerocopyError>())
+                    .is_some_and(|z| matches!(z, ZerocopyError::SocketInUse { .. })),
+                _ => false,
+            };
+            if in_use {
+                fail.errno = libc::EBUSY;
+            }
+            fail
+        })
     })
 }
 

@@ -1,7 +1,9 @@
-//! The MSG_ZEROCOPY sender through the C ABI: a socket is one sender's alone.
+//! The MSG_ZEROCOPY sender and the mmap-zc file send through the C ABI: a socket is one
+//! sender's alone.
 #![allow(clippy::undocumented_unsafe_blocks)] // the C contract, kept by each call below
 
 use std::ffi::CStr;
+use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::ptr::null_mut;
@@ -61,4 +63,50 @@ fn a_second_sender_on_a_dup_is_busy() {
         );
         assert!(last().contains("SO_ZEROCOPY is on already"), "{}", last());
     }
+}
+
+/// `zcnet_send_file` in mmap-zc mode counts the socket's completions from its first: a second
+/// call on the same socket is `-EBUSY` (its ids would have restarted at 0 while the kernel's
+/// went on), and so is a socket a MSG_ZEROCOPY sender holds.
+#[test]
+fn mmap_zc_file_sends_take_the_socket_once() {
+    use std::io::Write;
+    let path = std::env::temp_dir().join(format!("zcnet-ffi-mmap-{}", std::process::id()));
+    std::fs::File::create(&path)
+        .unwrap()
+        .write_all(&vec![5u8; 300_000])
+        .unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let (client, mut server) = tcp_pair();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).unwrap();
+        got
+    });
+    unsafe {
+        let mut r = ZcnetFileResult::default();
+        let mode = ZcnetFileMode::MmapZerocopy;
+        let (sock, f) = (client.as_raw_fd(), file.as_raw_fd());
+        assert_eq!(
+            zcnet_send_file(sock, f, 0, 300_000, mode, &mut r),
+            0,
+            "{}",
+            last()
+        );
+        assert_eq!(r.sent, 300_000);
+        assert_eq!(
+            zcnet_send_file(sock, f, 0, 300_000, mode, &mut r),
+            -libc::EBUSY
+        );
+        assert!(last().contains("SO_ZEROCOPY is on already"), "{}", last());
+        assert_eq!(r.sent, 0, "nothing of the second file went out");
+        let mut s = null_mut();
+        assert_eq!(
+            zcnet_zc_sender_new(sock, ZcnetMode::ZeroCopy, &mut s),
+            -libc::EBUSY
+        );
+    }
+    drop(client);
+    assert_eq!(reader.join().unwrap(), vec![5u8; 300_000]);
 }

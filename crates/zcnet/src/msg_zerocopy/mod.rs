@@ -520,6 +520,32 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
         Ok(Self::with(socket, claim, config, disabled, zerocopy_on, 0))
     }
 
+    /// A sender on a socket on which an earlier sender of this crate, now dropped, turned
+    /// `SO_ZEROCOPY` on: its ids continue at `next_id` (that sender's
+    /// [`next_id`](Self::next_id)). The file sender's mmap window makes one per file.
+    ///
+    /// # Errors
+    /// [`ZerocopyError::SocketInUse`] when another sender of this process holds the socket; the
+    /// `fstat` error.
+    pub(crate) fn resume(socket: S, config: Config, next_id: u32) -> Result<Self, ZerocopyError> {
+        let claim = Claim::take(socket.as_fd())?;
+        let zerocopy_on = config.mode != Mode::Copy;
+        let disabled = (!zerocopy_on).then(|| "copy mode requested".to_owned());
+        Ok(Self::with(
+            socket,
+            claim,
+            config,
+            disabled,
+            zerocopy_on,
+            next_id,
+        ))
+    }
+
+    /// The kernel id the next zero-copy call will take.
+    pub(crate) fn next_id(&self) -> u32 {
+        self.tracker.next_id()
+    }
+
     fn with(
         socket: S,
         claim: Claim,

@@ -46,7 +46,9 @@ impl<B> Default for Tracker<B> {
 }
 
 impl<B> Tracker<B> {
-    /// A tracker whose next id is `id` (0 on a fresh socket; other values for tests).
+    /// A tracker whose next id is `id`: 0 on a fresh socket; where an earlier sender of the
+    /// crate left the socket's count (the file sender's next mmap window); other values for
+    /// tests.
     pub fn starting_at(id: u32) -> Tracker<B> {
         Tracker {
             next: u64::from(id),
