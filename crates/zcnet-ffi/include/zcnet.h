@@ -316,6 +316,24 @@ int zcnet_zc_sender_new(int fd_raw, enum ZcnetMode mode, struct ZcnetZcSender **
 int zcnet_zc_send(struct ZcnetZcSender *s, const uint8_t *ptr, size_t len, uint64_t user_data);
 
 /**
+ * `zcnet_zc_send` with extra `send(2)` flags on every call for this buffer: `MSG_EOR` (ends a
+ * record: the next buffer starts a new TCP segment, so a header does not share segments with
+ * the page-aligned payload after it), `MSG_MORE` (more follows), `MSG_CONFIRM`, or 0. Any
+ * other bit is refused with `-EINVAL` and nothing is sent: `MSG_ZEROCOPY` is the sender's own
+ * to set (one from the caller would loan a buffer the sender gives back at once and take a
+ * completion id it never counted), `MSG_DONTWAIT` is the socket's mode, `MSG_OOB` would cut
+ * the stream.
+ *
+ * # Safety
+ * As `zcnet_zc_send`.
+ */
+int zcnet_zc_send_flags(struct ZcnetZcSender *s,
+                        const uint8_t *ptr,
+                        size_t len,
+                        uint64_t user_data,
+                        int flags);
+
+/**
  * Copies up to `cap` completions into `out` without blocking and stores how many in `*n`;
  * the memory of each is the caller's again. Call it when `poll` reports `POLLERR` on the
  * socket, or now and then.

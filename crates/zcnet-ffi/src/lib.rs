@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use zc::ZeroCopyCounters as _;
 use zc::loan::{AssumeExclusive, OwnedBuf, Returned};
-use zc::msg_zerocopy::{self, ZerocopyError, ZerocopySender};
+use zc::msg_zerocopy::{self, SendFlags, ZerocopyError, ZerocopySender};
 use zc::tcp_rx::{self, TcpZerocopyReceiver};
 
 thread_local! {
@@ -346,6 +346,66 @@ pub unsafe extern "C" fn zcnet_zc_send(
 ) -> c_int {
     // SAFETY: the caller's contract, forwarded.
     unsafe { lend(s, ptr, len, user_data) }
+}
+
+/// `zcnet_zc_send` with extra `send(2)` flags on every call for this buffer: `MSG_EOR` (ends a
+/// record: the next buffer starts a new TCP segment, so a header does not share segments with
+/// the page-aligned payload after it), `MSG_MORE` (more follows), `MSG_CONFIRM`, or 0. Any
+/// other bit is refused with `-EINVAL` and nothing is sent: `MSG_ZEROCOPY` is the sender's own
+/// to set (one from the caller would loan a buffer the sender gives back at once and take a
+/// completion id it never counted), `MSG_DONTWAIT` is the socket's mode, `MSG_OOB` would cut
+/// the stream.
+///
+/// # Safety
+/// As `zcnet_zc_send`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_zc_send_flags(
+    s: *mut ZcnetZcSender,
+    ptr: *const u8,
+    len: usize,
+    user_data: u64,
+    flags: c_int,
+) -> c_int {
+    guard(|| {
+        let flags = send_flags(flags)?;
+        // SAFETY: the caller's contract; NULL refused.
+        let s = unsafe { arg(s, "sender") }?;
+        let buf = c_buf(ptr, len, user_data)?;
+        s.inner
+            .send_with(buf, flags)
+            .map_err(|e| Fail::from(e.error))
+    })
+}
+
+/// The flags of `zcnet_zc_send_flags`, or the failure naming the bits refused.
+fn send_flags(flags: c_int) -> Result<SendFlags, Fail> {
+    SendFlags::from_bits(flags).ok_or_else(|| {
+        let bad = flags & !SendFlags::all().bits();
+        let named: Vec<&str> = [
+            (
+                libc::MSG_ZEROCOPY,
+                "MSG_ZEROCOPY (the sender sets it on the calls it loans)",
+            ),
+            (
+                libc::MSG_DONTWAIT,
+                "MSG_DONTWAIT (make the socket non-blocking instead)",
+            ),
+            (libc::MSG_OOB, "MSG_OOB"),
+        ]
+        .into_iter()
+        .filter(|(bit, _)| bad & bit != 0)
+        .map(|(_, name)| name)
+        .collect();
+        let which = if named.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", named.join(", "))
+        };
+        Fail::invalid(format!(
+            "flags {flags:#x}: bits {bad:#x} are not allowed{which}; only MSG_EOR, MSG_MORE and \
+             MSG_CONFIRM are"
+        ))
+    })
 }
 
 /// Copies up to `cap` completions into `out` without blocking and stores how many in `*n`;

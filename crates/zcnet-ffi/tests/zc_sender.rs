@@ -1,5 +1,5 @@
-//! The MSG_ZEROCOPY sender and the mmap-zc file send through the C ABI: a socket is one
-//! sender's alone.
+//! The MSG_ZEROCOPY sender through the C ABI: the flags a C caller passes are checked, and a
+//! socket is one sender's alone.
 #![allow(clippy::undocumented_unsafe_blocks)] // the C contract, kept by each call below
 
 use std::ffi::CStr;
@@ -26,6 +26,71 @@ fn tcp_pair() -> (TcpStream, TcpStream) {
     let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let (s, _) = l.accept().unwrap();
     (c, s)
+}
+
+/// Unknown bits, `MSG_ZEROCOPY` first among them, are an error code and a message naming
+/// them, and nothing is sent or loaned; the allowed flags send, and the buffer comes back.
+#[test]
+fn flags_from_c_are_checked_not_passed_through() {
+    let (client, mut server) = tcp_pair();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).unwrap();
+        got
+    });
+    let header = vec![1u8; 100];
+    let payload = vec![2u8; 64 * 1024];
+    unsafe {
+        let mut s = null_mut();
+        assert_eq!(
+            zcnet_zc_sender_new(client.as_raw_fd(), ZcnetMode::ZeroCopy, &mut s),
+            0,
+            "{}",
+            last()
+        );
+        for (bad, named) in [
+            (libc::MSG_ZEROCOPY, "MSG_ZEROCOPY"),
+            (libc::MSG_EOR | libc::MSG_ZEROCOPY, "MSG_ZEROCOPY"),
+            (libc::MSG_DONTWAIT, "MSG_DONTWAIT"),
+            (libc::MSG_OOB, "MSG_OOB"),
+            (1 << 30, "0x40000000"),
+            (-1, "not allowed"),
+        ] {
+            let r = zcnet_zc_send_flags(s, payload.as_ptr(), payload.len(), 9, bad);
+            assert_eq!(r, -libc::EINVAL, "flags {bad:#x}");
+            let message = last();
+            assert!(message.contains(named), "{bad:#x}: {message}");
+            assert!(message.contains("only MSG_EOR, MSG_MORE"), "{message}");
+        }
+        let mut c = ZcnetZcCounters::default();
+        assert_eq!(zcnet_zc_counters(s, &mut c), 0);
+        assert_eq!((c.zerocopy_calls, c.copy_calls), (0, 0), "nothing sent");
+        // The allowed ones: a header ending a record, then its payload (loaned).
+        let r = zcnet_zc_send_flags(s, header.as_ptr(), header.len(), 1, libc::MSG_EOR);
+        assert_eq!(r, 0, "{}", last());
+        let r = zcnet_zc_send_flags(s, payload.as_ptr(), payload.len(), 2, 0);
+        assert_eq!(r, 0, "{}", last());
+        assert_eq!(zcnet_zc_drain(s, 5000), 0, "{}", last());
+        let mut done = [ZcnetCompletion::default(); 4];
+        let mut n = 0;
+        assert_eq!(zcnet_zc_reap(s, done.as_mut_ptr(), 4, &mut n), 0);
+        let mut ids: Vec<u64> = done[..n].iter().map(|c| c.user_data).collect();
+        ids.sort_unstable();
+        assert_eq!(
+            ids,
+            [1, 2],
+            "each buffer back once, none for the refused sends"
+        );
+        assert!(done[..n].iter().all(|c| c.error == 0));
+        // A NULL sender with good flags is still refused.
+        assert_eq!(
+            zcnet_zc_send_flags(null_mut(), header.as_ptr(), 1, 3, 0),
+            -libc::EINVAL
+        );
+        zcnet_zc_sender_free(s);
+    }
+    drop(client);
+    assert_eq!(reader.join().unwrap(), [header, payload].concat());
 }
 
 /// A second sender on another descriptor of the same socket (a `dup`) is `-EBUSY` with a
