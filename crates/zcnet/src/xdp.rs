@@ -846,6 +846,26 @@ fn attach(iface: &str, config: &Config) -> Result<Program, XdpError> {
 
 /// A batch of received frames, borrowed from the socket; they go back to the fill ring when the
 /// batch drops.
+///
+/// The batch holds the socket's `&mut`: its frames are read before the next receive, which
+/// could otherwise hand them to the kernel to fill again while they are read.
+/// ```
+/// fn count(xsk: &mut zcnet::xdp::XdpSocket) -> Result<usize, zcnet::xdp::XdpError> {
+///     let mut bytes = 0;
+///     if let Some(frames) = xsk.recv(None)? {
+///         bytes += frames.iter().map(<[u8]>::len).sum::<usize>();
+///     } // the frames go back here
+///     let _next = xsk.recv(None)?;
+///     Ok(bytes)
+/// }
+/// ```
+/// ```compile_fail,E0499
+/// fn keep(xsk: &mut zcnet::xdp::XdpSocket) {
+///     let first = xsk.recv(None).unwrap().unwrap();
+///     let _next = xsk.recv(None);
+///     println!("{:?}", first.get(0)); // refilled by the kernel meanwhile
+/// }
+/// ```
 #[derive(Debug)]
 pub struct Frames<'a> {
     batch: sys::xdp::RxBatch<'a>,
