@@ -428,10 +428,15 @@ int zcnet_send_file(int sock_fd,
  * Makes an io_uring sender on the connected socket `fd`: `IORING_OP_SEND_ZC` (Linux 6.0,
  * `io_uring_prep_send_zc(3)`), each buffer back after its notification CQE, with the kernel's
  * word on whether it copied (6.2). `ZCNET_MODE_AUTO` sends by zero copy only where the
- * `zcnet tune` profile says it pays. Where the kernel lacks `SEND_ZC` it sends by copy.
+ * `zcnet tune` profile says it pays. Where the kernel lacks `SEND_ZC` it sends by copy. On a
+ * stream socket the peer gets the bytes of `zcnet_uring_send` calls in call order; after a
+ * send fails for good, every later buffer comes back unsent with an error. Returns `-EBUSY`
+ * when another zcnet sender of this process holds the same socket.
  *
  * # Safety
- * `out` points at a writable pointer; `fd` stays open until `zcnet_uring_sender_free`.
+ * `out` points at a writable pointer; `fd` stays open until `zcnet_uring_sender_free`, and
+ * nothing else sends on that socket meanwhile (through any descriptor of it): its bytes would
+ * land between this sender's.
  */
 int zcnet_uring_sender_new(int fd_raw, enum ZcnetMode mode, struct ZcnetUringSender **out);
 

@@ -728,17 +728,22 @@ pub struct ZcnetUringCounters {
 
 /// An io_uring `SEND_ZC` sender on a connected socket (opaque).
 pub struct ZcnetUringSender {
-    inner: zc::uring::UringSender<Fd, CBuf>,
+    inner: zc::uring::UringSender<AssumeExclusive<Fd>, CBuf>,
     ready: VecDeque<ZcnetCompletion>,
 }
 
 /// Makes an io_uring sender on the connected socket `fd`: `IORING_OP_SEND_ZC` (Linux 6.0,
 /// `io_uring_prep_send_zc(3)`), each buffer back after its notification CQE, with the kernel's
 /// word on whether it copied (6.2). `ZCNET_MODE_AUTO` sends by zero copy only where the
-/// `zcnet tune` profile says it pays. Where the kernel lacks `SEND_ZC` it sends by copy.
+/// `zcnet tune` profile says it pays. Where the kernel lacks `SEND_ZC` it sends by copy. On a
+/// stream socket the peer gets the bytes of `zcnet_uring_send` calls in call order; after a
+/// send fails for good, every later buffer comes back unsent with an error. Returns `-EBUSY`
+/// when another zcnet sender of this process holds the same socket.
 ///
 /// # Safety
-/// `out` points at a writable pointer; `fd` stays open until `zcnet_uring_sender_free`.
+/// `out` points at a writable pointer; `fd` stays open until `zcnet_uring_sender_free`, and
+/// nothing else sends on that socket meanwhile (through any descriptor of it): its bytes would
+/// land between this sender's.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zcnet_uring_sender_new(
     fd_raw: c_int,
@@ -758,8 +763,16 @@ pub unsafe extern "C" fn zcnet_uring_sender_new(
             mode,
             ..Config::default()
         };
-        let inner =
-            UringSender::new(fd(fd_raw, "fd")?, config).map_err(|e| Fail::from_error(&e))?;
+        // SAFETY: the caller's contract above: the socket is this sender's alone until
+        // zcnet_uring_sender_free; another sender of this process on it is refused by `new`.
+        let socket = unsafe { AssumeExclusive::new(fd(fd_raw, "fd")?) };
+        let inner = UringSender::new(socket, config).map_err(|e| match e {
+            zc::uring::UringError::SocketInUse { .. } => Fail {
+                errno: libc::EBUSY,
+                message: e.to_string(),
+            },
+            e => Fail::from_error(&e),
+        })?;
         *out = Box::into_raw(Box::new(ZcnetUringSender {
             inner,
             ready: VecDeque::new(),

@@ -142,3 +142,43 @@ impl AsFd for Held<'_> {
 
 impl sealed::Sealed for Held<'_> {}
 impl ExclusiveSocket for Held<'_> {}
+
+/// The sockets that senders of this process hold, by [`crate::sys::file_id`] (the same through
+/// every descriptor of a socket): a `MSG_ZEROCOPY` sender and an io_uring sender alike, as two
+/// senders on one socket would share its completion ids, or mix their bytes on a stream.
+static HELD: std::sync::Mutex<std::collections::BTreeSet<(u64, u64)>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Why [`Claim::take`] refused a socket another sender holds.
+pub(crate) const IN_USE: &str = "another zcnet sender of this process holds the same socket \
+                                 (through another descriptor of it: a try_clone or dup)";
+
+/// A socket's place in the process's held sockets, given up when the sender drops.
+#[derive(Debug)]
+pub(crate) struct Claim((u64, u64));
+
+impl Claim {
+    /// Holds the socket of `fd` for one sender.
+    ///
+    /// # Errors
+    /// `None` when another sender holds it ([`IN_USE`]); `Some` with the `fstat` error.
+    pub(crate) fn take(fd: BorrowedFd<'_>) -> Result<Claim, Option<io::Error>> {
+        let id = crate::sys::file_id(fd).map_err(Some)?;
+        // A panic while the lock was held left a consistent set: each change is one call.
+        let mut held = HELD
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !held.insert(id) {
+            return Err(None);
+        }
+        Ok(Claim(id))
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        HELD.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.0);
+    }
+}

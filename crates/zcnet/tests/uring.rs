@@ -509,3 +509,34 @@ fn memlock_too_low_gives_the_clear_error() {
     assert!(line.contains("ulimit -l 4000"), "{line}");
     assert!(stdout.contains("CHILD-UNREGISTERED-OK"), "{stdout}");
 }
+
+/// A second sender on the same socket, through a dup of it (io_uring or MSG_ZEROCOPY), is
+/// refused: its bytes would land between the first one's on a stream. Once the first is gone,
+/// the socket can be taken again.
+#[test]
+fn a_second_sender_on_a_dup_of_the_socket_is_refused() {
+    require_uring!();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (_s, _) = l.accept().unwrap();
+    let dup = c.try_clone().unwrap();
+    let dup2 = c.try_clone().unwrap();
+    let tx: UringSender<_, Vec<u8>> = UringSender::new(c, config(Mode::ZeroCopy)).unwrap();
+    let Err(e) = UringSender::<_, Vec<u8>>::new(dup, config(Mode::Copy)) else {
+        panic!("a second sender on the same socket was accepted");
+    };
+    assert!(matches!(e, UringError::SocketInUse { .. }), "{e}");
+    assert!(e.to_string().contains("another zcnet sender"), "{e}");
+    let e = zcnet::msg_zerocopy::ZerocopySender::<_, Vec<u8>>::new(
+        dup2.try_clone().unwrap(),
+        zcnet::msg_zerocopy::Config::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, zcnet::msg_zerocopy::ZerocopyError::SocketInUse { .. }),
+        "{e}"
+    );
+    drop(tx);
+    let again: UringSender<_, Vec<u8>> = UringSender::new(dup2, config(Mode::Copy)).unwrap();
+    drop(again);
+}

@@ -9,7 +9,6 @@
 //! sending distinct data; the report gives the heat measured), the same pool for all three
 //! modes, registered with the ring for `zc-fixed`.
 
-use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -130,7 +129,12 @@ fn granted_setup() -> serde_json::Value {
 }
 
 /// Sends `size`-byte requests for `seconds` in `mode`, measuring the sending thread.
-fn send_for<S: AsFd>(socket: S, mode: Mode, seconds: f64, pool: &Pool) -> anyhow::Result<Run> {
+fn send_for<S: zcnet::uring::ExclusiveSocket>(
+    socket: S,
+    mode: Mode,
+    seconds: f64,
+    pool: &Pool,
+) -> anyhow::Result<Run> {
     let config = Config { mode, ..CONFIG };
     let mut tx = UringSender::with_pool(socket, config, pool)?;
     if let Some(why) = tx.fallback_reason() {

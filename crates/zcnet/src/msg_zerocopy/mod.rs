@@ -16,15 +16,14 @@
 //! - `send(2)`, `socket(7)` (`SO_ZEROCOPY`)
 //! - the kernel's `Documentation/networking/msg_zerocopy.rst`
 
-use std::collections::BTreeSet;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::auto::{Choice, SendPath};
 use crate::errqueue::{self, Completion, Entry};
+use crate::loan::Claim;
 use crate::support::TIMEOUT;
 use crate::support::{Check, CheckId, Probe, Status, loopback, tcp_pair};
 use crate::sys::{self, abi};
@@ -425,39 +424,17 @@ pub(crate) enum Blocking {
     Return,
 }
 
-/// The sockets that senders of this process hold, by [`sys::file_id`] (the same through every
-/// descriptor of a socket).
-static HELD: Mutex<BTreeSet<(u64, u64)>> = Mutex::new(BTreeSet::new());
-
-/// A socket's place in [`HELD`], given up when the sender drops.
-#[derive(Debug)]
-struct Claim((u64, u64));
-
-impl Claim {
-    /// Holds the socket of `fd` for one sender.
-    ///
-    /// # Errors
-    /// [`ZerocopyError::SocketInUse`] when another sender holds it; the `fstat` error.
-    fn take(fd: BorrowedFd<'_>) -> Result<Claim, ZerocopyError> {
-        let id = sys::file_id(fd).map_err(io_err("fstat"))?;
-        // A panic while the lock was held left a consistent set: each change is one call.
-        let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
-        if !held.insert(id) {
-            return Err(ZerocopyError::SocketInUse {
-                reason: "another ZerocopySender of this process holds the same socket (through \
-                         another descriptor of it: a try_clone or dup)",
-            });
-        }
-        Ok(Claim(id))
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        HELD.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.0);
-    }
+/// Holds the socket of `fd` for one sender ([`crate::loan::Claim`]).
+///
+/// # Errors
+/// [`ZerocopyError::SocketInUse`] when another sender holds it; the `fstat` error.
+fn claim(fd: BorrowedFd<'_>) -> Result<Claim, ZerocopyError> {
+    Claim::take(fd).map_err(|e| match e {
+        None => ZerocopyError::SocketInUse {
+            reason: crate::loan::IN_USE,
+        },
+        Some(source) => io_err("fstat")(source),
+    })
 }
 
 impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
@@ -495,7 +472,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
     /// The kernel's `Documentation/networking/msg_zerocopy.rst`.
     #[doc(alias = "SO_ZEROCOPY")]
     pub fn new(socket: S, config: Config) -> Result<Self, ZerocopyError> {
-        let claim = Claim::take(socket.as_fd())?;
+        let claim = claim(socket.as_fd())?;
         // ENOPROTOOPT (a kernel without SO_ZEROCOPY) reads as off; `enable` says why below.
         let on = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, abi::SO_ZEROCOPY)
             .is_ok_and(|v| v != 0);
@@ -528,7 +505,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
     /// [`ZerocopyError::SocketInUse`] when another sender of this process holds the socket; the
     /// `fstat` error.
     pub(crate) fn resume(socket: S, config: Config, next_id: u32) -> Result<Self, ZerocopyError> {
-        let claim = Claim::take(socket.as_fd())?;
+        let claim = claim(socket.as_fd())?;
         let zerocopy_on = config.mode != Mode::Copy;
         let disabled = (!zerocopy_on).then(|| "copy mode requested".to_owned());
         Ok(Self::with(

@@ -7,7 +7,7 @@ use ::tokio::io::Interest;
 use ::tokio::io::unix::AsyncFd;
 
 use crate::auto::Choice;
-use crate::loan::{OwnedBuf, Returned, SendError};
+use crate::loan::{ExclusiveSocket, OwnedBuf, Returned, SendError};
 use crate::sys::{self, reactor::Registered, reactor::register};
 use crate::uring::{self as sync, Config, Counters, Mode, Pool, PoolBuf, RingSetup, UringError};
 
@@ -21,12 +21,12 @@ use crate::uring::{self as sync, Config, Counters, Mode, Pool, PoolBuf, RingSetu
 /// default): the completions' task work is queued with the eventfd signalled, and each reap
 /// enters the kernel, which runs it (tested under a current-thread and a multi-thread runtime).
 /// [`setup`](Self::setup) says what was granted.
-pub struct UringSender<S: AsFd, B: OwnedBuf> {
+pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
     inner: sync::UringSender<S, B>,
     completions: AsyncFd<Registered<OwnedFd>>,
 }
 
-impl<S: AsFd, B: OwnedBuf> std::fmt::Debug for UringSender<S, B> {
+impl<S: ExclusiveSocket, B: OwnedBuf> std::fmt::Debug for UringSender<S, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UringSender")
             .field("mode", &self.inner.mode())
@@ -47,7 +47,7 @@ fn async_setup(config: Config) -> Config {
     }
 }
 
-fn with_eventfd<S: AsFd, B: OwnedBuf>(
+fn with_eventfd<S: ExclusiveSocket, B: OwnedBuf>(
     mut inner: sync::UringSender<S, B>,
 ) -> Result<UringSender<S, B>, UringError> {
     let io = |call| move |source| UringError::Eventfd { call, source };
@@ -59,8 +59,9 @@ fn with_eventfd<S: AsFd, B: OwnedBuf>(
     Ok(UringSender { inner, completions })
 }
 
-impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
-    /// A sender on `socket` (any socket: the ring, not the reactor, does its I/O).
+impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
+    /// A sender on `socket`, which it owns from now on (any socket type: the ring, not the
+    /// reactor, does its I/O).
     ///
     /// # Errors
     /// As [`crate::uring::UringSender::new`], and `Io` when the eventfd cannot be made,
@@ -205,7 +206,7 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
     }
 }
 
-impl<S: AsFd> UringSender<S, PoolBuf> {
+impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {
     /// A sender whose buffers come from `pool`, registered with the ring in
     /// [`Mode::ZeroCopyFixed`] (and in [`Mode::Auto`] where `RLIMIT_MEMLOCK` allows).
     ///

@@ -66,7 +66,8 @@ use crate::sys::{self, abi, uring::SendRing};
 use std::net::UdpSocket;
 use std::sync::OnceLock;
 
-pub use crate::loan::{OwnedBuf, Returned, SendError};
+use crate::loan::Claim;
+pub use crate::loan::{ExclusiveSocket, OwnedBuf, Returned, SendError};
 use crate::sys::uring::{Finished, SendOp};
 pub use crate::sys::uring::{Pool, PoolBuf};
 
@@ -221,6 +222,16 @@ pub enum UringError {
         #[source]
         source: io::Error,
     },
+    /// Another sender of this process holds the same socket (through another descriptor of it):
+    /// two senders on one stream would mix their bytes.
+    #[error("this socket is not this sender's alone: {reason}")]
+    SocketInUse {
+        /// What holds it.
+        reason: &'static str,
+    },
+    /// `fstat` of the socket failed.
+    #[error("fstat of the socket failed")]
+    Fstat(#[source] io::Error),
     /// [`Mode::ZeroCopyFixed`] without a pool.
     #[error("zc-fixed sends need a registered pool: build the sender with UringSender::with_pool")]
     NoPool,
@@ -282,7 +293,16 @@ impl crate::ZeroCopyCounters for Counters {
 
 /// Sends owned buffers on a socket through io_uring and gives each back after the kernel is done
 /// with it (see the module docs).
-pub struct UringSender<S: AsFd, B: OwnedBuf> {
+///
+/// The socket is the sender's alone ([`ExclusiveSocket`]: owned, not borrowed): a second
+/// sender on a stream would put its bytes between this one's.
+///
+/// ```compile_fail,E0277
+/// use zcnet::uring::{Config, UringSender};
+/// let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+/// let tx: UringSender<_, Vec<u8>> = UringSender::new(&socket, Config::default()).unwrap();
+/// ```
+pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
     ring: SendRing<B>,
     socket: S,
     config: Config,
@@ -297,16 +317,19 @@ pub struct UringSender<S: AsFd, B: OwnedBuf> {
     fixed: bool,
     /// [`Mode::Auto`]'s decisions.
     auto: Option<Decider>,
+    /// The socket's place among the sockets senders of this process hold.
+    _claim: Claim,
 }
 
-impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
+impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// A sender on `socket` (connected for [`UringSender::send`]; any for
     /// [`UringSender::send_to`]). Zero-copy modes fall back to copying, with
     /// [`UringSender::fallback_reason`] saying why, where the kernel lacks `SEND_ZC`.
     ///
     /// # Errors
     /// [`UringError::NoPool`] for [`Mode::ZeroCopyFixed`] (use [`UringSender::with_pool`]),
-    /// [`UringError::Unsupported`], [`UringError::Window`].
+    /// [`UringError::Unsupported`], [`UringError::Window`], [`UringError::SocketInUse`] when
+    /// another sender of this process holds the socket through another descriptor of it.
     pub fn new(socket: S, config: Config) -> Result<Self, UringError> {
         if config.mode == Mode::ZeroCopyFixed {
             return Err(UringError::NoPool);
@@ -321,6 +344,12 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
                 entries: config.entries,
             });
         }
+        let claim = Claim::take(socket.as_fd()).map_err(|e| match e {
+            None => UringError::SocketInUse {
+                reason: crate::loan::IN_USE,
+            },
+            Some(e) => UringError::Fstat(e),
+        })?;
         let mut ring = SendRing::new(config.entries, config.setup).map_err(|e| UringError::Unsupported {
             feature: "io_uring",
             reason: format!(
@@ -372,6 +401,7 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
             finished: Vec::new(),
             returned: VecDeque::new(),
             counters: Counters::default(),
+            _claim: claim,
         })
     }
 
@@ -624,7 +654,7 @@ impl<S: AsFd, B: OwnedBuf> UringSender<S, B> {
     }
 }
 
-impl<S: AsFd> UringSender<S, PoolBuf> {
+impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {
     /// A sender whose buffers come from `pool`; in [`Mode::ZeroCopyFixed`] the pool is registered with
     /// the ring first.
     ///
@@ -691,7 +721,7 @@ fn memlock_check_failed(need: u64) -> UringError {
     }
 }
 
-impl<S: AsFd, B: OwnedBuf> Drop for UringSender<S, B> {
+impl<S: ExclusiveSocket, B: OwnedBuf> Drop for UringSender<S, B> {
     fn drop(&mut self) {
         if self.ring.in_flight() > 0 {
             // Give the kernel a moment; what it still holds is leaked by the ring, not freed.
