@@ -34,6 +34,8 @@ pub struct Verifier {
     offset: u64,
     first_bad: Option<u64>,
     pool: Option<(u64, u64)>,
+    /// Whole buffers in any order ([`Verifier::buffers`]).
+    buffers: Option<Box<BufferVerifier>>,
 }
 
 impl Verifier {
@@ -52,6 +54,14 @@ impl Verifier {
         }
     }
 
+    /// A verifier of whole buffers of a pool in any order: see [`BufferVerifier`].
+    pub fn buffers(size: usize, count: usize) -> Verifier {
+        Verifier {
+            buffers: Some(Box::new(BufferVerifier::new(size, count))),
+            ..Verifier::default()
+        }
+    }
+
     /// Where the next byte comes from in the stream, and how many follow it there.
     fn source(&self, len: usize) -> (u64, usize) {
         match self.pool {
@@ -66,6 +76,9 @@ impl Verifier {
 
     /// Checks the next `data` of the stream.
     pub fn check(&mut self, mut data: &[u8]) {
+        if let Some(b) = &mut self.buffers {
+            return b.check(data);
+        }
         while !data.is_empty() {
             let (at, n) = self.source(data.len());
             let expect = chunk_at(at, n);
@@ -84,15 +97,145 @@ impl Verifier {
 
     /// Bytes checked so far.
     pub fn offset(&self) -> u64 {
-        self.offset
+        match &self.buffers {
+            Some(b) => b.offset(),
+            None => self.offset,
+        }
     }
 
-    /// Whether every byte so far matched.
+    /// Whether every byte so far matched (and, for whole buffers, the stream ends at one's
+    /// end).
     pub fn ok(&self) -> bool {
-        self.first_bad.is_none()
+        match &self.buffers {
+            Some(b) => b.ok(),
+            None => self.first_bad.is_none(),
+        }
     }
 
     /// Stream offset of the first wrong byte, if any.
+    pub fn first_bad(&self) -> Option<u64> {
+        match &self.buffers {
+            Some(b) => b.first_bad(),
+            None => self.first_bad,
+        }
+    }
+}
+
+/// Checks a stream made of whole buffers of a pool, in any order: the pool holds `count`
+/// buffers of `size` bytes, buffer `k` the stream from offset `k * size`, and every `size` bytes
+/// received must be one of them, whole. A sender whose buffers come back (and go out again) in
+/// completion order sends them in no fixed order; bytes of two buffers interleaved, a buffer cut
+/// short or a byte changed are caught, whole buffers swapped are not.
+#[derive(Clone, Debug)]
+pub struct BufferVerifier {
+    size: usize,
+    /// Buffer indices by their first [`HEAD`] bytes (several where the period repeats them).
+    by_head: std::collections::HashMap<[u8; HEAD], Vec<u32>>,
+    /// The head of the buffer being received, while incomplete.
+    head: Vec<u8>,
+    /// Buffers the bytes of the current one still match.
+    candidates: Vec<u32>,
+    /// Bytes of the current buffer received.
+    within: usize,
+    offset: u64,
+    first_bad: Option<u64>,
+}
+
+/// Bytes of a buffer that find its candidates.
+const HEAD: usize = 16;
+
+impl BufferVerifier {
+    /// A verifier of `count` buffers of `size` bytes (the stream from offset `k * size` for
+    /// buffer `k`).
+    pub fn new(size: usize, count: usize) -> BufferVerifier {
+        let size = size.max(1);
+        let mut by_head: std::collections::HashMap<[u8; HEAD], Vec<u32>> = Default::default();
+        for k in 0..count {
+            by_head
+                .entry(Self::key(chunk_at((k * size) as u64, size.min(HEAD))))
+                .or_default()
+                .push(k as u32);
+        }
+        BufferVerifier {
+            size,
+            by_head,
+            head: Vec::with_capacity(HEAD),
+            candidates: Vec::new(),
+            within: 0,
+            offset: 0,
+            first_bad: None,
+        }
+    }
+
+    fn key(head: &[u8]) -> [u8; HEAD] {
+        let mut k = [0u8; HEAD];
+        k[..head.len()].copy_from_slice(head);
+        k
+    }
+
+    /// Checks the next `data` of the stream.
+    pub fn check(&mut self, mut data: &[u8]) {
+        while !data.is_empty() && self.first_bad.is_none() {
+            let head_len = self.size.min(HEAD);
+            if self.within < head_len {
+                let n = (head_len - self.within).min(data.len());
+                self.head.extend_from_slice(&data[..n]);
+                self.within += n;
+                self.offset += n as u64;
+                data = &data[n..];
+                if self.within == head_len {
+                    self.candidates = self
+                        .by_head
+                        .get(&Self::key(&self.head))
+                        .cloned()
+                        .unwrap_or_default();
+                    if self.candidates.is_empty() {
+                        self.first_bad = Some(self.offset - head_len as u64);
+                    }
+                }
+            } else {
+                let n = (self.size - self.within).min(data.len());
+                let (within, size) = (self.within as u64, self.size as u64);
+                self.candidates.retain(|&k| {
+                    let mut at = u64::from(k) * size + within;
+                    let mut rest = &data[..n];
+                    while !rest.is_empty() {
+                        let expect = chunk_at(at, rest.len());
+                        if rest[..expect.len()] != *expect {
+                            return false;
+                        }
+                        at += expect.len() as u64;
+                        rest = &rest[expect.len()..];
+                    }
+                    true
+                });
+                if self.candidates.is_empty() {
+                    self.first_bad = Some(self.offset);
+                }
+                self.within += n;
+                self.offset += n as u64;
+                data = &data[n..];
+            }
+            if self.within == self.size {
+                self.within = 0;
+                self.head.clear();
+            }
+        }
+        self.offset += data.len() as u64;
+    }
+
+    /// Bytes checked so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Whether every byte so far matched and the stream ended at a buffer's end.
+    pub fn ok(&self) -> bool {
+        self.first_bad.is_none() && self.within == 0
+    }
+
+    /// Stream offset near the first wrong byte (the start of the buffer's part that did not
+    /// match), if any.
     pub fn first_bad(&self) -> Option<u64> {
         self.first_bad
     }
@@ -176,5 +319,48 @@ mod tests {
         let mut w = Verifier::new();
         w.check(chunk_at(4096, 4096));
         assert!(!w.ok());
+    }
+
+    #[test]
+    fn buffer_verifier_takes_whole_buffers_in_any_order_and_nothing_else() {
+        let (size, count) = (3000usize, 50usize);
+        let buf = |k: usize| {
+            let mut v = Vec::new();
+            while v.len() < size {
+                v.extend_from_slice(chunk_at((k * size + v.len()) as u64, size - v.len()));
+            }
+            v
+        };
+        let order = [7usize, 3, 3, 49, 0, 12, 7];
+        let stream: Vec<u8> = order.iter().flat_map(|&k| buf(k)).collect();
+        for split in [1usize, 7, 16, 1000, 4096, stream.len()] {
+            let mut v = BufferVerifier::new(size, count);
+            for part in stream.chunks(split) {
+                v.check(part);
+            }
+            assert!(v.ok(), "split {split}: {:?}", v.first_bad());
+            assert_eq!(v.offset(), stream.len() as u64);
+        }
+        // Two buffers interleaved: the first 1000 bytes of buffer 3, then buffer 12 whole.
+        let mut mixed = buf(7);
+        mixed.extend_from_slice(&buf(3)[..1000]);
+        mixed.extend_from_slice(&buf(12));
+        let mut v = BufferVerifier::new(size, count);
+        v.check(&mixed);
+        let bad = v.first_bad().expect("the interleaving is caught");
+        assert!((3000..=4000).contains(&bad), "{bad}");
+        // One byte changed in the middle of a buffer.
+        let mut flipped = stream.clone();
+        flipped[2 * size + 2500] ^= 1;
+        let mut v = BufferVerifier::new(size, count);
+        v.check(&flipped);
+        assert!(!v.ok());
+        // A buffer beyond the pool, and a stream that ends mid-buffer.
+        let mut v = BufferVerifier::new(size, count);
+        v.check(&buf(count));
+        assert_eq!(v.first_bad(), Some(0));
+        let mut v = BufferVerifier::new(size, count);
+        v.check(&buf(1)[..size - 1]);
+        assert!(!v.ok() && v.first_bad().is_none());
     }
 }

@@ -155,12 +155,17 @@ pub(super) fn unspecified(family: Family) -> SocketAddr {
     }
 }
 
-/// A discarding receiver on CPU 1; returns the bytes it received.
+/// What a receiver got: bytes, and for a checked TCP stream the verifier that saw them.
+pub(super) type Received = (u64, Option<pattern::Verifier>);
+
+/// A receiver on CPU 1 that discards what it gets, after checking a TCP stream against `check`
+/// (datagrams are counted); returns the bytes it received and its verifier.
 pub(super) fn receiver(
     ns: &Netns,
     proto: Proto,
     ip: IpAddr,
-) -> anyhow::Result<(SocketAddr, std::thread::JoinHandle<u64>)> {
+    check: Check,
+) -> anyhow::Result<(SocketAddr, std::thread::JoinHandle<Received>)> {
     match proto {
         Proto::Udp => {
             let sock = ns.run(move || UdpSocket::bind(SocketAddr::new(ip, 0)))??;
@@ -174,17 +179,38 @@ pub(super) fn receiver(
                 while let Ok(n) = sock.recv(&mut buf) {
                     total += n as u64;
                 }
-                total
+                (total, None)
             });
             Ok((addr, h))
         }
         Proto::Tcp => {
             let l = ns.run(move || TcpListener::bind(SocketAddr::new(ip, 0)))??;
             let addr = l.local_addr()?;
+            let mut verifier = match check {
+                Check::Count => None,
+                Check::Pattern => Some(pattern::Verifier::new()),
+                Check::Pool { size, span } => Some(pattern::Verifier::pool(size, span)),
+                Check::Buffers { size, count } => {
+                    Some(pattern::Verifier::buffers(size as usize, count as usize))
+                }
+            };
             let h = std::thread::spawn(move || {
                 pin(1);
-                let Ok((mut c, _)) = l.accept() else { return 0 };
-                std::io::copy(&mut c, &mut std::io::sink()).unwrap_or(0)
+                let Ok((mut c, _)) = l.accept() else {
+                    return (0, verifier);
+                };
+                let mut buf = vec![0u8; 1 << 20];
+                let mut total = 0u64;
+                while let Ok(n) = std::io::Read::read(&mut c, &mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    total += n as u64;
+                    if let Some(v) = &mut verifier {
+                        v.check(&buf[..n]);
+                    }
+                }
+                (total, verifier)
             });
             Ok((addr, h))
         }
@@ -321,7 +347,7 @@ where
     };
     let (dest, receiver) = match recv_ns {
         Some(ns) => {
-            let (a, h) = receiver(ns, proto, ip)?;
+            let (a, h) = receiver(ns, proto, ip, far.1)?;
             (a, Some(h))
         }
         // The sink: any port, nothing listens, every datagram is dropped by the device.
@@ -338,10 +364,21 @@ where
             Proto::Tcp => send(Conn::Tcp(TcpStream::connect(dest)?)),
         }
     })??;
+    let mut run = run;
     if let Some(h) = receiver {
-        let received = h.join().map_err(|_| anyhow::anyhow!("receiver panicked"))?;
+        let (received, verifier) = h.join().map_err(|_| anyhow::anyhow!("receiver panicked"))?;
         if proto == Proto::Tcp && received != run.bytes {
             bail!("sent {} bytes but the receiver got {received}", run.bytes);
+        }
+        if let Some(v) = verifier {
+            // A bench that moves wrong bytes fast is a failure, not a figure.
+            if let Some(at) = v.first_bad() {
+                bail!("the receiver got wrong bytes at stream offset {at} of {received}");
+            }
+            if !v.ok() {
+                bail!("the stream ended inside a buffer, at {received} bytes");
+            }
+            run.verified = Some(true);
         }
     }
     Ok(run)

@@ -192,9 +192,14 @@ pub(crate) fn one_run(
     seconds: f64,
     pool: &Pool,
 ) -> anyhow::Result<Run> {
+    // Buffers come back in completion order and go out again in that order: the receiver
+    // checks that every buffer's worth of the stream is one whole buffer of the pool.
+    let check = crate::remote::proto::Check::Buffers {
+        size: pool.buf_size() as u64,
+        count: pool.count() as u64,
+    };
     let pool = pool.clone();
-    // Buffers come back in completion order, so a remote receiver counts bytes only.
-    let far = (seconds, crate::remote::proto::Check::Count);
+    let far = (seconds, check);
     tx::run_in_lab(lab, proto, family, far, move |conn| match conn {
         tx::Conn::Udp(s) => send_for(s, mode, seconds, &pool),
         tx::Conn::Tcp(s) => send_for(s, mode, seconds, &pool),

@@ -96,6 +96,11 @@ pub fn prepare(
             {
                 bail!("a pool check needs a size and a span above 0");
             }
+            if let Check::Buffers { size, count } = check
+                && (!(1..=1 << 20).contains(&size) || !(1..=1 << 24).contains(&count))
+            {
+                bail!("a buffers check needs 1 to 2^20 bytes and 1 to 2^24 buffers");
+            }
             if rate_bps.is_some_and(|r| r < 1_000_000) {
                 bail!("a receive rate under 1 Mbit/s");
             }
@@ -263,6 +268,7 @@ fn receive_tcp(
         Check::Count => None,
         Check::Pattern => Some(Verifier::new()),
         Check::Pool { size, span } => Some(Verifier::pool(size, span)),
+        Check::Buffers { size, count } => Some(Verifier::buffers(size as usize, count as usize)),
     };
     // Paced reads take a little at a time, so that the window closes smoothly.
     let mut buf = vec![0u8; if rate.is_some() { 64 << 10 } else { 1 << 20 }];

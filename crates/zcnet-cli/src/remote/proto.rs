@@ -150,6 +150,15 @@ pub enum Check {
         /// Pool length less one send.
         span: u64,
     },
+    /// Whole buffers of `size` bytes of a pool of `count`, in any order, buffer `k` the
+    /// pattern from offset `k * size`: the io_uring bench's pool, whose buffers go out again in
+    /// the order they come back.
+    Buffers {
+        /// Bytes per buffer.
+        size: u64,
+        /// Buffers in the pool.
+        count: u64,
+    },
 }
 
 /// The server's limits, told in `welcome`.
