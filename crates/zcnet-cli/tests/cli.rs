@@ -249,6 +249,13 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
             assert!(run["cpu_ns_per_request"].as_f64().unwrap() > 0.0, "{run}");
         }
     }
+    // A TCP send bench's receiver checks every byte: its runs say they were verified.
+    let tcp_tx = reports.iter().find(|r| r["bench"] == "tcp-tx").unwrap();
+    for set in tcp_tx["results"].as_array().unwrap() {
+        for run in set["runs"].as_array().unwrap() {
+            assert_eq!(run["verified"], true, "tcp-tx: {set}");
+        }
+    }
     // UDP into the sink is the one place zero-copy really happens: nothing may be flagged copied.
     // Auto sends by zero copy from the built-in 10000 B on this device route, by copy below.
     // Each bench runs twice, with the large pool and the small one, and says whether each was
@@ -649,5 +656,38 @@ fn bench_packet_tx_refuses_what_it_cannot_run() {
         );
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+/// io_uring over TCP: the lab's receiver checks that the stream is whole buffers of the pool,
+/// in every mode (it got bytes of two buffers interleaved, in every invocation, before the
+/// sender kept stream order).
+#[test]
+fn bench_uring_tx_over_tcp_delivers_whole_buffers() {
+    if netlab::check_privileges().is_err() {
+        return netlab::skip::skip("benches need root for their labs");
+    }
+    if zcnet::uring::support().send_zc.status != zcnet::support::Status::Available {
+        return netlab::skip::skip("io_uring SEND_ZC is not available here");
+    }
+    let out = zcnet()
+        .args(["bench", "uring-tx", "--lab", "loopback", "--lab", "veth"])
+        .args(["--size", "1500", "--size", "64000"])
+        .args(["--mode", "copy", "--mode", "zc", "--mode", "zc-fixed"])
+        .args(["--runs", "1", "--seconds", "0.5", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sets = v["results"].as_array().unwrap();
+    assert_eq!(sets.len(), 2 * 2 * 3);
+    for set in sets {
+        for run in set["runs"].as_array().unwrap() {
+            assert_eq!(run["verified"], true, "{set}");
+        }
     }
 }
