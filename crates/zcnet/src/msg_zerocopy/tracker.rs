@@ -375,3 +375,162 @@ mod tests {
         assert!(t.is_empty());
     }
 }
+
+#[cfg(test)]
+mod model {
+    //! The tracker against a model kernel: each send call takes the next id (from any start,
+    //! wrapping at 2^32), the kernel completes every id once and reports completed ids as
+    //! ranges it coalesces across buffers, read in any order, some before the buffer whose calls
+    //! they belong to is registered (an async send part-way), and late duplicates of ranges
+    //! whose buffers are already back.
+
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    #[derive(Clone, Copy, Debug)]
+    enum Op {
+        /// A buffer sent in this many calls, with this many deliveries between its calls and
+        /// its registration.
+        Send(u8, u8),
+        /// Deliver a range around the completed id picked by this number, up to this long.
+        Deliver(u16, u8, bool),
+        /// Deliver again a range already delivered whose buffers are back.
+        Duplicate(u16),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0u8..5, 0u8..3).prop_map(|(c, d)| Op::Send(c, d)),
+            4 => (any::<u16>(), 1u8..40, any::<bool>()).prop_map(|(p, l, c)| Op::Deliver(p, l, c)),
+            1 => any::<u16>().prop_map(Op::Duplicate),
+        ]
+    }
+
+    struct Sim {
+        start: u64,
+        tracker: Tracker<usize>,
+        /// Per buffer: its sequence numbers (first, count), whether back.
+        bufs: Vec<((u64, u64), bool)>,
+        next: u64,
+        /// Completed ids not yet read, as sequence numbers.
+        undelivered: BTreeSet<u64>,
+        /// Ids read, with their copied flag.
+        delivered: std::collections::BTreeMap<u64, bool>,
+        /// Ranges read, for duplicates: (first, last, copied) as sequence numbers.
+        ranges: Vec<(u64, u64, bool)>,
+    }
+
+    impl Sim {
+        fn deliver(&mut self, pick: u16, len: u8, copied: bool) {
+            let Some(&at) = self
+                .undelivered
+                .iter()
+                .nth(pick as usize % self.undelivered.len().max(1))
+            else {
+                return;
+            };
+            let (mut lo, mut hi) = (at, at);
+            while hi - lo + 1 < u64::from(len) && self.undelivered.contains(&(hi + 1)) {
+                hi += 1;
+            }
+            while hi - lo + 1 < u64::from(len) && lo > 0 && self.undelivered.contains(&(lo - 1)) {
+                lo -= 1;
+            }
+            for seq in lo..=hi {
+                self.undelivered.remove(&seq);
+                self.delivered.insert(seq, copied);
+            }
+            self.ranges.push((lo, hi, copied));
+            self.read(lo, hi, copied);
+        }
+
+        fn read(&mut self, lo: u64, hi: u64, copied: bool) {
+            let c = Completion {
+                first: (self.start + lo) as u32,
+                last: (self.start + hi) as u32,
+                copied,
+            };
+            let mut out = Vec::new();
+            self.tracker.complete(c, &mut out);
+            self.back(out);
+        }
+
+        fn back(&mut self, out: Vec<Freed<usize>>) {
+            for f in out {
+                let ((first, count), ref mut was_back) = self.bufs[f.buf];
+                assert!(!*was_back, "buffer {} came back twice", f.buf);
+                *was_back = true;
+                assert_eq!(f.zerocopy, count > 0, "buffer {}", f.buf);
+                let mut copied = false;
+                for seq in first..first + count {
+                    let c = self.delivered.get(&seq);
+                    assert!(
+                        c.is_some(),
+                        "buffer {} back before id {seq} completed",
+                        f.buf
+                    );
+                    copied |= *c.unwrap();
+                }
+                assert_eq!(f.copied, copied, "buffer {}", f.buf);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn every_buffer_back_once_and_only_after_its_ids(
+            start in prop_oneof![Just(0u32), Just(u32::MAX - 20), any::<u32>()],
+            ops in proptest::collection::vec(op(), 0..120),
+        ) {
+            let mut sim = Sim {
+                start: u64::from(start),
+                tracker: Tracker::starting_at(start),
+                bufs: Vec::new(),
+                next: 0,
+                undelivered: BTreeSet::new(),
+                delivered: Default::default(),
+                ranges: Vec::new(),
+            };
+            for op in ops {
+                match op {
+                    Op::Send(calls, early) => {
+                        let first = sim.next;
+                        sim.next += u64::from(calls);
+                        sim.undelivered.extend(first..sim.next);
+                        // Completions read while the buffer is part-way (an async send).
+                        for i in 0..early {
+                            sim.deliver(u16::from(i) * 7, 3, i % 2 == 0);
+                        }
+                        let mut out = Vec::new();
+                        sim.bufs.push(((first, u64::from(calls)), false));
+                        sim.tracker.push(sim.bufs.len() - 1, u64::from(calls), &mut out);
+                        sim.back(out);
+                    }
+                    Op::Deliver(pick, len, copied) => sim.deliver(pick, len, copied),
+                    Op::Duplicate(pick) if !sim.ranges.is_empty() => {
+                        let (lo, hi, copied) = sim.ranges[pick as usize % sim.ranges.len()];
+                        // Only ranges whose buffers are all back: the kernel never repeats an
+                        // id, and a repeat of one still awaited cannot be told from the first.
+                        let all_back = sim.bufs.iter().all(|&((f, n), back)| {
+                            back || f + n <= lo || f > hi
+                        });
+                        if all_back && hi < sim.next {
+                            sim.read(lo, hi, copied);
+                        }
+                    }
+                    Op::Duplicate(_) => {}
+                }
+            }
+            while !sim.undelivered.is_empty() {
+                sim.deliver(0, 16, false);
+            }
+            for (i, &(_, back)) in sim.bufs.iter().enumerate() {
+                prop_assert!(back, "buffer {} never came back", i);
+            }
+            prop_assert!(sim.tracker.is_empty());
+        }
+    }
+}
