@@ -447,7 +447,11 @@ fn send_file(
                     match sys::splice(pipe_r.as_fd(), None, socket, left, flags) {
                         Ok(m) => left -= m,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(err("splice(pipe -> socket)", sent)(e)),
+                        // What this chunk put on the socket before the error went out too.
+                        Err(e) => {
+                            let out = sent + (n - left) as u64;
+                            return Err(err("splice(pipe -> socket)", out)(e));
+                        }
                     }
                 }
                 sent += n as u64;
