@@ -2,7 +2,7 @@
 //! error chain as the binary prints it. Here rather than in `main.rs` so that tests can walk
 //! every option of every subcommand.
 
-use crate::{bench, capture, probe, recv, relay, report, send, serve, tune};
+use crate::{bench, capture, probe, recv, relay, report, send, serve, torture, tune};
 
 use clap::{Parser, Subcommand};
 
@@ -37,6 +37,9 @@ pub enum Command {
     /// Draw bench JSON (`zcnet bench --json`) as one self-contained HTML page of charts and
     /// tables; several files side by side, labelled by host.
     Report(report::Opt),
+    /// Drive every sender and receiver with random sizes and injected faults, check every byte
+    /// and every loan, and print one summary line.
+    Torture(torture::Opt),
     /// Run the far side of every bench for `zcnet bench NAME --remote ADDR` on another host.
     Serve(serve::Opt),
     /// Print shell completions on stdout (`zcnet completions bash > /etc/bash_completion.d/zcnet`).

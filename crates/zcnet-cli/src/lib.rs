@@ -17,4 +17,5 @@ pub mod remote;
 pub mod report;
 pub mod send;
 pub mod serve;
+pub mod torture;
 pub mod tune;

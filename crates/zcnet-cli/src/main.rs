@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 
 use zcnet_cli::cli::{Cli, Command, one_line};
-use zcnet_cli::{bench, capture, probe, recv, relay, report, send, serve, tune};
+use zcnet_cli::{bench, capture, probe, recv, relay, report, send, serve, torture, tune};
 
 use std::process::ExitCode;
 
@@ -20,6 +20,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Capture(opt) => capture::run(opt),
         Command::Report(opt) => report::run(opt),
         Command::Serve(opt) => serve::run(opt),
+        Command::Torture(opt) => torture::run(opt),
         Command::Completions { shell } => {
             // Rendered in memory first: clap_complete panics on a write error (a closed pipe).
             let mut text = Vec::new();
@@ -95,6 +96,7 @@ fn main() -> ExitCode {
     let measures = match &cli.command {
         Command::Bench(b) => b.builds_labs(),
         Command::Tune(t) => !t.show,
+        Command::Torture(_) => true,
         _ => false,
     };
     if measures && !nix::unistd::geteuid().is_root() {

@@ -1,0 +1,632 @@
+//! The sending side of a round: the synchronous senders (`msg_zerocopy`, `uring` in its three
+//! modes, `file` in its four), a plain `write(2)` sender, and the dispatch to the async
+//! ([`super::atx`]) and C ([`super::ffi`]) ones.
+
+use std::io::Write as _;
+use std::net::{Shutdown, TcpStream, UdpSocket};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zcnet::loan::{ExclusiveSocket, Returned, SendError};
+use zcnet::{file, msg_zerocopy, uring};
+
+use super::check::{self, Fate, HEADER, Ledger, Rng};
+use super::{End, Mechanism, Plan, TxReport};
+
+/// The sender's socket.
+pub enum Sock {
+    Tcp(TcpStream),
+    Udp(UdpSocket),
+}
+
+impl AsFd for Sock {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Sock::Tcp(s) => s.as_fd(),
+            Sock::Udp(s) => s.as_fd(),
+        }
+    }
+}
+
+impl From<Sock> for OwnedFd {
+    fn from(s: Sock) -> OwnedFd {
+        match s {
+            Sock::Tcp(s) => s.into(),
+            Sock::Udp(s) => s.into(),
+        }
+    }
+}
+
+impl Sock {
+    /// A second descriptor of the socket, for the watchdog.
+    pub fn try_clone_fd(&self) -> std::io::Result<OwnedFd> {
+        self.as_fd().try_clone_to_owned()
+    }
+}
+
+/// The largest UDP datagram.
+pub const MAX_DATAGRAM: usize = 65_507;
+
+/// How long a sender may go on past the round's deadline (draining, waiting for room) before
+/// it gives up and says so.
+pub const DRAIN: Duration = Duration::from_secs(15);
+
+/// A sender's state: the plan, its random source, the ledger of loans and the stream so far.
+pub struct Ctx<'a> {
+    pub plan: &'a Plan,
+    pub rng: Rng,
+    pub ledger: Ledger,
+    /// Stream offset of the next byte (TCP).
+    pub off: u64,
+    /// Bytes made so far (TCP and UDP), against the budget.
+    made_bytes: u64,
+    /// The stream length the sender reports, where no ledger says it (file senders).
+    pub stream_len: Option<u64>,
+    pub report: TxReport,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(plan: &'a Plan) -> Ctx<'a> {
+        Ctx {
+            plan,
+            rng: Rng::new(plan.seed ^ 0x5e4d),
+            ledger: Ledger::default(),
+            off: 0,
+            made_bytes: 0,
+            stream_len: None,
+            report: TxReport::default(),
+        }
+    }
+
+    /// Whether to start another send.
+    pub fn more(&self) -> bool {
+        Instant::now() < self.plan.deadline && self.made_bytes < self.plan.budget
+    }
+
+    /// The last moment a wait may last until.
+    pub fn hard_limit(&self) -> Instant {
+        self.plan.deadline + DRAIN
+    }
+
+    /// The size of the next call: 1 B to 1 MiB (TCP), a header to the largest datagram (UDP),
+    /// at most `cap`.
+    pub fn next_len(&mut self, cap: usize) -> usize {
+        if self.plan.udp {
+            self.rng.size(HEADER, MAX_DATAGRAM.min(cap))
+        } else {
+            self.rng.size(1, (1 << 20).min(cap))
+        }
+    }
+
+    /// The bytes of the next call of `len` bytes: the stream from the current offset (TCP),
+    /// or the next datagram (UDP: its sequence is the ledger's next index).
+    pub fn make(&mut self, len: usize) -> Vec<u8> {
+        self.made_bytes += len as u64;
+        if self.plan.udp {
+            let seq = self.ledger.fates().count() as u64;
+            check::datagram(self.plan.stream, self.plan.base, seq, len)
+        } else {
+            check::pattern(self.plan.base, self.off, len)
+        }
+    }
+
+    /// Counts `len` bytes against the budget without making them (file senders).
+    pub fn count(&mut self, len: u64) {
+        self.made_bytes += len;
+    }
+
+    /// Makes the next buffer and hands it out: (buffer, ledger index).
+    pub fn lend(&mut self, cap: usize) -> (Arc<[u8]>, usize) {
+        let len = self.next_len(cap);
+        let data = self.make(len);
+        self.ledger.lend(data)
+    }
+
+    /// The sender took a buffer of `len` bytes: the stream goes on after it.
+    pub fn took(&mut self, len: usize) {
+        if !self.plan.udp {
+            self.off += len as u64;
+        }
+    }
+
+    /// A buffer came back.
+    pub fn back(&mut self, r: Returned<Arc<[u8]>>) {
+        let error = r.error.map(|e| e.to_string());
+        if let Some(e) = &error {
+            self.error(e.clone());
+        }
+        self.ledger.back(r.buf, r.sent, error);
+    }
+
+    /// A send was refused with its buffer.
+    pub fn refused(&mut self, e: SendError<Arc<[u8]>>) {
+        let error = format!("{}: {}", e, e.error);
+        self.error(error.clone());
+        self.ledger.back(e.buf, e.sent, Some(error));
+    }
+
+    /// A send failed.
+    pub fn error(&mut self, e: String) {
+        if self.report.errors.len() < 8 {
+            self.report.errors.push(e);
+        }
+    }
+
+    /// Whether a send failed: a stream sender stops then.
+    pub fn failed(&self) -> bool {
+        !self.report.errors.is_empty()
+    }
+
+    /// A broken promise.
+    pub fn problem(&mut self, p: String) {
+        self.report.problems.push(p);
+    }
+
+    /// Ends the round's sending: buffers still out are problems; the report.
+    pub fn finish(mut self, what: &str) -> TxReport {
+        self.ledger.close(what);
+        let mut r = self.report;
+        r.problems.append(&mut self.ledger.problems);
+        r.loans_out = self.ledger.out;
+        r.loans_back = self.ledger.back;
+        if self.plan.udp {
+            r.made = self.ledger.fates().count() as u64;
+            r.sent_seqs = self
+                .ledger
+                .fates()
+                .enumerate()
+                .filter(|(_, (_, f))| matches!(f, Fate::Back { error: None, .. }))
+                .map(|(i, _)| i as u64)
+                .collect();
+        } else {
+            r.stream_len = self
+                .stream_len
+                .unwrap_or_else(|| self.ledger.stream_len().0);
+        }
+        r
+    }
+}
+
+/// Shuts the sending direction of a TCP socket: the receiver sees the end of the stream even
+/// while another descriptor of the socket (a ring's, the watchdog's) stays open.
+pub fn shut(fd: &impl AsFd) {
+    let _ = socket2::SockRef::from(fd).shutdown(Shutdown::Write);
+}
+
+/// Runs the plan's sender on `sock`.
+pub fn run(plan: &Plan, sock: Sock, ffi_helper: Option<&Path>) -> TxReport {
+    let mut ctx = Ctx::new(plan);
+    if plan.faults.memlock.is_some() {
+        // Capabilities are per thread: only this thread (and the threads it starts) loses
+        // CAP_IPC_LOCK, so the locked-memory limit binds the pages its sends pin.
+        match super::net::drop_ipc_lock() {
+            Ok(had) => ctx.report.effect("ipc_lock_dropped", u64::from(had)),
+            Err(e) => ctx.problem(format!("dropping CAP_IPC_LOCK: {e:#}")),
+        }
+    }
+    let m = match plan.sender {
+        End::Plain => {
+            plain(&mut ctx, sock);
+            return ctx.finish("plain sender");
+        }
+        End::Mechanism(m) => m,
+    };
+    let result = match (m, sock) {
+        (Mechanism::MsgZerocopy, Sock::Tcp(s)) => msg_zerocopy(&mut ctx, s, true),
+        (Mechanism::MsgZerocopy, Sock::Udp(s)) => msg_zerocopy(&mut ctx, s, false),
+        (Mechanism::UringCopy, s) => uring(&mut ctx, s, uring::Mode::Copy),
+        (Mechanism::UringZc, s) => uring(&mut ctx, s, uring::Mode::ZeroCopy),
+        (Mechanism::UringZcFixed, s) => uring_fixed(&mut ctx, s),
+        (Mechanism::FileSendfile, Sock::Tcp(s)) => file(&mut ctx, &s, file::Mode::Sendfile),
+        (Mechanism::FileSplice, Sock::Tcp(s)) => file(&mut ctx, &s, file::Mode::Splice),
+        (Mechanism::FileMmapZc, Sock::Tcp(s)) => file(&mut ctx, &s, file::Mode::MmapZerocopy),
+        (Mechanism::FileCopy, Sock::Tcp(s)) => file(&mut ctx, &s, file::Mode::Copy),
+        (Mechanism::TokioMsgZerocopy | Mechanism::TokioUring | Mechanism::TokioFile, s) => {
+            super::atx::run(&mut ctx, m, s)
+        }
+        (Mechanism::FfiZc | Mechanism::FfiUring | Mechanism::FfiFile, s) => match ffi_helper {
+            Some(h) => super::ffi::run(&mut ctx, m, s, h),
+            None => Err(anyhow::anyhow!("the libzcnet helper is missing")),
+        },
+        (m, _) => Err(anyhow::anyhow!("{} cannot send this way", m.name())),
+    };
+    if let Err(e) = result {
+        let refused_for_memlock = plan.faults.memlock.is_some()
+            && e.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<uring::UringError>(),
+                    Some(uring::UringError::Unsupported { reason, .. })
+                        if reason.contains("io_uring_setup") && reason.contains("os error 12")
+                )
+            });
+        if refused_for_memlock {
+            // Without CAP_IPC_LOCK the ring's own memory counts against RLIMIT_MEMLOCK: the
+            // set-up is refused (ENOMEM), an error, not a hang or a loss.
+            ctx.report.effect("memlock_ring_refused", 1);
+        } else {
+            ctx.problem(format!("{}: {e:#}", m.name()));
+        }
+    }
+    ctx.finish(&m.name())
+}
+
+/// A plain sender: `write(2)` of random sizes (TCP), one `send(2)` per datagram (UDP).
+fn plain(ctx: &mut Ctx<'_>, sock: Sock) {
+    match sock {
+        Sock::Tcp(mut s) => {
+            let mut written = 0u64;
+            while ctx.more() {
+                let len = ctx.next_len(usize::MAX);
+                let data = ctx.make(len);
+                match s.write_all(&data) {
+                    Ok(()) => {
+                        ctx.took(len);
+                        written += len as u64;
+                    }
+                    Err(e) => {
+                        ctx.error(format!("write: {e}"));
+                        break;
+                    }
+                }
+            }
+            shut(&s);
+            ctx.stream_len = Some(written);
+        }
+        Sock::Udp(s) => {
+            while ctx.more() {
+                let (buf, _) = ctx.lend(usize::MAX);
+                let r = s.send(&buf);
+                let len = buf.len();
+                match r {
+                    Ok(n) => ctx.ledger.back(buf, n, None),
+                    Err(e) => {
+                        ctx.error(format!("send: {e}"));
+                        ctx.ledger.back(buf, 0, Some(e.to_string()));
+                    }
+                }
+                ctx.took(len);
+            }
+        }
+    }
+}
+
+/// Takes what a sender gave back.
+fn take(ctx: &mut Ctx<'_>, back: impl Iterator<Item = Returned<Arc<[u8]>>>) {
+    for r in back {
+        ctx.back(r);
+    }
+}
+
+/// `msg_zerocopy::ZerocopySender` with a random configuration and window.
+fn msg_zerocopy<S: ExclusiveSocket>(ctx: &mut Ctx<'_>, sock: S, tcp: bool) -> anyhow::Result<()> {
+    use msg_zerocopy::{Config, CopiedPolicy, Mode, SendFlags, ZerocopySender};
+    let rng = &mut ctx.rng;
+    let config = Config {
+        mode: rng.pick(&[
+            Mode::ZeroCopy,
+            Mode::ZeroCopy,
+            Mode::ZeroCopy,
+            Mode::Copy,
+            Mode::Auto,
+        ]),
+        threshold: rng.pick(&[0, 1, 4096, 16_384, 65_536]),
+        policy: {
+            let retry = CopiedPolicy::RetryAfter(rng.range(1, 64));
+            rng.pick(&[CopiedPolicy::Keep, CopiedPolicy::Disable, retry])
+        },
+    };
+    let window = rng.range(1, 256) as usize;
+    let mut tx: ZerocopySender<S, Arc<[u8]>> = ZerocopySender::new(sock, config)?;
+    while ctx.more() && !(tcp && ctx.failed()) {
+        let (buf, _) = ctx.lend(usize::MAX);
+        let len = buf.len();
+        let flags = if ctx.rng.chance(0.1) {
+            SendFlags::EOR
+        } else {
+            SendFlags::empty()
+        };
+        match tx.send_with(buf, flags) {
+            Ok(()) => ctx.took(len),
+            Err(e) => ctx.refused(e),
+        }
+        if tx.in_flight() > window || ctx.rng.chance(0.2) {
+            tx.reap()?;
+            take(ctx, tx.returned());
+        }
+        while tx.in_flight() > window && Instant::now() < ctx.hard_limit() {
+            // A short drain is a wait for the next completions.
+            match tx.drain(Duration::from_millis(2)) {
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                r => r?,
+            }
+            take(ctx, tx.returned());
+        }
+    }
+    if tcp {
+        shut(tx.get_ref());
+    }
+    let left = ctx.hard_limit().saturating_duration_since(Instant::now());
+    if let Err(e) = tx.drain(left.max(Duration::from_secs(1))) {
+        ctx.problem(format!("draining the MSG_ZEROCOPY sender: {e}"));
+    }
+    take(ctx, tx.returned());
+    let c = tx.counters();
+    ctx.report.effect("enobufs_fallbacks", c.enobufs_fallbacks);
+    ctx.report.effect("zerocopy_calls", c.zerocopy_calls);
+    ctx.report.effect("copied_completions", c.copied_calls);
+    Ok(())
+}
+
+/// A random io_uring configuration in `mode`.
+fn uring_config(rng: &mut Rng, mode: uring::Mode) -> uring::Config {
+    let entries = rng.pick(&[8u32, 16, 64, 256]);
+    uring::Config {
+        mode,
+        entries,
+        window: rng.range(1, u64::from(entries)) as usize,
+        batch: rng.range(1, 32) as usize,
+        stall_timeout: Duration::from_secs(10),
+        setup: if rng.chance(0.5) {
+            uring::RingSetup::ONE_THREAD
+        } else {
+            uring::RingSetup::default()
+        },
+    }
+}
+
+fn uring_effects(ctx: &mut Ctx<'_>, c: uring::Counters) {
+    ctx.report.effect("memlock_fallbacks", c.memlock_fallbacks);
+    ctx.report.effect("window_waits", c.window_waits);
+    ctx.report.effect("zc_requests", c.zc_requests);
+}
+
+/// `uring::UringSender` with owned buffers, in copy or zero-copy mode.
+fn uring(ctx: &mut Ctx<'_>, sock: Sock, mode: uring::Mode) -> anyhow::Result<()> {
+    let config = uring_config(&mut ctx.rng, mode);
+    let tcp = matches!(sock, Sock::Tcp(_));
+    let mut tx: uring::UringSender<OwnedFd, Arc<[u8]>> =
+        uring::UringSender::new(OwnedFd::from(sock), config)?;
+    while ctx.more() && !(tcp && ctx.failed()) {
+        let (buf, _) = ctx.lend(usize::MAX);
+        let len = buf.len();
+        match tx.send(buf) {
+            Ok(()) => ctx.took(len),
+            Err(e) => ctx.refused(e),
+        }
+        if ctx.rng.chance(0.3) {
+            tx.reap()?;
+            take(ctx, tx.returned());
+        }
+    }
+    let left = ctx.hard_limit().saturating_duration_since(Instant::now());
+    if let Err(e) = tx.drain(left.max(Duration::from_secs(1))) {
+        ctx.problem(format!("draining the io_uring sender: {e}"));
+    }
+    take(ctx, tx.returned());
+    if tcp {
+        shut(tx.get_ref());
+    }
+    uring_effects(ctx, tx.counters());
+    Ok(())
+}
+
+/// `uring::UringSender` in `Mode::ZeroCopyFixed` from a registered pool; under a memlock fault
+/// the registration may be refused (with the clear error), and then the pool is sent from
+/// without registration, pinning per send.
+fn uring_fixed(ctx: &mut Ctx<'_>, sock: Sock) -> anyhow::Result<()> {
+    use uring::{Mode, Pool, PoolBuf, UringError, UringSender};
+    let tcp = matches!(sock, Sock::Tcp(_));
+    let size = if tcp {
+        ctx.rng.pick(&[4096usize, 65_536, 262_144, 1 << 20])
+    } else {
+        MAX_DATAGRAM
+    };
+    let count = ((16usize << 20) / size).clamp(4, 64);
+    let pool = Pool::new(count, size)?;
+    let config = uring_config(&mut ctx.rng, Mode::ZeroCopyFixed);
+    // The sender owns a second descriptor of the socket: a refused registration takes that one
+    // down with it, and the fallback sender gets the first.
+    let sock = OwnedFd::from(sock);
+    let dup = sock.try_clone()?;
+    let mut tx: UringSender<OwnedFd, PoolBuf> = match UringSender::with_pool(dup, config, &pool) {
+        Ok(tx) => tx,
+        Err(e @ UringError::Memlock { .. }) if ctx.plan.faults.memlock.is_some() => {
+            // The documented refusal; go on unregistered.
+            ctx.report.effect("memlock_registration_refused", 1);
+            let msg = e.to_string();
+            if !msg.contains("RLIMIT_MEMLOCK") {
+                ctx.problem(format!(
+                    "the memlock refusal does not name the limit: {msg}"
+                ));
+            }
+            UringSender::with_pool(
+                sock,
+                uring::Config {
+                    mode: Mode::ZeroCopy,
+                    ..config
+                },
+                &pool,
+            )?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // Which ledger entry each pool buffer out stands for.
+    let mut holder: std::collections::HashMap<usize, usize> = Default::default();
+    let back = |ctx: &mut Ctx<'_>,
+                holder: &mut std::collections::HashMap<usize, usize>,
+                index: usize,
+                sent: usize,
+                error: Option<String>| {
+        match holder.remove(&index) {
+            Some(i) => {
+                if let Some(e) = &error {
+                    ctx.error(e.clone());
+                }
+                ctx.ledger.back_index(i, sent, error);
+            }
+            None => ctx.problem(format!("pool buffer {index} came back but was not out")),
+        }
+    };
+    while ctx.more() && !(tcp && ctx.failed()) {
+        let buf = loop {
+            if let Some(b) = pool.acquire() {
+                break Some(b);
+            }
+            if Instant::now() > ctx.hard_limit() {
+                ctx.problem("no pool buffer came back to acquire".into());
+                break None;
+            }
+            match tx.drain(Duration::from_millis(2)) {
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                r => r?,
+            }
+            for r in tx.returned().collect::<Vec<_>>() {
+                back(
+                    ctx,
+                    &mut holder,
+                    r.buf.index(),
+                    r.sent,
+                    r.error.map(|e| e.to_string()),
+                );
+            }
+        };
+        let Some(mut buf) = buf else { break };
+        let len = ctx.next_len(size);
+        let data = ctx.make(len);
+        buf.set_len(len);
+        buf.copy_from_slice(&data);
+        let i = ctx.ledger.lend_untracked(len);
+        if holder.insert(buf.index(), i).is_some() {
+            ctx.problem(format!("pool buffer {} handed out twice", buf.index()));
+        }
+        match tx.send(buf) {
+            Ok(()) => ctx.took(len),
+            Err(e) => {
+                let msg = e.error.to_string();
+                back(ctx, &mut holder, e.buf.index(), e.sent, Some(msg));
+            }
+        }
+        if ctx.rng.chance(0.3) {
+            tx.reap()?;
+            for r in tx.returned().collect::<Vec<_>>() {
+                back(
+                    ctx,
+                    &mut holder,
+                    r.buf.index(),
+                    r.sent,
+                    r.error.map(|e| e.to_string()),
+                );
+            }
+        }
+    }
+    let left = ctx.hard_limit().saturating_duration_since(Instant::now());
+    if let Err(e) = tx.drain(left.max(Duration::from_secs(1))) {
+        ctx.problem(format!("draining the io_uring sender: {e}"));
+    }
+    for r in tx.returned().collect::<Vec<_>>() {
+        back(
+            ctx,
+            &mut holder,
+            r.buf.index(),
+            r.sent,
+            r.error.map(|e| e.to_string()),
+        );
+    }
+    if tcp {
+        shut(tx.get_ref());
+    }
+    uring_effects(ctx, tx.counters());
+    drop(tx);
+    if pool.available() != pool.count() && holder.is_empty() {
+        ctx.problem(format!(
+            "{} of {} pool buffers are not back in the pool",
+            pool.count() - pool.available(),
+            pool.count()
+        ));
+    }
+    Ok(())
+}
+
+/// A temporary file holding the stream's first `len` bytes, removed on drop.
+pub struct TempFile {
+    pub path: std::path::PathBuf,
+    pub file: std::fs::File,
+}
+
+impl TempFile {
+    pub fn new(plan: &Plan, len: u64) -> anyhow::Result<TempFile> {
+        let path = std::env::temp_dir().join(format!(
+            "zcnet-torture-{}-{}",
+            std::process::id(),
+            plan.round
+        ));
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&path)?;
+        let mut off = 0u64;
+        while off < len {
+            let n = (len - off).min(1 << 20) as usize;
+            file.write_all(&check::pattern(plan.base, off, n))?;
+            off += n as u64;
+        }
+        Ok(TempFile { path, file })
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A random file configuration in `mode`.
+pub fn file_config(rng: &mut Rng, mode: file::Mode) -> file::Config {
+    file::Config {
+        mode,
+        chunk: rng.pick(&[4096usize, 65_536, 262_144, 1 << 20]),
+        pipe_size: rng.pick(&[4096usize, 65_536, 1 << 20]),
+        window: rng.pick(&[65_536usize, 1 << 20, 4 << 20]),
+    }
+}
+
+/// `file::FileSender`: consecutive ranges of a temporary file holding the stream.
+fn file(ctx: &mut Ctx<'_>, sock: &TcpStream, mode: file::Mode) -> anyhow::Result<()> {
+    let size = ctx.plan.budget.min(16 << 20);
+    let tmp = TempFile::new(ctx.plan, size)?;
+    let config = file_config(&mut ctx.rng, mode);
+    let mut tx = file::FileSender::new(sock, config)?;
+    let mut pos = 0u64;
+    while pos < size && ctx.more() {
+        let len = (ctx.next_len(usize::MAX) as u64).min(size - pos);
+        ctx.count(len);
+        match tx.send_file(&tmp.file, pos, len) {
+            Ok(n) => pos += n,
+            Err(e) => {
+                pos += e.sent();
+                ctx.error(format!(
+                    "{e}: {}",
+                    std::error::Error::source(&e).map_or(String::new(), ToString::to_string)
+                ));
+                break;
+            }
+        }
+    }
+    shut(sock);
+    let c = tx.counters();
+    if c.bytes != pos {
+        ctx.problem(format!(
+            "the file sender counts {} bytes, its calls returned {pos}",
+            c.bytes
+        ));
+    }
+    if let Some(z) = c.zerocopy {
+        ctx.report.effect("enobufs_fallbacks", z.enobufs_fallbacks);
+    }
+    ctx.stream_len = Some(pos);
+    Ok(())
+}
