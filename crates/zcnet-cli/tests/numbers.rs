@@ -57,8 +57,9 @@ fn sweep(base: &[&str], opt: &str, strict: bool) {
     }
 }
 
-/// Options that take no number: addresses, paths, names, lab lists.
-const NOT_NUMBERS: [&str; 16] = [
+/// Options that take no number: addresses, paths, names, lab lists; `torture --seed`, an
+/// identifier that every `u64` is (a valid one would run the harness).
+const NOT_NUMBERS: [&str; 17] = [
     "labs",
     "listen",
     "connect",
@@ -75,6 +76,7 @@ const NOT_NUMBERS: [&str; 16] = [
     "inputs",
     "remote",
     "token_file",
+    "seed",
 ];
 
 /// Numbers that have a meaning at every value in range, so that only some of the sweep is
@@ -129,6 +131,8 @@ fn every_numeric_option_refuses_nonsense_in_one_line() {
             // Any value a bench or tune accepts would run it: every one must be refused.
             bench if bench.starts_with("bench") => bench.split(' ').collect(),
             "tune" => vec!["tune"],
+            // `--seconds` refuses every value of the sweep (at most a week).
+            "torture" => vec!["torture"],
             other => panic!("no base command for `zcnet {other}` {flag}: add one here"),
         };
         let lenient = LENIENT.contains(&format!("{path} {id}").as_str());

@@ -256,20 +256,26 @@ pub fn run(plan: &Plan, sock: Sock, ffi_helper: Option<&Path>) -> TxReport {
 fn plain(ctx: &mut Ctx<'_>, sock: Sock) {
     match sock {
         Sock::Tcp(mut s) => {
+            // `write` by hand, not `write_all`: after an error the bytes written before it
+            // are part of the stream and must be counted.
             let mut written = 0u64;
-            while ctx.more() {
+            'calls: while ctx.more() {
                 let len = ctx.next_len(usize::MAX);
                 let data = ctx.make(len);
-                match s.write_all(&data) {
-                    Ok(()) => {
-                        ctx.took(len);
-                        written += len as u64;
-                    }
-                    Err(e) => {
-                        ctx.error(format!("write: {e}"));
-                        break;
+                let mut done = 0;
+                while done < len {
+                    match s.write(&data[done..]) {
+                        Ok(n) => done += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            written += done as u64;
+                            ctx.error(format!("write: {e}"));
+                            break 'calls;
+                        }
                     }
                 }
+                ctx.took(len);
+                written += len as u64;
             }
             shut(&s);
             ctx.stream_len = Some(written);
