@@ -540,3 +540,54 @@ fn a_second_sender_on_a_dup_of_the_socket_is_refused() {
     let again: UringSender<_, Vec<u8>> = UringSender::new(dup2, config(Mode::Copy)).unwrap();
     drop(again);
 }
+
+/// Under a memlock limit too low for the ring itself (without CAP_IPC_LOCK its pages count
+/// against it), the error names the limit (it said "io_uring needs Linux 5.6+"), found by the
+/// torture harness.
+#[test]
+fn a_ring_refused_for_locked_memory_names_the_limit() {
+    require_uring!();
+    netlab::require_program!("setpriv");
+    netlab::require_program!("prlimit");
+    let out = Command::new("setpriv")
+        .args([
+            "--inh-caps=-ipc_lock",
+            "--bounding-set=-ipc_lock",
+            "prlimit",
+            "--memlock=4096",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "ring_memlock_child", "--ignored", "--nocapture"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child failed: {stdout}");
+    if stdout.contains("CHILD-RING-OK") {
+        // This kernel does not count the ring against the limit.
+        return netlab::skip::skip("io_uring_setup does not count against RLIMIT_MEMLOCK here");
+    }
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split_once("CHILD-ERROR: ").map(|(_, e)| e))
+        .expect("child ran");
+    assert!(line.contains("RLIMIT_MEMLOCK, 4096 bytes here"), "{line}");
+    assert!(line.contains("CAP_IPC_LOCK"), "{line}");
+}
+
+/// The child half of `a_ring_refused_for_locked_memory_names_the_limit`.
+#[test]
+#[ignore = "run by a_ring_refused_for_locked_memory_names_the_limit in a child process"]
+fn ring_memlock_child() {
+    let (tx_sock, _rx) = udp_pair();
+    match UringSender::<_, Vec<u8>>::new(tx_sock, config(Mode::ZeroCopy)) {
+        Ok(_) => println!("CHILD-RING-OK"),
+        Err(e) => {
+            assert!(matches!(e, UringError::RingMemory { .. }), "{e}");
+            let chain = std::iter::successors(Some(&e as &dyn std::error::Error), |c| c.source())
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(": ");
+            println!("CHILD-ERROR: {chain}");
+        }
+    }
+}

@@ -267,10 +267,7 @@ fn uring(a: &Args, r: &mut Report) {
     let mut s = std::ptr::null_mut();
     // SAFETY: `s` is writable; the descriptor stays open until this process ends.
     let rc = unsafe { zcnet_uring_sender_new(a.fd, mode(&a.mode), &mut s) };
-    // libzcnet answers -EINVAL there (the set-up error carries no errno), its message the
-    // kernel's ENOMEM.
-    let enomem = rc == -libc::ENOMEM
-        || (rc == -libc::EINVAL && last_error().contains("io_uring_setup: Cannot allocate memory"));
+    let enomem = rc == -libc::ENOMEM;
     if enomem && a.memlock.is_some() {
         // The ring's memory counts against the lowered RLIMIT_MEMLOCK: refused, as expected.
         r.effects.insert("memlock_ring_refused".into(), 1);

@@ -237,8 +237,7 @@ pub fn run(plan: &Plan, sock: Sock, ffi_helper: Option<&Path>) -> TxReport {
             && e.chain().any(|c| {
                 matches!(
                     c.downcast_ref::<uring::UringError>(),
-                    Some(uring::UringError::Unsupported { reason, .. })
-                        if reason.contains("io_uring_setup") && reason.contains("os error 12")
+                    Some(uring::UringError::RingMemory { .. })
                 )
             });
         if refused_for_memlock {

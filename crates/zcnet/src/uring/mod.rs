@@ -187,6 +187,16 @@ pub enum UringError {
         /// The kernel's error and what would enable it.
         reason: String,
     },
+    /// `io_uring_setup` had no memory for the ring (`ENOMEM`): without `CAP_IPC_LOCK` the
+    /// ring's own pages count against `RLIMIT_MEMLOCK`.
+    #[error("io_uring_setup could not allocate the ring: {reason}")]
+    RingMemory {
+        /// The limit, and what would allow it.
+        reason: String,
+        /// The kernel's error (`ENOMEM`).
+        #[source]
+        source: io::Error,
+    },
     /// Registering the pool would exceed `RLIMIT_MEMLOCK`.
     #[error(
         "registering {need} bytes of send buffers needs RLIMIT_MEMLOCK >= {need} bytes, but the \
@@ -350,12 +360,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             },
             Some(e) => UringError::Fstat(e),
         })?;
-        let mut ring = SendRing::new(config.entries, config.setup).map_err(|e| UringError::Unsupported {
-            feature: "io_uring",
-            reason: format!(
-                "io_uring_setup: {e} (io_uring needs Linux 5.6+ and kernel.io_uring_disabled = 0)"
-            ),
-        })?;
+        let mut ring = SendRing::new(config.entries, config.setup).map_err(setup_error)?;
         ring.register_file(socket.as_fd());
         let ty = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE).unwrap_or(0);
         let (mode, fallback) = match config.mode {
@@ -689,6 +694,28 @@ impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {
                 })?;
         }
         Ok(tx)
+    }
+}
+
+/// The error of an `io_uring_setup(2)` that failed: `ENOMEM` names the memlock limit (the ring's
+/// pages count against it without `CAP_IPC_LOCK`), anything else says io_uring is not usable.
+fn setup_error(e: io::Error) -> UringError {
+    if e.raw_os_error() == Some(libc::ENOMEM) {
+        let reason = match (sys::has_cap_ipc_lock(), sys::memlock_limit()) {
+            (false, Ok((Some(limit), _))) => format!(
+                "its pages count against RLIMIT_MEMLOCK, {limit} bytes here (no CAP_IPC_LOCK): \
+                 raise it (`ulimit -l`, limits.conf), run with CAP_IPC_LOCK, or ask for fewer \
+                 entries"
+            ),
+            _ => "the kernel is out of memory for it".to_owned(),
+        };
+        return UringError::RingMemory { reason, source: e };
+    }
+    UringError::Unsupported {
+        feature: "io_uring",
+        reason: format!(
+            "io_uring_setup: {e} (io_uring needs Linux 5.6+ and kernel.io_uring_disabled = 0)"
+        ),
     }
 }
 
