@@ -108,6 +108,19 @@ pub fn run(ctx: &mut Ctx<'_>, m: Mechanism, sock: Sock, helper: &Path) -> anyhow
         .spawn()
         .with_context(|| format!("starting {}", helper.display()))?;
     drop((sock_fd, file_fd));
+    // Its pipes are read while it runs: a report over the pipe's 64 KiB blocked the helper's
+    // write while this waited for it to end (round 61 of seed 3281210276281194).
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut out);
+            }
+            out
+        })
+    };
+    let stdout_reader = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr_reader = drain(child.stderr.take().map(|p| Box::new(p) as _));
     // Our own child, ended by its id if it outlives the round.
     let limit = ctx.hard_limit();
     let status = loop {
@@ -121,14 +134,16 @@ pub fn run(ctx: &mut Ctx<'_>, m: Mechanism, sock: Sock, helper: &Path) -> anyhow
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    let out = child.wait_with_output()?;
+    let _ = child.wait();
+    let out_stdout = stdout_reader.join().unwrap_or_default();
+    let out_stderr = stderr_reader.join().unwrap_or_default();
     drop(sock);
     drop(tmp);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out_stderr);
     let Some(status) = status else {
         anyhow::bail!("the libzcnet helper did not end by the round's end: {stderr}");
     };
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out_stdout);
     let report: Report = serde_json::from_str(stdout.trim()).with_context(|| {
         format!("the libzcnet helper ({status}) printed no report: {stdout} {stderr}")
     })?;
