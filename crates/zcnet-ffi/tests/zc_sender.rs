@@ -112,7 +112,7 @@ fn a_second_sender_on_a_dup_is_busy() {
             let r = zcnet_zc_sender_new(dup.as_raw_fd(), mode, &mut second);
             assert_eq!(r, -libc::EBUSY, "{mode:?}");
             assert!(second.is_null());
-            assert!(last().contains("another ZerocopySender"), "{}", last());
+            assert!(last().contains("another zcnet sender"), "{}", last());
         }
         // The same descriptor twice is the same socket too.
         let mut again = null_mut();

@@ -351,7 +351,7 @@ fn a_second_sender_on_a_dup_of_the_socket_is_refused() {
         let r = ZerocopySender::<_, Vec<u8>>::new(dup.try_clone().unwrap(), config);
         let reason = in_use(r);
         assert!(
-            reason.contains("another ZerocopySender"),
+            reason.contains("another zcnet sender"),
             "{mode:?}: {reason}"
         );
     }

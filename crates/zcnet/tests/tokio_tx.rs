@@ -209,7 +209,7 @@ async fn a_second_async_sender_on_a_dup_is_refused() {
     let mut tx = ZerocopySender::new(first, Config::default()).unwrap();
     match ZerocopySender::<_, Vec<u8>>::new(dup, Config::default()) {
         Err(zcnet::msg_zerocopy::ZerocopyError::SocketInUse { reason }) => {
-            assert!(reason.contains("another ZerocopySender"), "{reason}");
+            assert!(reason.contains("another zcnet sender"), "{reason}");
         }
         Err(e) => panic!("expected SocketInUse, got {e}"),
         Ok(_) => panic!("a second sender on the same socket was accepted"),
