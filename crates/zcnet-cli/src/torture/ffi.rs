@@ -74,8 +74,12 @@ pub fn run(ctx: &mut Ctx<'_>, m: Mechanism, sock: Sock, helper: &Path) -> anyhow
     };
     let tcp = matches!(sock, Sock::Tcp(_));
     let sock_fd = inheritable(&sock)?;
+    // An mmap-zc file goes in one zcnet_send_file call (a second on the socket is refused),
+    // which the round's time does not bound: 16 MiB to a slow receiver (peek behind an 8 KiB
+    // SO_SNDBUF, 0.6 MB/s under CI's load) outlasted the round's 15 s of grace. Smaller there.
+    let cap = if mode == "mmap-zc" { 2 << 20 } else { 16 << 20 };
     let tmp = match m {
-        Mechanism::FfiFile => Some(TempFile::new(plan, plan.budget.min(16 << 20))?),
+        Mechanism::FfiFile => Some(TempFile::new(plan, plan.budget.min(cap))?),
         _ => None,
     };
     let file_fd = tmp.as_ref().map(|t| inheritable(&t.file)).transpose()?;
