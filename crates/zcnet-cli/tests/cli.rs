@@ -119,6 +119,8 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
     let config = std::env::temp_dir().join(format!("zcnet-suite-{}", std::process::id()));
     std::fs::create_dir_all(&config).unwrap();
     let page = config.join("suite.html");
+    // The suite runs tcpdump (the packet bench's comparison), which chowns what it writes to.
+    let null_before = dev_null();
     let out = zcnet()
         .args([
             "bench",
@@ -136,6 +138,7 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
         .unwrap();
     let page = std::fs::read_to_string(&page).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&config);
+    assert_eq!(dev_null(), null_before, "the suite changed /dev/null");
     assert!(
         out.status.success(),
         "{}",
@@ -690,4 +693,11 @@ fn bench_uring_tx_over_tcp_delivers_whole_buffers() {
             assert_eq!(run["verified"], true, "{set}");
         }
     }
+}
+
+/// /dev/null's type, owner and mode: what a bench must leave as it found it.
+fn dev_null() -> (bool, u32, u32, u32) {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::metadata("/dev/null").unwrap();
+    (m.file_type().is_char_device(), m.uid(), m.gid(), m.mode())
 }

@@ -19,11 +19,11 @@
 //!   share and drops, not its CPU per packet.
 //!
 //! Each capture writes every frame as a pcap record to `/dev/null`, the job of
-//! `tcpdump -w /dev/null`:
+//! `tcpdump -w -` into /dev/null:
 //! - `recvfrom`: [`zcnet::packet::Socket`], one `recvfrom(2)` per frame into a buffer, the time
 //!   from the vDSO clock, the queue (`SO_RCVBUF`) as large as the ring;
 //! - `ring`: [`zcnet::packet::RxRing`], 32 blocks of 1 MiB, retire timeout 10 ms;
-//! - `tcpdump`: `tcpdump -i veth-b -p -n -B <ring KiB> -w /dev/null`, libpcap's own V3 ring of
+//! - `tcpdump`: `tcpdump -i veth-b -p -n -B <ring KiB> -w -` (stdout /dev/null), libpcap's own V3 ring of
 //!   the same size. Its CPU is the process's run time (`/proc/PID/schedstat`) split into user
 //!   and system by its ticks (`/proc/PID/stat`), as getrusage does; its counts are the lines it
 //!   prints when interrupted.
@@ -103,7 +103,7 @@ pub enum Mode {
     Recvfrom,
     /// The `TPACKET_V3` RX ring.
     Ring,
-    /// `tcpdump -w /dev/null` (Debian package tcpdump).
+    /// `tcpdump -w -` into /dev/null (Debian package tcpdump).
     Tcpdump,
     /// An `AF_XDP` socket ([`zcnet::xdp`]): zero copy where the driver has it, else copy mode
     /// (veth), the redirect program native where it can be. It takes the frames from the stack.
@@ -448,7 +448,10 @@ impl Tcpdump {
             Some(ns) => ns.command("tcpdump"),
             None => std::process::Command::new("tcpdump"),
         };
-        cmd.args(["-i", dev, "-p", "-n", "-B", &kib, "-w", "/dev/null"]);
+        // `-w -` into the null stdout given below: tcpdump, run as root, drops to its own user
+        // and chowns the file it writes; `-w /dev/null` left the host's /dev/null owned by
+        // `tcpdump`.
+        cmd.args(["-i", dev, "-p", "-n", "-B", &kib, "-w", "-"]);
         if ns.is_none() {
             cmd.args(["udp", "dst", "port", &DISCARD_PORT.to_string()]);
         }
