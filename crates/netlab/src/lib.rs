@@ -149,6 +149,37 @@ pub fn ip(args: &[&str]) -> Result<String, LabError> {
 const PREFIX: &str = "zcnet-";
 const NETNS_DIR: &str = "/run/netns";
 
+/// Makes `/run/netns` a shared mount point of its own, as `ip netns add` does first. Without it,
+/// a later `ip netns add` (of anyone on the host) bind-mounts `/run/netns` over itself and hides
+/// the namespaces mounted below, which `ip netns del` then cannot remove ("Device or resource
+/// busy"): three lab namespaces outlived a torture run that way.
+fn shared_netns_dir() -> nix::Result<()> {
+    use nix::mount::{MsFlags, mount};
+    let share = || {
+        mount(
+            None::<&str>,
+            NETNS_DIR,
+            None::<&str>,
+            MsFlags::MS_SHARED | MsFlags::MS_REC,
+            None::<&str>,
+        )
+    };
+    match share() {
+        // Not a mount point yet: make it one, then share it.
+        Err(nix::errno::Errno::EINVAL) => {
+            mount(
+                Some(NETNS_DIR),
+                NETNS_DIR,
+                None::<&str>,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None::<&str>,
+            )?;
+            share()
+        }
+        r => r,
+    }
+}
+
 /// Creates network namespace `name` as `ip netns add` does (a thread unshares `CLONE_NEWNET`
 /// and bind-mounts its namespace on `/run/netns/NAME`), without `ip netns add`'s return to the
 /// original namespace, which a user-namespace root may not enter (`setns: EPERM`).
@@ -159,6 +190,7 @@ fn add_named(name: &str) -> Result<(), LabError> {
         stderr: e.to_string(),
     };
     fs::create_dir_all(NETNS_DIR).map_err(|e| fail("mkdir /run/netns", &e))?;
+    shared_netns_dir().map_err(|e| fail("make /run/netns a shared mount", &e))?;
     let path = std::path::PathBuf::from(NETNS_DIR).join(name);
     fs::OpenOptions::new()
         .write(true)

@@ -226,3 +226,27 @@ fn the_sink_drops_nothing_it_was_not_sent() {
     std::thread::sleep(std::time::Duration::from_secs(5));
     assert_eq!(lab.dropped().unwrap(), 0);
 }
+
+/// Another `ip netns add` while a lab lives (another tool, another test run) must not hide the
+/// lab's namespace from its own removal: `/run/netns` was not a mount point of its own, so
+/// iproute2 bind-mounted it over itself, on top of the lab's namespace mount, and the lab's
+/// `ip netns del` failed ("Device or resource busy"), leaving it behind.
+#[test]
+fn a_lab_namespace_goes_even_if_ip_netns_add_ran_meanwhile() {
+    require_lab!();
+    let ns = netlab::Netns::new().unwrap();
+    let path = std::path::PathBuf::from("/run/netns").join(ns.name());
+    let other = format!("zcnet-{}-iproute2", std::process::id());
+    let run = |args: &[&str]| {
+        let ok = std::process::Command::new("ip")
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "ip {args:?}");
+    };
+    run(&["netns", "add", &other]);
+    run(&["netns", "del", &other]);
+    assert!(path.exists());
+    drop(ns);
+    assert!(!path.exists(), "{} is left behind", path.display());
+}
