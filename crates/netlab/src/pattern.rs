@@ -184,11 +184,11 @@ impl BufferVerifier {
                 self.offset += n as u64;
                 data = &data[n..];
                 if self.within == head_len {
-                    self.candidates = self
-                        .by_head
-                        .get(&Self::key(&self.head))
-                        .cloned()
-                        .unwrap_or_default();
+                    // Reused, not reallocated: this runs once per buffer received.
+                    self.candidates.clear();
+                    if let Some(ks) = self.by_head.get(&Self::key(&self.head)) {
+                        self.candidates.extend_from_slice(ks);
+                    }
                     if self.candidates.is_empty() {
                         self.first_bad = Some(self.offset - head_len as u64);
                     }

@@ -473,29 +473,7 @@ fn memlock_too_low_gives_the_clear_error() {
     netlab::require_program!("prlimit");
     // Without CAP_IPC_LOCK the limit applies even to root (as to any ordinary user: `ulimit -l
     // 64`); 64 KiB is far below the 4 MiB pool.
-    let out = Command::new("setpriv")
-        .args([
-            "--inh-caps=-ipc_lock",
-            "--bounding-set=-ipc_lock",
-            "prlimit",
-            "--memlock=65536",
-        ])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "memlock_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "child failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_child_under_memlock(65536, "memlock_child");
     // libtest prints "test memlock_child ... " on the same line.
     let line = stdout
         .lines()
@@ -549,19 +527,7 @@ fn a_ring_refused_for_locked_memory_names_the_limit() {
     require_uring!();
     netlab::require_program!("setpriv");
     netlab::require_program!("prlimit");
-    let out = Command::new("setpriv")
-        .args([
-            "--inh-caps=-ipc_lock",
-            "--bounding-set=-ipc_lock",
-            "prlimit",
-            "--memlock=4096",
-        ])
-        .arg(std::env::current_exe().unwrap())
-        .args(["--exact", "ring_memlock_child", "--ignored", "--nocapture"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "child failed: {stdout}");
+    let stdout = run_child_under_memlock(4096, "ring_memlock_child");
     if stdout.contains("CHILD-RING-OK") {
         // This kernel does not count the ring against the limit.
         return netlab::skip::skip("io_uring_setup does not count against RLIMIT_MEMLOCK here");
@@ -590,4 +556,33 @@ fn ring_memlock_child() {
             println!("CHILD-ERROR: {chain}");
         }
     }
+}
+
+/// Runs the ignored test `child` of this binary in a child process without CAP_IPC_LOCK and
+/// with RLIMIT_MEMLOCK at `limit` bytes (as for any ordinary user); returns its stdout.
+fn run_child_under_memlock(limit: u64, child: &str) -> String {
+    let out = Command::new("setpriv")
+        .args([
+            "--inh-caps=-ipc_lock",
+            "--bounding-set=-ipc_lock",
+            "prlimit",
+        ])
+        .arg(format!("--memlock={limit}"))
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            child,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }
