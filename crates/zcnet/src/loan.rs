@@ -182,3 +182,64 @@ impl Drop for Claim {
             .remove(&self.0);
     }
 }
+
+/// Makes each CPU the calling thread may run on run its network receive softirq once; returns
+/// on how many it did.
+///
+/// A socket buffer that a receiver on this host consumed on another CPU than the one that
+/// allocated it is freed later, by that CPU, at its next network receive softirq
+/// (`skb_attempt_defer_free`: Linux 5.19 for TCP, later kernels for UDP too). When the buffer
+/// carried a `MSG_ZEROCOPY` or `SEND_ZC` send, its completion waits with it: on a CPU without
+/// other network traffic for seconds or minutes (107 s was seen in a veth lab). The senders'
+/// waits ([`msg_zerocopy::ZerocopySender::drain`](crate::msg_zerocopy::ZerocopySender::drain),
+/// the async `flush`) call this themselves when completions stall for 100 ms, at most once a
+/// second, and count it (`deferred_kicks`); call it where you wait for completions another way.
+///
+/// How: a helper thread moves to each CPU in turn and sends one datagram to itself over
+/// loopback (in the caller's network namespace), whose transmit runs the softirq there. Best
+/// effort: a namespace whose loopback is down, or a CPU the helper cannot move to, is skipped.
+pub fn kick_deferred_frees() -> usize {
+    crate::sys::defer::kick_deferred_frees()
+}
+
+/// When a sender waiting for completions runs [`kick_deferred_frees`]: after
+/// [`STALL`](Self::STALL) without a buffer coming back, at most once a second.
+#[derive(Debug)]
+pub(crate) struct DeferredKick {
+    progress: std::time::Instant,
+    kicked: Option<std::time::Instant>,
+}
+
+impl DeferredKick {
+    /// How long a wait goes without a completion before it kicks.
+    pub(crate) const STALL: std::time::Duration = std::time::Duration::from_millis(100);
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+    pub(crate) fn new() -> DeferredKick {
+        DeferredKick {
+            progress: std::time::Instant::now(),
+            kicked: None,
+        }
+    }
+
+    /// A buffer came back or went out: the wait starts again.
+    pub(crate) fn progress(&mut self) {
+        self.progress = std::time::Instant::now();
+    }
+
+    /// Kicks if the wait has stalled and no kick came within the last second; says whether
+    /// it did.
+    pub(crate) fn kick_if_stalled(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        if now.duration_since(self.progress) < Self::STALL
+            || self
+                .kicked
+                .is_some_and(|k| now.duration_since(k) < Self::EVERY)
+        {
+            return false;
+        }
+        self.kicked = Some(now);
+        kick_deferred_frees();
+        true
+    }
+}

@@ -461,3 +461,88 @@ fn a_borrowed_send_in_copy_mode_is_reported_at_once() {
     drop(tx);
     assert_eq!(reader.join().unwrap(), region);
 }
+
+/// The CPUs this thread may run on.
+fn allowed_cpus() -> Vec<usize> {
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+    (0..nix::sched::CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
+        .collect()
+}
+
+fn pin_to(cpu: usize) {
+    let mut one = nix::sched::CpuSet::new();
+    one.set(cpu).unwrap();
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &one).unwrap();
+}
+
+/// A fragmented datagram read by a receiver on this host on another CPU than the sender's is
+/// freed by the sender's CPU at its next network softirq (`skb_attempt_defer_free`), and its
+/// completion waits with it: with nothing else on the network, for minutes (the torture
+/// harness saw 107 s; 1 round in 200 of the async sender over veth failed). `drain` now runs
+/// every CPU's deferred frees when completions stall, so each datagram's buffer comes back.
+#[test]
+fn a_completion_held_by_a_deferred_free_comes_back_in_drain() {
+    require_lab!();
+    let cpus = allowed_cpus();
+    if cpus.len() < 2 {
+        netlab::skip::skip(
+            "needs two CPUs: the receiver must read on another CPU than the sender's",
+        );
+        return;
+    }
+    let lab = netlab::VethLab::quiet(None).unwrap();
+    let to = SocketAddr::new(netlab::VethLab::addr(netlab::Side::B, Family::V4), 0);
+    let rx = lab
+        .ns(netlab::Side::B)
+        .run(move || UdpSocket::bind(to))
+        .unwrap()
+        .unwrap();
+    let to = rx.local_addr().unwrap();
+    let tx = lab
+        .ns(netlab::Side::A)
+        .run(move || {
+            let s = UdpSocket::bind("0.0.0.0:0")?;
+            s.connect(to)?;
+            std::io::Result::Ok(s)
+        })
+        .unwrap()
+        .unwrap();
+    let rounds = 10;
+    let (got_tx, got_rx) = std::sync::mpsc::channel();
+    let (reader_cpu, sender_cpu) = (cpus[1], cpus[0]);
+    let reader = std::thread::spawn(move || {
+        pin_to(reader_cpu);
+        rx.set_read_timeout(Some(TIMEOUT)).unwrap();
+        let mut buf = vec![0u8; 65536];
+        for _ in 0..rounds {
+            let n = rx.recv(&mut buf).unwrap();
+            got_tx.send(n).unwrap();
+        }
+    });
+    pin_to(sender_cpu);
+    let config = SenderConfig {
+        mode: Mode::ZeroCopy,
+        threshold: 0,
+        policy: CopiedPolicy::Keep,
+    };
+    let mut tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(tx, config).unwrap();
+    for i in 0..rounds {
+        // Over the 1500-byte MTU: fragments, each holding the completion until freed.
+        let buf = vec![i as u8; 4000];
+        tx.send(buf).unwrap();
+        assert_eq!(got_rx.recv_timeout(TIMEOUT).unwrap(), 4000, "round {i}");
+        // Read by the other CPU: now only a free on this one completes the send.
+        tx.drain(Duration::from_secs(10)).unwrap_or_else(|e| {
+            panic!(
+                "round {i}: {e} (deferred kicks: {})",
+                tx.counters().deferred_kicks
+            )
+        });
+        let back: Vec<_> = tx.returned().collect();
+        assert_eq!(back.len(), 1, "round {i}");
+        assert_eq!(back[0].buf, vec![i as u8; 4000]);
+    }
+    reader.join().unwrap();
+    eprintln!("deferred kicks: {}", tx.counters().deferred_kicks);
+}

@@ -126,6 +126,7 @@ where
     }
     let c = tx.counters();
     ctx.report.effect("enobufs_fallbacks", c.enobufs_fallbacks);
+    ctx.report.effect("deferred_kicks", c.deferred_kicks);
     ctx.report.effect("zerocopy_calls", c.zerocopy_calls);
     Ok(())
 }

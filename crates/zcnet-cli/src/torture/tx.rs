@@ -359,6 +359,7 @@ fn msg_zerocopy<S: ExclusiveSocket>(ctx: &mut Ctx<'_>, sock: S, tcp: bool) -> an
     take(ctx, tx.returned());
     let c = tx.counters();
     ctx.report.effect("enobufs_fallbacks", c.enobufs_fallbacks);
+    ctx.report.effect("deferred_kicks", c.deferred_kicks);
     ctx.report.effect("zerocopy_calls", c.zerocopy_calls);
     ctx.report.effect("copied_completions", c.copied_calls);
     Ok(())
@@ -383,6 +384,7 @@ fn uring_config(rng: &mut Rng, mode: uring::Mode) -> uring::Config {
 
 fn uring_effects(ctx: &mut Ctx<'_>, c: uring::Counters) {
     ctx.report.effect("memlock_fallbacks", c.memlock_fallbacks);
+    ctx.report.effect("deferred_kicks", c.deferred_kicks);
     ctx.report.effect("window_waits", c.window_waits);
     ctx.report.effect("zc_requests", c.zc_requests);
 }

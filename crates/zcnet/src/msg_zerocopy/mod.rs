@@ -202,6 +202,9 @@ pub struct Counters {
     pub policy_disables: u64,
     /// Other errors read from the error queue (ICMP errors for UDP, ...).
     pub queued_errors: u64,
+    /// Times a wait for completions stalled and ran every CPU's deferred frees
+    /// ([`crate::loan::kick_deferred_frees`]).
+    pub deferred_kicks: u64,
     /// [`Mode::Auto`]: the sends each way and why (zeros in the other modes).
     pub auto: crate::auto::AutoCounters,
 }
@@ -336,6 +339,8 @@ pub struct ZerocopySender<S: ExclusiveSocket, B: OwnedBuf> {
     /// The buffer whose calls are being made: always `None` between synchronous calls; an async
     /// send that would block leaves it here, owned by the sender, to be finished first.
     current: Option<InProgress<B>>,
+    /// When a stalled wait for completions kicks the kernel's deferred frees.
+    kick: crate::loan::DeferredKick,
 }
 
 /// A buffer part-way through its send calls.
@@ -556,6 +561,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
             counters: Counters::default(),
             pending_error: None,
             current: None,
+            kick: crate::loan::DeferredKick::new(),
         }
     }
 
@@ -594,6 +600,9 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
 
     /// Moves freed slots to where their owners find them.
     fn settle(&mut self, freed: Vec<Freed<Slot<B>>>) {
+        if !freed.is_empty() {
+            self.kick.progress();
+        }
         for r in freed {
             match r.buf {
                 Slot::Owned(buf, failed) => {
@@ -816,6 +825,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
             (e, off)
         });
         let mut freed = Vec::new();
+        self.kick.progress();
         self.tracker
             .push(Slot::Owned(buf, failed), calls, &mut freed);
         self.settle(freed);
@@ -885,7 +895,11 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
         }
     }
 
-    /// Waits up to `timeout` until every buffer has come back.
+    /// Waits up to `timeout` until every buffer has come back. When none comes back for 100 ms
+    /// it runs every CPU's deferred frees, at most once a second
+    /// ([`crate::loan::kick_deferred_frees`], counted in `deferred_kicks`): a receiver on this
+    /// host that read a datagram on another CPU leaves its completion waiting for that CPU's
+    /// next network softirq, for minutes on an idle host.
     ///
     /// # Errors
     /// `TimedOut` with the count still in flight (they stay loaned), or the `poll`/`recvmsg`
@@ -907,8 +921,18 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
             sys::poll(
                 self.socket.as_fd(),
                 0,
-                Some(left.min(Duration::from_millis(100))),
+                Some(left.min(crate::loan::DeferredKick::STALL)),
             )?;
+            self.kick_if_stalled();
+        }
+    }
+
+    /// Runs every CPU's deferred frees when completions have stalled (see
+    /// [`crate::loan::kick_deferred_frees`]): a receiver on this host may have read what is
+    /// still loaned on another CPU, which frees it only at its next network softirq.
+    pub(crate) fn kick_if_stalled(&mut self) {
+        if !self.tracker.is_empty() && self.kick.kick_if_stalled() {
+            self.counters.deferred_kicks += 1;
         }
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod abi;
 pub mod borrowed_send;
+pub mod defer;
 pub mod exclusive;
 pub mod owned_buf;
 pub mod packet;
@@ -767,6 +768,67 @@ pub fn has_cap_ipc_lock() -> bool {
 pub fn euid() -> u32 {
     // SAFETY: geteuid cannot fail and takes no pointers.
     unsafe { libc::geteuid() }
+}
+
+/// A one-shot timer as a descriptor (`timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK |
+/// TFD_CLOEXEC)`, `timerfd_create(2)`): readable once it expires, until [`TimerFd::disarm`].
+#[derive(Debug)]
+pub struct TimerFd(OwnedFd);
+
+impl std::os::fd::AsFd for TimerFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+impl TimerFd {
+    /// A disarmed timer.
+    pub fn new() -> io::Result<TimerFd> {
+        let flags = libc::TFD_NONBLOCK | libc::TFD_CLOEXEC;
+        // SAFETY: no pointers; a non-negative return is a new descriptor we own.
+        let fd = cvt(unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, flags) })?;
+        // SAFETY: `fd` was just created and is owned by nobody else.
+        Ok(TimerFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Expires once, `after` from now (at least 1 ns: a zero value would disarm it).
+    pub fn arm(&self, after: std::time::Duration) -> io::Result<()> {
+        let after = after.max(std::time::Duration::from_nanos(1));
+        self.set(libc::timespec {
+            tv_sec: after.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: libc::c_long::from(after.subsec_nanos() as i32),
+        })
+    }
+
+    /// Stops it, and clears an expiry not yet read (the descriptor is no longer readable).
+    pub fn disarm(&self) -> io::Result<()> {
+        self.set(libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        })?;
+        // Re-arming resets the expiry count, but read what may be there anyway: EAGAIN when
+        // nothing is.
+        let mut ticks = 0u64;
+        // SAFETY: `ticks` is 8 writable bytes, the size a timerfd read needs.
+        let n = unsafe { libc::read(self.0.as_raw_fd(), (&raw mut ticks).cast(), 8) };
+        match cvt_size(n) {
+            Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    fn set(&self, value: libc::timespec) -> io::Result<()> {
+        let new = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: value,
+        };
+        // SAFETY: `new` is a valid itimerspec for the call; the old value is not asked for.
+        cvt(unsafe { libc::timerfd_settime(self.0.as_raw_fd(), 0, &new, std::ptr::null_mut()) })
+            .map(drop)
+    }
 }
 
 /// An epoll instance (`epoll_create1(EPOLL_CLOEXEC)`, `epoll(7)`).

@@ -1,6 +1,7 @@
 //! `MSG_ZEROCOPY` on tokio: see [`ZerocopySender`].
 
 use std::io;
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 use ::tokio::io::Interest;
@@ -8,11 +9,16 @@ use ::tokio::io::unix::AsyncFd;
 
 use super::IntoStdSocket;
 use crate::auto::Choice;
+use crate::loan::DeferredKick;
 use crate::loan::{OwnedBuf, Returned, SendError};
 use crate::msg_zerocopy::{
     self as sync, Blocking, Config, Counters, ExclusiveSocket, SendFlags, ZerocopyError,
 };
 use crate::sys::{self, reactor::Registered, reactor::register};
+
+/// The private epoll set's tokens.
+const SOCKET: u64 = 0;
+const STALL: u64 = 1;
 
 /// [`crate::msg_zerocopy::ZerocopySender`] on tokio: `send(buf).await` waits for room in the
 /// socket, loans the buffer with `MSG_ZEROCOPY` (or copies it, by the same rules: threshold,
@@ -47,8 +53,13 @@ use crate::sys::{self, reactor::Registered, reactor::register};
 #[derive(Debug)]
 pub struct ZerocopySender<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> {
     inner: sync::ZerocopySender<S, B>,
-    /// The private epoll set watching the socket, registered with the reactor.
+    /// The private epoll set watching the socket (token 0) and `stall` (token 1), registered
+    /// with the reactor.
     events: AsyncFd<Registered<sys::Epoll>>,
+    /// Armed while awaiting completions: when none came for a while, the wait kicks the
+    /// kernel's deferred frees (see [`crate::loan::kick_deferred_frees`]). A timerfd in the
+    /// set rather than a tokio timer, so a runtime without a time driver works.
+    stall: sys::TimerFd,
     /// What the last look at the set found (kept: a send that waits often reuses it).
     seen: Vec<(u32, u64)>,
 }
@@ -74,10 +85,15 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
                 source,
             })?;
         let inner = sync::ZerocopySender::new(socket, config)?;
+        let stall = sys::TimerFd::new().map_err(|source| ZerocopyError::Io {
+            call: "timerfd_create",
+            source,
+        })?;
         let events = sys::Epoll::new()
             .and_then(|ep| {
                 let watch = (libc::EPOLLOUT | libc::EPOLLET) as u32;
-                ep.add(inner.get_ref().as_fd(), watch, 0)?;
+                ep.add(inner.get_ref().as_fd(), watch, SOCKET)?;
+                ep.add(stall.as_fd(), libc::EPOLLIN as u32, STALL)?;
                 register(ep, Interest::READABLE)
             })
             .map_err(|source| ZerocopyError::Io {
@@ -87,6 +103,7 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
         Ok(ZerocopySender {
             inner,
             events,
+            stall,
             seen: Vec::with_capacity(sys::Epoll::MAX_EVENTS),
         })
     }
@@ -99,16 +116,22 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
         &mut self.inner
     }
 
-    /// Awaits an event of the socket in `mask` (`EPOLLOUT`, `EPOLLERR`); events of the other
-    /// kind seen meanwhile are consumed (edge-triggered: the next change is a new event).
-    async fn event(&mut self, mask: u32) -> io::Result<()> {
+    /// Awaits an event of the socket in `mask` (`EPOLLOUT`, `EPOLLERR`), or with `stall` the
+    /// stall timer's expiry; socket events of the other kind seen meanwhile are consumed
+    /// (edge-triggered: the next change is a new event).
+    async fn event(&mut self, mask: u32, stall: bool) -> io::Result<()> {
         loop {
             let mut guard = self.events.readable_mut().await?;
             guard.get_inner().0.wait(&mut self.seen, Duration::ZERO)?;
-            // One fd watched, so one event at most: the set is empty now, and its fd is
-            // readable again only with a new event.
+            // Every event was taken (two fds, room for eight): the set is empty now, and its fd
+            // is readable again only with a new event. (The timer's expiry stays readable
+            // until disarmed, which every wait that armed it does.)
             guard.clear_ready();
-            if self.seen.iter().any(|&(ev, _)| ev & mask != 0) {
+            let hit = |&(ev, token): &(u32, u64)| match token {
+                SOCKET => ev & mask != 0,
+                _ => stall,
+            };
+            if self.seen.iter().any(hit) {
                 return Ok(());
             }
         }
@@ -204,7 +227,7 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
                 return Ok(());
             }
             // EAGAIN: the socket will say when it has room (an EPOLLOUT edge).
-            if let Err(e) = self.event(libc::EPOLLOUT as u32).await {
+            if let Err(e) = self.event(libc::EPOLLOUT as u32, false).await {
                 return self.inner.abort(e);
             }
         }
@@ -262,15 +285,22 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
         Ok(())
     }
 
-    /// Awaits completions until at least one buffer is freed (or nothing is loaned).
+    /// Awaits completions until at least one buffer is freed (or nothing is loaned). A wait
+    /// that stalls kicks the kernel's deferred frees, as the synchronous `drain` does.
     async fn completions(&mut self) -> io::Result<usize> {
         loop {
             let n = self.inner.reap()?;
             if n > 0 || self.inner.in_flight() == 0 {
                 return Ok(n);
             }
+            self.inner.kick_if_stalled();
             // Every completion queued is an EPOLLERR edge.
-            self.event(libc::EPOLLERR as u32).await?;
+            self.stall.arm(DeferredKick::STALL)?;
+            let woke = self.event(libc::EPOLLERR as u32, true).await;
+            // Disarmed also when this future is dropped mid-wait: the next wait arms it again,
+            // and a send's wait ignores it.
+            self.stall.disarm()?;
+            woke?;
         }
     }
 }

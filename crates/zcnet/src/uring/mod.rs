@@ -281,6 +281,9 @@ pub struct Counters {
     /// Zero-copy requests the kernel refused to pin (`ENOMEM`/`ENOBUFS`: `RLIMIT_MEMLOCK`, which
     /// counts the pages a zero-copy send pins) and that were sent again by copy.
     pub memlock_fallbacks: u64,
+    /// Times a wait for completions ([`UringSender::drain`], a full window) stalled and ran every CPU's deferred frees
+    /// ([`crate::loan::kick_deferred_frees`]).
+    pub deferred_kicks: u64,
     /// [`Mode::Auto`]: the sends each way and why (zeros in the other modes).
     pub auto: crate::auto::AutoCounters,
 }
@@ -563,6 +566,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         }
         self.reap()?;
         let deadline = Instant::now() + self.config.stall_timeout;
+        let mut kick = crate::loan::DeferredKick::new();
         while self.ring.in_flight() >= self.config.window {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -577,8 +581,12 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             }
             self.counters.window_waits += 1;
             self.queued = 0;
-            self.ring.wait(left.min(Duration::from_millis(100)))?;
-            self.collect()?;
+            self.ring.wait(left.min(crate::loan::DeferredKick::STALL))?;
+            if self.collect()? > 0 {
+                kick.progress();
+            } else if kick.kick_if_stalled() {
+                self.counters.deferred_kicks += 1;
+            }
         }
         Ok(())
     }
@@ -634,13 +642,19 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         Ok(n)
     }
 
-    /// Submits everything and waits until every buffer is back, at most `timeout`.
+    /// Submits everything and waits until every buffer is back, at most `timeout`. When none
+    /// comes back for 100 ms it runs every CPU's deferred frees, at most once a second
+    /// ([`crate::loan::kick_deferred_frees`], counted in `deferred_kicks`): a `SEND_ZC`
+    /// notification waits for the free of what a receiver on this host read on another CPU.
     ///
     /// # Errors
     /// `TimedOut` naming how many are still loaned to the kernel, or `io_uring_enter`'s error.
     pub fn drain(&mut self, timeout: Duration) -> io::Result<()> {
         let deadline = Instant::now() + timeout;
-        self.reap()?;
+        let mut kick = crate::loan::DeferredKick::new();
+        if self.reap()? > 0 {
+            kick.progress();
+        }
         while self.ring.in_flight() > 0 {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -652,8 +666,12 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
                     ),
                 ));
             }
-            self.ring.wait(left.min(Duration::from_millis(100)))?;
-            self.collect()?;
+            self.ring.wait(left.min(crate::loan::DeferredKick::STALL))?;
+            if self.collect()? > 0 {
+                kick.progress();
+            } else if kick.kick_if_stalled() {
+                self.counters.deferred_kicks += 1;
+            }
         }
         Ok(())
     }
