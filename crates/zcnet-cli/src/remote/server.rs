@@ -1,10 +1,15 @@
 //! The server of the control protocol: one session at a time, every other client told it is
 //! busy; a bad message ends its session with an `error` and the server accepts the next.
 
+use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use super::far::{self, Signals};
 use super::proto::{self, Limits, Message, ProtoError, VERSION};
@@ -22,59 +27,148 @@ pub struct Config {
     pub sessions: Option<u64>,
 }
 
+/// How long a client that comes while another is served waits for its turn, counted from its
+/// own arrival: a bench's next invocation, connecting as the last one leaves, is served; the
+/// others hear `busy` within this time, however many wait.
+pub const TURN_WAIT: Duration = Duration::from_secs(2);
+
+/// Most clients waiting for their turn at once; more are told `busy` on arrival.
+const MAX_WAITING: usize = 64;
+
+/// What woke the accept loop.
+const LISTENER: u64 = 0;
+const SESSION_ENDED: u64 = 1;
+
+/// A client waiting for its turn.
+struct Waiting {
+    conn: TcpStream,
+    peer: SocketAddr,
+    since: Instant,
+}
+
 /// Serves clients on `listener` until `config.sessions` have been served (or forever).
 ///
+/// One thread per session; this thread only accepts and keeps the queue, so that every
+/// waiting client's 2 s run in parallel (each waited behind the previous one's before, the
+/// k-th client of a queue 2k s).
+///
 /// # Errors
-/// `accept` fails for a reason other than a client that went away.
+/// `accept` or the wait for events fails for a reason other than a client that went away.
 pub fn serve(listener: &TcpListener, config: &Config) -> std::io::Result<()> {
-    let busy = Arc::new(AtomicBool::new(false));
-    let mut served = 0u64;
+    listener.set_nonblocking(true)?;
+    // A session's thread says it ended on this counter, which wakes the loop at once.
+    let ended = Arc::new(EventFd::from_flags(
+        EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK,
+    )?);
+    let events = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
+    events.add(listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))?;
+    events.add(
+        ended.as_fd(),
+        EpollEvent::new(EpollFlags::EPOLLIN, SESSION_ENDED),
+    )?;
+    let mut queue: VecDeque<Waiting> = VecDeque::new();
     let mut current: Option<std::thread::JoinHandle<()>> = None;
+    let mut served = 0u64;
+    let done = |served: u64| config.sessions.is_some_and(|n| served >= n);
     loop {
-        if config.sessions.is_some_and(|n| served >= n) {
+        if current.is_none()
+            && !done(served)
+            && let Some(w) = queue.pop_front()
+        {
+            served += 1;
+            current = Some(start(w, config, &ended));
+        }
+        if done(served) {
+            for w in queue.drain(..) {
+                refuse(
+                    w.conn,
+                    w.peer,
+                    "this server ends: it has served its --count clients",
+                );
+            }
             if let Some(h) = current.take() {
                 let _ = h.join();
             }
             return Ok(());
         }
+        while queue
+            .front()
+            .is_some_and(|w| w.since.elapsed() >= TURN_WAIT)
+        {
+            let w = queue.pop_front().expect("a front");
+            refuse(w.conn, w.peer, BUSY);
+        }
+        // Until a client comes, the session ends, or the longest waiter's time is up.
+        let timeout = queue.front().map_or(EpollTimeout::NONE, |w| {
+            let left = TURN_WAIT.saturating_sub(w.since.elapsed());
+            // Rounded up: woken a millisecond early, the loop would wait again for nothing.
+            EpollTimeout::try_from(left + Duration::from_millis(1)).unwrap_or(EpollTimeout::MAX)
+        });
+        let mut ready = [EpollEvent::empty(); 2];
+        let n = match events.wait(&mut ready, timeout) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        for ev in &ready[..n] {
+            match ev.data() {
+                SESSION_ENDED => {
+                    let _ = ended.read();
+                    if let Some(h) = current.take() {
+                        // It has said it ended: the join waits for nothing but its return.
+                        let _ = h.join();
+                    }
+                }
+                _ => accept_all(listener, &mut queue)?,
+            }
+        }
+    }
+}
+
+/// The answer of a client that waited its turn in vain.
+const BUSY: &str = "busy: this server runs one client at a time; try again later";
+
+/// Takes every pending connection into the queue (a full queue refuses at once).
+fn accept_all(listener: &TcpListener, queue: &mut VecDeque<Waiting>) -> std::io::Result<()> {
+    loop {
         let (conn, peer) = match listener.accept() {
             Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNABORTED | libc::EINTR)) => {
                 continue;
             }
             Err(e) => return Err(e),
         };
-        // A client that comes as the last one leaves (a bench's next invocation) is served.
-        let since = std::time::Instant::now();
-        while busy.load(Ordering::Acquire) && since.elapsed() < Duration::from_secs(2) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if busy.swap(true, Ordering::AcqRel) {
-            refuse(
+        if queue.len() >= MAX_WAITING {
+            refuse(conn, peer, BUSY);
+        } else {
+            queue.push_back(Waiting {
                 conn,
                 peer,
-                "busy: this server runs one client at a time; try again later",
-            );
-            continue;
+                since: Instant::now(),
+            });
         }
-        if let Some(h) = current.take() {
-            let _ = h.join();
-        }
-        served += 1;
-        let (busy, config) = (Arc::clone(&busy), config.clone());
-        current = Some(std::thread::spawn(move || {
-            match session(conn, &config) {
-                Ok(runs) => eprintln!("zcnet serve: [{peer}] done, {runs} runs"),
-                Err(e) => eprintln!("zcnet serve: [{peer}] {e}"),
-            }
-            busy.store(false, Ordering::Release);
-        }));
     }
 }
 
-/// Tells a client why it is not served, without waiting on it for long.
+/// Runs `w`'s session on a thread of its own, which says on `ended` when it is over.
+fn start(w: Waiting, config: &Config, ended: &Arc<EventFd>) -> std::thread::JoinHandle<()> {
+    let (config, ended) = (config.clone(), Arc::clone(ended));
+    std::thread::spawn(move || {
+        let Waiting { conn, peer, .. } = w;
+        match session(conn, &config) {
+            Ok(runs) => eprintln!("zcnet serve: [{peer}] done, {runs} runs"),
+            Err(e) => eprintln!("zcnet serve: [{peer}] {e}"),
+        }
+        // Cannot fail short of a counter at 2^64 - 2: nothing but this thread writes it.
+        let _ = ended.write(1);
+    })
+}
+
+/// Tells a client why it is not served, without waiting on it: a message this short fits a
+/// fresh socket's buffer, and one that does not is not worth the accept loop's time.
 fn refuse(mut conn: TcpStream, peer: SocketAddr, why: &str) {
-    let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
+    let _ = conn.set_nonblocking(true);
     let _ = proto::write(
         &mut conn,
         &Message::Error {
