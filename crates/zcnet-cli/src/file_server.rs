@@ -253,12 +253,12 @@ async fn refuse(writer: &mut Writer, code: u16, stats: &Stats) -> anyhow::Result
 }
 
 /// The client side: fetches `name` on `stream` (kept open) and hands each part of the body to
-/// `sink`; returns the status and the body length.
+/// `sink`; returns the status and the body length. Any stream: `zcnet serve` bounds its reads.
 ///
 /// # Errors
 /// I/O errors, and an answer that is not HTTP or ends before its `Content-Length`.
-pub async fn fetch(
-    stream: &mut BufReader<TcpStream>,
+pub async fn fetch<S: AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    stream: &mut BufReader<S>,
     name: &str,
     mut sink: impl FnMut(&[u8]),
 ) -> anyhow::Result<(u16, u64)> {

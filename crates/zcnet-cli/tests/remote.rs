@@ -685,3 +685,113 @@ fn every_waiting_client_hears_busy_within_its_own_two_seconds() {
     assert!(first.answer().is_none());
     assert!(next.answer().unwrap()["welcome"].is_object());
 }
+
+/// A stand-in for the client's HTTP server of a fetch: a listener on 127.0.0.1 whose one
+/// connection (the server's fetch) is accepted within 10 s.
+struct FetchPeer(std::net::TcpListener);
+
+impl FetchPeer {
+    fn new() -> FetchPeer {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        FetchPeer(l)
+    }
+
+    fn port(&self) -> u16 {
+        self.0.local_addr().unwrap().port()
+    }
+
+    /// The server's connection, its request read.
+    fn accept(&self) -> TcpStream {
+        let since = Instant::now();
+        let mut c = loop {
+            match self.0.accept() {
+                Ok((c, _)) => break c,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    assert!(since.elapsed() < Duration::from_secs(10), "no fetch came");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("accept: {e}"),
+            }
+        };
+        c.set_nonblocking(false).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            c.read_exact(&mut byte).unwrap();
+            head.push(byte[0]);
+            assert!(head.len() < 8192, "no end of the request head");
+        }
+        assert!(head.starts_with(b"GET /f "), "{head:?}");
+        c
+    }
+}
+
+/// Starts a fetch by one client of `size` bytes from `peer` for `seconds`, then says `finish`
+/// at once, as the async-serve bench does (its side is the HTTP server).
+fn start_fetch(addr: SocketAddr, peer: &FetchPeer, seconds: f64) -> Raw {
+    let mut c = Raw::connect(addr);
+    c.message(HELLO);
+    assert!(c.answer().unwrap()["welcome"].is_object());
+    let role = format!(
+        r#"{{"kind":"fetch","port":{},"clients":1,"size":1000}}"#,
+        peer.port()
+    );
+    c.message(&format!(
+        r#"{{"start":{{"role":{role},"seconds":{seconds}}}}}"#
+    ));
+    assert!(c.answer().unwrap()["ready"].is_object());
+    c.message(r#""finish""#);
+    c
+}
+
+/// Issue 35 item 7: a fetch checked its limits only between files, so a body that never ended
+/// was read past `--max-bytes` (51.97 MB of a 10 MB limit) for as long as it came. Every read
+/// is bounded now: the fetch ends at the limit, mid-body, with an error naming it.
+#[test]
+fn an_endless_body_is_cut_at_the_byte_limit() {
+    // More than any machine's socket buffers hold: reaching it means nothing stopped the read.
+    const CAP: u64 = 1 << 30;
+    let server = Server::loopback(&["--max-bytes", "10000000"]);
+    let peer = FetchPeer::new();
+    let mut control = start_fetch(server.addr, &peer, 5.0);
+    let mut body = peer.accept();
+    let writer = std::thread::spawn(move || {
+        body.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\n")
+            .unwrap();
+        let chunk = vec![0u8; 1 << 16];
+        let mut written = 0u64;
+        while written < CAP && body.write_all(&chunk).is_ok() {
+            written += chunk.len() as u64;
+        }
+        written
+    });
+    let error = control.error();
+    assert!(error.contains("byte limit (10000000 bytes"), "{error}");
+    let written = writer.join().unwrap();
+    assert!(written < CAP, "the server read on past its limit");
+}
+
+/// Issue 35 item 7: a client whose HTTP server answers nothing held `zcnet serve` long after
+/// it had gone (60 s and more after a 1 s run). The fetch now ends when the control
+/// connection closes: the server drops its connection and serves the next client.
+#[test]
+fn a_fetch_ends_when_its_client_goes() {
+    let server = Server::loopback(&[]);
+    let peer = FetchPeer::new();
+    let control = start_fetch(server.addr, &peer, 30.0);
+    let mut silent = peer.accept();
+    drop(control);
+    // The server closes its end: far sooner than the run's 30 s, within the 10 s read timeout.
+    let mut rest = Vec::new();
+    let closed = silent.read_to_end(&mut rest);
+    assert!(
+        closed.is_ok(),
+        "the fetch went on after its client left: {closed:?}"
+    );
+    let mut next = Raw::connect(server.addr);
+    next.message(HELLO);
+    assert!(next.answer().unwrap()["welcome"].is_object());
+}

@@ -254,15 +254,24 @@ fn session(mut conn: TcpStream, config: &Config) -> Result<u64, String> {
         .map_err(|e| e.to_string())?;
         let signals = Signals::default();
         let max_bytes = config.limits.max_bytes;
+        let ran = EventFd::from_flags(EfdFlags::EFD_CLOEXEC).map_err(|e| e.to_string())?;
         let outcome = std::thread::scope(|s| {
-            let worker = s.spawn(|| prepared.run(seconds, max_bytes, &signals));
+            let worker = s.spawn(|| {
+                let _said = SayEnded(&ran);
+                prepared.run(seconds, max_bytes, &signals)
+            });
             // The client's finish comes when its side is over: within the run and its grace.
             let _ = conn.set_read_timeout(Some(
                 Duration::from_secs_f64(seconds) + far::GRACE + Duration::from_secs(5),
             ));
             let told = proto::read(&mut conn);
             match &told {
-                Ok(Message::Finish) => signals.finish.store(true, Ordering::Release),
+                Ok(Message::Finish) => {
+                    signals.finish.store(true, Ordering::Release);
+                    if until_ended_or_closed(&conn, &ran) == Ended::Closed {
+                        signals.abort.store(true, Ordering::Release);
+                    }
+                }
                 _ => signals.abort.store(true, Ordering::Release),
             }
             let far = worker
@@ -298,6 +307,57 @@ fn session(mut conn: TcpStream, config: &Config) -> Result<u64, String> {
             (Err(e), _) => return Err(end(&mut conn, format!("waiting for finish: {e}"))),
         }
     }
+}
+
+/// Says on its counter that the run's thread ended, also when it panicked.
+struct SayEnded<'a>(&'a EventFd);
+
+impl Drop for SayEnded<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.write(1);
+    }
+}
+
+/// How the wait for a run after the client's `finish` ended.
+#[derive(Debug, PartialEq)]
+enum Ended {
+    /// The run's thread ended.
+    Run,
+    /// The client closed the control connection first.
+    Closed,
+}
+
+/// Waits for the run's thread to say it `ran`, or for the client to close `conn`. After its
+/// `finish` a client only waits for `done`: a close means nobody will read the figures, and
+/// a run that goes on past the client's side (a fetch runs out its seconds) is ended at once
+/// rather than at its time. Where the wait cannot be set up, the run is awaited as before.
+fn until_ended_or_closed(conn: &TcpStream, ran: &EventFd) -> Ended {
+    const RUN: u64 = 0;
+    const CONN: u64 = 1;
+    let wait = || -> nix::Result<Ended> {
+        let events = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
+        events.add(ran.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, RUN))?;
+        // Only the peer's FIN (and, always, errors and hang-ups): a message the client sends
+        // early is read, as an error, after `done`.
+        events.add(conn, EpollEvent::new(EpollFlags::EPOLLRDHUP, CONN))?;
+        let mut ready = [EpollEvent::empty(); 2];
+        loop {
+            match events.wait(&mut ready, EpollTimeout::NONE) {
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e),
+                Ok(n) => {
+                    // The run's end first: figures that are ready are worth sending.
+                    if ready[..n].iter().any(|e| e.data() == RUN) {
+                        return Ok(Ended::Run);
+                    }
+                    if n > 0 {
+                        return Ok(Ended::Closed);
+                    }
+                }
+            }
+        }
+    };
+    wait().unwrap_or(Ended::Run)
 }
 
 /// A message's name, for errors.
