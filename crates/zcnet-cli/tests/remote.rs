@@ -6,7 +6,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::process::{Child, Output, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -228,7 +228,7 @@ fn uring_tx_across_two_hosts() {
 }
 
 /// The hello of this protocol version, without a token.
-const HELLO: &str = r#"{"hello":{"version":1,"token":null}}"#;
+const HELLO: &str = r#"{"hello":{"version":2,"token":null}}"#;
 
 /// A raw control client: frames of a 4-byte length and JSON.
 struct Raw(TcpStream);
@@ -259,6 +259,19 @@ impl Raw {
         Some(serde_json::from_slice(&body).unwrap())
     }
 
+    /// Starts a run of `role` (its JSON) for `seconds`; the data port `ready` names.
+    fn start(&mut self, role: &str, seconds: f64) -> Ready {
+        self.message(&format!(
+            r#"{{"start":{{"role":{role},"seconds":{seconds}}}}}"#
+        ));
+        let a = self.answer().unwrap();
+        let port = a["ready"]["port"].as_u64().unwrap_or_else(|| panic!("{a}"));
+        Ready {
+            addr: SocketAddr::new(self.0.peer_addr().unwrap().ip(), port as u16),
+            key: a["ready"]["key"].as_str().unwrap().to_owned(),
+        }
+    }
+
     /// The error the server answers with, before it closes.
     fn error(&mut self) -> String {
         let a = self.answer().expect("an error message before the close");
@@ -270,6 +283,37 @@ impl Raw {
         msg
     }
 }
+
+/// A run's data port, as `ready` names it.
+struct Ready {
+    addr: SocketAddr,
+    key: String,
+}
+
+impl Ready {
+    /// A data connection from this host's address to the server, introduced with the key.
+    fn connect(&self) -> TcpStream {
+        let mut c = TcpStream::connect(self.addr).unwrap();
+        c.write_all(self.key.as_bytes()).unwrap();
+        c
+    }
+
+    /// A connection from `from` (another loopback address), sending `first`.
+    fn connect_from(&self, from: IpAddr, first: &[u8]) -> TcpStream {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&SocketAddr::new(from, 0).into()).unwrap();
+        s.connect(&self.addr.into()).unwrap();
+        let mut c = TcpStream::from(s);
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        // The server may have closed it already.
+        let _ = c.write_all(first);
+        c
+    }
+}
+
+/// The role of a TCP receiver checking the pattern.
+const PATTERN_SINK: &str =
+    r#"{"kind":"receive","proto":"tcp","check":{"kind":"pattern"},"rate_bps":null}"#;
 
 #[test]
 fn garbage_clients_leave_the_server_serving() {
@@ -324,9 +368,8 @@ fn garbage_clients_leave_the_server_serving() {
             let mut c = Raw::connect(addr);
             c.message(HELLO);
             c.answer().unwrap();
-            c.message(r#"{"start":{"role":{"kind":"send","zerocopy":false,"mss":null},"seconds":30}}"#);
-            let port = c.answer().unwrap()["ready"]["port"].as_u64().unwrap() as u16;
-            let mut data = TcpStream::connect(SocketAddr::new(addr.ip(), port)).unwrap();
+            let ready = c.start(r#"{"kind":"send","zerocopy":false,"mss":null}"#, 30.0);
+            let mut data = ready.connect();
             let mut buf = vec![0u8; 1 << 16];
             data.read_exact(&mut buf).unwrap();
             drop(c);
@@ -552,10 +595,8 @@ fn a_run_that_does_not_end_is_cut_at_its_time() {
             c.answer().unwrap();
             let role =
                 r#"{"kind":"receive","proto":"tcp","check":{"kind":"count"},"rate_bps":null}"#;
-            c.message(&format!(r#"{{"start":{{"role":{role},"seconds":0.5}}}}"#));
-            let port = c.answer().unwrap()["ready"]["port"].as_u64().unwrap() as u16;
             // Data that never ends: the connection stays open after "finish".
-            let mut data = TcpStream::connect(SocketAddr::new(addr.ip(), port)).unwrap();
+            let mut data = c.start(role, 0.5).connect();
             data.write_all(&[7u8; 4096]).unwrap();
             let start = std::time::Instant::now();
             c.message(r#""finish""#);
@@ -739,10 +780,7 @@ fn start_fetch(addr: SocketAddr, peer: &FetchPeer, seconds: f64) -> Raw {
         r#"{{"kind":"fetch","port":{},"clients":1,"size":1000}}"#,
         peer.port()
     );
-    c.message(&format!(
-        r#"{{"start":{{"role":{role},"seconds":{seconds}}}}}"#
-    ));
-    assert!(c.answer().unwrap()["ready"].is_object());
+    c.start(&role, seconds);
     c.message(r#""finish""#);
     c
 }
@@ -794,4 +832,111 @@ fn a_fetch_ends_when_its_client_goes() {
     let mut next = Raw::connect(server.addr);
     next.message(HELLO);
     assert!(next.answer().unwrap()["welcome"].is_object());
+}
+
+/// The figures of a run's `done`, after `finish`.
+fn finish(c: &mut Raw) -> Value {
+    c.message(r#""finish""#);
+    let a = c.answer().unwrap();
+    a.get("done").unwrap_or_else(|| panic!("{a}")).clone()
+}
+
+/// Whether the server closed `c` without sending anything on it (closed with bytes of ours
+/// unread, it resets).
+fn closed_unused(c: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    match c.read(&mut byte) {
+        Ok(n) => n == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
+/// Issue 35 item 9: the data port took whichever connection reached it first: one from
+/// 127.0.0.2 without the token took the run, the real client was refused and the run said
+/// `DIFFERENT BYTES`. Data is now the session's own (protocol version 2): from the control
+/// connection's address, after the run's key from `ready`; a version 1 client is told why not.
+#[test]
+fn a_runs_data_is_taken_only_from_its_own_client() {
+    let server = Server::loopback(&[]);
+    let (here, stranger): (IpAddr, IpAddr) =
+        ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
+    let mut old = Raw::connect(server.addr);
+    old.message(r#"{"hello":{"version":1,"token":null}}"#);
+    let error = old.error();
+    assert!(
+        error.contains("protocol version 1: this server speaks 2")
+            && error.contains("same zcnet release on both hosts"),
+        "{error}"
+    );
+    let mut c = Raw::connect(server.addr);
+    c.message(HELLO);
+    assert!(c.answer().unwrap()["welcome"].is_object());
+
+    // A receiver: strangers reach its port first, with the key from another address, from
+    // this address with another key, and with nothing.
+    let ready = c.start(PATTERN_SINK, 5.0);
+    let pattern = netlab::pattern::chunk_at(0, 1 << 20);
+    let mut elsewhere = ready.connect_from(stranger, ready.key.as_bytes());
+    let _ = elsewhere.write_all(pattern);
+    let mut wrong = ready.connect_from(here, &[b'0'; 32]);
+    let _ = wrong.write_all(pattern);
+    let _silent = TcpStream::connect(ready.addr).unwrap();
+    let mut real = ready.connect();
+    real.write_all(pattern).unwrap();
+    drop(real);
+    let done = finish(&mut c);
+    assert_eq!(done["bytes"], 1 << 20, "{done}");
+    assert_eq!(done["verified"], true, "{done}");
+    assert!(closed_unused(&mut elsewhere) && closed_unused(&mut wrong));
+
+    // A sender: a stranger first gets nothing, the client the pattern.
+    let ready = c.start(r#"{"kind":"send","zerocopy":false,"mss":null}"#, 0.2);
+    let mut elsewhere = ready.connect_from(stranger, ready.key.as_bytes());
+    let mut real = ready.connect();
+    let mut v = netlab::pattern::Verifier::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match real.read(&mut buf).unwrap() {
+            0 => break,
+            n => v.check(&buf[..n]),
+        }
+    }
+    assert!(v.ok() && v.offset() > 0);
+    assert_eq!(finish(&mut c)["bytes"], v.offset());
+    assert!(closed_unused(&mut elsewhere));
+
+    // Datagrams: only those of the socket that introduced itself count; the key from another
+    // address introduces nothing.
+    let ready = c.start(
+        r#"{"kind":"receive","proto":"udp","check":{"kind":"count"},"rate_bps":null}"#,
+        5.0,
+    );
+    let outsider = UdpSocket::bind(SocketAddr::new(stranger, 0)).unwrap();
+    let other = UdpSocket::bind(SocketAddr::new(here, 0)).unwrap();
+    let strangers = |n| {
+        outsider.send_to(ready.key.as_bytes(), ready.addr).unwrap();
+        for _ in 0..n {
+            outsider.send_to(&[1u8; 1000], ready.addr).unwrap();
+            other.send_to(&[2u8; 1000], ready.addr).unwrap();
+        }
+    };
+    strangers(5);
+    let real = UdpSocket::bind(SocketAddr::new(here, 0)).unwrap();
+    real.connect(ready.addr).unwrap();
+    real.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut echo = [0u8; 64];
+    let introduced = (0..50).any(|_| {
+        real.send(ready.key.as_bytes()).unwrap();
+        real.recv(&mut echo)
+            .is_ok_and(|n| &echo[..n] == ready.key.as_bytes())
+    });
+    assert!(introduced, "no echo of the introduction");
+    for _ in 0..20 {
+        real.send(&[3u8; 1000]).unwrap();
+    }
+    strangers(5);
+    let done = finish(&mut c);
+    assert_eq!(done["bytes"], 20000, "{done}");
+    assert_eq!(done["messages"], 20, "{done}");
 }

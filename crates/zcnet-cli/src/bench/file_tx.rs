@@ -144,9 +144,7 @@ fn one_run(place: &mut Place, f: &CachedFile, mode: Mode) -> anyhow::Result<Run>
             let seconds = remote.limits.max_seconds;
             let (run, far) = remote.run_with(role.clone(), seconds, move |dest| {
                 pin(0);
-                let s = TcpStream::connect(dest)
-                    .with_context(|| format!("connecting to the far side at {dest}"))?;
-                send_file(&s, &file, len, mode)
+                send_file(&dest.connect()?, &file, len, mode)
             })?;
             received_all(&role, run.bytes, &far)?;
             return Ok(run.with_far(&far));

@@ -88,7 +88,8 @@ fn one_run(
             let role = Role::pattern_sink(Some(RATE_BPS));
             let ((mut run, unacked, sent), far) =
                 remote.run_with(role.clone(), seconds, move |dest| {
-                    relay_run(None, "127.0.0.1".parse()?, dest, method, cond, seconds)
+                    let front = "127.0.0.1".parse()?;
+                    relay_run(None, front, (dest.addr, dest.key()), method, cond, seconds)
                 })?;
             received_all(&role, sent, &far)?;
             run.verified = far.verified;
@@ -117,8 +118,14 @@ fn one_run(
                 }
             }
         })?;
-    let (mut run, unacked, sent) =
-        relay_run(Some(lab.ns(Side::A)), a_ip, dest, method, cond, seconds)?;
+    let (mut run, unacked, sent) = relay_run(
+        Some(lab.ns(Side::A)),
+        a_ip,
+        (dest, &[]),
+        method,
+        cond,
+        seconds,
+    )?;
     let (received, ok) = receiver
         .join()
         .map_err(|_| anyhow::anyhow!("receiver panicked"))??;
@@ -162,12 +169,13 @@ fn rate_limited_lab() -> anyhow::Result<VethLab> {
 }
 
 /// The source side of one run, in `ns` (else here): a sender on CPU 1 streaming the pattern
-/// for `seconds` to a relay on CPU 0 (accepting on `front_ip`) that forwards it to `dest`.
-/// Returns the relay's run, its median unacknowledged bytes, and the bytes sent.
+/// for `seconds` to a relay on CPU 0 (accepting on `front_ip`) that forwards it to `dest`,
+/// after `key`, the bytes that make the stream a remote run's own (none in the lab).
+/// Returns the relay's run, its median unacknowledged bytes, and the bytes of the pattern sent.
 fn relay_run(
     ns: Option<&Netns>,
     front_ip: IpAddr,
-    dest: SocketAddr,
+    (dest, key): (SocketAddr, &[u8]),
     method: Method,
     cond: Condition,
     seconds: f64,
@@ -196,6 +204,8 @@ fn relay_run(
         dest_sndbuf: Some(cond.max_unacked as usize),
         sample_unacked: true,
     };
+    let key = key.to_vec();
+    let key_len = key.len() as u64;
     let relay = spawn_in(ns, move || -> anyhow::Result<(Run, u64)> {
         pin(0);
         let (src, _) = front.accept()?;
@@ -205,7 +215,8 @@ fn relay_run(
         samples.sort_unstable();
         let median = samples.get(samples.len() / 2).copied().unwrap_or(0);
         let run = meter.finish(Work {
-            bytes: stats.bytes,
+            // The run's payload, as the far side counts it: the key is the protocol's.
+            bytes: stats.bytes.saturating_sub(key_len),
             requests: None,
             zero_copy_share: None,
             verified: None,
@@ -215,6 +226,7 @@ fn relay_run(
     let sender = spawn_in(ns, move || -> anyhow::Result<u64> {
         pin(1);
         let mut s = TcpStream::connect(relay_addr)?;
+        s.write_all(&key)?;
         let start = Instant::now();
         let mut off = 0u64;
         while start.elapsed().as_secs_f64() < seconds {

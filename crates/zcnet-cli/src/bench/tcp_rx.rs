@@ -681,7 +681,9 @@ fn with_server(
         let settings = s.clone();
         let ((run, stats), far) = remote.run_with(role.clone(), s.seconds, move |dest| {
             pin(1);
-            receive(connect(dest, mss)?, mode, &settings)
+            let s = connect(dest.addr, mss)?;
+            dest.introduce(&s)?;
+            receive(s, mode, &settings)
         })?;
         if far.bytes != stats.bytes() {
             bail!(

@@ -410,14 +410,8 @@ where
     let (run, far) = remote.run_with(role.clone(), seconds, move |dest| {
         pin(0);
         match proto {
-            Proto::Udp => {
-                let s = UdpSocket::bind(unspecified(Family::of(dest.ip())))?;
-                s.connect(dest)?;
-                send(Conn::Udp(s))
-            }
-            Proto::Tcp => TcpStream::connect(dest)
-                .with_context(|| format!("connecting to the far side at {dest}"))
-                .and_then(|s| send(Conn::Tcp(s))),
+            Proto::Udp => send(Conn::Udp(dest.udp()?)),
+            Proto::Tcp => send(Conn::Tcp(dest.connect()?)),
         }
     })?;
     remote::client::received_all(&role, run.bytes, &far)?;

@@ -1,14 +1,15 @@
 //! The bench side of the control protocol: a session with `zcnet serve`, one `start`/`finish`
 //! pair per run.
 
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
 use super::far::GRACE;
-use super::proto::{self, Far, Limits, Message, Role, VERSION};
+use super::proto::{self, Far, Key, Limits, Message, Role, VERSION};
 
 /// How long a busy server is retried before giving up.
 const BUSY_WAIT: Duration = Duration::from_secs(15);
@@ -85,6 +86,13 @@ impl Remote {
             Ok(Message::Error { message }) if message.starts_with("busy") => {
                 Err(Hello::Busy(message))
             }
+            // A server of another release: say both versions and what to do.
+            Ok(Message::Error { message }) if message.starts_with("protocol version") => {
+                Err(Hello::Failed(anyhow::anyhow!(
+                    "{message} (this zcnet speaks {VERSION}); run the same zcnet release on \
+                     both hosts"
+                )))
+            }
             Ok(Message::Error { message }) => Err(Hello::Failed(anyhow::anyhow!("{message}"))),
             Ok(other) => Err(Hello::Failed(anyhow::anyhow!(
                 "answered hello with {other:?}: not a zcnet serve of protocol {VERSION}"
@@ -106,12 +114,12 @@ impl Remote {
         Ok(self.conn.local_addr()?.ip())
     }
 
-    /// Asks the server to start its side of a run; returns its data address (the server's
-    /// address with the port it opened; port 0 where it connects out).
+    /// Asks the server to start its side of a run; returns its data port (the server's
+    /// address with the port it opened, port 0 where it connects out, and the run's key).
     ///
     /// # Errors
     /// The server refuses the run (its limits) or the connection fails.
-    pub fn start(&mut self, role: Role, seconds: f64) -> anyhow::Result<SocketAddr> {
+    pub fn start(&mut self, role: Role, seconds: f64) -> anyhow::Result<DataPort> {
         if seconds > self.limits.max_seconds {
             bail!(
                 "runs of {seconds} s, but zcnet serve at {} runs at most {} s (its --max-seconds)",
@@ -124,9 +132,12 @@ impl Remote {
         let ctx = || format!("zcnet serve at {at}: start");
         proto::write(&mut self.conn, &Message::Start { role, seconds }).with_context(ctx)?;
         match proto::read(&mut self.conn).with_context(ctx)? {
-            Message::Ready { port } => {
+            Message::Ready { port, key } => {
                 self.running = Some(seconds);
-                Ok(SocketAddr::new(self.addr.ip(), port))
+                Ok(DataPort {
+                    addr: SocketAddr::new(self.addr.ip(), port),
+                    key,
+                })
             }
             Message::Error { message } => {
                 bail!("zcnet serve at {} refused the run: {message}", self.addr)
@@ -161,7 +172,7 @@ impl Remote {
 
 impl Remote {
     /// One run: the far side started in `role`, then `local` on a thread of its own with the
-    /// far side's data address, then `finish`. Where both sides fail, the far side's reason
+    /// far side's data port, then `finish`. Where both sides fail, the far side's reason
     /// comes first (a limit it enforced resets our connection).
     ///
     /// # Errors
@@ -169,7 +180,7 @@ impl Remote {
     pub fn run_with<T, F>(&mut self, role: Role, seconds: f64, local: F) -> anyhow::Result<(T, Far)>
     where
         T: Send + 'static,
-        F: FnOnce(SocketAddr) -> anyhow::Result<T> + Send + 'static,
+        F: FnOnce(DataPort) -> anyhow::Result<T> + Send + 'static,
     {
         let data = self.start(role, seconds)?;
         // A thread, as in the labs: an io_uring sender's ring lets its socket go only once the
@@ -182,6 +193,91 @@ impl Remote {
             (_, Err(far)) => Err(far),
             (Err(ours), Ok(_)) => Err(ours),
         }
+    }
+}
+
+/// The far side's data port of one run, and the key that makes a connection or a socket the
+/// run's own: the server takes data only from this host's address and only after the key
+/// ([`proto`]'s module docs), so every data connection or socket of a run is made here.
+#[derive(Clone, Debug)]
+pub struct DataPort {
+    /// The server's address and the port it opened (0 where it connects out).
+    pub addr: SocketAddr,
+    key: Key,
+}
+
+/// How many times, 100 ms apart, a UDP socket introduces itself before giving up.
+const INTRODUCTIONS: u32 = 30;
+
+impl DataPort {
+    /// A TCP connection to the far side, introduced.
+    ///
+    /// # Errors
+    /// The connection fails.
+    pub fn connect(&self) -> anyhow::Result<TcpStream> {
+        let s = TcpStream::connect(self.addr)
+            .with_context(|| format!("connecting to the far side at {}", self.addr))?;
+        self.introduce(&s)?;
+        Ok(s)
+    }
+
+    /// Introduces a connection made with options of the caller's own: sends the key, which
+    /// must be the first bytes the far side gets.
+    ///
+    /// # Errors
+    /// The connection fails.
+    pub fn introduce(&self, mut s: &TcpStream) -> anyhow::Result<()> {
+        s.write_all(self.key())
+            .with_context(|| format!("introducing the data connection to {}", self.addr))
+    }
+
+    /// The key, for a stream that reaches the far side another way (through a relay): its
+    /// first bytes.
+    pub fn key(&self) -> &[u8] {
+        self.key.as_bytes()
+    }
+
+    /// A UDP socket connected to the far side, introduced: it sends the key until the far side
+    /// echoes it, after which the far side takes this socket's datagrams and no others.
+    ///
+    /// # Errors
+    /// The socket fails, or the far side does not answer for 3 s.
+    pub fn udp(&self) -> anyhow::Result<UdpSocket> {
+        let any: IpAddr = match self.addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        };
+        let s = UdpSocket::bind(SocketAddr::new(any, 0))?;
+        s.connect(self.addr)?;
+        s.set_read_timeout(Some(Duration::from_millis(100)))?;
+        let mut echo = [0u8; Key::LEN + 1];
+        for _ in 0..INTRODUCTIONS {
+            s.send(self.key())
+                .with_context(|| format!("introducing a UDP socket to {}", self.addr))?;
+            match s.recv(&mut echo) {
+                Ok(n) if self.key.is(&echo[..n]) => {
+                    s.set_read_timeout(None)?;
+                    return Ok(s);
+                }
+                // Anything else, or nothing yet (a datagram may be lost): again.
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("introducing a UDP socket to {}", self.addr));
+                }
+            }
+        }
+        bail!(
+            "the far side at {} did not answer this UDP socket's introduction within 3 s",
+            self.addr
+        )
     }
 }
 

@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use netlab::pattern::{self, Verifier};
 use zcnet::msg_zerocopy::{self, CopiedPolicy, ZerocopySender};
 
-use super::proto::{Check, Far, Limits, Proto, Role};
+use super::proto::{Check, Far, Key, Limits, Proto, Role};
 use crate::measure::{Meter, Run, Work};
 
 /// Time a run may take beyond its seconds (connection set-up, draining, a slow peer).
@@ -30,7 +30,19 @@ pub struct Signals {
 pub struct Prepared {
     /// The data port on the server's address (0 where the server connects out).
     pub port: u16,
+    /// The run's key, for `ready`.
+    pub key: Key,
+    /// Whose data the run takes.
+    owner: Owner,
     job: Job,
+}
+
+/// What makes data the run's own: it comes from the session's client, and shows the run's key
+/// first. Anything else is turned away, and the run waits on for its client.
+struct Owner {
+    /// The control connection's peer.
+    peer: IpAddr,
+    key: Key,
 }
 
 enum Job {
@@ -158,7 +170,13 @@ pub fn prepare(
         Job::ReceiveUdp(s) => s.local_addr()?.port(),
         Job::Generate(..) | Job::Fetch(..) => 0,
     };
-    Ok(Prepared { port, job })
+    let key = Key::new().context("reading /dev/urandom for the run's key")?;
+    Ok(Prepared {
+        port,
+        key: key.clone(),
+        owner: Owner { peer, key },
+        job,
+    })
 }
 
 /// What bounds a run: its end, the byte limit, the session's signals.
@@ -206,9 +224,9 @@ impl Prepared {
             signals,
         };
         match self.job {
-            Job::ReceiveTcp(l, check, rate) => receive_tcp(&l, check, rate, &bounds),
-            Job::ReceiveUdp(s) => receive_udp(&s, &bounds),
-            Job::Send(l, zc) => send(&l, zc, &bounds),
+            Job::ReceiveTcp(l, check, rate) => receive_tcp(&l, &self.owner, check, rate, &bounds),
+            Job::ReceiveUdp(s) => receive_udp(&s, &self.owner, &bounds),
+            Job::Send(l, zc) => send(&l, &self.owner, zc, &bounds),
             Job::Generate(s, to, frame) => generate(&s, to, frame, &bounds),
             Job::Fetch(addr, clients, size) => fetch(addr, clients, size, &bounds),
         }
@@ -238,31 +256,115 @@ fn work(bytes: u64) -> Work {
     }
 }
 
-/// Accepts the run's one connection, polling so that the bounds hold.
-fn accept(l: &TcpListener, bounds: &Bounds) -> anyhow::Result<TcpStream> {
-    l.set_nonblocking(true)?;
-    loop {
-        match l.accept() {
-            Ok((c, _)) => {
-                c.set_nonblocking(false)?;
-                return Ok(c);
+/// Most connections waiting to show a key at once; the oldest goes when another comes.
+const MAX_CANDIDATES: usize = 16;
+
+/// How long a connection from the client's address has to show the key (the client sends it
+/// as soon as it is connected).
+const KEY_WAIT: Duration = Duration::from_secs(5);
+
+/// A connection from the client's address that has not shown the whole key yet.
+struct Candidate {
+    conn: TcpStream,
+    from: SocketAddr,
+    got: Vec<u8>,
+    since: Instant,
+}
+
+/// Where a candidate is.
+enum Shown {
+    /// The whole key: the run's connection.
+    Key,
+    /// Not yet.
+    NotYet,
+    /// Another key, the end of the connection, or no key in time: not the run's.
+    Refused(&'static str),
+}
+
+impl Candidate {
+    /// Reads what has come of the key, never a byte past it.
+    fn read_key(&mut self, key: &Key) -> Shown {
+        let mut part = [0u8; Key::LEN];
+        let want = Key::LEN - self.got.len();
+        match self.conn.read(&mut part[..want]) {
+            Ok(0) => return Shown::Refused("closed before the run's key"),
+            Ok(n) => self.got.extend_from_slice(&part[..n]),
+            Err(e) if timed_out(&e) => {}
+            Err(_) => return Shown::Refused("failed before the run's key"),
+        }
+        if self.got.len() == Key::LEN {
+            if key.is(&self.got) {
+                Shown::Key
+            } else {
+                Shown::Refused("another key")
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                bounds.check(0).context("waiting for the data connection")?;
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) => return Err(e).context("accept"),
+        } else if self.since.elapsed() > KEY_WAIT {
+            Shown::Refused("no key in time")
+        } else {
+            Shown::NotYet
         }
     }
 }
 
+/// Accepts the run's one connection: the first from the client's address to show the run's
+/// key, its key read. Others are closed (before, the first to reach the port took the run,
+/// whoever it was). Polls, so that the bounds hold.
+fn accept(l: &TcpListener, owner: &Owner, bounds: &Bounds) -> anyhow::Result<TcpStream> {
+    l.set_nonblocking(true)?;
+    let mut candidates: Vec<Candidate> = Vec::new();
+    loop {
+        match l.accept() {
+            Ok((_, from)) if from.ip() != owner.peer => {
+                turned_away(from, "not the session's client");
+                continue;
+            }
+            Ok((conn, from)) => {
+                conn.set_nonblocking(true)?;
+                if candidates.len() == MAX_CANDIDATES {
+                    let oldest = candidates.remove(0);
+                    turned_away(oldest.from, "too many connections waiting");
+                }
+                candidates.push(Candidate {
+                    conn,
+                    from,
+                    got: Vec::with_capacity(Key::LEN),
+                    since: Instant::now(),
+                });
+                continue;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e).context("accept"),
+        }
+        let mut i = 0;
+        while i < candidates.len() {
+            match candidates[i].read_key(&owner.key) {
+                Shown::Key => {
+                    let c = candidates.remove(i).conn;
+                    c.set_nonblocking(false)?;
+                    return Ok(c);
+                }
+                Shown::NotYet => i += 1,
+                Shown::Refused(why) => turned_away(candidates.remove(i).from, why),
+            }
+        }
+        bounds.check(0).context("waiting for the data connection")?;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Says why data from `from` is not taken for the run (it is closed or dropped).
+fn turned_away(from: SocketAddr, why: &str) {
+    eprintln!("zcnet serve: data from {from} turned away: {why}");
+}
+
 fn receive_tcp(
     l: &TcpListener,
+    owner: &Owner,
     check: Check,
     rate: Option<u64>,
     bounds: &Bounds,
 ) -> anyhow::Result<Far> {
-    let mut c = accept(l, bounds)?;
+    let mut c = accept(l, owner, bounds)?;
     c.set_read_timeout(Some(Duration::from_millis(200)))?;
     let mut verifier = match check {
         Check::Count => None,
@@ -305,16 +407,21 @@ fn timed_out(e: &std::io::Error) -> bool {
     matches!(e.kind(), WouldBlock | TimedOut | Interrupted)
 }
 
-/// Datagrams until the client's `finish` and then 300 ms without one.
-fn receive_udp(s: &UdpSocket, bounds: &Bounds) -> anyhow::Result<Far> {
+/// Datagrams from the client's socket until the client's `finish` and then 300 ms without one.
+fn receive_udp(s: &UdpSocket, owner: &Owner, bounds: &Bounds) -> anyhow::Result<Far> {
     const QUIET: Duration = Duration::from_millis(300);
     s.set_read_timeout(Some(Duration::from_millis(50)))?;
     let mut buf = vec![0u8; 65536];
+    introduced(s, owner, &mut buf, bounds)?;
     let meter = Meter::start();
     let (mut bytes, mut datagrams) = (0u64, 0u64);
     let mut last = Instant::now();
     loop {
         match s.recv(&mut buf) {
+            // The introduction again, sent before the echo reached the client: not data.
+            Ok(n) if owner.key.is(&buf[..n]) => {
+                let _ = s.send(owner.key.as_bytes());
+            }
             Ok(n) => {
                 bytes += n as u64;
                 datagrams += 1;
@@ -333,10 +440,37 @@ fn receive_udp(s: &UdpSocket, bounds: &Bounds) -> anyhow::Result<Far> {
     Ok(far(&run, datagrams, None))
 }
 
+/// Waits for the client's socket to introduce itself (a datagram of the run's key from the
+/// client's address), then takes datagrams from that socket alone (`connect(2)`: the kernel
+/// drops the others) and echoes the key, which tells the client to send. Datagrams before the
+/// introduction are not the run's: the client sends none.
+fn introduced(s: &UdpSocket, owner: &Owner, buf: &mut [u8], bounds: &Bounds) -> anyhow::Result<()> {
+    loop {
+        match s.recv_from(buf) {
+            Ok((n, from)) if from.ip() == owner.peer && owner.key.is(&buf[..n]) => {
+                s.connect(from)
+                    .context("connecting to the client's socket")?;
+                s.send(owner.key.as_bytes()).context("echoing the key")?;
+                return Ok(());
+            }
+            Ok(_) => {}
+            Err(e) if timed_out(&e) => {
+                if bounds.signals.finish.load(Ordering::Acquire) {
+                    bail!("the client finished without its socket introducing itself");
+                }
+            }
+            Err(e) => return Err(e).context("receiving"),
+        }
+        bounds
+            .check(0)
+            .context("waiting for the client's socket to introduce itself")?;
+    }
+}
+
 /// The pattern for the run's seconds in 512 KiB calls, then the write side shut.
-fn send(l: &TcpListener, zerocopy: bool, bounds: &Bounds) -> anyhow::Result<Far> {
+fn send(l: &TcpListener, owner: &Owner, zerocopy: bool, bounds: &Bounds) -> anyhow::Result<Far> {
     const CHUNK: usize = 512 * 1024;
-    let c = accept(l, bounds)?;
+    let c = accept(l, owner, bounds)?;
     c.set_write_timeout(Some(GRACE))?;
     let config = msg_zerocopy::Config {
         mode: if zerocopy {

@@ -7,7 +7,7 @@
 //! hello {version, token}          ->
 //!                                 <-       welcome {version, host, limits} | error
 //! start {role, seconds}           ->       (checks the limits, opens its data socket)
-//!                                 <-       ready {port} | error
+//!                                 <-       ready {port, key} | error
 //!            ... the run's data, on its own connection or datagrams ...
 //! finish                          ->
 //!                                 <-       done {far side's figures} | error
@@ -15,13 +15,21 @@
 //! ```
 //!
 //! An `error` ends the session; the server goes on accepting.
+//!
+//! A run's data belongs to its session (version 2; version 1 let any peer that reached the port
+//! first take the run): the server takes data only from the control connection's peer address,
+//! and only once it shows the run's [`Key`], sent in `ready` on the control connection. A TCP
+//! data connection's first bytes are the key, whichever way the data then flows; a UDP sender's
+//! socket sends the key as a datagram until the server echoes it, and the server then takes
+//! datagrams from that socket alone. `generate` and `fetch` send or connect only to the control
+//! connection's peer.
 
 use std::io::{Read, Write};
 
 use serde::{Deserialize, Serialize};
 
 /// The protocol version this build speaks; `hello` with another is refused.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The longest control message, in bytes of JSON.
 pub const MAX_MESSAGE: usize = 64 * 1024;
@@ -57,6 +65,8 @@ pub enum Message {
     Ready {
         /// Port of the data socket.
         port: u16,
+        /// What makes a data connection or socket this run's own.
+        key: Key,
     },
     /// Client: its side of the run is over.
     Finish,
@@ -159,6 +169,63 @@ pub enum Check {
         /// Buffers in the pool.
         count: u64,
     },
+}
+
+/// A run's secret: 32 hex digits from the kernel's random source, new for every run. It is
+/// sent in the clear, as the token is: it keeps other peers from taking a run, it is no secret
+/// from whoever reads the network between the hosts.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Key(String);
+
+impl Key {
+    /// Bytes of a key on the wire.
+    pub const LEN: usize = 32;
+
+    /// A new key.
+    ///
+    /// # Errors
+    /// `/dev/urandom` cannot be read.
+    pub fn new() -> std::io::Result<Key> {
+        let mut random = [0u8; Key::LEN / 2];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut random)?;
+        Ok(Key(random.iter().map(|b| format!("{b:02x}")).collect()))
+    }
+
+    /// The bytes a data connection or introducing datagram carries.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+
+    /// Whether `bytes` are this key, in time independent of where they differ.
+    pub fn is(&self, bytes: &[u8]) -> bool {
+        same_bytes(self.as_bytes(), bytes)
+    }
+}
+
+// Never printed whole: logs and errors may be read by others than the client.
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Key(..)")
+    }
+}
+
+impl TryFrom<String> for Key {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Key, String> {
+        if s.len() == Key::LEN && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Ok(Key(s))
+        } else {
+            Err(format!("a run's key is {} hex digits", Key::LEN))
+        }
+    }
+}
+
+impl From<Key> for String {
+    fn from(k: Key) -> String {
+        k.0
+    }
 }
 
 /// The server's limits, told in `welcome`.
@@ -312,7 +379,10 @@ fn fill(r: &mut impl Read, buf: &mut [u8]) -> Result<usize, ProtoError> {
 
 /// Whether two tokens are equal, in time independent of where they differ.
 pub fn same_token(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
+    same_bytes(a.as_bytes(), b.as_bytes())
+}
+
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -352,7 +422,10 @@ mod tests {
                 },
                 seconds: 2.0,
             },
-            Message::Ready { port: 40000 },
+            Message::Ready {
+                port: 40000,
+                key: Key::new().unwrap(),
+            },
             Message::Finish,
             Message::Done(Far {
                 bytes: 7,
@@ -370,10 +443,13 @@ mod tests {
 
     #[test]
     fn the_wire_form_is_length_and_json() {
-        let bytes = frame(br#"{"ready":{"port":5201}}"#);
+        let bytes = frame(br#"{"ready":{"port":5201,"key":"00112233445566778899aabbccddeeff"}}"#);
         assert_eq!(
             read(&mut bytes.as_slice()).unwrap(),
-            Message::Ready { port: 5201 }
+            Message::Ready {
+                port: 5201,
+                key: Key("00112233445566778899aabbccddeeff".into())
+            }
         );
         let bytes = frame(br#""finish""#);
         assert_eq!(read(&mut bytes.as_slice()).unwrap(), Message::Finish);
@@ -398,7 +474,7 @@ mod tests {
                 got: 2
             })
         ));
-        let mut cut = frame(br#"{"ready":{"port":1}}"#);
+        let mut cut = frame(br#"{"ready":{"port":1,"key":"00"}}"#);
         cut.truncate(10);
         assert!(matches!(
             read(&mut cut.as_slice()),
@@ -416,6 +492,10 @@ mod tests {
         for body in [
             &br#"{"ready":{"port":70000}}"#[..],
             br#"{"ready":{"port":1,"extra":2}}"#,
+            // Version 1's ready, and keys not of the form.
+            br#"{"ready":{"port":1}}"#,
+            br#"{"ready":{"port":1,"key":"0011"}}"#,
+            br#"{"ready":{"port":1,"key":"00112233445566778899aabbccddeeZZ"}}"#,
             br#"{"launch":{}}"#,
             b"\x00\x01\x02",
         ] {
@@ -425,6 +505,17 @@ mod tests {
                 "{body:?}"
             );
         }
+    }
+
+    #[test]
+    fn keys_are_new_each_time_and_compare_whole() {
+        let (a, b) = (Key::new().unwrap(), Key::new().unwrap());
+        assert_ne!(a, b);
+        assert_eq!(a.as_bytes().len(), Key::LEN);
+        assert!(a.is(a.as_bytes()));
+        assert!(!a.is(b.as_bytes()));
+        assert!(!a.is(&a.as_bytes()[1..]));
+        assert_eq!(format!("{a:?}"), "Key(..)");
     }
 
     #[test]

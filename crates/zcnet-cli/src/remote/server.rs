@@ -202,7 +202,11 @@ fn session(mut conn: TcpStream, config: &Config) -> Result<u64, String> {
             if version != VERSION {
                 return Err(end(
                     &mut conn,
-                    format!("protocol version {version}: this server speaks {VERSION}"),
+                    format!(
+                        "protocol version {version}: this server speaks {VERSION} (zcnet {}); \
+                         run the same zcnet release on both hosts",
+                        env!("CARGO_PKG_VERSION")
+                    ),
                 ));
             }
             if let Some(want) = &config.token
@@ -249,6 +253,7 @@ fn session(mut conn: TcpStream, config: &Config) -> Result<u64, String> {
             &mut conn,
             &Message::Ready {
                 port: prepared.port,
+                key: prepared.key.clone(),
             },
         )
         .map_err(|e| e.to_string())?;
