@@ -261,13 +261,7 @@ impl DataPort {
                 }
                 // Anything else, or nothing yet (a datagram may be lost): again.
                 Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock
-                            | std::io::ErrorKind::TimedOut
-                            | std::io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if super::far::timed_out(&e) => {}
                 Err(e) => {
                     return Err(e)
                         .with_context(|| format!("introducing a UDP socket to {}", self.addr));

@@ -402,7 +402,7 @@ fn receive_tcp(
 }
 
 /// Whether a read with a timeout only timed out (or was interrupted): try again.
-fn timed_out(e: &std::io::Error) -> bool {
+pub(super) fn timed_out(e: &std::io::Error) -> bool {
     use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
     matches!(e.kind(), WouldBlock | TimedOut | Interrupted)
 }
