@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod capped;
 pub mod capture;
 pub mod cli;
 pub mod file_server;

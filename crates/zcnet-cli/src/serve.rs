@@ -4,7 +4,7 @@
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 use crate::remote::proto::Limits;
 use crate::remote::server::{self, Config};
@@ -16,7 +16,7 @@ pub struct Opt {
     /// reached, nowhere else (port 0: any; the address is printed on stderr).
     #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::host_port)]
     pub listen: SocketAddr,
-    /// A file whose contents (trimmed) a client must send (its `--token-file`).
+    /// A file whose contents (trimmed, at most 4 KiB) a client must send (its `--token-file`).
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<std::path::PathBuf>,
     /// Refuse runs longer than this, seconds.
@@ -35,18 +35,11 @@ pub struct Opt {
 
 /// `zcnet serve`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    let token = match &opt.token_file {
-        None => None,
-        Some(p) => {
-            let t = std::fs::read_to_string(p)
-                .with_context(|| format!("reading the token file {}", p.display()))?;
-            let t = t.trim().to_owned();
-            if t.is_empty() {
-                bail!("the token file {} is empty", p.display());
-            }
-            Some(t)
-        }
-    };
+    let token = opt
+        .token_file
+        .as_deref()
+        .map(crate::remote::proto::read_token)
+        .transpose()?;
     let listener =
         TcpListener::bind(opt.listen).with_context(|| format!("listening on {}", opt.listen))?;
     let config = Config {

@@ -7,6 +7,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::path::Path;
 use std::process::{Child, Output, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -939,4 +940,34 @@ fn a_runs_data_is_taken_only_from_its_own_client() {
     let done = finish(&mut c);
     assert_eq!(done["bytes"], 20000, "{done}");
     assert_eq!(done["messages"], 20, "{done}");
+}
+
+/// Issue 35 item 11: `serve --token-file /dev/zero` read the device whole (2 GB in 3 s), and so
+/// did the bench's `--token-file`. A token file is read up to 4 KiB: past it, one line naming
+/// the file and the cap, exit 1, before anything listens or connects.
+#[test]
+fn a_token_file_is_read_to_its_cap() {
+    let dir = std::env::temp_dir().join(format!("zcnet-remote-cap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let long = dir.join("long");
+    std::fs::write(&long, "a".repeat(4097)).unwrap();
+    for file in [Path::new("/dev/zero"), &long] {
+        let path = file.to_str().unwrap();
+        let mut serve = common::zcnet();
+        serve.args(["serve", "--listen", "127.0.0.1:0", "--token-file", path]);
+        // A closed port on loopback: the token file is read before anything connects.
+        let mut bench = common::zcnet();
+        bench
+            .args(["bench", "tcp-tx", "--remote", "127.0.0.1:9", "--runs", "1"])
+            .args(["--token-file", path]);
+        for cmd in [serve, bench] {
+            let err = common::one_line_error(common::output_bounded(&cmd));
+            assert!(
+                err.contains(&format!("reading the token file {path}"))
+                    && err.contains("larger than 4 KiB, the cap for a token file"),
+                "{err}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -292,3 +292,76 @@ fn a_bad_or_foreign_file_is_one_line_naming_the_file_and_the_field() {
         assert!(!out.exists(), "no page for a bad input");
     }
 }
+
+/// Issue 35 item 11: inputs were read whole (`report /dev/zero`, `--profile /dev/zero`: 2 GB in
+/// 3 s), and a 200 MB host name took 61 s and 7 GB and was drawn into a 3.5 GB page. A report
+/// input is read up to 64 MiB and 5000 sets, a profile up to 1 MiB (past a cap: one line naming
+/// the file and the cap, exit 2, no page); a name is drawn cut to 100 characters, with a mark.
+#[test]
+fn oversized_inputs_are_refused_and_long_names_cut() {
+    let mut suite: serde_json::Value = serde_json::from_str(SUITE).unwrap();
+    let many = temp("many-sets.json");
+    let mut one = suite["reports"][0].clone();
+    one["results"] = vec![one["results"][0].clone(); 5001].into();
+    std::fs::write(&many, one.to_string()).unwrap();
+    let short = as_host("eta");
+    let out = temp("capped.html");
+    for (input, profile, says) in [
+        (
+            Path::new("/dev/zero"),
+            None,
+            "/dev/zero: larger than 64 MiB, the cap for a report input",
+        ),
+        (
+            &many,
+            None,
+            "sets (results of all reports): 5001, more than the 5000 a page draws",
+        ),
+        (
+            &short,
+            Some("/dev/zero"),
+            "the profile /dev/zero is larger than 1 MiB, the cap for a profile",
+        ),
+    ] {
+        let mut cmd = zcnet();
+        cmd.arg("report").arg(input).arg("-o").arg(&out);
+        if let Some(p) = profile {
+            cmd.args(["--profile", p]);
+        }
+        let r = common::output_bounded(&cmd);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(!out.exists(), "no page for a bad input");
+    }
+    // A host name of 4 MB: cut where it is drawn, and the page the size of a short name's.
+    for r in suite["reports"].as_array_mut().unwrap() {
+        r["host"]["hostname"] = "h".repeat(4 << 20).into();
+    }
+    let long = temp("long-host.json");
+    std::fs::write(&long, suite.to_string()).unwrap();
+    let page = |input: &Path| {
+        let out = temp(&format!(
+            "{}.html",
+            input.file_stem().unwrap().to_str().unwrap()
+        ));
+        let mut cmd = zcnet();
+        cmd.arg("report").arg(input).arg("-o").arg(&out);
+        let r = common::output_bounded(&cmd);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let (long, short) = (page(&long), page(&short));
+    assert!(
+        long.contains(&format!("{}…[cut]", "h".repeat(100))),
+        "no cut name"
+    );
+    assert!(!long.contains(&"h".repeat(101)), "a name drawn whole");
+    assert!(
+        long.len() < short.len() + (64 << 10),
+        "{} bytes of page for {} with a short name",
+        long.len(),
+        short.len()
+    );
+}

@@ -185,3 +185,27 @@ fn unwritable_and_unreadable_profiles_say_so_at_once() {
     );
     assert!(err.contains("cannot read the profile"), "{err}");
 }
+
+/// Issue 35 item 11: a profile was read whole (`--profile /dev/zero`: 2 GB in 3 s). It is read
+/// up to 1 MiB: past that, `bench --profile` is one line naming the file and the cap, exit 1,
+/// and a `$ZCNET_PROFILE` over the cap is passed over for the built-in one, saying why.
+#[test]
+fn a_profile_is_read_to_its_cap() {
+    let mut cmd = zcnet();
+    cmd.args(["bench", "udp-tx", "--profile", "/dev/zero"]);
+    let err = one_line_error(common::output_bounded(&cmd));
+    assert!(
+        err.contains("the profile /dev/zero is larger than 1 MiB, the cap for a profile"),
+        "{err}"
+    );
+    let mut cmd = zcnet();
+    cmd.args(["tune", "--show"])
+        .env("ZCNET_PROFILE", "/dev/zero");
+    let out = common::output_bounded(&cmd);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("built-in defaults (the profile /dev/zero is larger than 1 MiB"),
+        "{text}"
+    );
+}

@@ -245,6 +245,13 @@ pub enum ProfileError {
         #[source]
         source: std::io::Error,
     },
+    /// The file holds more than a profile ever does ([`MAX_PROFILE`]): a device such as
+    /// `/dev/zero`, or another file named by mistake. Nothing past the cap is read.
+    #[error("the profile {path} is larger than {} MiB, the cap for a profile", MAX_PROFILE >> 20)]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+    },
     /// The file is not a profile.
     #[error("the profile {path} is not valid: {message}")]
     Parse {
@@ -254,6 +261,11 @@ pub enum ProfileError {
         message: String,
     },
 }
+
+/// The most bytes a profile file may hold: `zcnet tune` writes a few KiB (an entry per path and
+/// route), so 1 MiB leaves room for any hand edit, and `--profile /dev/zero` is refused at once
+/// (it was read whole, gigabytes, before).
+pub const MAX_PROFILE: u64 = 1 << 20;
 
 impl Profile {
     /// The kernel documents' figures, used when no profile was measured: MSG_ZEROCOPY and
@@ -289,14 +301,28 @@ impl Profile {
         }
     }
 
-    /// Reads a profile written by `zcnet tune`.
+    /// Reads a profile written by `zcnet tune`, at most [`MAX_PROFILE`] bytes of it.
     ///
     /// # Errors
-    /// The file cannot be read or is not a profile.
+    /// The file cannot be read, is larger than [`MAX_PROFILE`], or is not a profile.
     pub fn load(path: &Path) -> Result<Profile, ProfileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+        use std::io::Read;
+        let read = |source| ProfileError::Read {
             path: path.to_owned(),
             source,
+        };
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_PROFILE + 1).read_to_end(&mut bytes))
+            .map_err(read)?;
+        if bytes.len() as u64 > MAX_PROFILE {
+            return Err(ProfileError::TooLarge {
+                path: path.to_owned(),
+            });
+        }
+        let text = String::from_utf8(bytes).map_err(|e| ProfileError::Parse {
+            path: path.to_owned(),
+            message: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
         })?;
         let mut p: Profile = toml::from_str(&text).map_err(|e| ProfileError::Parse {
             path: path.to_owned(),
@@ -550,6 +576,37 @@ mod tests {
         let e = Profile::load(&f).unwrap_err().to_string();
         assert!(e.contains("sometimes"), "{e}");
         assert!(e.contains("line"), "{e}");
+        std::fs::write(&f, b"kernel = \"\xff\"\n").unwrap();
+        let e = Profile::load(&f).unwrap_err().to_string();
+        assert!(e.ends_with("is not valid: not UTF-8 text (byte 10)"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_larger_than_a_profile_is_refused_at_the_cap() {
+        let dir = std::env::temp_dir().join(format!("zcnet-profile-cap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A valid profile with a comment that takes it one byte past the cap.
+        let mut text = Profile::builtin().to_toml();
+        text.push('#');
+        text.push_str(&"x".repeat(MAX_PROFILE as usize - text.len()));
+        let f = dir.join("p.toml");
+        std::fs::write(&f, &text).unwrap();
+        assert!(Profile::load(&f).is_ok(), "exactly the cap is a profile");
+        text.push('x');
+        std::fs::write(&f, &text).unwrap();
+        let e = Profile::load(&f).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "the profile {} is larger than 1 MiB, the cap for a profile",
+                f.display()
+            )
+        );
+        for endless in ["/dev/zero", "/dev/urandom"] {
+            let e = Profile::load(Path::new(endless)).unwrap_err();
+            assert!(matches!(e, ProfileError::TooLarge { .. }), "{e}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

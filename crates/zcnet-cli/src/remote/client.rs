@@ -35,13 +35,7 @@ impl Remote {
     /// The server cannot be reached, refuses the token or the version, or is not a zcnet
     /// server.
     pub fn connect(addr: SocketAddr, token_file: Option<&Path>) -> anyhow::Result<Remote> {
-        let token = token_file
-            .map(|p| {
-                std::fs::read_to_string(p)
-                    .with_context(|| format!("reading the token file {}", p.display()))
-                    .map(|t| t.trim().to_owned())
-            })
-            .transpose()?;
+        let token = token_file.map(proto::read_token).transpose()?;
         let since = Instant::now();
         loop {
             match Remote::hello(addr, token.clone()) {

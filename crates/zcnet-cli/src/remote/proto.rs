@@ -25,6 +25,9 @@
 //! connection's peer.
 
 use std::io::{Read, Write};
+use std::path::Path;
+
+use anyhow::{Context, bail};
 
 use serde::{Deserialize, Serialize};
 
@@ -375,6 +378,26 @@ fn fill(r: &mut impl Read, buf: &mut [u8]) -> Result<usize, ProtoError> {
         }
     }
     Ok(at)
+}
+
+/// The most a token file may hold: a token is a line, not a document (`--token-file
+/// /dev/zero` was read whole, 2 GB in 3 s).
+pub const MAX_TOKEN_FILE: u64 = 4096;
+
+/// The token in the file at `path`, trimmed: what `serve --token-file` wants and `bench
+/// --token-file` sends.
+///
+/// # Errors
+/// One line naming the file: it cannot be read, is larger than [`MAX_TOKEN_FILE`], is not
+/// text, or holds only white space.
+pub fn read_token(path: &Path) -> anyhow::Result<String> {
+    let text = crate::capped::read_to_string(path, MAX_TOKEN_FILE, "a token file")
+        .with_context(|| format!("reading the token file {}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        bail!("the token file {} is empty", path.display());
+    }
+    Ok(token.to_owned())
 }
 
 /// Whether two tokens are equal, in time independent of where they differ.

@@ -1,6 +1,13 @@
 //! What `zcnet report` reads: the JSON of `zcnet bench --json` (the suite: probe, reports,
 //! summary) or of one `zcnet bench NAME --json` (one report), typed. A file that is neither is
 //! refused with the file and the field that did not fit.
+//!
+//! Inputs are bounded: a file is read up to [`MAX_INPUT`], holds at most [`MAX_SETS`] sets (and
+//! [`MAX_REPORTS`], [`MAX_RUNS`], [`MAX_ENTRIES`]), and every string the page draws is cut to
+//! [`MAX_NAME`] (or [`MAX_LINE`] for a probe's reasons) with a mark, so that the page stays the
+//! size of its figures whatever a file holds (a 200 MB host name took 61 s and 7 GB, and was
+//! drawn into a 3.5 GB page; drawing grows faster than the sets: in a debug build 5000 take 3 s,
+//! 10 000 took 17 s).
 
 use std::path::Path;
 
@@ -102,14 +109,39 @@ pub struct Input {
     pub reports: Vec<Report>,
 }
 
-/// Reads `path`.
+/// The most bytes of one input file: a suite's JSON is well under 1 MiB (57 sets: 160 KiB).
+pub const MAX_INPUT: u64 = 64 << 20;
+
+/// The most characters of a name the page draws (a host, kernel, mode, parameter or setting).
+pub const MAX_NAME: usize = 100;
+
+/// The most characters of a probe check's reason, a line of prose.
+pub const MAX_LINE: usize = 400;
+
+/// The most reports in one file (a suite has 10).
+pub const MAX_REPORTS: usize = 100;
+
+/// The most sets in one file, all its reports together (a suite has 57).
+pub const MAX_SETS: usize = 5000;
+
+/// The most runs of one set (`--runs` is at most 1000).
+pub const MAX_RUNS: usize = 1000;
+
+/// The most entries of a report's settings, a set's parameters or a probe's checks.
+pub const MAX_ENTRIES: usize = 1000;
+
+/// What ends a string that was cut.
+pub const CUT: &str = "…[cut]";
+
+/// Reads `path`, at most [`MAX_INPUT`] bytes of it.
 ///
 /// # Errors
 /// One line naming the file and, for a document that is not a zcnet report, the field that did
-/// not fit ("r.json: results[2].runs[0].gbit: invalid type: string, expected f64").
+/// not fit (`r.json: results[2].runs[0].gbit: invalid type: string, expected f64`); a file
+/// over the cap (`r.json: larger than 64 MiB, the cap for a report input`).
 pub fn read(path: &Path) -> anyhow::Result<Input> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let text = crate::capped::read_to_string(path, MAX_INPUT, "a report input")
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
@@ -143,12 +175,99 @@ pub fn parse_value(value: Value) -> Result<Input, String> {
     if reports.is_empty() {
         return Err("reports: no bench report in it".into());
     }
-    let label = reports[0].host.hostname.clone();
-    Ok(Input {
-        label,
+    let mut input = Input {
+        label: String::new(),
         probe,
         reports,
-    })
+    };
+    input.check_counts()?;
+    input.clip();
+    input.label = input.reports[0].host.hostname.clone();
+    Ok(input)
+}
+
+impl Input {
+    /// Refuses more reports, sets, runs or entries than a page draws, naming the first count
+    /// over its cap.
+    fn check_counts(&self) -> Result<(), String> {
+        let over = |what: &str, n: usize, cap: usize| {
+            if n > cap {
+                Err(format!("{what}: {n}, more than the {cap} a page draws"))
+            } else {
+                Ok(())
+            }
+        };
+        over("reports", self.reports.len(), MAX_REPORTS)?;
+        let sets = self.reports.iter().map(|r| r.results.len()).sum();
+        over("sets (results of all reports)", sets, MAX_SETS)?;
+        if let Some(p) = &self.probe {
+            over("probe.checks", p.checks.len(), MAX_ENTRIES)?;
+        }
+        for (i, r) in self.reports.iter().enumerate() {
+            let settings = r.settings.as_object().map_or(0, serde_json::Map::len);
+            over(&format!("reports[{i}].settings"), settings, MAX_ENTRIES)?;
+            for (j, set) in r.results.iter().enumerate() {
+                let at = format!("reports[{i}].results[{j}]");
+                over(&format!("{at}.params"), set.params.len(), MAX_ENTRIES)?;
+                over(&format!("{at}.runs"), set.runs.len(), MAX_RUNS)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Cuts every string the page draws to its cap, with [`CUT`].
+    fn clip(&mut self) {
+        for c in self.probe.iter_mut().flat_map(|p| &mut p.checks) {
+            clip(&mut c.id, MAX_NAME);
+            clip(&mut c.status, MAX_NAME);
+            clip(&mut c.reason, MAX_LINE);
+        }
+        for r in &mut self.reports {
+            clip(&mut r.bench, MAX_NAME);
+            clip(&mut r.zcnet_version, MAX_NAME);
+            for h in std::iter::once(&mut r.host).chain(r.remote_host.as_mut()) {
+                clip(&mut h.hostname, MAX_NAME);
+                clip(&mut h.date, MAX_NAME);
+                clip(&mut h.kernel, MAX_NAME);
+            }
+            clip_value(&mut r.settings);
+            for set in &mut r.results {
+                clip(&mut set.lab, MAX_NAME);
+                clip(&mut set.family, MAX_NAME);
+                clip(&mut set.mode, MAX_NAME);
+                set.params = clip_map(std::mem::take(&mut set.params));
+            }
+        }
+    }
+}
+
+/// `s` cut to `max` characters, ending in [`CUT`], where it is longer.
+fn clip(s: &mut String, max: usize) {
+    if let Some((at, _)) = s.char_indices().nth(max) {
+        s.truncate(at);
+        s.push_str(CUT);
+    }
+}
+
+/// Every string in `v`, keys included, cut to [`MAX_NAME`].
+fn clip_value(v: &mut Value) {
+    match v {
+        Value::String(s) => clip(s, MAX_NAME),
+        Value::Array(items) => items.iter_mut().for_each(clip_value),
+        Value::Object(map) => *map = clip_map(std::mem::take(map)),
+        _ => {}
+    }
+}
+
+/// `map` with its keys and values cut (two long keys cut alike keep the last value).
+fn clip_map(map: serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+    map.into_iter()
+        .map(|(mut k, mut v)| {
+            clip(&mut k, MAX_NAME);
+            clip_value(&mut v);
+            (k, v)
+        })
+        .collect()
 }
 
 /// `value` as `T`, or the path of the first field that does not fit.
@@ -203,5 +322,55 @@ mod tests {
         );
         let e = parse(r#"{"probe":{"checks":[]},"reports":[],"summary":[]}"#).unwrap_err();
         assert_eq!(e, "reports: no bench report in it");
+    }
+
+    #[test]
+    fn counts_over_their_caps_are_named() {
+        let mut v: Value = serde_json::from_str(ONE).unwrap();
+        let set = v["results"][0].clone();
+        v["results"] = vec![set.clone(); MAX_SETS + 1].into();
+        let e = parse_value(v.clone()).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "sets (results of all reports): {}, more than the {MAX_SETS} a page draws",
+                MAX_SETS + 1
+            )
+        );
+        v["results"] = vec![set.clone(); MAX_SETS].into();
+        assert!(parse_value(v.clone()).is_ok());
+        let mut many_runs = set;
+        many_runs["runs"] = vec![many_runs["runs"][0].clone(); MAX_RUNS + 1].into();
+        v["results"] = vec![many_runs].into();
+        let e = parse_value(v).unwrap_err();
+        assert!(
+            e.starts_with("reports[0].results[0].runs: 1001, more than"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn long_strings_are_cut_with_a_mark() {
+        let long = "é".repeat(MAX_NAME + 1);
+        let mut v: Value = serde_json::from_str(ONE).unwrap();
+        v["host"]["hostname"] = long.clone().into();
+        v["settings"] = serde_json::json!({ long.clone(): [long.clone(), 1], "pool": "a" });
+        v["results"][0]["params"][&long] = long.clone().into();
+        v["results"][0]["mode"] = long.clone().into();
+        let i = parse_value(v).unwrap();
+        let cut = format!("{}{CUT}", "é".repeat(MAX_NAME));
+        assert_eq!(i.label, cut);
+        assert_eq!(i.reports[0].host.hostname, cut);
+        let settings = i.reports[0].settings.as_object().unwrap();
+        assert_eq!(settings[&cut][0], cut.as_str());
+        assert_eq!(settings["pool"], "a");
+        let set = &i.reports[0].results[0];
+        assert_eq!(set.mode, cut);
+        assert_eq!(set.params[&cut], cut.as_str());
+        assert_eq!(set.params["size"], 8000);
+        // At the cap, nothing is cut.
+        let mut s = "a".repeat(MAX_NAME);
+        clip(&mut s, MAX_NAME);
+        assert_eq!(s.len(), MAX_NAME);
     }
 }

@@ -47,3 +47,24 @@ pub fn assert_no_repeat(line: &str) {
         );
     }
 }
+
+/// Runs `cmd` with at most 1 GiB of address space and 60 s (`ulimit -v`, coreutils'
+/// `timeout`): a regression that reads what it should not (`/dev/zero` whole) then fails in
+/// bounded memory and time instead of taking the machine.
+pub fn output_bounded(cmd: &Command) -> Output {
+    let mut sh = Command::new("sh");
+    sh.args([
+        "-c",
+        r#"ulimit -v 1048576 && exec timeout -s KILL 60 "$@""#,
+        "sh",
+    ])
+    .arg(cmd.get_program())
+    .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    sh.stdin(std::process::Stdio::null()).output().expect("sh")
+}
