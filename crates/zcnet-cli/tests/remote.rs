@@ -486,9 +486,12 @@ fn peek_across_two_hosts_checks_every_byte() {
     let r = bench(&lab, &server, "peek", "--runs 1 --seconds 0.5");
     assert_two_hosts(&r, &["discard-buffer", "peek-offset"], true);
     for run in runs(&r) {
+        // Every byte the relay counted reached the far side and was checked there. (A bound on
+        // the rate, below the far side's 2 Gbit/s pacing, was a timing figure in a test: the
+        // relay's run ends once the far TCP acknowledged, a receive buffer ahead of the paced
+        // reads, and it failed 2 runs in 8 under load.)
         assert_eq!(run["remote_bytes"], run["bytes"], "{run}");
-        // The far side reads at 2 Gbit/s, and the relay cannot go faster.
-        assert!(run["gbit"].as_f64().unwrap() < 2.2, "{run}");
+        assert!(run["gbit"].as_f64().unwrap() > 0.0, "{run}");
     }
 }
 
