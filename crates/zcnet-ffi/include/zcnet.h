@@ -10,7 +10,8 @@
 #include <stdint.h>
 
 /**
- * Which way a handle sends or receives.
+ * Which way a handle sends or receives. Functions take it as an `int`: any other value is
+ * `-EINVAL`.
  */
 typedef enum ZcnetMode {
   /**
@@ -30,7 +31,7 @@ typedef enum ZcnetMode {
 } ZcnetMode;
 
 /**
- * How `zcnet_send_file` sends.
+ * How `zcnet_send_file` sends. It takes it as an `int`: any other value is `-EINVAL`.
  */
 typedef enum ZcnetFileMode {
   /**
@@ -283,7 +284,8 @@ void zcnet_string_free(char *s);
 
 /**
  * Makes a MSG_ZEROCOPY sender on the connected socket `fd` (Linux 4.14 TCP, 5.0 UDP;
- * `send(2)`, `Documentation/networking/msg_zerocopy.rst`). `ZCNET_MODE_ZERO_COPY` loans every
+ * `send(2)`, `Documentation/networking/msg_zerocopy.rst`). `mode` is a `ZcnetMode` (another
+ * value is `-EINVAL`): `ZCNET_MODE_ZERO_COPY` loans every
  * buffer of at least 16 KiB (smaller ones are copied), whatever the completions say;
  * `ZCNET_MODE_AUTO` zero-copies only where the `zcnet tune` profile says it pays and backs off
  * where the kernel copies. Where the kernel refuses `SO_ZEROCOPY` it sends by copy (the
@@ -302,7 +304,7 @@ void zcnet_string_free(char *s);
  * queue or turns `SO_ZEROCOPY` off, through `fd` or any other descriptor of the same socket
  * (a `dup`, one inherited across `fork` or passed to another process).
  */
-int zcnet_zc_sender_new(int fd_raw, enum ZcnetMode mode, struct ZcnetZcSender **out);
+int zcnet_zc_sender_new(int fd_raw, int mode, struct ZcnetZcSender **out);
 
 /**
  * Sends `len` bytes at `ptr`, loaned to the kernel: they must stay valid and unmodified until
@@ -372,13 +374,14 @@ void zcnet_zc_sender_free(struct ZcnetZcSender *s);
 
 /**
  * Makes a receiver on the connected TCP socket `fd`: `TCP_ZEROCOPY_RECEIVE` (Linux 4.18,
- * `tcp(7)`) maps whole received pages into this process, the rest is copied. `window` bytes
- * are mapped at most per call (0: 512 KiB).
+ * `tcp(7)`) maps whole received pages into this process, the rest is copied. `mode` is a
+ * `ZcnetMode` (`ZCNET_MODE_AUTO` receives by zero copy; another value is `-EINVAL`). `window`
+ * bytes are mapped at most per call (0: 512 KiB).
  *
  * # Safety
  * `out` points at a writable pointer; `fd` stays open until `zcnet_rx_free`.
  */
-int zcnet_rx_new(int fd_raw, enum ZcnetMode mode, size_t window, struct ZcnetRx **out);
+int zcnet_rx_new(int fd_raw, int mode, size_t window, struct ZcnetRx **out);
 
 /**
  * The next chunk of the stream: `*ptr` and `*len`, read-only, valid until the next call on
@@ -408,7 +411,8 @@ void zcnet_rx_free(struct ZcnetRx *rx);
 
 /**
  * Sends `len` bytes of the file `file_fd` from `offset` on the connected TCP socket `sock_fd`
- * (`sendfile(2)`, `splice(2)`). On an error `*result` still says what went out before it.
+ * (`sendfile(2)`, `splice(2)`), as `mode`, a `ZcnetFileMode`, says (another value is `-EINVAL`
+ * and nothing is sent). On an error `*result` still says what went out before it.
  *
  * `ZCNET_FILE_MODE_MMAP_ZEROCOPY` counts the socket's MSG_ZEROCOPY completions itself, from
  * the socket's first: once per socket. A socket on which `SO_ZEROCOPY` is on already (an
@@ -421,24 +425,25 @@ int zcnet_send_file(int sock_fd,
                     int file_fd,
                     uint64_t offset,
                     uint64_t len,
-                    enum ZcnetFileMode mode,
+                    int mode,
                     struct ZcnetFileResult *result);
 
 /**
  * Makes an io_uring sender on the connected socket `fd`: `IORING_OP_SEND_ZC` (Linux 6.0,
  * `io_uring_prep_send_zc(3)`), each buffer back after its notification CQE, with the kernel's
- * word on whether it copied (6.2). `ZCNET_MODE_AUTO` sends by zero copy only where the
- * `zcnet tune` profile says it pays. Where the kernel lacks `SEND_ZC` it sends by copy. On a
- * stream socket the peer gets the bytes of `zcnet_uring_send` calls in call order; after a
- * send fails for good, every later buffer comes back unsent with an error. Returns `-EBUSY`
- * when another zcnet sender of this process holds the same socket.
+ * word on whether it copied (6.2). `mode` is a `ZcnetMode` (another value is `-EINVAL`);
+ * `ZCNET_MODE_AUTO` sends by zero copy only where the `zcnet tune` profile says it pays. Where
+ * the kernel lacks `SEND_ZC` it sends by copy. On a stream socket the peer gets the bytes of
+ * `zcnet_uring_send` calls in call order; after a send fails for good, every later buffer
+ * comes back unsent with an error. Returns `-EBUSY` when another zcnet sender of this process
+ * holds the same socket.
  *
  * # Safety
  * `out` points at a writable pointer; `fd` stays open until `zcnet_uring_sender_free`, and
  * nothing else sends on that socket meanwhile (through any descriptor of it): its bytes would
  * land between this sender's.
  */
-int zcnet_uring_sender_new(int fd_raw, enum ZcnetMode mode, struct ZcnetUringSender **out);
+int zcnet_uring_sender_new(int fd_raw, int mode, struct ZcnetUringSender **out);
 
 /**
  * Queues `len` bytes at `ptr` (submitted in batches; `zcnet_uring_reap` submits the rest),

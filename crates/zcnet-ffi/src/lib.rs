@@ -1,8 +1,8 @@
 //! libzcnet: zcnet's C ABI. The header is `include/zcnet.h`, generated from this file by
 //! cbindgen (the test `header_is_current` fails when it is stale; `ZCNET_BLESS=1` rewrites it).
 //!
-//! Every function returns 0 or a negative errno (`-EINVAL` for a NULL pointer or a bad length,
-//! the kernel's errno otherwise); `zcnet_last_error()` gives the message of the calling thread's
+//! Every function returns 0 or a negative errno (`-EINVAL` for a NULL pointer, a bad length or a
+//! mode none of its enum's constants has, the kernel's errno otherwise); `zcnet_last_error()` gives the message of the calling thread's
 //! last failure. No Rust panic crosses the boundary: one is caught and becomes `-EFAULT` with its
 //! message. Descriptors are borrowed: the caller keeps each one open while a handle uses it and
 //! closes it afterwards.
@@ -128,6 +128,61 @@ fn fd(raw: c_int, what: &str) -> Result<Fd, Fail> {
     Ok(Fd(raw))
 }
 
+/// Converts a C enum as it crosses the boundary. C may pass any `int` where a header names an
+/// enum, and a Rust enum holding a value none of its variants has is undefined behaviour (the
+/// `match` on `zcnet_send_file`'s mode jumped through a table with a mode of 5, and crashed): so
+/// functions take their enums as `c_int`, and this checked conversion turns an unknown value
+/// into `-EINVAL` naming the values there are. The C names are cbindgen's
+/// (`QualifiedScreamingSnakeCase`); `tests/enums.rs` checks them against the header.
+macro_rules! c_enum {
+    ($ty:ident { $($variant:ident = $c_name:literal),+ $(,)? }) => {
+        impl From<$ty> for c_int {
+            fn from(v: $ty) -> c_int {
+                v as c_int
+            }
+        }
+
+        impl TryFrom<c_int> for $ty {
+            type Error = NotAConstant;
+
+            fn try_from(value: c_int) -> Result<$ty, NotAConstant> {
+                const ALL: &[($ty, &str)] = &[$(($ty::$variant, $c_name)),+];
+                ALL.iter()
+                    .find(|&&(v, _)| c_int::from(v) == value)
+                    .map(|&(v, _)| v)
+                    .ok_or_else(|| NotAConstant {
+                        value,
+                        name: stringify!($ty),
+                        constants: ALL
+                            .iter()
+                            .map(|&(v, c)| format!("{c} ({})", c_int::from(v)))
+                            .collect(),
+                    })
+            }
+        }
+    };
+}
+
+/// A value C passed for an enum that none of its constants has.
+#[derive(Debug)]
+pub struct NotAConstant {
+    value: c_int,
+    name: &'static str,
+    /// The constants there are, with their values.
+    constants: Vec<String>,
+}
+
+impl From<NotAConstant> for Fail {
+    fn from(e: NotAConstant) -> Fail {
+        Fail::invalid(format!(
+            "mode {} is not a {}: give one of {}",
+            e.value,
+            e.name,
+            e.constants.join(", ")
+        ))
+    }
+}
+
 /// The message of the calling thread's last failed call ("" when none failed). Valid until
 /// the thread's next failing call.
 #[unsafe(no_mangle)]
@@ -135,7 +190,8 @@ pub extern "C" fn zcnet_last_error() -> *const c_char {
     LAST_ERROR.with(|l| l.borrow().as_ptr())
 }
 
-/// Which way a handle sends or receives.
+/// Which way a handle sends or receives. Functions take it as an `int`: any other value is
+/// `-EINVAL`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ZcnetMode {
@@ -148,6 +204,12 @@ pub enum ZcnetMode {
     /// takes it as zero copy).
     Auto = 2,
 }
+
+c_enum!(ZcnetMode {
+    ZeroCopy = "ZCNET_MODE_ZERO_COPY",
+    Copy = "ZCNET_MODE_COPY",
+    Auto = "ZCNET_MODE_AUTO",
+});
 
 /// What `zcnet_probe_json` reports: the probe of every mechanism as one JSON document
 /// (docs/probe.md). Free it with `zcnet_string_free`.
@@ -265,7 +327,8 @@ pub struct ZcnetZcSender {
 }
 
 /// Makes a MSG_ZEROCOPY sender on the connected socket `fd` (Linux 4.14 TCP, 5.0 UDP;
-/// `send(2)`, `Documentation/networking/msg_zerocopy.rst`). `ZCNET_MODE_ZERO_COPY` loans every
+/// `send(2)`, `Documentation/networking/msg_zerocopy.rst`). `mode` is a `ZcnetMode` (another
+/// value is `-EINVAL`): `ZCNET_MODE_ZERO_COPY` loans every
 /// buffer of at least 16 KiB (smaller ones are copied), whatever the completions say;
 /// `ZCNET_MODE_AUTO` zero-copies only where the `zcnet tune` profile says it pays and backs off
 /// where the kernel copies. Where the kernel refuses `SO_ZEROCOPY` it sends by copy (the
@@ -286,12 +349,13 @@ pub struct ZcnetZcSender {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zcnet_zc_sender_new(
     fd_raw: c_int,
-    mode: ZcnetMode,
+    mode: c_int,
     out: *mut *mut ZcnetZcSender,
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract; NULL refused.
         let out = unsafe { arg(out, "out") }?;
+        let mode = ZcnetMode::try_from(mode)?;
         // Zero copy as asked: every buffer of at least 16 KiB, even where completions say the
         // kernel copied (a loopback peer receiving by TCP_ZEROCOPY_RECEIVE needs exactly that);
         // Auto is the library's adaptive mode.
@@ -499,15 +563,16 @@ pub struct ZcnetRx {
 }
 
 /// Makes a receiver on the connected TCP socket `fd`: `TCP_ZEROCOPY_RECEIVE` (Linux 4.18,
-/// `tcp(7)`) maps whole received pages into this process, the rest is copied. `window` bytes
-/// are mapped at most per call (0: 512 KiB).
+/// `tcp(7)`) maps whole received pages into this process, the rest is copied. `mode` is a
+/// `ZcnetMode` (`ZCNET_MODE_AUTO` receives by zero copy; another value is `-EINVAL`). `window`
+/// bytes are mapped at most per call (0: 512 KiB).
 ///
 /// # Safety
 /// `out` points at a writable pointer; `fd` stays open until `zcnet_rx_free`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zcnet_rx_new(
     fd_raw: c_int,
-    mode: ZcnetMode,
+    mode: c_int,
     window: usize,
     out: *mut *mut ZcnetRx,
 ) -> c_int {
@@ -515,10 +580,9 @@ pub unsafe extern "C" fn zcnet_rx_new(
         // SAFETY: the caller's contract; NULL refused.
         let out = unsafe { arg(out, "out") }?;
         let config = tcp_rx::Config {
-            mode: if mode == ZcnetMode::Copy {
-                tcp_rx::Mode::Copy
-            } else {
-                tcp_rx::Mode::ZeroCopy
+            mode: match ZcnetMode::try_from(mode)? {
+                ZcnetMode::Copy => tcp_rx::Mode::Copy,
+                ZcnetMode::ZeroCopy | ZcnetMode::Auto => tcp_rx::Mode::ZeroCopy,
             },
             window: if window == 0 {
                 tcp_rx::DEFAULT_WINDOW
@@ -611,7 +675,7 @@ pub unsafe extern "C" fn zcnet_rx_free(rx: *mut ZcnetRx) {
     unsafe { free_handle(rx) }
 }
 
-/// How `zcnet_send_file` sends.
+/// How `zcnet_send_file` sends. It takes it as an `int`: any other value is `-EINVAL`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ZcnetFileMode {
@@ -627,6 +691,14 @@ pub enum ZcnetFileMode {
     Copy = 4,
 }
 
+c_enum!(ZcnetFileMode {
+    Auto = "ZCNET_FILE_MODE_AUTO",
+    Sendfile = "ZCNET_FILE_MODE_SENDFILE",
+    Splice = "ZCNET_FILE_MODE_SPLICE",
+    MmapZerocopy = "ZCNET_FILE_MODE_MMAP_ZEROCOPY",
+    Copy = "ZCNET_FILE_MODE_COPY",
+});
+
 /// What `zcnet_send_file` did.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -638,7 +710,8 @@ pub struct ZcnetFileResult {
 }
 
 /// Sends `len` bytes of the file `file_fd` from `offset` on the connected TCP socket `sock_fd`
-/// (`sendfile(2)`, `splice(2)`). On an error `*result` still says what went out before it.
+/// (`sendfile(2)`, `splice(2)`), as `mode`, a `ZcnetFileMode`, says (another value is `-EINVAL`
+/// and nothing is sent). On an error `*result` still says what went out before it.
 ///
 /// `ZCNET_FILE_MODE_MMAP_ZEROCOPY` counts the socket's MSG_ZEROCOPY completions itself, from
 /// the socket's first: once per socket. A socket on which `SO_ZEROCOPY` is on already (an
@@ -652,7 +725,7 @@ pub unsafe extern "C" fn zcnet_send_file(
     file_fd: c_int,
     offset: u64,
     len: u64,
-    mode: ZcnetFileMode,
+    mode: c_int,
     result: *mut ZcnetFileResult,
 ) -> c_int {
     guard(|| {
@@ -660,6 +733,7 @@ pub unsafe extern "C" fn zcnet_send_file(
         // SAFETY: the caller's contract; NULL refused.
         let result = unsafe { arg(result, "result") }?;
         *result = ZcnetFileResult::default();
+        let mode = ZcnetFileMode::try_from(mode)?;
         let sock = fd(sock_fd, "sock_fd")?;
         fd(file_fd, "file_fd")?;
         // SAFETY: `file_fd` is an open descriptor the caller keeps; ManuallyDrop never closes it.
@@ -734,11 +808,12 @@ pub struct ZcnetUringSender {
 
 /// Makes an io_uring sender on the connected socket `fd`: `IORING_OP_SEND_ZC` (Linux 6.0,
 /// `io_uring_prep_send_zc(3)`), each buffer back after its notification CQE, with the kernel's
-/// word on whether it copied (6.2). `ZCNET_MODE_AUTO` sends by zero copy only where the
-/// `zcnet tune` profile says it pays. Where the kernel lacks `SEND_ZC` it sends by copy. On a
-/// stream socket the peer gets the bytes of `zcnet_uring_send` calls in call order; after a
-/// send fails for good, every later buffer comes back unsent with an error. Returns `-EBUSY`
-/// when another zcnet sender of this process holds the same socket.
+/// word on whether it copied (6.2). `mode` is a `ZcnetMode` (another value is `-EINVAL`);
+/// `ZCNET_MODE_AUTO` sends by zero copy only where the `zcnet tune` profile says it pays. Where
+/// the kernel lacks `SEND_ZC` it sends by copy. On a stream socket the peer gets the bytes of
+/// `zcnet_uring_send` calls in call order; after a send fails for good, every later buffer
+/// comes back unsent with an error. Returns `-EBUSY` when another zcnet sender of this process
+/// holds the same socket.
 ///
 /// # Safety
 /// `out` points at a writable pointer; `fd` stays open until `zcnet_uring_sender_free`, and
@@ -747,14 +822,14 @@ pub struct ZcnetUringSender {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zcnet_uring_sender_new(
     fd_raw: c_int,
-    mode: ZcnetMode,
+    mode: c_int,
     out: *mut *mut ZcnetUringSender,
 ) -> c_int {
     guard(|| {
         use zc::uring::{Config, Mode, UringSender};
         // SAFETY: the caller's contract; NULL refused.
         let out = unsafe { arg(out, "out") }?;
-        let mode = match mode {
+        let mode = match ZcnetMode::try_from(mode)? {
             ZcnetMode::ZeroCopy => Mode::ZeroCopy,
             ZcnetMode::Copy => Mode::Copy,
             ZcnetMode::Auto => Mode::Auto,

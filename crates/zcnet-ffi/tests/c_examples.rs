@@ -15,6 +15,16 @@ fn target_dir() -> PathBuf {
 /// Builds libzcnet (the cdylib: `cargo test` builds only what the tests link) and the two C
 /// programs; returns their paths.
 fn build(dir: &Path) -> (PathBuf, PathBuf) {
+    build_lib();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/c");
+    (
+        cc(&examples.join("zc_send.c"), &dir.join("zc_send")),
+        cc(&examples.join("zc_recv.c"), &dir.join("zc_recv")),
+    )
+}
+
+/// Builds libzcnet, the cdylib, into this test's target directory.
+fn build_lib() {
     let target = target_dir();
     let root = target.parent().unwrap();
     let profile = target.file_name().unwrap().to_str().unwrap();
@@ -26,27 +36,25 @@ fn build(dir: &Path) -> (PathBuf, PathBuf) {
         cargo.arg("--release");
     }
     assert!(cargo.status().unwrap().success(), "building libzcnet");
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let examples = manifest.join("../../examples/c");
-    let mut out = Vec::new();
-    for name in ["zc_send", "zc_recv"] {
-        let bin = dir.join(name);
-        let status = Command::new("cc")
-            .args(["-Wall", "-Wextra", "-Werror", "-O2", "-I"])
-            .arg(manifest.join("include"))
-            .arg(examples.join(format!("{name}.c")))
-            .arg("-L")
-            .arg(&target)
-            .arg("-lzcnet")
-            .arg(format!("-Wl,-rpath,{}", target.display()))
-            .arg("-o")
-            .arg(&bin)
-            .status()
-            .unwrap();
-        assert!(status.success(), "cc {name}.c");
-        out.push(bin);
-    }
-    (out.remove(0), out.remove(0))
+}
+
+/// Compiles the C program `src` against the header and libzcnet, strictly, into `bin`.
+fn cc(src: &Path, bin: &Path) -> PathBuf {
+    let target = target_dir();
+    let status = Command::new("cc")
+        .args(["-Wall", "-Wextra", "-Werror", "-O2", "-I"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("include"))
+        .arg(src)
+        .arg("-L")
+        .arg(&target)
+        .arg("-lzcnet")
+        .arg(format!("-Wl,-rpath,{}", target.display()))
+        .arg("-o")
+        .arg(bin)
+        .status()
+        .unwrap();
+    assert!(status.success(), "cc {}", src.display());
+    bin.to_owned()
 }
 
 /// `len` random bytes from /dev/urandom.
@@ -179,4 +187,36 @@ fn the_cpp_snippet_of_the_docs_compiles() {
             .success()
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 35 item 6 as C sees it: the modes of the header are `int`s, and every value no constant
+/// has is `-EINVAL` from each function that takes one, with no handle made and nothing sent
+/// (`zcnet_send_file` crashed with a file mode of 5; the others returned 0).
+#[test]
+fn modes_no_constant_has_are_einval_from_c() {
+    if !netlab::skip::on_path("cc") {
+        return netlab::skip::skip("no C compiler (cc) to build tests/c/out_of_range.c");
+    }
+    let dir = std::env::temp_dir().join(format!("zcnet-ffi-modes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    build_lib();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/out_of_range.c");
+    let out = Command::new(cc(&src, &dir.join("out_of_range")))
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{:?}: {text}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.pop(), Some("peer received 0 bytes"), "{text}");
+    assert_eq!(lines.len(), 5 * 3 + 5, "{text}");
+    for line in lines {
+        let rc = line.rsplit(' ').next().unwrap();
+        assert_eq!(rc, (-libc::EINVAL).to_string(), "{line}");
+    }
 }

@@ -1,24 +1,14 @@
 //! The io_uring sender, the packet ring and the peek cursor through the C ABI, on real sockets.
 #![allow(clippy::undocumented_unsafe_blocks)] // the C contract, kept by each call below
 
-use std::ffi::CStr;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::ptr::null_mut;
 
-// libzcnet is a cdylib and a staticlib only: its source is compiled into this test, calls and
-// all, as the C ABI it exports.
-#[allow(dead_code)]
-#[path = "../src/lib.rs"]
-mod zcnet;
-use zcnet::*;
-
-fn last() -> String {
-    unsafe { CStr::from_ptr(zcnet_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
+mod common;
+use common::last;
+use common::zcnet::*;
 
 #[test]
 fn uring_sender_returns_each_loan_with_its_user_data() {
@@ -32,7 +22,7 @@ fn uring_sender_returns_each_loan_with_its_user_data() {
     unsafe {
         let mut s = null_mut();
         assert_eq!(
-            zcnet_uring_sender_new(tx.as_raw_fd(), ZcnetMode::ZeroCopy, &mut s),
+            zcnet_uring_sender_new(tx.as_raw_fd(), ZcnetMode::ZeroCopy.into(), &mut s),
             0,
             "{}",
             last()
@@ -64,7 +54,7 @@ fn uring_sender_returns_each_loan_with_its_user_data() {
         );
         assert!(last().contains("sender is NULL"));
         assert_eq!(
-            zcnet_uring_sender_new(-1, ZcnetMode::Copy, &mut s),
+            zcnet_uring_sender_new(-1, ZcnetMode::Copy.into(), &mut s),
             -libc::EBADF
         );
     }
@@ -79,7 +69,7 @@ fn uring_sender_returns_each_loan_with_its_user_data() {
 fn zc_uring_unavailable() -> bool {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let mut s = null_mut();
-    let rc = unsafe { zcnet_uring_sender_new(sock.as_raw_fd(), ZcnetMode::Copy, &mut s) };
+    let rc = unsafe { zcnet_uring_sender_new(sock.as_raw_fd(), ZcnetMode::Copy.into(), &mut s) };
     unsafe { zcnet_uring_sender_free(s) };
     if rc != 0 {
         netlab::skip::skip(&format!("io_uring cannot be set up here: {}", last()));

@@ -25,6 +25,12 @@ fn header_is_current() {
             rename_variants: cbindgen::RenameRule::QualifiedScreamingSnakeCase,
             ..Default::default()
         },
+        // No function takes these enums by type (they cross as `int`, checked: tests/enums.rs),
+        // so cbindgen would leave them out; C names its values with them.
+        export: cbindgen::ExportConfig {
+            include: vec!["ZcnetMode".into(), "ZcnetFileMode".into()],
+            ..Default::default()
+        },
         ..Default::default()
     };
     let generated = cbindgen::Builder::new()

@@ -2,22 +2,11 @@
 //! errno and a message from `zcnet_last_error`, never a crash.
 #![allow(clippy::undocumented_unsafe_blocks)] // each call here breaks the contract on purpose
 
-use std::ffi::CStr;
 use std::ptr::{null, null_mut};
 
-// libzcnet is a cdylib and a staticlib only: its source is compiled into this test, calls and
-// all, as the C ABI it exports.
-#[allow(dead_code)]
-#[path = "../src/lib.rs"]
-mod zcnet;
-use zcnet::*;
-
-/// The thread's last error message.
-fn last() -> String {
-    unsafe { CStr::from_ptr(zcnet_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
+mod common;
+use common::last;
+use common::zcnet::*;
 
 /// `rc` is `-errno` and the message names `what`.
 fn refused(rc: i32, errno: i32, what: &str) {
@@ -33,13 +22,13 @@ fn null_pointers_and_bad_arguments_are_refused() {
 
         // Senders.
         refused(
-            zcnet_zc_sender_new(3, ZcnetMode::ZeroCopy, null_mut()),
+            zcnet_zc_sender_new(3, ZcnetMode::ZeroCopy.into(), null_mut()),
             libc::EINVAL,
             "out is NULL",
         );
         let mut s = null_mut();
         refused(
-            zcnet_zc_sender_new(-1, ZcnetMode::ZeroCopy, &mut s),
+            zcnet_zc_sender_new(-1, ZcnetMode::ZeroCopy.into(), &mut s),
             libc::EBADF,
             "not a descriptor",
         );
@@ -72,7 +61,7 @@ fn null_pointers_and_bad_arguments_are_refused() {
         sock.connect(sock.local_addr().unwrap()).unwrap();
         use std::os::fd::AsRawFd;
         assert_eq!(
-            zcnet_zc_sender_new(sock.as_raw_fd(), ZcnetMode::ZeroCopy, &mut s),
+            zcnet_zc_sender_new(sock.as_raw_fd(), ZcnetMode::ZeroCopy.into(), &mut s),
             0,
             "{}",
             last()
@@ -104,13 +93,13 @@ fn null_pointers_and_bad_arguments_are_refused() {
 
         // Receivers.
         refused(
-            zcnet_rx_new(3, ZcnetMode::ZeroCopy, 0, null_mut()),
+            zcnet_rx_new(3, ZcnetMode::ZeroCopy.into(), 0, null_mut()),
             libc::EINVAL,
             "out is NULL",
         );
         let mut rx = null_mut();
         refused(
-            zcnet_rx_new(-5, ZcnetMode::ZeroCopy, 0, &mut rx),
+            zcnet_rx_new(-5, ZcnetMode::ZeroCopy.into(), 0, &mut rx),
             libc::EBADF,
             "not a descriptor",
         );
@@ -131,31 +120,36 @@ fn null_pointers_and_bad_arguments_are_refused() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         refused(
-            zcnet_rx_new(c.as_raw_fd(), ZcnetMode::ZeroCopy, usize::MAX, &mut rx),
+            zcnet_rx_new(
+                c.as_raw_fd(),
+                ZcnetMode::ZeroCopy.into(),
+                usize::MAX,
+                &mut rx,
+            ),
             libc::EINVAL,
             "window",
         );
         // A UDP socket is no TCP receiver.
         refused(
-            zcnet_rx_new(sock.as_raw_fd(), ZcnetMode::ZeroCopy, 0, &mut rx),
+            zcnet_rx_new(sock.as_raw_fd(), ZcnetMode::ZeroCopy.into(), 0, &mut rx),
             libc::EINVAL,
             "not a TCP socket",
         );
 
         // Files.
         refused(
-            zcnet_send_file(3, 4, 0, 1, ZcnetFileMode::Auto, null_mut()),
+            zcnet_send_file(3, 4, 0, 1, ZcnetFileMode::Auto.into(), null_mut()),
             libc::EINVAL,
             "result is NULL",
         );
         let mut r = ZcnetFileResult::default();
         refused(
-            zcnet_send_file(-1, 0, 0, 1, ZcnetFileMode::Auto, &mut r),
+            zcnet_send_file(-1, 0, 0, 1, ZcnetFileMode::Auto.into(), &mut r),
             libc::EBADF,
             "sock_fd",
         );
         refused(
-            zcnet_send_file(c.as_raw_fd(), -2, 0, 1, ZcnetFileMode::Auto, &mut r),
+            zcnet_send_file(c.as_raw_fd(), -2, 0, 1, ZcnetFileMode::Auto.into(), &mut r),
             libc::EBADF,
             "file_fd",
         );

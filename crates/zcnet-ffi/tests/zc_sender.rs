@@ -2,31 +2,13 @@
 //! socket is one sender's alone.
 #![allow(clippy::undocumented_unsafe_blocks)] // the C contract, kept by each call below
 
-use std::ffi::CStr;
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::ptr::null_mut;
 
-// libzcnet is a cdylib and a staticlib only: its source is compiled into this test, calls and
-// all, as the C ABI it exports.
-#[allow(dead_code)]
-#[path = "../src/lib.rs"]
-mod zcnet;
-use zcnet::*;
-
-fn last() -> String {
-    unsafe { CStr::from_ptr(zcnet_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn tcp_pair() -> (TcpStream, TcpStream) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    let (s, _) = l.accept().unwrap();
-    (c, s)
-}
+mod common;
+use common::zcnet::*;
+use common::{last, tcp_pair};
 
 /// Unknown bits, `MSG_ZEROCOPY` first among them, are an error code and a message naming
 /// them, and nothing is sent or loaned; the allowed flags send, and the buffer comes back.
@@ -43,7 +25,7 @@ fn flags_from_c_are_checked_not_passed_through() {
     unsafe {
         let mut s = null_mut();
         assert_eq!(
-            zcnet_zc_sender_new(client.as_raw_fd(), ZcnetMode::ZeroCopy, &mut s),
+            zcnet_zc_sender_new(client.as_raw_fd(), ZcnetMode::ZeroCopy.into(), &mut s),
             0,
             "{}",
             last()
@@ -102,14 +84,14 @@ fn a_second_sender_on_a_dup_is_busy() {
     unsafe {
         let mut first = null_mut();
         assert_eq!(
-            zcnet_zc_sender_new(client.as_raw_fd(), ZcnetMode::ZeroCopy, &mut first),
+            zcnet_zc_sender_new(client.as_raw_fd(), ZcnetMode::ZeroCopy.into(), &mut first),
             0,
             "{}",
             last()
         );
         for mode in [ZcnetMode::ZeroCopy, ZcnetMode::Copy, ZcnetMode::Auto] {
             let mut second = null_mut();
-            let r = zcnet_zc_sender_new(dup.as_raw_fd(), mode, &mut second);
+            let r = zcnet_zc_sender_new(dup.as_raw_fd(), mode.into(), &mut second);
             assert_eq!(r, -libc::EBUSY, "{mode:?}");
             assert!(second.is_null());
             assert!(last().contains("another zcnet sender"), "{}", last());
@@ -117,13 +99,13 @@ fn a_second_sender_on_a_dup_is_busy() {
         // The same descriptor twice is the same socket too.
         let mut again = null_mut();
         assert_eq!(
-            zcnet_zc_sender_new(client.as_raw_fd(), ZcnetMode::ZeroCopy, &mut again),
+            zcnet_zc_sender_new(client.as_raw_fd(), ZcnetMode::ZeroCopy.into(), &mut again),
             -libc::EBUSY
         );
         zcnet_zc_sender_free(first);
         let mut later = null_mut();
         assert_eq!(
-            zcnet_zc_sender_new(dup.as_raw_fd(), ZcnetMode::ZeroCopy, &mut later),
+            zcnet_zc_sender_new(dup.as_raw_fd(), ZcnetMode::ZeroCopy.into(), &mut later),
             -libc::EBUSY
         );
         assert!(last().contains("SO_ZEROCOPY is on already"), "{}", last());
@@ -154,21 +136,21 @@ fn mmap_zc_file_sends_take_the_socket_once() {
         let mode = ZcnetFileMode::MmapZerocopy;
         let (sock, f) = (client.as_raw_fd(), file.as_raw_fd());
         assert_eq!(
-            zcnet_send_file(sock, f, 0, 300_000, mode, &mut r),
+            zcnet_send_file(sock, f, 0, 300_000, mode.into(), &mut r),
             0,
             "{}",
             last()
         );
         assert_eq!(r.sent, 300_000);
         assert_eq!(
-            zcnet_send_file(sock, f, 0, 300_000, mode, &mut r),
+            zcnet_send_file(sock, f, 0, 300_000, mode.into(), &mut r),
             -libc::EBUSY
         );
         assert!(last().contains("SO_ZEROCOPY is on already"), "{}", last());
         assert_eq!(r.sent, 0, "nothing of the second file went out");
         let mut s = null_mut();
         assert_eq!(
-            zcnet_zc_sender_new(sock, ZcnetMode::ZeroCopy, &mut s),
+            zcnet_zc_sender_new(sock, ZcnetMode::ZeroCopy.into(), &mut s),
             -libc::EBUSY
         );
     }

@@ -224,7 +224,7 @@ fn zc(a: &Args, r: &mut Report) {
     let mut s = std::ptr::null_mut();
     // SAFETY: `s` is writable; the descriptor stays open (inherited) until this process ends,
     // and nothing else sends on it, reads its error queue or changes SO_ZEROCOPY.
-    let rc = unsafe { zcnet_zc_sender_new(a.fd, mode(&a.mode), &mut s) };
+    let rc = unsafe { zcnet_zc_sender_new(a.fd, mode(&a.mode).into(), &mut s) };
     if rc < 0 {
         r.problems
             .push(format!("zcnet_zc_sender_new: {rc}: {}", last_error()));
@@ -266,7 +266,7 @@ unsafe fn uring_effects(s: *mut ZcnetUringSender, r: &mut Report) {
 fn uring(a: &Args, r: &mut Report) {
     let mut s = std::ptr::null_mut();
     // SAFETY: `s` is writable; the descriptor stays open until this process ends.
-    let rc = unsafe { zcnet_uring_sender_new(a.fd, mode(&a.mode), &mut s) };
+    let rc = unsafe { zcnet_uring_sender_new(a.fd, mode(&a.mode).into(), &mut s) };
     let enomem = rc == -libc::ENOMEM;
     if enomem && a.memlock.is_some() {
         // The ring's memory counts against the lowered RLIMIT_MEMLOCK: refused, as expected.
@@ -311,7 +311,7 @@ fn file(a: &Args, r: &mut Report) {
         };
         let mut res = ZcnetFileResult::default();
         // SAFETY: `res` is writable; both descriptors are open (inherited).
-        let rc = unsafe { zcnet_send_file(a.fd, a.file_fd, pos, len, fm, &mut res) };
+        let rc = unsafe { zcnet_send_file(a.fd, a.file_fd, pos, len, fm.into(), &mut res) };
         calls += 1;
         pos += res.sent;
         if rc == -libc::EBUSY && fm == ZcnetFileMode::MmapZerocopy && calls > 1 {
