@@ -56,7 +56,7 @@ impl Fail {
         let message: Vec<String> = chain().map(ToString::to_string).collect();
         let errno = chain()
             .find_map(|c| c.downcast_ref::<io::Error>())
-            .and_then(io::Error::raw_os_error);
+            .and_then(errno_of);
         Fail {
             // Without a kernel errno in the chain the failure is about the arguments (a
             // configuration the library refuses).
@@ -64,6 +64,18 @@ impl Fail {
             message: message.join(": "),
         }
     }
+}
+
+/// The errno `e` stands for: the kernel's, or, for an error the library made itself, the one of
+/// its kind that C expects (a drain that runs out of time is `TimedOut` without an errno, and
+/// zcnet.h promises `-ETIMEDOUT`).
+fn errno_of(e: &io::Error) -> Option<c_int> {
+    e.raw_os_error().or(match e.kind() {
+        io::ErrorKind::TimedOut => Some(libc::ETIMEDOUT),
+        io::ErrorKind::WouldBlock => Some(libc::EAGAIN),
+        io::ErrorKind::Interrupted => Some(libc::EINTR),
+        _ => None,
+    })
 }
 
 impl From<io::Error> for Fail {
