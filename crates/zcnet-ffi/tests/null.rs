@@ -135,6 +135,15 @@ fn null_pointers_and_bad_arguments_are_refused() {
             libc::EINVAL,
             "not a TCP socket",
         );
+        // Nor a peek cursor's, said once in one line (issue 35 item 17: "…needs a TCP socket
+        // failed: not a TCP socket").
+        let mut p = null_mut();
+        assert_eq!(zcnet_peek_new(sock.as_raw_fd(), &mut p), -libc::EINVAL);
+        assert!(p.is_null());
+        assert_eq!(
+            last(),
+            "the peek cursor's SO_PROTOCOL check failed: not a TCP socket"
+        );
 
         // Files.
         refused(

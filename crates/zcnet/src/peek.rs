@@ -394,9 +394,9 @@ fn io_err(call: &'static str) -> impl FnOnce(io::Error) -> PeekError {
 }
 
 fn check(socket: &impl AsFd) -> Result<(), PeekError> {
-    sys::check_tcp(socket.as_fd()).map_err(io_err(
-        "getsockopt(SO_PROTOCOL): a peek cursor needs a TCP socket",
-    ))
+    // The cause says what was wrong ("not a TCP socket", or getsockopt's error): this names
+    // only the step, as every `Io` does.
+    sys::check_tcp(socket.as_fd()).map_err(io_err("the peek cursor's SO_PROTOCOL check"))
 }
 
 /// Drops up to `len` bytes from the head of `socket`'s receive queue without copying them

@@ -89,6 +89,7 @@ fn every_error_with_a_cause_leaves_it_to_the_chain() {
     ];
     for e in &errors {
         check(e.as_ref());
+        assert_says_nothing_twice(&chain(e.as_ref()));
     }
 }
 
@@ -108,4 +109,44 @@ fn a_file_error_names_its_mode_once() {
         source: cause(),
     };
     assert_eq!(other.to_string(), "read failed after 0 bytes (copy)");
+}
+
+/// The whole chain as the CLI's `one_line` and libzcnet print it.
+fn chain(e: &(dyn Error + 'static)) -> String {
+    let parts: Vec<String> = std::iter::successors(Some(e), |&c| c.source())
+        .map(ToString::to_string)
+        .collect();
+    parts.join(": ")
+}
+
+/// No run of three words is said twice in `line` ("…needs a TCP socket failed: not a TCP
+/// socket" says "a TCP socket" twice): a stricter form of the CLI tests' `assert_no_repeat`,
+/// which compares whole ": " segments.
+fn assert_says_nothing_twice(line: &str) {
+    let words: Vec<String> = line
+        .split(|c: char| !c.is_alphanumeric() && c != '_')
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let runs: Vec<&[String]> = words.windows(3).collect();
+    for (i, run) in runs.iter().enumerate() {
+        assert!(
+            !runs[i + 1..].contains(run),
+            "{:?} is said twice in {line:?}",
+            run.join(" ")
+        );
+    }
+}
+
+/// Issue 35 item 17: a peek cursor on a UDP socket is one clear line (it said "getsockopt(
+/// SO_PROTOCOL): a peek cursor needs a TCP socket failed: not a TCP socket").
+#[test]
+fn a_peek_cursor_on_a_udp_socket_says_so_once() {
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let e = zcnet::peek::PeekCursor::new(&udp, Default::default()).unwrap_err();
+    check(&e);
+    let line = chain(&e);
+    assert_says_nothing_twice(&line);
+    assert!(line.ends_with("not a TCP socket"), "{line}");
+    assert!(line.contains("peek cursor"), "{line}");
 }
