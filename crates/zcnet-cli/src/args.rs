@@ -2,36 +2,48 @@
 //! `nan`, `inf`, a negative or an absurd value is a one-line usage error (exit 2), never a panic
 //! deeper down (`Duration::from_secs_f64` panics on all of those).
 
+/// The shortest duration any option accepts: 1 ms. Above 0 was not enough: `1e-320` is above 0,
+/// and as a timeout it failed over at once, was refused by the kernel as a zero timeout, or was
+/// printed with hundreds of digits.
+pub const MIN_SECONDS: f64 = 0.001;
+
 /// The longest duration any option accepts: one week, in seconds.
 pub const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 
-/// A duration in seconds: finite, above 0, at most [`MAX_SECONDS`].
+/// A duration in seconds: finite, from [`MIN_SECONDS`] to [`MAX_SECONDS`].
 pub fn seconds(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if !v.is_finite() || v <= 0.0 {
-        return Err(format!("{s} s: give a duration above 0"));
-    }
-    if v > MAX_SECONDS {
-        return Err(format!("{s} s: at most {MAX_SECONDS} s (one week)"));
+    let v = number_of_seconds(s)?;
+    // NaN fails the comparisons and is refused with the infinities.
+    if !(MIN_SECONDS..=MAX_SECONDS).contains(&v) {
+        return Err(format!(
+            "{s} s: give {MIN_SECONDS} s (1 ms) to {MAX_SECONDS} s (one week)"
+        ));
     }
     Ok(v)
 }
 
+/// The shortest benchmark run: 10 ms, enough for a run to measure something (a shorter one
+/// ended with no work done, and a bench of empty runs exited 0).
+pub const MIN_BENCH_SECONDS: f64 = 0.01;
+
 /// The longest single benchmark run: one hour, in seconds.
 pub const MAX_BENCH_SECONDS: f64 = 3600.0;
 
-/// A bench run's length: as [`seconds`], at most [`MAX_BENCH_SECONDS`].
+/// A bench run's length: finite, from [`MIN_BENCH_SECONDS`] to [`MAX_BENCH_SECONDS`].
 pub fn bench_seconds(s: &str) -> Result<f64, String> {
-    let v = seconds(s)?;
-    if v > MAX_BENCH_SECONDS {
+    let v = number_of_seconds(s)?;
+    if !(MIN_BENCH_SECONDS..=MAX_BENCH_SECONDS).contains(&v) {
         return Err(format!(
-            "{s} s: one run lasts at most {MAX_BENCH_SECONDS} s"
+            "{s} s: one run lasts {MIN_BENCH_SECONDS} s (10 ms) to {MAX_BENCH_SECONDS} s (one hour)"
         ));
     }
     Ok(v)
+}
+
+fn number_of_seconds(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))
 }
 
 /// Every address `HOST:PORT` names: an IP literal (`127.0.0.1:80`, `[::1]:80`), an IPv6 literal
@@ -89,6 +101,31 @@ mod tests {
         }
         assert_eq!(seconds("0.5"), Ok(0.5));
         assert_eq!(seconds("604800"), Ok(MAX_SECONDS));
+    }
+
+    /// Issue 35 item 15: tiny durations, subnormals included, are outside every range, whose
+    /// ends are taken.
+    #[test]
+    fn durations_have_a_floor_and_the_message_gives_the_range() {
+        for tiny in [
+            "1e-320", "5e-324", "4.9e-324", "2.2e-308", "1e-10", "0.0009", "-0",
+        ] {
+            let e = seconds(tiny).unwrap_err();
+            assert_eq!(
+                e,
+                format!("{tiny} s: give 0.001 s (1 ms) to 604800 s (one week)")
+            );
+            let e = bench_seconds(tiny).unwrap_err();
+            assert!(
+                e.ends_with("one run lasts 0.01 s (10 ms) to 3600 s (one hour)"),
+                "{e}"
+            );
+        }
+        assert_eq!(seconds("0.001"), Ok(MIN_SECONDS));
+        assert!(bench_seconds("0.009").is_err());
+        assert_eq!(bench_seconds("0.01"), Ok(MIN_BENCH_SECONDS));
+        assert_eq!(bench_seconds("3600"), Ok(MAX_BENCH_SECONDS));
+        assert!(bench_seconds("3600.001").is_err());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Issue 15 item 2: every numeric option of every subcommand, fed `-1`, `0`, `nan`, `inf`,
-//! `1e30` and `2^64-1`. None may panic (exit 101) or die by a signal; a value out of range is
-//! exit 2 with one line. Each command is built so that a value it accepts fails right after
-//! parsing (an interface, a file or a port that is not there), so nothing runs for real.
+//! `1e30` and `2^64-1`, and (issue 35 item 15) values above 0 that no duration can be: `1e-10`,
+//! the subnormals `2.2e-308`, `1e-320` and `5e-324` (the smallest `f64` above 0). None may panic
+//! (exit 101) or die by a signal; a value out of range is exit 2 with one line. Each command is
+//! built so that a value it accepts fails right after parsing (an interface, a file or a port
+//! that is not there), so nothing runs for real.
 
 mod common;
 use common::zcnet;
@@ -10,7 +12,18 @@ use std::net::TcpListener;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-const VALUES: [&str; 6] = ["-1", "0", "nan", "inf", "1e30", "18446744073709551615"];
+const VALUES: [&str; 10] = [
+    "-1",
+    "0",
+    "nan",
+    "inf",
+    "1e30",
+    "18446744073709551615",
+    "1e-10",
+    "2.2e-308",
+    "1e-320",
+    "5e-324",
+];
 
 /// Runs `zcnet ARGS`, at most 20 s; returns (exit code, stderr).
 fn run(args: &[String]) -> (Option<i32>, String) {
