@@ -292,6 +292,7 @@ pub fn bench(
                 _ => modes.to_vec(),
             };
             let modes = &modes[..];
+            pins_beyond_the_limit(lab_name, size, modes);
             let step = tx::SizeStep {
                 lab: lab_name,
                 family,
@@ -315,6 +316,31 @@ pub fn bench(
         }
     }
     Ok(Outcome { report, summary })
+}
+
+/// Says, once per lab and size, that `SEND_ZC` will not pin everything it is asked to: each
+/// request pins its buffer's pages until its notification, counted against `RLIMIT_MEMLOCK`
+/// like a registration, and a request the kernel cannot pin is sent again by copy. The runs go
+/// on; their share really zero-copied shows how much went by copy.
+fn pins_beyond_the_limit(lab: &str, size: usize, modes: &[Mode]) {
+    if !modes
+        .iter()
+        .any(|m| matches!(m, Mode::ZeroCopy | Mode::Auto))
+    {
+        return;
+    }
+    let in_flight = (CONFIG.window * size) as u64;
+    if let Err(zcnet::uring::UringError::Memlock {
+        need_kib, limit, ..
+    }) = zcnet::uring::memlock_check(in_flight)
+    {
+        eprintln!(
+            "uring-tx {lab} {size} B: zc and auto pin up to {in_flight} bytes in flight, over \
+             RLIMIT_MEMLOCK ({limit} bytes, no CAP_IPC_LOCK): what the kernel cannot pin is sent \
+             again by copy (the zero-copy share says how much); `ulimit -l` above {need_kib} would \
+             let it pin everything"
+        );
+    }
 }
 
 /// The patches' table: IO size | non-zc | zc (+x %) | zc-fixed (+x %), requests/s medians, the

@@ -117,7 +117,9 @@ pub struct RingSetup {
     pub single_issuer: bool,
     /// `IORING_REGISTER_RING_FDS` (5.18): `io_uring_enter` takes the ring's registered index,
     /// skipping the file lookup. The index belongs to the thread that sends first; default
-    /// off for the same reason as `single_issuer`.
+    /// off for the same reason as `single_issuer`. That thread's io_uring context holds the
+    /// ring: a sender dropped on it unregisters the index and the ring goes; dropped on
+    /// another thread, the ring, its locked memory and its socket stay until that thread ends.
     pub registered_ring_fd: bool,
     /// `IORING_REGISTER_FILES` (5.1): the socket is fixed file 0 and requests skip its lookup.
     /// Default on.
@@ -337,7 +339,9 @@ pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
 impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// A sender on `socket` (connected for [`UringSender::send`]; any for
     /// [`UringSender::send_to`]). Zero-copy modes fall back to copying, with
-    /// [`UringSender::fallback_reason`] saying why, where the kernel lacks `SEND_ZC`.
+    /// [`UringSender::fallback_reason`] saying why, where the kernel lacks `SEND_ZC`. Where
+    /// `RLIMIT_MEMLOCK` refuses the ring within a second of this process closing another, it
+    /// blocks until the kernel has freed that one (some milliseconds), at most that second.
     ///
     /// # Errors
     /// [`UringError::NoPool`] for [`Mode::ZeroCopyFixed`] (use [`UringSender::with_pool`]),
@@ -363,7 +367,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             },
             Some(e) => UringError::Fstat(e),
         })?;
-        let mut ring = SendRing::new(config.entries, config.setup).map_err(setup_error)?;
+        let mut ring = open_ring(config.entries, config.setup)?;
         ring.register_file(socket.as_fd());
         let ty = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE).unwrap_or(0);
         let (mode, fallback) = match config.mode {
@@ -712,6 +716,28 @@ impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {
                 })?;
         }
         Ok(tx)
+    }
+}
+
+/// How long after this process closed a ring the kernel may still count the ring's pages as
+/// locked memory: it frees a closed ring in a worker, once its last requests are done.
+const RING_TEARDOWN: Duration = Duration::from_secs(1);
+
+/// `io_uring_setup(2)` for a sender. Under a tight `RLIMIT_MEMLOCK` the pages of a ring this
+/// process has just closed may still be counted (the kernel frees it later, in a worker): an
+/// `ENOMEM` within [`RING_TEARDOWN`] of a close is tried again until then, so that a program
+/// that replaces one ring by another (a bench run after run) is not refused at random.
+fn open_ring<B: OwnedBuf>(entries: u32, setup: RingSetup) -> Result<SendRing<B>, UringError> {
+    loop {
+        match SendRing::new(entries, setup) {
+            Err(e)
+                if e.raw_os_error() == Some(libc::ENOMEM)
+                    && sys::uring::last_close().is_some_and(|t| t.elapsed() < RING_TEARDOWN) =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            r => return r.map_err(setup_error),
+        }
     }
 }
 

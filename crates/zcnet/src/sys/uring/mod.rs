@@ -11,7 +11,7 @@ mod pool;
 mod ring;
 
 pub use pool::{Pool, PoolBuf};
-pub use ring::{Finished, SendOp, SendRequest, SendRing};
+pub use ring::{Finished, SendOp, SendRequest, SendRing, last_close};
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};

@@ -3,7 +3,8 @@
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, opcode, squeue, types};
 
@@ -15,6 +16,8 @@ use crate::uring::state::{Order, Request, State, Step};
 
 /// `IORING_REGISTER_RING_FDS` (Linux 5.18).
 const IORING_REGISTER_RING_FDS: libc::c_uint = 20;
+/// `IORING_UNREGISTER_RING_FDS` (Linux 5.18).
+const IORING_UNREGISTER_RING_FDS: libc::c_uint = 21;
 /// `IORING_ENTER_GETEVENTS`.
 const IORING_ENTER_GETEVENTS: libc::c_uint = 1;
 /// `IORING_ENTER_EXT_ARG` (5.11): the argument is a `struct io_uring_getevents_arg`.
@@ -726,12 +729,58 @@ fn broken_stream(errno: i32) -> io::Error {
     )
 }
 
+/// When this process last closed a ring (see [`last_close`]).
+static LAST_CLOSE: Mutex<Option<Instant>> = Mutex::new(None);
+
+/// When this process last closed a ring. The kernel frees a closed ring, and takes its pages
+/// off the user's locked memory (`RLIMIT_MEMLOCK`), later, in a worker: a ring set up right
+/// after may be refused (`ENOMEM`) for memory that is about to come back.
+pub fn last_close() -> Option<Instant> {
+    *LAST_CLOSE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl<B: OwnedBuf> Drop for SendRing<B> {
     fn drop(&mut self) {
         // Buffers still loaned must not be freed while the kernel may read them.
         for slot in self.slots.drain(..).flatten() {
             std::mem::forget(slot);
         }
+        self.unregister_ring_fd();
+        // The ring fd closes right after, when the fields drop.
+        *LAST_CLOSE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+}
+
+impl<B: OwnedBuf> SendRing<B> {
+    /// Takes the ring fd out of the registering thread's io_uring context, which holds a
+    /// reference to the ring of its own: without this, closing the ring fd closed nothing, and
+    /// the ring (its pages counted against `RLIMIT_MEMLOCK`, the socket registered with it) lived
+    /// until that thread ended, for the main thread until the process did. The index is the
+    /// thread's own: from another thread it would name another ring, so there the ring lives on
+    /// until its thread ends.
+    fn unregister_ring_fd(&mut self) {
+        let Some(index) = self.ring_index.take() else {
+            return;
+        };
+        if self.issuer != Some(std::thread::current().id()) {
+            return;
+        }
+        let mut up = RsrcUpdate {
+            offset: index,
+            resv: 0,
+            data: 0,
+        };
+        // SAFETY: `up` is a valid io_uring_rsrc_update for the duration of the call, naming an
+        // index this thread registered for this ring; the kernel only reads it.
+        unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_register,
+                self.ring.as_raw_fd(),
+                IORING_UNREGISTER_RING_FDS,
+                &mut up as *mut RsrcUpdate,
+                1,
+            )
+        };
     }
 }
 
