@@ -162,7 +162,10 @@ fn new_picks_the_peek_offset_here_and_says_nothing() {
 fn a_udp_socket_is_refused() {
     let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let e = PeekCursor::new(u, Config::default()).unwrap_err();
-    assert!(e.to_string().contains("needs a TCP socket"), "{e}");
+    // The step here, the reason in the cause (issue 35 item 17: the step's name said it too).
+    assert_eq!(e.to_string(), "the peek cursor's SO_PROTOCOL check failed");
+    let cause = std::error::Error::source(&e).map(ToString::to_string);
+    assert_eq!(cause.as_deref(), Some("not a TCP socket"), "{e}");
 }
 
 /// An `AsFd` that names a TCP socket when the cursor is built and a UDP socket afterwards (what
