@@ -86,6 +86,13 @@ pub struct TcpInfo {
     pub bytes_sent: Option<u64>,
     /// `tcpi_bytes_retrans` (4.19).
     pub bytes_retrans: Option<u64>,
+    /// `tcpi_unacked`: segments sent and not yet acknowledged (in flight).
+    pub unacked: u32,
+    /// `tcpi_probes`: zero-window probes sent since the peer's last ACK (every ACK the kernel
+    /// takes zeroes it).
+    pub probes: u8,
+    /// `tcpi_last_ack_recv`: milliseconds since the last ACK from the peer.
+    pub last_ack_recv_ms: u32,
 }
 
 impl TcpInfo {
@@ -107,12 +114,59 @@ pub fn tcp_info(socket: &impl AsFd) -> io::Result<TcpInfo> {
     if len == 0 {
         return Err(io::Error::other("TCP_INFO returned nothing"));
     }
-    let has = |end: usize| len >= end;
-    Ok(TcpInfo {
-        state: TcpState::from_kernel(raw.head[0]),
-        bytes_acked: has(128).then_some(raw.bytes_acked),
-        bytes_received: has(136).then_some(raw.bytes_received),
-        bytes_sent: has(208).then_some(raw.bytes_sent),
-        bytes_retrans: has(216).then_some(raw.bytes_retrans),
-    })
+    Ok(TcpInfo::from_raw(&raw, len))
+}
+
+impl TcpInfo {
+    /// The fields of the `len` bytes the kernel filled. The head (state to `tcpi_last_ack_recv`)
+    /// is in every kernel zcnet runs on; the rest of `raw` was zeroed by the caller.
+    fn from_raw(raw: &sys::abi::TcpInfo, len: usize) -> TcpInfo {
+        let has = |end: usize| len >= end;
+        let u32_at = |at: usize| u32::from_ne_bytes(raw.head[at..at + 4].try_into().unwrap());
+        TcpInfo {
+            state: TcpState::from_kernel(raw.head[0]),
+            bytes_acked: has(128).then_some(raw.bytes_acked),
+            bytes_received: has(136).then_some(raw.bytes_received),
+            bytes_sent: has(208).then_some(raw.bytes_sent),
+            bytes_retrans: has(216).then_some(raw.bytes_retrans),
+            unacked: u32_at(24),
+            probes: raw.head[3],
+            last_ack_recv_ms: u32_at(56),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_read_at_their_offsets_in_linux_tcp_h() {
+        let mut raw = sys::abi::TcpInfo {
+            head: [0; 120],
+            bytes_acked: 0,
+            bytes_received: 0,
+            middle: [0; 64],
+            bytes_sent: 0,
+            bytes_retrans: 0,
+        };
+        raw.head[0] = 1; // tcpi_state: ESTABLISHED
+        raw.head[2] = 9; // tcpi_retransmits, not read
+        raw.head[3] = 2; // tcpi_probes
+        raw.head[24..28].copy_from_slice(&7u32.to_ne_bytes()); // tcpi_unacked
+        raw.head[56..60].copy_from_slice(&1500u32.to_ne_bytes()); // tcpi_last_ack_recv
+        raw.bytes_acked = 4097;
+        let info = TcpInfo::from_raw(&raw, 120);
+        assert_eq!(info.state, TcpState::Established);
+        assert_eq!(
+            (info.probes, info.unacked, info.last_ack_recv_ms),
+            (2, 7, 1500)
+        );
+        assert_eq!(
+            info.bytes_acked, None,
+            "the kernel's struct ended before it"
+        );
+        let info = TcpInfo::from_raw(&raw, 216);
+        assert_eq!(info.acked_data_bytes(), Some(4096));
+    }
 }
