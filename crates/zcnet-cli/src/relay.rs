@@ -27,7 +27,9 @@ pub struct Opt {
     /// Stop peeking while this many bytes are unacknowledged, MiB.
     #[arg(long, value_name = "MIB", default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=4096))]
     pub max_unacked_mib: u64,
-    /// Fail over when no byte is acknowledged for this long, seconds.
+    /// Fail over when the destination stays silent this long while it owes an answer (bytes in
+    /// flight, or two window probes unanswered), seconds. An idle destination, or one whose
+    /// window is closed while its TCP answers the window probes, is never failed over.
     #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = crate::args::seconds)]
     pub ack_timeout: f64,
     /// Give up on a connection when no destination accepts for this long, seconds.

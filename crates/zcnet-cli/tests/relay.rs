@@ -1,8 +1,12 @@
 //! `zcnet relay` with real connections: integrity end to end, failover to the fallback
 //! destination after a reset with the stream resumed exactly at the last acknowledged byte,
-//! source closing early, destinations refusing, 50 connections at once.
+//! source closing early, destinations refusing, 50 connections at once; healthy destinations
+//! (idle, or with their window closed) kept (issue 35).
 
 mod common;
+// The peers the library's relay tests use too.
+#[path = "../../zcnet/tests/relay_peers/mod.rs"]
+mod peers;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -12,6 +16,9 @@ use std::time::Duration;
 
 use common::zcnet;
 use netlab::pattern::random_bytes;
+use peers::{
+    Behaviour, Destination, End, only, peek_methods, read_quietly, send_all, tcp_received_now,
+};
 
 /// A running relay and the address it listens on; killed on drop if still running.
 struct Relay {
@@ -75,6 +82,13 @@ impl Relay {
         }
         (out, ok)
     }
+
+    /// Waits for the relay to exit; returns its success and its stderr after the first line.
+    fn finish_logged(mut self) -> (bool, String) {
+        let ok = self.child.wait().unwrap().success();
+        let log = self.log.take().map(|h| h.join().unwrap_or_default());
+        (ok, log.unwrap_or_default())
+    }
 }
 
 impl Drop for Relay {
@@ -95,13 +109,6 @@ struct Got {
 fn destination(reset_after: Option<usize>) -> (SocketAddr, JoinHandle<Vec<u8>>) {
     let (addr, h) = destination_tcp(reset_after);
     (addr, std::thread::spawn(move || h.join().unwrap().data))
-}
-
-fn tcp_received_now(c: &TcpStream) -> u64 {
-    zcnet::tcp_info::tcp_info(c)
-        .unwrap()
-        .bytes_received
-        .unwrap()
 }
 
 fn destination_tcp(reset_after: Option<usize>) -> (SocketAddr, JoinHandle<Got>) {
@@ -153,17 +160,6 @@ fn destination_pausing(
         }
     });
     (addr, h)
-}
-
-fn send_all(to: SocketAddr, data: Vec<u8>) -> JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut s = TcpStream::connect(to).unwrap();
-        s.write_all(&data).unwrap();
-        s.shutdown(std::net::Shutdown::Write).unwrap();
-        // Wait for the relay to pass the destination's FIN back.
-        let mut rest = Vec::new();
-        let _ = s.read_to_end(&mut rest);
-    })
 }
 
 #[test]
@@ -394,4 +390,70 @@ fn relay_takes_host_names() {
     assert!(ok);
     let stats: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
     assert_eq!(stats["bytes"], data.len() as u64);
+}
+
+/// Runs `scenario` at once (each waits on purpose) with each peek method this kernel has
+/// (`--method`) and no fallback, and with `--method auto` and a fallback destination.
+fn each_method(scenario: impl Fn(&'static str, bool) + Sync) {
+    let scenario = &scenario;
+    let runs = peek_methods().into_iter().map(|m| (m.name(), false));
+    std::thread::scope(|s| {
+        for (method, fallback) in runs.chain([("auto", true)]) {
+            s.spawn(move || scenario(method, fallback));
+        }
+    });
+}
+
+/// Issue 35 item 3: a client that only reads a server's greeting, silent for longer than the
+/// acknowledgement timeout with nothing outstanding, keeps its one destination connection (the
+/// relay failed over every `--ack-timeout`: BANNER-0, BANNER-1, BANNER-2).
+#[test]
+fn an_idle_client_keeps_its_one_destination_connection() {
+    each_method(|method, with_fallback| {
+        let dest = Destination::start(Behaviour {
+            greeting: true,
+            ..Behaviour::default()
+        });
+        let fallback = with_fallback.then(|| Destination::start(Behaviour::default()));
+        let args = ["--count", "1", "--ack-timeout", "1", "--method", method];
+        let relay = Relay::start(dest.addr, fallback.as_ref().map(|f| f.addr), &args);
+        let got = read_quietly(relay.addr, Duration::from_millis(3500));
+        let (ok, log) = relay.finish_logged();
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            "BANNER-0\n",
+            "{method}: {log}"
+        );
+        only(&dest.finish(), method).check(&[], End::Fin, method);
+        if let Some(f) = fallback {
+            f.check_unused(method);
+        }
+        assert!(ok, "{method}: {log}");
+    });
+}
+
+/// Issue 35 item 4: a destination that stops reading for three acknowledgement timeouts (its
+/// window closes; its TCP answers the window probes) keeps its connection, and gets every byte
+/// on it in order; with only `--to`, and with a fallback that must never be called.
+#[test]
+fn a_destination_that_stops_reading_keeps_its_connection() {
+    let data = random_bytes(8 << 20, 35);
+    each_method(|method, with_fallback| {
+        let dest = Destination::start(Behaviour {
+            pause: Some((1 << 20, Duration::from_secs(3))),
+            rcvbuf: Some(64 << 10),
+            ..Behaviour::default()
+        });
+        let fallback = with_fallback.then(|| Destination::start(Behaviour::default()));
+        let args = ["--count", "1", "--ack-timeout", "1", "--method", method];
+        let relay = Relay::start(dest.addr, fallback.as_ref().map(|f| f.addr), &args);
+        send_all(relay.addr, data.clone()).join().unwrap();
+        let (ok, log) = relay.finish_logged();
+        let what = format!("{method}: {log}");
+        only(&dest.finish(), &what).check_whole_across_a_closed_window(&data, &what);
+        if let Some(f) = fallback {
+            f.check_unused(method);
+        }
+        assert!(ok, "{what}");
+    });
 }

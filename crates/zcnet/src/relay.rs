@@ -4,11 +4,12 @@
 //!
 //! What is guaranteed, source to destination: a byte is dropped from the source's queue only
 //! once the destination's TCP acknowledged it (`tcpi_bytes_acked` of `TCP_INFO`). When the
-//! destination fails (reset, refused, no acknowledgement for [`Config::ack_timeout`]), the relay connects
-//! again (the next of [`Config::targets`] first, in turn) and sends from the first
-//! unacknowledged byte, straight from the kernel queue: no user-space retransmit buffer. Bytes a
-//! destination's TCP acknowledged but its application never read are outside what a relay can
-//! know. The reverse direction (destination to source) is copied as it comes, without that
+//! destination fails (reset, refused, silent while it owes an answer: [`Config::ack_timeout`]),
+//! the relay connects again (the next of [`Config::targets`] first, in turn) and sends from the
+//! first unacknowledged byte, straight from the kernel queue: no user-space retransmit buffer. A
+//! destination that is idle, or that stops reading while its TCP answers the window probes, has
+//! not failed. Bytes a destination's TCP acknowledged but its application never read are outside
+//! what a relay can know. The reverse direction (destination to source) is copied as it comes, without that
 //! guarantee. Memory per connection: one 64 KiB buffer each way, plus, for the discard-buffer
 //! method only, up to [`Config::max_unacked`] bytes of discard buffer; unacknowledged bytes stay in the
 //! kernel and hold back the source through its receive window.
@@ -34,7 +35,7 @@ use serde::Serialize;
 
 use crate::peek::{self, PeekCursor};
 use crate::sys::{self, Epoll};
-use crate::tcp_info::{TcpState, tcp_info};
+use crate::tcp_info::{TcpInfo, TcpState, tcp_info};
 
 /// Errors of relaying a connection.
 #[derive(Debug, thiserror::Error)]
@@ -79,7 +80,14 @@ pub struct Config {
     pub targets: Vec<SocketAddr>,
     /// Bytes unacknowledged at most.
     pub max_unacked: u64,
-    /// No acknowledgement for this long: fail over.
+    /// How long a destination may stay silent while it owes an answer before it is given up:
+    /// bytes in flight and unacknowledged, or two window probes in a row unanswered, with
+    /// nothing acknowledged and nothing at all received from its TCP for this long. An idle
+    /// destination owes nothing, and one that stops reading (its receive window closed) is
+    /// healthy for as long as its TCP answers the kernel's window probes (RFC 1122 4.2.2.17
+    /// keeps such a connection open): neither is ever failed over, however long it lasts. One
+    /// that dies while its window is closed is noticed once two probes went unanswered (the
+    /// kernel backs them off from the retransmission timeout up to 2 minutes), then this long.
     pub ack_timeout: Duration,
     /// No destination for this long: give up.
     pub connect_timeout: Duration,
@@ -162,11 +170,17 @@ struct Dest {
 }
 
 impl Dest {
-    /// Drops from the source's queue what this destination acknowledged; whether it dropped
-    /// any.
-    fn consume_acked(&self, cur: &mut PeekCursor<TcpStream>) -> Result<bool, RelayError> {
-        let acked = acked_data_bytes(&self.stream)
-            .map_err(io_err("getsockopt(TCP_INFO) of the destination"))?;
+    /// Drops from the source's queue what this destination acknowledged by `info`; whether it
+    /// dropped any.
+    fn consume_acked(
+        &self,
+        info: &TcpInfo,
+        cur: &mut PeekCursor<TcpStream>,
+    ) -> Result<bool, RelayError> {
+        let acked = info.acked_data_bytes().ok_or_else(|| RelayError::Io {
+            call: "getsockopt(TCP_INFO) of the destination",
+            source: no_bytes_acked(),
+        })?;
         let upto = (self.base + acked).min(cur.peeked());
         if upto > cur.consumed() {
             cur.consume(upto - cur.consumed())?;
@@ -200,7 +214,69 @@ pub fn acked_data_bytes(stream: &TcpStream) -> io::Result<u64> {
     // acknowledgement adds one more at the end; callers cap at what was sent.
     tcp_info(stream)?
         .acked_data_bytes()
-        .ok_or_else(|| io::Error::other("TCP_INFO without tcpi_bytes_acked (needs Linux 4.2)"))
+        .ok_or_else(no_bytes_acked)
+}
+
+fn no_bytes_acked() -> io::Error {
+    io::Error::other("TCP_INFO without tcpi_bytes_acked (needs Linux 4.2)")
+}
+
+/// What a destination's TCP has left unanswered, by its `TCP_INFO`: the acknowledgement timeout
+/// runs only while it owes an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unanswered {
+    /// Nothing: it acknowledged all it was sent. An idle connection, or a receiver whose window
+    /// is closed while its TCP answers the kernel's window probes.
+    Nothing,
+    /// One window probe. A live receiver leaves one unanswered now and then: it rate-limits the
+    /// ACKs it sends for out-of-window segments (`tcp_invalid_ratelimit`, 500 ms by default),
+    /// so a probe that comes sooner after the last one it answered gets none (seen here: 0.86 s
+    /// without an answer, then the next probe answered). The clock runs; this alone never ends it.
+    OneProbe,
+    /// Segments in flight (`tcpi_unacked`), or window probes two in a row (`tcpi_probes`):
+    /// a live TCP answers these. `silent` is how long it has sent nothing at all.
+    Owed {
+        segments: u32,
+        probes: u8,
+        silent: Duration,
+    },
+}
+
+impl Unanswered {
+    fn of(info: &TcpInfo) -> Unanswered {
+        match (info.unacked, info.probes) {
+            (0, 0) => Unanswered::Nothing,
+            (0, 1) => Unanswered::OneProbe,
+            (segments, probes) => Unanswered::Owed {
+                segments,
+                probes,
+                silent: Duration::from_millis(info.last_ack_recv_ms.into()),
+            },
+        }
+    }
+
+    /// Why to give the destination up, if it has owed an answer, acknowledging nothing, for
+    /// `stalled`, and both that and its silence exceed `limit` (the silence alone would count
+    /// a long idle time before the first byte; the stall alone, a TCP answering with duplicate
+    /// ACKs).
+    fn expired(self, stalled: Duration, limit: Duration) -> Option<String> {
+        let Unanswered::Owed {
+            segments,
+            probes,
+            silent,
+        } = self
+        else {
+            return None;
+        };
+        if stalled <= limit || silent <= limit {
+            return None;
+        }
+        Some(if segments > 0 {
+            format!("nothing acknowledged for {limit:?}, {segments} segment(s) in flight")
+        } else {
+            format!("its window closed, {probes} window probes unanswered for {limit:?}")
+        })
+    }
 }
 
 /// Asks for an error-queue notification when the last byte of each write is acknowledged:
@@ -255,9 +331,9 @@ pub(crate) enum Next {
         /// The target to try first.
         first: usize,
     },
-    /// Wait for an event of the session's epoll set, at most this long, then
-    /// [`Session::woke`].
-    Wait(Duration),
+    /// Wait for an event of the session's epoll set, at most this long (`None`: nothing can time
+    /// out, only an event brings work), then [`Session::woke`].
+    Wait(Option<Duration>),
 }
 
 /// Starts the copy from a new destination back to the source: a thread (synchronous relay) or
@@ -278,7 +354,8 @@ pub(crate) struct Session<'a> {
     failed: Option<String>,
     /// Why the destination being replaced failed, and the offset resumed at.
     failover: Option<(SocketAddr, String, u64)>,
-    last_progress: Instant,
+    /// Since when the destination has owed an answer and acknowledged nothing.
+    stalled_since: Option<Instant>,
     events: Vec<(u32, u64)>,
     reverse: Reverse,
 }
@@ -326,7 +403,7 @@ impl<'a> Session<'a> {
             eof: false,
             failed: None,
             failover: None,
-            last_progress: Instant::now(),
+            stalled_since: None,
             events: Vec::with_capacity(Epoll::MAX_EVENTS),
             reverse,
         })
@@ -342,10 +419,21 @@ impl<'a> Session<'a> {
         self.dest.as_ref().expect("connected")
     }
 
-    /// Drops from the source what the destination acknowledged; whether it dropped any.
-    fn consume_acked(&mut self) -> Result<bool, RelayError> {
+    /// Reads the destination's `TCP_INFO` once: drops from the source what it acknowledged, and
+    /// keeps the stall clock, which runs from the first look at which the destination owed an
+    /// answer while acknowledging nothing.
+    fn observe(&mut self) -> Result<Unanswered, RelayError> {
         let dest = self.dest.as_ref().expect("connected");
-        dest.consume_acked(&mut self.cur)
+        let info =
+            tcp_info(&dest.stream).map_err(io_err("getsockopt(TCP_INFO) of the destination"))?;
+        let progressed = dest.consume_acked(&info, &mut self.cur)?;
+        let unanswered = Unanswered::of(&info);
+        if progressed || unanswered == Unanswered::Nothing {
+            self.stalled_since = None;
+        } else {
+            self.stalled_since.get_or_insert_with(Instant::now);
+        }
+        Ok(unanswered)
     }
 
     /// Takes `stream`, connected to target `target`, as the destination.
@@ -373,7 +461,7 @@ impl<'a> Session<'a> {
         // failure comes after them (without this, a destination failing after the source's end
         // lost the rest: the stream "ended" at the resume point).
         self.eof = false;
-        self.last_progress = Instant::now();
+        self.stalled_since = None;
         Ok(())
     }
 
@@ -385,36 +473,31 @@ impl<'a> Session<'a> {
     pub(crate) fn step(&mut self) -> Result<Next, RelayError> {
         let s = self.link.s;
         loop {
-            if self.failed.is_none() && self.last_progress.elapsed() > s.ack_timeout {
-                self.failed = Some(format!("no acknowledgement for {:?}", s.ack_timeout));
-            }
             if let Some(why) = self.failed.take() {
                 let first = self.failing_over(why)?;
                 return Ok(Next::Connect { first });
             }
-            if self.consume_acked()? {
-                self.last_progress = Instant::now();
+            let unanswered = self.observe()?;
+            let stalled = self.stalled_since.map_or(Duration::ZERO, |t| t.elapsed());
+            if let Some(why) = unanswered.expired(stalled, s.ack_timeout) {
+                self.failed = Some(why);
+                continue;
             }
-            if self.cur.outstanding() == 0 {
-                self.last_progress = Instant::now();
-                if self.eof {
-                    return Ok(Next::Done);
-                }
+            if self.eof && self.cur.outstanding() == 0 {
+                return Ok(Next::Done);
             }
             self.forward()?;
             // A failure to handle, or the end just seen with nothing outstanding: no wait.
             if self.failed.is_some() || (self.eof && self.cur.outstanding() == 0) {
                 continue;
             }
-            let mut wait = s.ack_timeout.saturating_sub(self.last_progress.elapsed());
-            if self.cur.outstanding() > 0 {
-                wait = wait.min(if self.dest().ack_events {
-                    ACK_BACKSTOP
-                } else {
-                    ACK_POLL
-                });
-            }
-            return Ok(Next::Wait(wait + Duration::from_millis(1)));
+            // With nothing outstanding nothing can time out: only an event brings work.
+            let backstop = if self.dest().ack_events {
+                ACK_BACKSTOP
+            } else {
+                ACK_POLL
+            };
+            return Ok(Next::Wait((self.cur.outstanding() > 0).then_some(backstop)));
         }
     }
 
@@ -426,9 +509,7 @@ impl<'a> Session<'a> {
                 // Acknowledgements arrive while this loop runs: without taking them before each
                 // peek the source queue (and the discard method's re-reading) grows with every
                 // write the destination accepts.
-                if self.consume_acked()? {
-                    self.last_progress = Instant::now();
-                }
+                self.observe()?;
                 if self.eof || self.cur.outstanding() >= s.max_unacked {
                     return Ok(());
                 }
@@ -500,7 +581,9 @@ impl<'a> Session<'a> {
     fn failing_over(&mut self, why: String) -> Result<usize, RelayError> {
         let old = self.dest.take().expect("connected");
         // TCP_INFO stays readable after a reset: its acknowledged count is final.
-        let _ = old.consume_acked(&mut self.cur);
+        if let Ok(info) = tcp_info(&old.stream) {
+            let _ = old.consume_acked(&info, &mut self.cur);
+        }
         let at = self.cur.consumed();
         let target = self.link.s.targets[old.target];
         // Retire the old reverse copy before closing, so that its end is not taken for the
@@ -539,8 +622,8 @@ impl<'a> Session<'a> {
 /// peek offset, as the queue only grows at its tail), `EPOLLERR` on the destination says an
 /// acknowledgement notification or an error arrived, `EPOLLOUT` that its send buffer has room
 /// again. After any wake the relay does all it can without blocking (consume what was
-/// acknowledged, write what it peeked, peek more) and waits again; the wait's timeout is what
-/// is left of `ack_timeout`.
+/// acknowledged, write what it peeked, peek more) and waits again: with a backstop timer while
+/// bytes are outstanding, without one while none are (nothing can time out then).
 ///
 /// # Errors
 /// [`RelayError::NoDestination`] when no destination accepts within the connect timeout (at
@@ -558,7 +641,8 @@ pub fn relay(src: TcpStream, s: &Config) -> Result<Report, RelayError> {
                 session.adopt(stream, target)?;
             }
             Next::Wait(wait) => {
-                session.woke(wait)?;
+                // Epoll caps an endless wait at i32::MAX ms, 24 days: a step then finds nothing.
+                session.woke(wait.unwrap_or(Duration::MAX))?;
             }
         }
         next = session.step()?;
@@ -736,4 +820,64 @@ pub fn serve(
     }
     served.failed = failed.load(Ordering::SeqCst);
     Ok(served)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(unacked: u32, probes: u8, last_ack_recv_ms: u32) -> TcpInfo {
+        TcpInfo {
+            state: TcpState::Established,
+            bytes_acked: Some(1),
+            bytes_received: Some(0),
+            bytes_sent: Some(0),
+            bytes_retrans: Some(0),
+            unacked,
+            probes,
+            last_ack_recv_ms,
+        }
+    }
+
+    const LIMIT: Duration = Duration::from_secs(1);
+    const LONG: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_destination_that_owes_nothing_never_expires() {
+        // Idle for a minute, or its window closed with every probe answered.
+        let idle = Unanswered::of(&info(0, 0, 60_000));
+        assert_eq!(idle, Unanswered::Nothing);
+        assert_eq!(idle.expired(LONG, LIMIT), None);
+    }
+
+    #[test]
+    fn one_unanswered_window_probe_never_expires() {
+        // A live receiver's rate limit on out-of-window ACKs can leave one unanswered.
+        let one = Unanswered::of(&info(0, 1, 60_000));
+        assert_eq!(one, Unanswered::OneProbe);
+        assert_eq!(one.expired(LONG, LIMIT), None);
+    }
+
+    #[test]
+    fn two_unanswered_probes_expire_after_the_limit_of_silence() {
+        let two = Unanswered::of(&info(0, 2, 2_000));
+        let why = two.expired(LONG, LIMIT).expect("expired");
+        assert!(why.contains("2 window probes unanswered"), "{why}");
+        assert_eq!(two.expired(LIMIT / 2, LIMIT), None, "stalled too briefly");
+    }
+
+    #[test]
+    fn bytes_in_flight_expire_only_when_the_peer_is_silent_too() {
+        let why = Unanswered::of(&info(5, 0, 1_500))
+            .expired(LONG, LIMIT)
+            .expect("expired");
+        assert!(why.contains("5 segment(s) in flight"), "{why}");
+        // Duplicate ACKs still coming: a live TCP, however long nothing is acknowledged.
+        assert_eq!(Unanswered::of(&info(5, 0, 100)).expired(LONG, LIMIT), None);
+        // The first bytes after a long idle time: silent for long, owing only just now.
+        assert_eq!(
+            Unanswered::of(&info(5, 0, 60_000)).expired(LIMIT / 10, LIMIT),
+            None
+        );
+    }
 }

@@ -57,8 +57,8 @@ where
                 let (stream, target) = connect(config, first).await?;
                 session.adopt(stream, target)?;
             }
-            Next::Wait(wait) => match ::tokio::time::timeout(wait, events.readable()).await {
-                // The backstop or the acknowledgement timeout: step again.
+            Next::Wait(wait) => match until(wait, events.readable()).await {
+                // The backstop: step again.
                 Err(_) => {
                     session.woke(Duration::ZERO)?;
                 }
@@ -73,6 +73,14 @@ where
             },
         }
         next = session.step()?;
+    }
+}
+
+/// `future`, for at most `wait` (`None`: for as long as it takes).
+async fn until<F: Future>(wait: Option<Duration>, future: F) -> Result<F::Output, ()> {
+    match wait {
+        Some(wait) => ::tokio::time::timeout(wait, future).await.map_err(drop),
+        None => Ok(future.await),
     }
 }
 
