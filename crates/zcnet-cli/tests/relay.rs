@@ -1,7 +1,7 @@
 //! `zcnet relay` with real connections: integrity end to end, failover to the fallback
 //! destination after a reset with the stream resumed exactly at the last acknowledged byte,
 //! source closing early, destinations refusing, 50 connections at once; healthy destinations
-//! (idle, or with their window closed) kept (issue 35).
+//! (idle, or with their window closed) kept, resets passed on both ways (issue 35).
 
 mod common;
 // The peers the library's relay tests use too.
@@ -17,7 +17,8 @@ use std::time::Duration;
 use common::zcnet;
 use netlab::pattern::random_bytes;
 use peers::{
-    Behaviour, Destination, End, only, peek_methods, read_quietly, send_all, tcp_received_now,
+    Behaviour, Destination, End, exchange, only, peek_methods, piece_of, read_quietly, send_all,
+    send_then_reset, tcp_received_now,
 };
 
 /// A running relay and the address it listens on; killed on drop if still running.
@@ -455,5 +456,68 @@ fn a_destination_that_stops_reading_keeps_its_connection() {
             f.check_unused(method);
         }
         assert!(ok, "{what}");
+    });
+}
+
+/// Issue 35 item 5: a source that resets (SO_LINGER 0) reaches the destination as a reset, after
+/// the bytes the relay's TCP had taken from it (the destination saw a plain FIN: a truncated
+/// stream that looked whole); at once, and after all was acknowledged (then every byte arrives).
+#[test]
+fn a_source_reset_reaches_the_destination_as_a_reset() {
+    let data = random_bytes(5 << 20, 5);
+    each_method(|method, with_fallback| {
+        for after_acknowledged in [true, false] {
+            let dest = Destination::start(Behaviour::default());
+            let fallback = with_fallback.then(|| Destination::start(Behaviour::default()));
+            let args = ["--count", "1", "--method", method];
+            let relay = Relay::start(dest.addr, fallback.as_ref().map(|f| f.addr), &args);
+            send_then_reset(relay.addr, &data, after_acknowledged);
+            let (ok, log) = relay.finish_logged();
+            let what = format!("{method}, after all was acknowledged: {after_acknowledged}: {log}");
+            let conns = dest.finish();
+            let c = only(&conns, &what);
+            c.check(&data, End::Reset, &what);
+            if after_acknowledged {
+                assert_eq!(c.data.len(), data.len(), "{what}");
+            }
+            if let Some(f) = fallback {
+                f.check_unused(&what);
+            }
+            assert!(!ok, "{what}: the relay must say the connection was cut");
+            assert!(log.contains("without its FIN"), "{what}");
+        }
+    });
+}
+
+/// Issue 35 items 4 and 5: a destination that resets with no other destination left is an error
+/// the source sees as a reset; the relay does not connect again to a destination that failed
+/// (it reconnected to the only one and sent it the rest of the stream as a new connection).
+#[test]
+fn a_destination_reset_with_no_fallback_left_resets_the_source() {
+    let data = random_bytes(8 << 20, 9);
+    each_method(|method, with_fallback| {
+        let resets = Behaviour {
+            reset_after: Some(1 << 20),
+            ..Behaviour::default()
+        };
+        let dest = Destination::start(resets);
+        let fallback = with_fallback.then(|| Destination::start(resets));
+        let args = ["--count", "1", "--method", method];
+        let relay = Relay::start(dest.addr, fallback.as_ref().map(|d| d.addr), &args);
+        let (_, end) = exchange(relay.addr, &data);
+        let (ok, log) = relay.finish_logged();
+        let what = format!("{method}: {log}");
+        assert_eq!(end, End::Reset, "{what}: the source's end");
+        assert!(!ok, "{what}");
+        assert!(log.contains("no other destination"), "{what}");
+        only(&dest.finish(), &what).check(&data[..1 << 20], End::ResetHere, &what);
+        if let Some(f) = fallback {
+            // It resumed where the first one's TCP stopped acknowledging, which may be past what
+            // its application read.
+            let conns = f.finish();
+            let got = &only(&conns, &what).data;
+            assert_eq!(got.len(), 1 << 20, "{what}");
+            piece_of(&data, got, data.len());
+        }
     });
 }

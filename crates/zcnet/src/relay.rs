@@ -5,13 +5,23 @@
 //! What is guaranteed, source to destination: a byte is dropped from the source's queue only
 //! once the destination's TCP acknowledged it (`tcpi_bytes_acked` of `TCP_INFO`). When the
 //! destination fails (reset, refused, silent while it owes an answer: [`Config::ack_timeout`]),
-//! the relay connects again (the next of [`Config::targets`] first, in turn) and sends from the
-//! first unacknowledged byte, straight from the kernel queue: no user-space retransmit buffer. A
-//! destination that is idle, or that stops reading while its TCP answers the window probes, has
-//! not failed. Bytes a destination's TCP acknowledged but its application never read are outside
-//! what a relay can know. The reverse direction (destination to source) is copied as it comes, without that
-//! guarantee. Memory per connection: one 64 KiB buffer each way, plus, for the discard-buffer
-//! method only, up to [`Config::max_unacked`] bytes of discard buffer; unacknowledged bytes stay in the
+//! the relay resets it and connects to the next of [`Config::targets`] it has not given up on,
+//! and sends from the first unacknowledged byte, straight from the kernel queue: no user-space
+//! retransmit buffer. A destination that failed is not used again for that connection (it would
+//! take a second piece of one stream for a new one); with none left the relay ends in
+//! [`RelayError::DestinationFailed`] and resets the source. A destination that is idle, or that
+//! stops reading while its TCP answers the window probes, has not failed. Bytes a destination's
+//! TCP acknowledged but its application never read are outside what a relay can know.
+//!
+//! Ends are passed on as they came, so that a cut stream never looks whole: the source's FIN
+//! as a FIN once the destination acknowledged every byte; a source's reset (any end without its
+//! FIN) as a reset after those bytes ([`RelayError::SourceReset`]). Any other error, and the
+//! async relay's future dropped, reset both connections. The reverse direction (destination to
+//! source) is copied as it comes, without the guarantee; a destination's reset in it is a
+//! failure of that destination.
+//!
+//! Memory per connection: one 64 KiB buffer each way, plus, for the discard-buffer method only,
+//! up to [`Config::max_unacked`] bytes of discard buffer; unacknowledged bytes stay in the
 //! kernel and hold back the source through its receive window.
 //!
 //! The unacknowledged bytes occupy the source socket's receive buffer, which autotuning sizes by
@@ -28,7 +38,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -46,6 +56,34 @@ pub enum RelayError {
         /// The call, named as in C (or what it did).
         call: &'static str,
         /// The kernel's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The destination failed and no target is left that was not given up on already (each
+    /// takes a connection's stream at most once). The source was reset.
+    #[error(
+        "destination {target} failed ({why}) with {acknowledged} bytes acknowledged, and no \
+         other destination is left: the source was reset"
+    )]
+    DestinationFailed {
+        /// The destination that failed last.
+        target: SocketAddr,
+        /// Its error, or the silence it was given up for.
+        why: String,
+        /// Stream bytes acknowledged by the destinations: the source's bytes after these were
+        /// not delivered.
+        acknowledged: u64,
+    },
+    /// The source's connection ended without its FIN (a reset, a timeout). Every byte its TCP
+    /// had taken was relayed and acknowledged, then the destination was reset too.
+    #[error(
+        "the source's connection ended without its FIN after {relayed} bytes: they were \
+         relayed, then the destination was reset"
+    )]
+    SourceReset {
+        /// Stream bytes relayed and acknowledged.
+        relayed: u64,
+        /// How it ended.
         #[source]
         source: io::Error,
     },
@@ -315,30 +353,78 @@ const ACK_BACKSTOP: Duration = Duration::from_millis(2);
 pub(crate) struct Link<'a> {
     s: &'a Config,
     epoll: Epoll,
-    /// Names the reverse-copy task of the current destination.
-    generation: Arc<AtomicU64>,
+    /// What the reverse copies share with the session.
+    backward: Arc<Backward>,
     /// The source, for the reverse copy.
     back: TcpStream,
+}
+
+/// What a session shares with its copies from destination back to source (a thread each in the
+/// synchronous relay, a task in the async one).
+#[derive(Default)]
+pub(crate) struct Backward {
+    /// Names the copy of the current destination; the others stop.
+    generation: AtomicU64,
+    /// Set before a copy passes its destination's FIN to the source: from then on the source's
+    /// connection may close without a reset (see [`Session::closed_without_fin`]).
+    source_shut: AtomicBool,
+    /// The same the other way: set by [`Session::finish`] before it passes the source's FIN on.
+    destination_shut: AtomicBool,
+}
+
+impl Backward {
+    /// Whether copy `mine` is the current destination's.
+    pub(crate) fn is_current(&self, mine: u64) -> bool {
+        self.generation.load(Ordering::SeqCst) == mine
+    }
+
+    /// Copy `mine` read the end of `destination`'s stream: whether it is a FIN to pass on (noted
+    /// before it is). Not when the copy is no longer current, nor when the connection is closed
+    /// (`TCP_CLOSE`) although the relay sent it no FIN: that end is a reset whose error another
+    /// call took (the session's `SO_ERROR`, a write), after which a read returns 0. Passed on,
+    /// it closed the source's side as if the destination had finished.
+    pub(crate) fn fin(&self, mine: u64, destination: &impl AsFd) -> bool {
+        let closed = tcp_info(destination).is_ok_and(|i| i.state == TcpState::Close);
+        let fin =
+            self.is_current(mine) && (!closed || self.destination_shut.load(Ordering::SeqCst));
+        if fin {
+            self.source_shut.store(true, Ordering::SeqCst);
+        }
+        fin
+    }
+
+    /// The name of the copy of a new destination.
+    fn next(&self) -> u64 {
+        self.generation.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Stops copy `generation` from passing anything on, before its destination is closed (so
+    /// that the end of its read is not taken for the destination's FIN).
+    fn retire(&self, generation: u64) {
+        let _ = self.generation.compare_exchange(
+            generation,
+            generation + 1_000_000,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+    }
 }
 
 /// What a session asks of its driver after doing all it could without blocking.
 pub(crate) enum Next {
     /// The source's stream is acknowledged end to end.
     Done,
-    /// The destination failed: connect to the targets from `first` ([`Session::failing_over`]
-    /// did the rest), then [`Session::adopt`].
-    Connect {
-        /// The target to try first.
-        first: usize,
-    },
+    /// Connect to one of these targets (indices into [`Config::targets`]), tried in this order
+    /// and in turn again until the connect timeout, then [`Session::adopt`].
+    Connect(Vec<usize>),
     /// Wait for an event of the session's epoll set, at most this long (`None`: nothing can time
     /// out, only an event brings work), then [`Session::woke`].
     Wait(Option<Duration>),
 }
 
 /// Starts the copy from a new destination back to the source: a thread (synchronous relay) or
-/// a task (async relay), ending when `generation` no longer names `mine`.
-pub(crate) type Reverse = fn(TcpStream, TcpStream, Arc<AtomicU64>, u64);
+/// a task (async relay), ending when [`Backward::is_current`] no longer holds for `mine`.
+pub(crate) type Reverse = fn(TcpStream, TcpStream, Arc<Backward>, u64);
 
 /// One relayed connection as a state machine, without a wait of its own: the blocking
 /// [`relay`] and the async `zcnet::tokio::relay` drive the same steps.
@@ -351,11 +437,18 @@ pub(crate) struct Session<'a> {
     /// Bytes of `buf` peeked and not yet written to the destination.
     pending: std::ops::Range<usize>,
     eof: bool,
+    /// The source's connection ended without its FIN: how. Kept across failovers (a rewind
+    /// makes the bytes before it readable again, but the kernel reports the error only once).
+    source_reset: Option<io::Error>,
     failed: Option<String>,
     /// Why the destination being replaced failed, and the offset resumed at.
     failover: Option<(SocketAddr, String, u64)>,
+    /// Destinations that failed on this connection; none is used again.
+    given_up: Vec<SocketAddr>,
     /// Since when the destination has owed an answer and acknowledged nothing.
     stalled_since: Option<Instant>,
+    /// Ended with the source's FIN passed on: nothing to reset when dropped.
+    finished: bool,
     events: Vec<(u32, u64)>,
     reverse: Reverse,
 }
@@ -376,7 +469,7 @@ impl<'a> Session<'a> {
         let link = Link {
             s,
             epoll: Epoll::new().map_err(io_err("epoll_create1"))?,
-            generation: Arc::new(AtomicU64::new(0)),
+            backward: Arc::default(),
             back: src.try_clone().map_err(io_err("dup"))?,
         };
         link.epoll
@@ -401,9 +494,12 @@ impl<'a> Session<'a> {
             buf: vec![0u8; 64 * 1024],
             pending: 0..0,
             eof: false,
+            source_reset: None,
             failed: None,
             failover: None,
+            given_up: Vec::new(),
             stalled_since: None,
+            finished: false,
             events: Vec::with_capacity(Epoll::MAX_EVENTS),
             reverse,
         })
@@ -413,6 +509,11 @@ impl<'a> Session<'a> {
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn epoll(&self) -> &Epoll {
         &self.link.epoll
+    }
+
+    /// What to do first: connect to the targets, in order.
+    pub(crate) fn start(&self) -> Next {
+        Next::Connect((0..self.link.s.targets.len()).collect())
     }
 
     fn dest(&self) -> &Dest {
@@ -474,8 +575,7 @@ impl<'a> Session<'a> {
         let s = self.link.s;
         loop {
             if let Some(why) = self.failed.take() {
-                let first = self.failing_over(why)?;
-                return Ok(Next::Connect { first });
+                return Ok(Next::Connect(self.failing_over(why)?));
             }
             let unanswered = self.observe()?;
             let stalled = self.stalled_since.map_or(Duration::ZERO, |t| t.elapsed());
@@ -521,7 +621,7 @@ impl<'a> Session<'a> {
                     .peek_with(&mut self.buf[..room], libc::MSG_DONTWAIT)
                 {
                     Ok(0) => {
-                        self.eof = true;
+                        self.source_ended(None);
                         return Ok(());
                     }
                     Ok(n) => {
@@ -532,7 +632,12 @@ impl<'a> Session<'a> {
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(io_err("recv(MSG_PEEK) from the source")(e)),
+                    // The kernel gives a connection's error only once no byte is left before it:
+                    // every byte the source's TCP took was peeked by now.
+                    Err(e) => {
+                        self.source_ended(Some(e));
+                        return Ok(());
+                    }
                 }
             }
             let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
@@ -550,6 +655,30 @@ impl<'a> Session<'a> {
                 }
             }
         }
+    }
+
+    /// The source's stream ended at the peek offset: with its FIN, or cut (`error`, what the
+    /// peek returned).
+    fn source_ended(&mut self, error: Option<io::Error>) {
+        self.eof = true;
+        if self.source_reset.is_none() {
+            self.source_reset = error.or_else(|| self.closed_without_fin());
+        }
+    }
+
+    /// A plain end of the peeks can still be a reset: the kernel reports a connection's error to
+    /// one call only, and a reverse copy's write to the source may have taken it. The state
+    /// tells: closed (`TCP_CLOSE`) although no FIN went to the source is a reset or a timeout;
+    /// after the source's FIN alone it is `CLOSE_WAIT`.
+    fn closed_without_fin(&self) -> Option<io::Error> {
+        let state = tcp_info(self.cur.get_ref()).ok()?.state;
+        let shut = self.link.backward.source_shut.load(Ordering::SeqCst);
+        (state == TcpState::Close && !shut).then(|| {
+            io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "closed by a reset or a timeout whose error a write took",
+            )
+        })
     }
 
     /// Takes the events the wait returned (`timeout` 0: those ready now, for a driver that
@@ -576,44 +705,93 @@ impl<'a> Session<'a> {
         Ok(self.events.len())
     }
 
-    /// The destination failed: take its last acknowledgements, retire it, and rewind the cursor
-    /// to the first unacknowledged byte; returns the target to try first.
-    fn failing_over(&mut self, why: String) -> Result<usize, RelayError> {
+    /// The destination failed: take its last acknowledgements, reset it, give it up, and rewind
+    /// the cursor to the first unacknowledged byte; returns the targets left, in turn from the
+    /// next one.
+    ///
+    /// # Errors
+    /// [`RelayError::DestinationFailed`] when none is left.
+    fn failing_over(&mut self, why: String) -> Result<Vec<usize>, RelayError> {
         let old = self.dest.take().expect("connected");
         // TCP_INFO stays readable after a reset: its acknowledged count is final.
         if let Ok(info) = tcp_info(&old.stream) {
             let _ = old.consume_acked(&info, &mut self.cur);
         }
         let at = self.cur.consumed();
-        let target = self.link.s.targets[old.target];
-        // Retire the old reverse copy before closing, so that its end is not taken for the
-        // destination's FIN.
-        let _ = self.link.generation.compare_exchange(
-            old.generation,
-            old.generation + 1_000_000,
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        );
+        let failed = old.target;
+        let target = self.link.s.targets[failed];
+        self.link.backward.retire(old.generation);
         // The reverse copy holds a duplicate of the descriptor: closing ours would leave the
         // registration (it belongs to the open file) and its events.
         let _ = self.link.epoll.delete(old.stream.as_fd());
-        let _ = old.stream.shutdown(Shutdown::Both);
+        // A reset, not a FIN: the part it got must not pass for the whole stream. It also wakes
+        // the reverse copy, which holds the other descriptor.
+        reset(&old.stream);
         drop(old);
+        self.given_up.push(target);
+        let targets = &self.link.s.targets;
+        let left: Vec<usize> = (1..=targets.len())
+            .map(|k| (failed + k) % targets.len())
+            .filter(|&i| !self.given_up.contains(&targets[i]))
+            .collect();
+        if left.is_empty() {
+            return Err(RelayError::DestinationFailed {
+                target,
+                why,
+                acknowledged: at,
+            });
+        }
         self.stats.resent += self.cur.peeked() - at;
         self.cur.rewind(at)?;
         self.failover = Some((target, why, at));
-        Ok(old_target_next(self.link.s, target))
+        Ok(left)
     }
 
-    /// The report, after [`Next::Done`]: passes the source's FIN on.
-    pub(crate) fn finish(mut self) -> Report {
+    /// Ends the session after [`Next::Done`]: every byte is acknowledged. Passes the source's
+    /// FIN on and returns the report.
+    ///
+    /// # Errors
+    /// [`RelayError::SourceReset`] when the source's connection ended without its FIN: the
+    /// destination is reset instead (when the session drops).
+    pub(crate) fn finish(mut self) -> Result<Report, RelayError> {
+        let relayed = self.cur.consumed();
+        if let Some(source) = self.source_reset.take() {
+            return Err(RelayError::SourceReset { relayed, source });
+        }
         if let Some(dest) = &self.dest {
+            self.link
+                .backward
+                .destination_shut
+                .store(true, Ordering::SeqCst);
             let _ = dest.stream.shutdown(Shutdown::Write);
         }
-        self.stats.bytes = self.cur.consumed();
+        self.finished = true;
+        self.stats.bytes = relayed;
         self.stats.peek = self.cur.counters();
-        self.stats
+        Ok(std::mem::take(&mut self.stats))
     }
+}
+
+impl Drop for Session<'_> {
+    /// A session that did not end with the source's FIN passed on (an error, the source's reset,
+    /// the async relay's future dropped) resets both connections: a FIN would tell either side
+    /// that what it got was whole.
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        if let Some(dest) = &self.dest {
+            self.link.backward.retire(dest.generation);
+            reset(&dest.stream);
+        }
+        reset(self.cur.get_ref());
+    }
+}
+
+/// Aborts `stream`'s connection now: a reset to the peer, whichever duplicates of the
+/// descriptor a reverse copy still holds (they wake with an error, not an end).
+fn reset(stream: &TcpStream) {
+    let _ = sys::disconnect(stream.as_fd());
 }
 
 /// Relays one accepted connection until the source's stream is acknowledged end to end.
@@ -627,17 +805,19 @@ impl<'a> Session<'a> {
 ///
 /// # Errors
 /// [`RelayError::NoDestination`] when no destination accepts within the connect timeout (at
-/// the start or after a failure), [`RelayError::Io`] when the source fails. Bytes the last
-/// destination acknowledged are in [`Report`] only on success; on an error they were consumed
-/// from the source as far as acknowledged.
+/// the start or after a failure), [`RelayError::DestinationFailed`] when the last destination
+/// left failed, [`RelayError::SourceReset`] when the source's connection ended without its FIN,
+/// [`RelayError::Io`] when a call fails. Bytes the last destination acknowledged are in
+/// [`Report`] only on success; on an error they were consumed from the source as far as
+/// acknowledged, and both connections are reset.
 pub fn relay(src: TcpStream, s: &Config) -> Result<Report, RelayError> {
     let mut session = Session::new(src, s, spawn_reverse)?;
-    let mut next = Next::Connect { first: 0 };
+    let mut next = session.start();
     loop {
         match next {
-            Next::Done => return Ok(session.finish()),
-            Next::Connect { first } => {
-                let (stream, target) = connect(s, first)?;
+            Next::Done => return session.finish(),
+            Next::Connect(targets) => {
+                let (stream, target) = connect(s, &targets)?;
                 session.adopt(stream, target)?;
             }
             Next::Wait(wait) => {
@@ -649,35 +829,78 @@ pub fn relay(src: TcpStream, s: &Config) -> Result<Report, RelayError> {
     }
 }
 
-/// Connects to the targets in turn, starting at `first`, for at most `connect_timeout`; returns
-/// the stream and its target's index.
-fn connect(s: &Config, first: usize) -> Result<(TcpStream, usize), RelayError> {
-    let deadline = Instant::now() + s.connect_timeout;
-    // The last error of each target, in target order.
-    let mut errors: Vec<Option<String>> = vec![None; s.targets.len()];
-    let mut i = first;
-    loop {
-        let target = s.targets[i % s.targets.len()];
-        let left = deadline.saturating_duration_since(Instant::now());
-        match TcpStream::connect_timeout(&target, left.max(Duration::from_millis(10))) {
-            Ok(stream) => return Ok((stream, i % s.targets.len())),
-            Err(e) => errors[i % s.targets.len()] = Some(format!("{target}: {e}")),
+/// Connects to `targets` (indices into [`Config::targets`]) in turn, for at most
+/// `connect_timeout`; returns the stream and its target's index.
+fn connect(s: &Config, targets: &[usize]) -> Result<(TcpStream, usize), RelayError> {
+    let mut attempts = Attempts::new(s, targets);
+    while let Some((k, target, left)) = attempts.next() {
+        match TcpStream::connect_timeout(&target, left) {
+            Ok(stream) => return Ok((stream, k)),
+            Err(e) => attempts.failed(k, &e),
         }
-        if Instant::now() >= deadline {
-            return Err(no_destination(s, errors));
-        }
-        i += 1;
-        if i % s.targets.len() == first % s.targets.len() {
-            std::thread::sleep(Duration::from_millis(100));
+        if let Some(pause) = attempts.pause() {
+            std::thread::sleep(pause);
         }
     }
+    Err(attempts.no_destination())
 }
 
-/// [`RelayError::NoDestination`] with the last error of each target.
-pub(crate) fn no_destination(s: &Config, errors: Vec<Option<String>>) -> RelayError {
-    RelayError::NoDestination {
-        timeout: s.connect_timeout,
-        errors: errors.into_iter().flatten().collect::<Vec<_>>().join("; "),
+/// The targets a connect tries, in turn until the connect timeout, and what each said: the
+/// bookkeeping of both relays' connects.
+pub(crate) struct Attempts<'a> {
+    s: &'a Config,
+    targets: &'a [usize],
+    tried: usize,
+    deadline: Instant,
+    /// The last error of each target, in [`Config::targets`] order.
+    errors: Vec<Option<String>>,
+}
+
+impl<'a> Attempts<'a> {
+    pub(crate) fn new(s: &'a Config, targets: &'a [usize]) -> Self {
+        Attempts {
+            s,
+            targets,
+            tried: 0,
+            deadline: Instant::now() + s.connect_timeout,
+            errors: vec![None; s.targets.len()],
+        }
+    }
+
+    /// The next target to try (its index and address) and the time left for it, until the
+    /// deadline passed after at least one try.
+    pub(crate) fn next(&mut self) -> Option<(usize, SocketAddr, Duration)> {
+        if self.targets.is_empty() || (self.tried > 0 && Instant::now() >= self.deadline) {
+            return None;
+        }
+        let k = self.targets[self.tried % self.targets.len()];
+        self.tried += 1;
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        Some((k, self.s.targets[k], left.max(Duration::from_millis(10))))
+    }
+
+    /// Target `k` refused or did not answer.
+    pub(crate) fn failed(&mut self, k: usize, e: &dyn std::fmt::Display) {
+        self.errors[k] = Some(format!("{}: {e}", self.s.targets[k]));
+    }
+
+    /// After each round over the targets, a pause: a refusing target answers at once.
+    pub(crate) fn pause(&self) -> Option<Duration> {
+        (self.tried % self.targets.len() == 0 && Instant::now() < self.deadline)
+            .then_some(Duration::from_millis(100))
+    }
+
+    /// [`RelayError::NoDestination`] with the last error of each target.
+    pub(crate) fn no_destination(self) -> RelayError {
+        RelayError::NoDestination {
+            timeout: self.s.connect_timeout,
+            errors: self
+                .errors
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
     }
 }
 
@@ -707,11 +930,11 @@ impl Link<'_> {
                 DESTINATION,
             )
             .map_err(io_err("epoll_ctl"))?;
-        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let generation = self.backward.next();
         reverse(
             stream.try_clone().map_err(io_err("dup"))?,
             self.back.try_clone().map_err(io_err("dup"))?,
-            self.generation.clone(),
+            self.backward.clone(),
             generation,
         );
         Ok(Dest {
@@ -724,27 +947,20 @@ impl Link<'_> {
     }
 }
 
-pub(crate) fn old_target_next(s: &Config, failed: SocketAddr) -> usize {
-    let i = s.targets.iter().position(|&t| t == failed).unwrap_or(0);
-    (i + 1) % s.targets.len()
-}
-
-/// Copies destination to source while `generation` still names this destination; passes the
-/// destination's FIN on.
-fn spawn_reverse(mut from: TcpStream, mut to: TcpStream, generation: Arc<AtomicU64>, mine: u64) {
+/// Copies destination to source while copy `mine` is current; passes the destination's FIN on.
+fn spawn_reverse(mut from: TcpStream, mut to: TcpStream, backward: Arc<Backward>, mine: u64) {
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             match from.read(&mut buf) {
                 Ok(0) => {
-                    if generation.load(Ordering::SeqCst) == mine {
+                    if backward.fin(mine, &from) {
                         let _ = to.shutdown(Shutdown::Write);
                     }
                     return;
                 }
                 Ok(n) => {
-                    if generation.load(Ordering::SeqCst) != mine || to.write_all(&buf[..n]).is_err()
-                    {
+                    if !backward.is_current(mine) || to.write_all(&buf[..n]).is_err() {
                         return;
                     }
                 }
@@ -837,6 +1053,65 @@ mod tests {
             probes,
             last_ack_recv_ms,
         }
+    }
+
+    /// A connected pair on loopback: (ours, the peer's).
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ours = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        (ours, l.accept().unwrap().0)
+    }
+
+    /// Waits (at most 5 s) until `stream`'s connection is in `state`.
+    fn wait_for(stream: &TcpStream, state: TcpState) {
+        for _ in 0..500 {
+            if tcp_info(stream).unwrap().state == state {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("never {state:?}");
+    }
+
+    #[test]
+    fn an_end_read_after_a_reset_whose_error_was_taken_is_no_fin() {
+        let backward = Backward::default();
+        let mine = backward.next();
+        let (ours, peer) = pair();
+        socket2::SockRef::from(&peer)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        drop(peer);
+        wait_for(&ours, TcpState::Close);
+        // The session's SO_ERROR (or a write) took the reset: a read now sees a plain end.
+        assert!(ours.take_error().unwrap().is_some());
+        assert_eq!((&ours).read(&mut [0u8; 1]).unwrap(), 0);
+        assert!(!backward.fin(mine, &ours), "a reset passed on as a FIN");
+        assert!(!backward.source_shut.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn a_fin_is_passed_on_also_after_the_relays_own() {
+        let backward = Backward::default();
+        let mine = backward.next();
+        let (ours, peer) = pair();
+        peer.shutdown(Shutdown::Write).unwrap();
+        assert_eq!((&ours).read(&mut [0u8; 1]).unwrap(), 0);
+        assert!(backward.fin(mine, &ours));
+        assert!(backward.source_shut.load(Ordering::SeqCst));
+        // The relay sent its FIN first (the source's end passed on), then the peer's came: the
+        // connection is closed, cleanly.
+        let (ours, peer) = pair();
+        backward.destination_shut.store(true, Ordering::SeqCst);
+        ours.shutdown(Shutdown::Write).unwrap();
+        assert_eq!((&peer).read(&mut [0u8; 1]).unwrap(), 0);
+        drop(peer);
+        assert_eq!((&ours).read(&mut [0u8; 1]).unwrap(), 0);
+        wait_for(&ours, TcpState::Close);
+        assert!(backward.fin(mine, &ours));
+        // A copy that is no longer current passes nothing on.
+        backward.retire(mine);
+        assert!(!backward.fin(mine, &ours));
     }
 
     const LIMIT: Duration = Duration::from_secs(1);

@@ -61,6 +61,10 @@ fn every_error_with_a_cause_leaves_it_to_the_chain() {
             call: "accept",
             source: cause(),
         }),
+        Box::new(RelayError::SourceReset {
+            relayed: 23,
+            source: cause(),
+        }),
         Box::new(RelayError::Peek(PeekError::Io {
             call: "recv(MSG_PEEK)",
             source: cause(),

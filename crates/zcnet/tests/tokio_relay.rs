@@ -1,12 +1,17 @@
 //! `zcnet::tokio::relay` (issue 19): 200 concurrent connections through the async relay, every
 //! byte of each stream checked at the destination and the destination's answer checked back at
-//! the source; a destination that resets is failed over from the first unacknowledged byte.
+//! the source; a destination that resets is failed over from the first unacknowledged byte; a
+//! dropped relay future resets both connections.
 #![cfg(feature = "tokio")]
 
+mod relay_peers;
+
+use std::io::{Read, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use relay_peers::{Behaviour, Destination, End, first_difference};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use zcnet::relay::Config;
@@ -172,4 +177,45 @@ async fn a_destination_that_resets_is_failed_over_without_a_gap() {
     );
     assert_eq!(report.bytes, data.len() as u64);
     second_task.abort();
+}
+
+/// Issue 35: dropping the relay's future mid-stream resets the source and the destination. It
+/// closed its descriptors, but the reverse copy task held duplicates: neither side heard
+/// anything, and a FIN would have told the destination that the part it got was all.
+#[test]
+fn a_dropped_relay_future_resets_both_connections() {
+    let dest = Destination::start(Behaviour {
+        greeting: true,
+        ..Behaviour::default()
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let config = Config::new(vec![dest.addr]);
+    let relay = rt.spawn(async move {
+        let listener = TcpListener::from_std(listener).unwrap();
+        let (src, _) = listener.accept().await.unwrap();
+        zcnet::tokio::relay(src, &config).await
+    });
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // The greeting back: the relay has its destination and copies both ways.
+    let mut banner = [0u8; 9];
+    s.read_exact(&mut banner).unwrap();
+    assert_eq!(&banner, b"BANNER-0\n");
+    let data = stream_of(3, 1 << 20);
+    s.write_all(&data).unwrap();
+    relay.abort();
+    let mut rest = Vec::new();
+    let source_end = s.read_to_end(&mut rest).map_err(|e| e.kind());
+    let conns = dest.finish();
+    assert_eq!(source_end, Err(std::io::ErrorKind::ConnectionReset));
+    assert_eq!(conns.len(), 1);
+    assert_eq!(conns[0].end, End::Reset);
+    assert_eq!(first_difference(&conns[0].data, &data), None);
 }

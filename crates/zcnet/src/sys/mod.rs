@@ -258,6 +258,26 @@ pub fn check_tcp(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
+/// `connect(2)` to an `AF_UNSPEC` address: on TCP, the kernel's `tcp_disconnect` aborts the
+/// connection now (a reset to the peer where its state calls for one, both queues dropped,
+/// waiting readers and writers woken with an error), whichever other descriptors of the socket
+/// are still open. `SO_LINGER` 0 aborts too, but only at the last close.
+pub fn disconnect(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let unspec = libc::sockaddr {
+        sa_family: libc::AF_UNSPEC as libc::sa_family_t,
+        sa_data: [0; 14],
+    };
+    // SAFETY: `unspec` is a whole `struct sockaddr`, readable for the call; the length is its size.
+    cvt(unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            &unspec,
+            size_of::<libc::sockaddr>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
 /// `recv(fd, _, len, MSG_TRUNC)` on TCP: drops up to `len` queued bytes without copying them
 /// (Linux 4.3 for TCP). Returns how many were dropped.
 ///

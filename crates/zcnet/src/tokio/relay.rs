@@ -4,14 +4,14 @@ use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ::tokio::io::unix::AsyncFd;
 use ::tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use ::tokio::net::{TcpListener, TcpStream};
 
 use super::IntoStdSocket;
-use crate::relay::{Config, Next, RelayError, Report, Served, Session, no_destination};
+use crate::relay::{Attempts, Backward, Config, Next, RelayError, Report, Served, Session};
 use crate::sys::Epoll;
 use crate::sys::reactor::{Registered, register};
 
@@ -26,10 +26,10 @@ fn io_err(call: &'static str) -> impl FnOnce(std::io::Error) -> RelayError {
 /// is itself watched by the reactor, connects are tokio's, and the copy from destination back to
 /// source is a task instead of a thread.
 ///
-/// Cancellation: dropping the future closes the source and the destination; what the
-/// destination acknowledged was consumed from the source, the rest is lost with the connection
-/// (as when the synchronous relay's thread ends). The reverse copy task ends when the
-/// destination closes its side.
+/// Cancellation: dropping the future resets the source and the destination (a FIN would tell
+/// the destination that the part it got was the whole stream); what the destination
+/// acknowledged was consumed from the source, the rest is lost with the connection. The reverse
+/// copy task ends with the reset.
 ///
 /// # Errors
 /// As [`crate::relay::relay`].
@@ -49,12 +49,12 @@ where
         .try_clone_to_owned()
         .and_then(|fd| register(fd, Interest::READABLE))
         .map_err(io_err("epoll_ctl(EPOLL_CTL_ADD)"))?;
-    let mut next = Next::Connect { first: 0 };
+    let mut next = session.start();
     loop {
         match next {
-            Next::Done => return Ok(session.finish()),
-            Next::Connect { first } => {
-                let (stream, target) = connect(config, first).await?;
+            Next::Done => return session.finish(),
+            Next::Connect(targets) => {
+                let (stream, target) = connect(config, &targets).await?;
                 session.adopt(stream, target)?;
             }
             Next::Wait(wait) => match until(wait, events.readable()).await {
@@ -84,44 +84,35 @@ async fn until<F: Future>(wait: Option<Duration>, future: F) -> Result<F::Output
     }
 }
 
-/// Connects to the targets in turn from `first`, for at most the connect timeout.
-async fn connect(s: &Config, first: usize) -> Result<(std::net::TcpStream, usize), RelayError> {
-    let deadline = Instant::now() + s.connect_timeout;
-    let mut errors: Vec<Option<String>> = vec![None; s.targets.len()];
-    let mut i = first;
-    loop {
-        let k = i % s.targets.len();
-        let target: SocketAddr = s.targets[k];
-        let left = deadline.saturating_duration_since(Instant::now());
-        let tried = ::tokio::time::timeout(
-            left.max(Duration::from_millis(10)),
-            TcpStream::connect(target),
-        )
-        .await;
-        match tried {
+/// Connects to `targets` (indices into [`Config::targets`]) in turn, for at most the connect
+/// timeout.
+async fn connect(
+    s: &Config,
+    targets: &[usize],
+) -> Result<(std::net::TcpStream, usize), RelayError> {
+    let mut attempts = Attempts::new(s, targets);
+    while let Some((k, target, left)) = attempts.next() {
+        match until(Some(left), TcpStream::connect(target)).await {
             Ok(Ok(stream)) => {
                 let stream = stream.into_std().map_err(io_err("connect"))?;
                 return Ok((stream, k));
             }
-            Ok(Err(e)) => errors[k] = Some(format!("{target}: {e}")),
-            Err(_) => errors[k] = Some(format!("{target}: connection timed out")),
+            Ok(Err(e)) => attempts.failed(k, &e),
+            Err(()) => attempts.failed(k, &"connection timed out"),
         }
-        if Instant::now() >= deadline {
-            return Err(no_destination(s, errors));
-        }
-        i += 1;
-        if i % s.targets.len() == first % s.targets.len() {
-            ::tokio::time::sleep(Duration::from_millis(100)).await;
+        if let Some(pause) = attempts.pause() {
+            ::tokio::time::sleep(pause).await;
         }
     }
+    Err(attempts.no_destination())
 }
 
-/// Copies destination to source on a task while `generation` still names this destination;
-/// passes the destination's FIN on.
+/// Copies destination to source on a task while copy `mine` is current; passes the
+/// destination's FIN on.
 fn spawn_reverse(
     from: std::net::TcpStream,
     to: std::net::TcpStream,
-    generation: Arc<AtomicU64>,
+    backward: Arc<Backward>,
     mine: u64,
 ) {
     ::tokio::spawn(async move {
@@ -133,15 +124,13 @@ fn spawn_reverse(
         loop {
             match from.read(&mut buf).await {
                 Ok(0) => {
-                    if generation.load(Ordering::SeqCst) == mine {
+                    if backward.fin(mine, &from) {
                         let _ = to.shutdown().await;
                     }
                     return;
                 }
                 Ok(n) => {
-                    if generation.load(Ordering::SeqCst) != mine
-                        || to.write_all(&buf[..n]).await.is_err()
-                    {
+                    if !backward.is_current(mine) || to.write_all(&buf[..n]).await.is_err() {
                         return;
                     }
                 }
