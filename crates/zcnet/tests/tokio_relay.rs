@@ -161,10 +161,12 @@ async fn a_destination_that_resets_is_failed_over_without_a_gap() {
     let head = first_task.await.unwrap();
     assert_eq!(report.failovers.len(), 1, "{report:?}");
     let at = report.failovers[0].acknowledged as usize;
-    assert!(
-        at >= head.len(),
-        "the first destination acknowledged what it read"
-    );
+    // The first destination got the stream's start. The resume point may lie before the end of
+    // what its application read: an application can read bytes whose ACK its TCP was still
+    // delaying when it reset; those are sent again, never lost (`at >= head.len()` failed 2 runs
+    // in 30).
+    assert!(head == data[..head.len()], "the first destination's bytes");
+    assert!(at > 0, "nothing acknowledged before the reset");
     // The second destination got exactly the stream from the resume point on.
     assert_eq!(answer.len(), 16);
     assert_eq!(
