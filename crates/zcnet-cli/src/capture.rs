@@ -5,6 +5,9 @@
 //! With `--fanout N`, N rings in one `PACKET_FANOUT` hash group, one thread each, write to the
 //! same file (records in arrival order per ring, so not globally sorted by time). The file is
 //! flushed after every block, so an interrupted capture loses at most the block being written.
+//!
+//! An interface that goes down or is deleted ends the capture with one line naming it, exit 1,
+//! after the pcap of what was captured.
 
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -177,38 +180,43 @@ fn capture_xdp(opt: &Opt, file: Option<Output>) -> anyhow::Result<()> {
     let wait = Duration::from_millis(if xsks.len() == 1 { 100 } else { 10 });
     let mut captured = 0u64;
     let mut batches = 0u64;
-    'outer: while deadline.is_none_or(|d| Instant::now() < d) {
-        for xsk in &mut xsks {
-            let Some(frames) = xsk.recv(Some(wait))? else {
-                continue;
-            };
-            batches += 1;
-            // AF_XDP carries no timestamp: the batch's arrival here.
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            for data in frames.iter() {
-                if opt.count.is_some_and(|c| captured >= c) {
-                    break 'outer;
-                }
-                let f = Frame {
-                    data,
-                    len: data.len() as u32,
-                    sec: t.as_secs() as u32,
-                    nsec: t.subsec_nanos(),
-                    status: 0,
-                    rxhash: 0,
-                    vlan: None,
+    let mut read = || -> anyhow::Result<()> {
+        while deadline.is_none_or(|d| Instant::now() < d) {
+            for xsk in &mut xsks {
+                let Some(frames) = xsk.recv(Some(wait))? else {
+                    continue;
                 };
-                sink.frame(&f).context("writing the capture")?;
-                captured += 1;
-            }
-            sink.flush().context("writing the capture")?;
-            if opt.count.is_some_and(|c| captured >= c) {
-                break 'outer;
+                batches += 1;
+                // AF_XDP carries no timestamp: the batch's arrival here.
+                let t = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                for data in frames.iter() {
+                    if opt.count.is_some_and(|c| captured >= c) {
+                        return Ok(());
+                    }
+                    let f = Frame {
+                        data,
+                        len: data.len() as u32,
+                        sec: t.as_secs() as u32,
+                        nsec: t.subsec_nanos(),
+                        status: 0,
+                        rxhash: 0,
+                        vlan: None,
+                    };
+                    sink.frame(&f).context("writing the capture")?;
+                    captured += 1;
+                }
+                sink.flush().context("writing the capture")?;
+                if opt.count.is_some_and(|c| captured >= c) {
+                    return Ok(());
+                }
             }
         }
-    }
+        Ok(())
+    };
+    let ended = read();
+    // What was captured is written out whatever ended the capture.
     sink.flush().context("writing the capture")?;
     let (mut ring_full, mut no_fill, mut invalid) = (0, 0, 0);
     for xsk in &xsks {
@@ -233,6 +241,7 @@ fn capture_xdp(opt: &Opt, file: Option<Output>) -> anyhow::Result<()> {
          full, {no_fill} without a fill-ring frame), {invalid} invalid descriptors",
         summary.kernel.drops
     );
+    ended?;
     if opt.json && opt.write.as_deref().is_some_and(|w| w != "-") {
         println!("{}", serde_json::to_string(&summary)?);
     }
@@ -350,8 +359,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     } else {
         vec![RxRing::open(&opt.interface, &config)?]
     };
-    let sink = open_sink(&opt, file.take())?;
-    let sink = Arc::new(Mutex::new(sink));
+    let sink = Arc::new(Mutex::new(open_sink(&opt, file.take())?));
     let captured = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
@@ -359,38 +367,22 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let live = io::stderr().is_terminal();
     let mut handles = Vec::new();
     for mut ring in rings {
-        let (sink, captured, stop, count) =
-            (sink.clone(), captured.clone(), stop.clone(), opt.count);
-        handles.push(std::thread::spawn(
-            move || -> anyhow::Result<(Stats, u64)> {
-                let mut blocks = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        break;
-                    }
-                    let Some(block) = ring.next_block(Some(Duration::from_millis(100)))? else {
-                        continue;
-                    };
-                    blocks += 1;
-                    let mut s = sink
-                        .lock()
-                        .map_err(|_| anyhow::anyhow!("a capture thread panicked"))?;
-                    for f in block.frames() {
-                        if count.is_some_and(|c| captured.load(Ordering::Relaxed) >= c) {
-                            stop.store(true, Ordering::Relaxed);
-                            break;
-                        }
-                        s.frame(&f).context("writing the capture")?;
-                        captured.fetch_add(1, Ordering::Relaxed);
-                    }
-                    s.flush().context("writing the capture")?;
-                    if count.is_some_and(|c| captured.load(Ordering::Relaxed) >= c) {
-                        stop.store(true, Ordering::Relaxed);
-                    }
-                }
-                Ok((ring.stats()?, blocks))
-            },
-        ));
+        let until = Until {
+            sink: sink.clone(),
+            captured: captured.clone(),
+            stop: stop.clone(),
+            count: opt.count,
+            deadline,
+        };
+        handles.push(std::thread::spawn(move || {
+            let mut blocks = 0u64;
+            let read = until.read(&mut ring, &mut blocks);
+            if read.is_err() {
+                // The other rings stop too: the capture ends with this error.
+                until.stop.store(true, Ordering::Relaxed);
+            }
+            (read, ring.stats(), blocks)
+        }));
     }
     let mut last = Instant::now();
     while handles.iter().any(|h| !h.is_finished()) {
@@ -409,15 +401,25 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         seconds: start.elapsed().as_secs_f64(),
         ..Summary::default()
     };
+    let mut failed = None;
     for h in handles {
-        let (st, blocks) = h
+        let (read, stats, blocks) = h
             .join()
-            .map_err(|_| anyhow::anyhow!("a capture thread panicked"))??;
-        summary.kernel.packets += st.packets;
-        summary.kernel.drops += st.drops;
-        summary.kernel.freezes += st.freezes;
+            .map_err(|_| anyhow::anyhow!("a capture thread panicked"))?;
+        match stats {
+            Ok(st) => {
+                summary.kernel.packets += st.packets;
+                summary.kernel.drops += st.drops;
+                summary.kernel.freezes += st.freezes;
+            }
+            Err(e) => failed = failed.or(Some(e.into())),
+        }
         summary.blocks += blocks;
+        if let Err(e) = read {
+            failed = Some(e);
+        }
     }
+    // What was captured is written out whatever ended the capture.
     if let Ok(mut s) = sink.lock() {
         s.flush().context("writing the capture")?;
     }
@@ -425,8 +427,57 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         "{} packets captured, {} received by the filter, {} dropped by the kernel ({} ring freezes)",
         summary.captured, summary.kernel.packets, summary.kernel.drops, summary.kernel.freezes
     );
+    if let Some(e) = failed {
+        return Err(e);
+    }
     if opt.json && opt.write.as_deref().is_some_and(|w| w != "-") {
         println!("{}", serde_json::to_string(&summary)?);
     }
     Ok(())
+}
+
+/// What the rings' threads share: the sink, and what ends the capture (the count, the
+/// deadline, a failed ring).
+struct Until {
+    sink: Arc<Mutex<Sink>>,
+    captured: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    count: Option<u64>,
+    deadline: Option<Instant>,
+}
+
+impl Until {
+    fn reached(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+            || self.deadline.is_some_and(|d| Instant::now() >= d)
+            || self
+                .count
+                .is_some_and(|c| self.captured.load(Ordering::Relaxed) >= c)
+    }
+
+    /// Writes the blocks of `ring` to the sink until the capture ends; `blocks` counts them.
+    fn read(&self, ring: &mut RxRing, blocks: &mut u64) -> anyhow::Result<()> {
+        while !self.reached() {
+            let Some(block) = ring.next_block(Some(Duration::from_millis(100)))? else {
+                continue;
+            };
+            *blocks += 1;
+            let mut s = self
+                .sink
+                .lock()
+                .map_err(|_| anyhow::anyhow!("a capture thread panicked"))?;
+            for f in block.frames() {
+                if self
+                    .count
+                    .is_some_and(|c| self.captured.load(Ordering::Relaxed) >= c)
+                {
+                    break;
+                }
+                s.frame(&f).context("writing the capture")?;
+                self.captured.fetch_add(1, Ordering::Relaxed);
+            }
+            s.flush().context("writing the capture")?;
+        }
+        Ok(())
+    }
 }

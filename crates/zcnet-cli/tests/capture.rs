@@ -7,7 +7,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{one_line_error, zcnet};
+use common::{TempDir, one_line_error, wait_bounded, zcnet};
 use netlab::{Family, Side, VethLab, require_lab, require_program};
 
 const PORT: u16 = 40_000;
@@ -336,18 +336,7 @@ fn xdp_capture(lab: &VethLab, queues: &[&str], frames: &[Vec<u8>]) -> (String, V
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1000));
-    let sent = frames.to_vec();
-    lab.ns(Side::A)
-        .run(move || {
-            let mut tx = zcnet::packet::TxRing::open(VethLab::DEV_A, &Default::default()).unwrap();
-            for f in &sent {
-                while !tx.push(f).unwrap() {
-                    tx.send().unwrap();
-                }
-            }
-            tx.send().unwrap();
-        })
-        .unwrap();
+    send_frames(lab, frames);
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{err}");
@@ -479,4 +468,117 @@ fn xdp_capture_of_two_queues_writes_every_frame_once() {
             .unwrap(),
     );
     assert!(err.contains("--queue 1 is given twice"), "{err}");
+}
+
+/// Sends `frames` out of veth-a through a TX ring.
+fn send_frames(lab: &VethLab, frames: &[Vec<u8>]) {
+    let sent = frames.to_vec();
+    lab.ns(Side::A)
+        .run(move || {
+            let mut tx = zcnet::packet::TxRing::open(VethLab::DEV_A, &Default::default()).unwrap();
+            for f in &sent {
+                while !tx.push(f).unwrap() {
+                    tx.send().unwrap();
+                }
+            }
+            tx.send().unwrap();
+        })
+        .unwrap();
+}
+
+/// Checks that `path` is a whole pcap file (a header, then records that end where the file
+/// ends) and returns the records that are among `sent`, sorted by their index.
+fn whole_pcap_of(path: &std::path::Path, sent: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let b = std::fs::read(path).unwrap();
+    assert!(b.len() >= 24, "{} bytes: no pcap header", b.len());
+    assert_eq!(
+        &b[..4],
+        &0xa1b2_3c4du32.to_ne_bytes(),
+        "the nanosecond pcap magic"
+    );
+    let mut at = 24;
+    while at < b.len() {
+        assert!(at + 16 <= b.len(), "a record header cut at {at}");
+        let caplen = u32::from_ne_bytes(b[at + 8..at + 12].try_into().unwrap()) as usize;
+        assert!(at + 16 + caplen <= b.len(), "a record cut at {at}");
+        at += 16 + caplen;
+    }
+    let mut ours: Vec<Vec<u8>> = pcap_records(path)
+        .into_iter()
+        .filter(|r| sent.contains(r))
+        .collect();
+    ours.sort_by_key(|r| netlab::frame::flow_index(r));
+    ours
+}
+
+/// Issue 35 item 10: `capture` went on silently (18 s and counting) after its interface was
+/// deleted. It now ends by itself, with the pcap of what it captured whole, one error line
+/// naming the interface, exit 1: the packet ring, a fanout of two rings, and AF_XDP. A ring
+/// also ends when its interface goes down (its socket says `ENETDOWN`), as tcpdump does.
+#[test]
+fn a_deleted_interface_ends_the_capture_with_one_line_and_a_whole_pcap() {
+    require_lab!();
+    let frames = netlab::frame::udp_flows(40, 35);
+    let (del, down) = (
+        ["link", "del", VethLab::DEV_B],
+        ["link", "set", VethLab::DEV_B, "down"],
+    );
+    for (mode, how, says) in [
+        (&[][..], &del[..], "was deleted"),
+        (&["--fanout", "2"], &del, "was deleted"),
+        (&["--xdp"], &del, "was deleted"),
+        (&[], &down, "went down"),
+    ] {
+        let lab = VethLab::quiet(None).unwrap();
+        let dir = TempDir::new("capture-gone");
+        let file = dir.join("c.pcap");
+        let child = lab
+            .ns(Side::B)
+            .command(env!("CARGO_BIN_EXE_zcnet"))
+            .args(["capture", "-i", VethLab::DEV_B, "--seconds", "60", "-w"])
+            .arg(&file)
+            .args(mode)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Frames are sent until all of them are in the file (the capture starts in a moment;
+        // sent before, they are not seen), then the interface goes.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            send_frames(&lab, &frames);
+            std::thread::sleep(Duration::from_millis(100));
+            // The file may be caught between its creation and its header.
+            let got = std::fs::metadata(&file).is_ok_and(|m| m.len() >= 24) && {
+                let mut seen: Vec<Vec<u8>> = pcap_records(&file)
+                    .into_iter()
+                    .filter(|r| frames.contains(r))
+                    .collect();
+                seen.sort();
+                seen.dedup();
+                seen.len() == frames.len()
+            };
+            if got {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{mode:?}: never captured"
+            );
+        }
+        lab.ns(Side::B).ip(how).unwrap();
+        let out = wait_bounded(child, 15);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{mode:?}: {err}");
+        let last = err.trim_end().lines().last().unwrap_or("");
+        assert!(
+            last.starts_with(&format!("zcnet: error: the interface veth-b {says}")),
+            "{mode:?}: {err}"
+        );
+        assert_eq!(err.matches("zcnet: error").count(), 1, "{mode:?}: {err}");
+        common::assert_no_repeat(last);
+        let ours = whole_pcap_of(&file, &frames);
+        let mut distinct = ours.clone();
+        distinct.dedup();
+        assert_eq!(distinct, frames, "{mode:?}: every frame sent, intact");
+    }
 }

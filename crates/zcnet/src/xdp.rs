@@ -188,6 +188,15 @@ pub enum XdpError {
     /// Loading or attaching the program failed.
     #[error("the XDP program: {0}")]
     Program(String),
+    /// The interface was deleted (or moved to another namespace) under the socket, which the
+    /// kernel then unbinds with `ENETDOWN`: it receives nothing more.
+    #[error("the interface {iface} was deleted")]
+    InterfaceGone {
+        /// The interface.
+        iface: String,
+        /// The socket's error (`ENETDOWN`).
+        source: io::Error,
+    },
     /// A call failed.
     #[error("{call} failed")]
     Io {
@@ -645,13 +654,36 @@ impl XdpSocket {
             let wait = left.map_or(Duration::from_millis(100), |l| {
                 l.min(Duration::from_millis(100))
             });
-            sys::poll(self.xsk.fd(), libc::POLLIN, Some(wait)).map_err(sys_err("poll"))?;
+            let revents =
+                sys::poll(self.xsk.fd(), libc::POLLIN, Some(wait)).map_err(sys_err("poll"))?;
+            if revents == 0 {
+                // An unbound socket polls as merely idle: its error says why it is quiet.
+                self.take_socket_error()?;
+            }
         }
         let batch = self.xsk.rx_batch(BATCH);
         self.counters.bad_descs = batch.bad_descs();
         self.counters.rx_frames += batch.len() as u64;
         self.counters.rx_bytes += batch.bytes();
         Ok(Some(Frames { batch }))
+    }
+
+    /// Reads (and clears) the socket's error: `ENETDOWN` is what the kernel sets when it
+    /// unbinds the socket from an interface being unregistered.
+    fn take_socket_error(&self) -> Result<(), XdpError> {
+        match sys::getsockopt_int(self.xsk.fd(), libc::SOL_SOCKET, libc::SO_ERROR)
+            .map_err(sys_err("getsockopt(SO_ERROR)"))?
+        {
+            0 => Ok(()),
+            libc::ENETDOWN => Err(XdpError::InterfaceGone {
+                iface: self.iface.clone(),
+                source: io::Error::from_raw_os_error(libc::ENETDOWN),
+            }),
+            e => Err(XdpError::Io {
+                call: "poll",
+                source: io::Error::from_raw_os_error(e),
+            }),
+        }
     }
 
     /// Queues `frame` for sending (copied into a free UMEM frame); `Ok(false)` when no frame is

@@ -77,6 +77,15 @@ fn every_error_with_a_cause_leaves_it_to_the_chain() {
             call: "poll",
             source: cause(),
         }),
+        Box::new(PacketError::InterfaceDown {
+            interface: "veth-b".into(),
+            deleted: true,
+            source: cause(),
+        }),
+        Box::new(XdpError::InterfaceGone {
+            iface: "veth-b".into(),
+            source: cause(),
+        }),
         Box::new(UringError::Io {
             call: "io_uring_enter",
             bytes: 64,

@@ -68,3 +68,63 @@ pub fn output_bounded(cmd: &Command) -> Output {
     }
     sh.stdin(std::process::Stdio::null()).output().expect("sh")
 }
+
+/// A directory of the test's own in the temporary directory, removed when dropped, also when
+/// the test fails.
+pub struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    /// `zcnet-NAME-PID`, empty.
+    pub fn new(name: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("zcnet-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+
+    /// The names in it, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Waits up to `secs` for `child`; kills it (by its id) and fails if it is still running.
+pub fn wait_bounded(mut child: std::process::Child, secs: u64) -> Output {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {secs} s: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}

@@ -25,7 +25,7 @@ pub use support::{Support, support};
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use block::{BlockError, BlockInfo, Frame, Frames};
 
@@ -58,6 +58,18 @@ pub enum PacketError {
         expr: String,
         /// libpcap's message.
         message: String,
+    },
+    /// The interface the ring is bound to went down or was deleted (the socket's `ENETDOWN`,
+    /// as libpcap reports it): the ring receives nothing more. Blocks captured before are
+    /// handed over first.
+    #[error("the interface {interface} {}", if *.deleted { "was deleted" } else { "went down" })]
+    InterfaceDown {
+        /// The interface.
+        interface: String,
+        /// Deleted (or moved to another namespace), not only down.
+        deleted: bool,
+        /// The socket's error (`ENETDOWN`).
+        source: io::Error,
     },
     /// A block that does not describe itself consistently; it was handed back.
     #[error("malformed block")]
@@ -290,6 +302,10 @@ pub struct RxRing {
     ring: ring::Ring,
     next: usize,
     totals: Stats,
+    interface: String,
+    retire_timeout: Duration,
+    /// Set once the interface went down or away: the blocks retired until then still come.
+    ending: Option<Instant>,
 }
 
 impl RxRing {
@@ -348,6 +364,9 @@ impl RxRing {
             ring,
             next: 0,
             totals: Stats::default(),
+            interface: iface.to_owned(),
+            retire_timeout: config.retire_timeout,
+            ending: None,
         })
     }
 
@@ -365,14 +384,25 @@ impl RxRing {
     /// `Ok(None)` when the time ran out.
     ///
     /// # Errors
-    /// `poll(2)`'s error, or [`PacketError::Malformed`] (the block is handed back and skipped).
+    /// [`PacketError::InterfaceDown`] once the blocks captured before the interface went are
+    /// handed over, `poll(2)`'s error, an error the socket reports, or
+    /// [`PacketError::Malformed`] (the block is handed back and skipped).
     pub fn next_block(
         &mut self,
         timeout: Option<Duration>,
     ) -> Result<Option<Block<'_>>, PacketError> {
         let i = self.next;
         if !self.ring.is_user(i) {
-            match sys::poll(self.fd.as_fd(), libc::POLLIN | libc::POLLERR, timeout) {
+            let mut wait = timeout;
+            if let Some(until) = self.ending {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(self.gone());
+                }
+                wait = Some(wait.map_or(left, |w| w.min(left)));
+            }
+            match sys::poll(self.fd.as_fd(), libc::POLLIN | libc::POLLERR, wait) {
+                Ok(revents) if revents & libc::POLLERR != 0 => self.take_socket_error()?,
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(None),
                 Err(e) => {
@@ -390,6 +420,38 @@ impl RxRing {
         self.next = (i + 1) % count;
         let info = BlockInfo::parse(raw.bytes())?;
         Ok(Some(Block { raw, info }))
+    }
+
+    /// Reads (and so clears) the error the socket reports with `POLLERR`. `ENETDOWN`, the
+    /// interface gone down or away, ends the ring once the block being filled could have been
+    /// retired (twice its timeout): frames captured before are not lost.
+    fn take_socket_error(&mut self) -> Result<(), PacketError> {
+        let code = sys::getsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, libc::SO_ERROR)
+            .map_err(sys_err("getsockopt(SO_ERROR)"))?;
+        match code {
+            0 => Ok(()),
+            libc::ENETDOWN => {
+                if self.ending.is_none() {
+                    self.ending =
+                        Some(Instant::now() + 2 * self.retire_timeout + Duration::from_millis(10));
+                }
+                Ok(())
+            }
+            e => Err(PacketError::Io {
+                call: "poll",
+                source: io::Error::from_raw_os_error(e),
+            }),
+        }
+    }
+
+    /// [`PacketError::InterfaceDown`]: deleted where the socket lost its binding, which the
+    /// kernel does when the interface is unregistered (whatever namespace asks).
+    fn gone(&self) -> PacketError {
+        PacketError::InterfaceDown {
+            interface: self.interface.clone(),
+            deleted: sys::packet_bound_index(self.fd.as_fd()).is_ok_and(|i| i <= 0),
+            source: io::Error::from_raw_os_error(libc::ENETDOWN),
+        }
     }
 
     /// Counters since the ring was opened (reads and sums `PACKET_STATISTICS`, which the

@@ -668,6 +668,24 @@ pub fn bind_packet(fd: BorrowedFd<'_>, ifindex: u32, protocol: u16) -> io::Resul
     .map(drop)
 }
 
+/// `getsockname(2)` of a packet socket: the interface index it is bound to, which the kernel
+/// sets to -1 when that interface is unregistered (deleted, or moved to another namespace).
+pub fn packet_bound_index(fd: BorrowedFd<'_>) -> io::Result<i32> {
+    // SAFETY: sockaddr_ll is plain data for which all-zero is valid.
+    let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
+    let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+    // SAFETY: `sll` is writable for `len` bytes, and `len` is a valid socklen_t the kernel
+    // updates; it writes at most `len` bytes.
+    cvt(unsafe {
+        libc::getsockname(
+            fd.as_raw_fd(),
+            (&mut sll as *mut libc::sockaddr_ll).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(sll.sll_ifindex)
+}
+
 /// `if_nametoindex(3)`.
 pub fn if_nametoindex(name: &str) -> io::Result<u32> {
     let name = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
