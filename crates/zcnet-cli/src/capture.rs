@@ -4,10 +4,11 @@
 //!
 //! With `--fanout N`, N rings in one `PACKET_FANOUT` hash group, one thread each, write to the
 //! same file (records in arrival order per ring, so not globally sorted by time). The file is
-//! flushed after every block, so an interrupted capture loses at most the block being written.
+//! flushed after every block, so a killed capture loses at most the block being written.
 //!
-//! An interface that goes down or is deleted ends the capture with one line naming it, exit 1,
-//! after the pcap of what was captured.
+//! SIGINT, SIGTERM and SIGHUP stop the capture as tcpdump stops: the file is complete, the
+//! summary printed, exit 0 (a second signal ends it at once). An interface that goes down or
+//! is deleted ends it with one line naming it, exit 1, after the pcap of what was captured.
 
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,7 +19,8 @@ use anyhow::Context;
 use serde::Serialize;
 use zcnet::packet::{self, FanoutMode, Filter, Frame, RxConfig, RxRing, Stats, pcap::Writer};
 
-use crate::output::Output;
+use crate::interrupt;
+use crate::output::{self, Output};
 
 /// Options of `zcnet capture`.
 #[derive(Debug, clap::Args)]
@@ -99,20 +101,25 @@ impl Sink {
     }
 }
 
-/// The sink `-w` asks for: pcap to the file (put in place now) or stdout, else one line per
-/// packet on stdout.
+/// The sink `-w` asks for: pcap to the file (begun now) or stdout, else one line per packet on
+/// stdout. The pcap header goes out at once: a capture stopped before its first packet is a
+/// valid, empty capture, not a 0-byte file.
 fn open_sink(opt: &Opt, file: Option<Output>) -> anyhow::Result<Sink> {
     Ok(match opt.write.as_deref() {
         None => Sink::Lines(io::stdout()),
         Some(path) => {
             let out: Box<dyn Write + Send> = match file {
                 Some(mut f) => {
-                    f.commit().with_context(|| format!("cannot write {path}"))?;
+                    f.begin()
+                        .with_context(|| format!("cannot write {}", output::shown(path)))?;
                     Box::new(BufWriter::new(f))
                 }
                 None => Box::new(io::stdout()),
             };
-            Sink::Pcap(Writer::new(out, opt.snaplen).with_context(|| format!("writing {path}"))?)
+            let pcap = Writer::new(out, opt.snaplen)
+                .and_then(|mut w| w.flush().map(|()| w))
+                .with_context(|| format!("writing {}", output::shown(path)))?;
+            Sink::Pcap(pcap)
         }
     })
 }
@@ -131,7 +138,11 @@ pub fn xdp_config(queue: u32) -> zcnet::xdp::Config {
 }
 
 /// `--xdp`: one AF_XDP socket per `--queue`, all on one UMEM, read in turn on this thread.
-fn capture_xdp(opt: &Opt, file: Option<Output>) -> anyhow::Result<()> {
+fn capture_xdp(
+    opt: &Opt,
+    file: Option<Output>,
+    graceful: interrupt::Graceful,
+) -> anyhow::Result<()> {
     let queues = if opt.queues.is_empty() {
         vec![0]
     } else {
@@ -181,7 +192,7 @@ fn capture_xdp(opt: &Opt, file: Option<Output>) -> anyhow::Result<()> {
     let mut captured = 0u64;
     let mut batches = 0u64;
     let mut read = || -> anyhow::Result<()> {
-        while deadline.is_none_or(|d| Instant::now() < d) {
+        while deadline.is_none_or(|d| Instant::now() < d) && interrupt::stop_requested().is_none() {
             for xsk in &mut xsks {
                 let Some(frames) = xsk.recv(Some(wait))? else {
                     continue;
@@ -216,6 +227,7 @@ fn capture_xdp(opt: &Opt, file: Option<Output>) -> anyhow::Result<()> {
         Ok(())
     };
     let ended = read();
+    drop(graceful);
     // What was captured is written out whatever ended the capture.
     sink.flush().context("writing the capture")?;
     let (mut ring_full, mut no_fill, mut invalid) = (0, 0, 0);
@@ -319,6 +331,8 @@ fn describe(f: &Frame<'_>) -> String {
 
 /// `zcnet capture`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
+    // Before any thread: the signals are taken by a thread of their own (see `interrupt`).
+    interrupt::watch().context("taking SIGINT and SIGTERM")?;
     let expr = opt.expr.join(" ");
     if opt.xdp && !expr.trim().is_empty() {
         anyhow::bail!(
@@ -342,17 +356,20 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         ignore_outgoing: packet::is_loopback(&opt.interface),
         ..RxConfig::default()
     };
-    // The file is made beside its target first (a bad path fails now) and replaces it only
-    // once the rings are open: a missing interface or privilege leaves an existing file alone.
+    // The file is opened first (a bad path fails now) and truncated or put in place only once
+    // the rings are open: a missing interface or privilege leaves an existing file alone.
     let mut file = match opt.write.as_deref() {
         Some(path) if path != "-" => Some(
-            Output::create(std::path::Path::new(path))
-                .with_context(|| format!("cannot write {path}"))?,
+            Output::open(std::path::Path::new(path))
+                .with_context(|| format!("cannot write {}", output::shown(path)))?,
         ),
         _ => None,
     };
+    // From here a signal stops the capture with its file whole, even before it began: a
+    // signal now would otherwise catch the file truncated or put in place, its header unwritten.
+    let graceful = interrupt::graceful();
     if opt.xdp {
-        return capture_xdp(&opt, file);
+        return capture_xdp(&opt, file, graceful);
     }
     let rings = if opt.fanout > 1 {
         packet::fanout(&opt.interface, opt.fanout, FanoutMode::Hash, &config)?
@@ -395,6 +412,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     if live {
         eprintln!();
     }
+    drop(graceful);
     let mut summary = Summary {
         interface: opt.interface.clone(),
         captured: captured.load(Ordering::Relaxed),
@@ -437,7 +455,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
 }
 
 /// What the rings' threads share: the sink, and what ends the capture (the count, the
-/// deadline, a failed ring).
+/// deadline, a failed ring, a signal).
 struct Until {
     sink: Arc<Mutex<Sink>>,
     captured: Arc<AtomicU64>,
@@ -449,6 +467,7 @@ struct Until {
 impl Until {
     fn reached(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+            || interrupt::stop_requested().is_some()
             || self.deadline.is_some_and(|d| Instant::now() >= d)
             || self
                 .count

@@ -9,6 +9,7 @@ pub mod capped;
 pub mod capture;
 pub mod cli;
 pub mod file_server;
+pub mod interrupt;
 pub mod measure;
 pub mod output;
 pub mod probe;

@@ -14,7 +14,7 @@ use anyhow::{Context, anyhow};
 use serde_json::json;
 use zcnet::tcp_rx::{Config, TcpZerocopyReceiver};
 
-use crate::output::Output;
+use crate::output::{self, Output};
 
 /// Options of `zcnet recv`.
 #[derive(Debug, clap::Args)]
@@ -46,13 +46,15 @@ fn parse_addr(s: &str) -> anyhow::Result<SocketAddr> {
 /// Runs `zcnet recv`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
     let addr = parse_addr(&opt.listen)?;
+    // A signal while waiting for the peer must not leave the new output's temporary behind.
+    crate::interrupt::watch().context("taking SIGINT and SIGTERM")?;
     // Open the output before listening, so that a bad path fails before any peer connects;
-    // it replaces an existing file only once a peer has connected.
+    // an existing file is truncated only once a peer has connected.
     let mut file = match opt.output.as_str() {
         "-" => None,
         path => Some(
-            Output::create(std::path::Path::new(path))
-                .with_context(|| format!("cannot write {path}"))?,
+            Output::open(std::path::Path::new(path))
+                .with_context(|| format!("cannot write {}", output::shown(path)))?,
         ),
     };
     let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
@@ -64,8 +66,8 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let (conn, peer) = listener.accept().context("accept")?;
     drop(listener);
     if let Some(f) = file.as_mut() {
-        f.commit()
-            .with_context(|| format!("cannot write {}", opt.output))?;
+        f.begin()
+            .with_context(|| format!("cannot write {}", output::shown(&opt.output)))?;
     }
     let mut out: Box<dyn Write> = match file {
         Some(f) => Box::new(f),

@@ -307,15 +307,15 @@ impl Bench {
     }
 }
 
-/// Makes the profile's directory (a fresh ~/.config has none) and checks a file can be made
-/// there, leaving nothing behind.
-fn writable(path: &std::path::Path) -> std::io::Result<()> {
+/// Makes the profile's directory (a fresh ~/.config has none) and opens the profile to be
+/// replaced whole once measured; until then an existing one is left as it was. Held from the
+/// start, so that a path that cannot be written fails before a minute of measuring, and a FIFO
+/// is opened once.
+fn open_profile(path: &std::path::Path) -> std::io::Result<crate::output::Output> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    // Output::create makes its temporary file beside the target; dropped uncommitted, it is
-    // removed and the target left alone.
-    crate::output::Output::create(path).map(drop)
+    crate::output::Output::replace(path)
 }
 
 /// A file of `len` pattern bytes in page cache, sent again and again by `sendfile` or by
@@ -449,8 +449,11 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         };
         return print(&profile, opt.json, None);
     }
+    // The replacement's temporary goes with the process if a signal ends it.
+    crate::interrupt::watch().context("taking SIGINT and SIGTERM")?;
     // A profile that cannot be written fails now, not after a minute of measuring.
-    writable(&path).with_context(|| format!("cannot write the profile {}", path.display()))?;
+    let out = open_profile(&path)
+        .with_context(|| format!("cannot write the profile {}", path.display()))?;
     netlab::check_privileges().context("tune runs its labs in private network namespaces")?;
     let paths: Vec<SendPath> = if opt.paths.is_empty() {
         TARGETS.iter().map(|t| t.path).collect()
@@ -534,12 +537,10 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     }
     drop(progress);
     let text = profile.to_toml();
-    let written = crate::output::Output::create(&path).and_then(|mut o| {
-        use std::io::Write as _;
-        o.write_all(text.as_bytes())?;
-        o.commit()
-    });
-    written.with_context(|| format!("cannot write the profile {}", path.display()))?;
+    // Replaced whole: a bench or a Mode::Auto sender reading it meanwhile gets the old profile
+    // or the new one, never a part.
+    out.write_whole(text.as_bytes())
+        .with_context(|| format!("cannot write the profile {}", path.display()))?;
     profile.source = Some(path.clone());
     print(&profile, opt.json, Some(&path))
 }

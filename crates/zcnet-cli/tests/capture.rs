@@ -42,8 +42,7 @@ fn a_pcap_tshark_reads_back_with_the_packets_sent() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The ring is open well within this (it takes milliseconds).
-    std::thread::sleep(Duration::from_millis(500));
+    began(&file);
     let a = VethLab::addr(Side::A, Family::V4);
     let s = lab
         .ns(Side::A)
@@ -164,6 +163,19 @@ fn bad_input_gives_one_line_and_exit_1() {
     }
 }
 
+/// Waits until the capture writing `file` has begun: its rings or sockets are open and bound
+/// once the file holds the pcap header (a sleep guessed it, and a loaded machine outran it).
+fn began(file: &std::path::Path) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !std::fs::metadata(file).is_ok_and(|m| m.len() >= 24) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the capture never began"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Reads a pcap file (as `zcnet::packet::pcap::Writer` writes it): each record's bytes.
 fn pcap_records(path: &std::path::Path) -> Vec<Vec<u8>> {
     let b = std::fs::read(path).unwrap();
@@ -202,7 +214,7 @@ fn lo_records_each_packet_once() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    began(&file);
     lab.ns
         .run(|| {
             let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -335,7 +347,7 @@ fn xdp_capture(lab: &VethLab, queues: &[&str], frames: &[Vec<u8>]) -> (String, V
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1000));
+    began(&file);
     send_frames(lab, frames);
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -580,5 +592,61 @@ fn a_deleted_interface_ends_the_capture_with_one_line_and_a_whole_pcap() {
         let mut distinct = ours.clone();
         distinct.dedup();
         assert_eq!(distinct, frames, "{mode:?}: every frame sent, intact");
+    }
+}
+
+/// Issue 35 item 14: SIGINT or SIGTERM before the first packet left a 0-byte file (the pcap
+/// header was still in a buffer), which tcpdump reads as "truncated dump file". A signal now
+/// ends a capture as it ends tcpdump: the pcap whole, the summary printed, exit 0. Sent at any
+/// moment of the start, it never leaves a partial file or a temporary.
+#[test]
+fn a_signal_ends_a_capture_with_a_whole_pcap() {
+    use nix::sys::signal::{Signal, kill};
+    use std::os::unix::process::ExitStatusExt;
+    require_lab!();
+    let lab = netlab::LoopbackLab::new(None).unwrap();
+    let dir = TempDir::new("capture-signal");
+    let file = dir.join("c.pcap");
+    let spawn = |file: &std::path::Path| {
+        let _ = std::fs::remove_file(file);
+        let child = lab
+            .ns
+            .command(env!("CARGO_BIN_EXE_zcnet"))
+            .args(["capture", "-i", "lo", "--seconds", "60", "-w"])
+            .arg(file)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        (child, pid)
+    };
+    let header = |file: &std::path::Path| {
+        let b = std::fs::read(file).unwrap();
+        assert_eq!(b.len(), 24, "a pcap header and no record");
+        assert_eq!(&b[..4], &0xa1b2_3c4du32.to_ne_bytes());
+    };
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        let (child, pid) = spawn(&file);
+        began(&file);
+        kill(pid, sig).unwrap();
+        let out = wait_bounded(child, 10);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{sig}: {err}");
+        assert!(err.contains("0 packets captured"), "{sig}: {err}");
+        header(&file);
+    }
+    for delay_ms in [0, 1, 3, 10, 30] {
+        let (child, pid) = spawn(&file);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        kill(pid, Signal::SIGINT).unwrap();
+        let out = wait_bounded(child, 10);
+        if out.status.signal() == Some(Signal::SIGINT as i32) {
+            // Ended before the file was opened.
+            assert!(!file.exists(), "{delay_ms} ms");
+        } else {
+            assert_eq!(out.status.code(), Some(0), "{delay_ms} ms: {out:?}");
+            header(&file);
+        }
+        assert!(dir.names().len() <= 1, "{delay_ms} ms: {:?}", dir.names());
     }
 }

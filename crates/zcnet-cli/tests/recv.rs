@@ -1,7 +1,7 @@
 //! `zcnet recv` against real senders, and its errors.
 
 mod common;
-use common::{one_line_error, sha256, zcnet};
+use common::{TempDir, one_line_error, sha256, wait_bounded, zcnet};
 use netlab::pattern::random_bytes;
 
 use std::io::Read;
@@ -168,4 +168,76 @@ fn a_reset_after_everything_was_acknowledged_writes_every_byte() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 35 item 14: an idle `recv` stopped by a signal left `.NAME.zcnet-PID` beside its
+/// output. Stopped by SIGINT, SIGTERM or SIGHUP while it waits for its peer, it now leaves
+/// nothing (a new output does not appear, an existing one is as it was) and dies of that signal,
+/// as curl and nc do, so that a script sees it was interrupted.
+#[test]
+fn a_signal_before_the_peer_leaves_no_temporary_and_the_output_as_it_was() {
+    use nix::sys::signal::{Signal, kill};
+    use std::os::unix::process::ExitStatusExt;
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        for existing in [false, true] {
+            let dir = TempDir::new("recv-signal");
+            let out = dir.join("out");
+            if existing {
+                std::fs::write(&out, b"precious").unwrap();
+            }
+            let child = zcnet()
+                .args(["recv", "--listen", "127.0.0.1:0", "-o"])
+                .arg(&out)
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            // Listening: its socket is among its descriptors (made after the output).
+            let fds = format!("/proc/{pid}/fd");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !std::fs::read_dir(&fds).is_ok_and(|d| {
+                d.flatten().any(|e| {
+                    std::fs::read_link(e.path())
+                        .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+                })
+            }) {
+                assert!(Instant::now() < deadline, "recv never listened");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            kill(pid, sig).unwrap();
+            let status = wait_bounded(child, 10).status;
+            assert_eq!(
+                status.signal(),
+                Some(sig as i32),
+                "{sig} {existing}: {status}"
+            );
+            if existing {
+                assert_eq!(dir.names(), ["out"], "{sig}");
+                assert_eq!(std::fs::read(&out).unwrap(), b"precious", "{sig}");
+            } else {
+                assert!(dir.names().is_empty(), "{sig}: {:?}", dir.names());
+            }
+        }
+    }
+}
+
+/// Issue 35 item 16: `recv -o ''` failed only once a peer had connected and sent data. An
+/// output that cannot be opened now fails before listening: one line, exit 1, no peer needed.
+#[test]
+fn an_output_that_cannot_be_opened_fails_before_listening() {
+    let dir = TempDir::new("recv-unopened");
+    for (output, says) in [
+        ("", "cannot write '': an empty file name"),
+        (dir.to_str().unwrap(), "it is a directory"),
+        ("/nonexistent-dir/out", "No such file or directory"),
+    ] {
+        let child = zcnet()
+            .args(["recv", "--listen", "127.0.0.1:0", "-o", output])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = one_line_error(wait_bounded(child, 10));
+        assert!(err.contains(says), "{output:?}: {err}");
+    }
+    assert!(dir.names().is_empty(), "nothing made: {:?}", dir.names());
 }

@@ -12,12 +12,15 @@ pub mod tcp_rx;
 pub mod tx;
 pub mod uring_tx;
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use anyhow::Context;
 pub use heat::{Heat, PoolHeat};
 use serde::Serialize;
 
 use crate::measure::Report;
 use crate::measure::{Metric, ResultSet};
+use crate::output::Output;
 
 /// Flags every bench takes (design.md section 4, "One shape for every benchmark").
 #[derive(Clone, Debug, clap::Args)]
@@ -41,6 +44,10 @@ pub struct Common {
     /// Also draw the results as an HTML page of charts and tables (as `zcnet report` does).
     #[arg(long, value_name = "FILE")]
     pub report: Option<std::path::PathBuf>,
+    /// The `--report` file, opened before the bench measures: a path that cannot be written
+    /// fails at once, not after minutes of runs.
+    #[arg(skip)]
+    page: Page,
     /// Run across two hosts: the far side is the `zcnet serve` at HOST:PORT (instead of a
     /// lab); the report carries both hosts' figures.
     #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::host_port, conflicts_with = "labs")]
@@ -50,7 +57,23 @@ pub struct Common {
     pub token_file: Option<std::path::PathBuf>,
 }
 
+/// The opened `--report` file, shared by the copies of [`Common`] until the page is written.
+#[derive(Clone, Debug, Default)]
+struct Page(Arc<Mutex<Option<Output>>>);
+
 impl Common {
+    /// Opens the `--report` file, before the bench measures.
+    ///
+    /// # Errors
+    /// One line naming the path and why it cannot be written.
+    fn open_page(&self) -> anyhow::Result<()> {
+        if let Some(path) = &self.report {
+            let out = crate::report::open_page(path)?;
+            *self.page.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(out);
+        }
+        Ok(())
+    }
+
     /// Checks that labs can be built (`what` says which and why), unless `--remote` replaces
     /// them.
     ///
@@ -205,6 +228,9 @@ impl Opt {
 pub fn run(opt: Opt) -> anyhow::Result<()> {
     let common = opt.common();
     common.use_profile()?;
+    // A signal during the runs must not leave a new page's temporary behind.
+    crate::interrupt::watch().context("taking SIGINT and SIGTERM")?;
+    common.open_page()?;
     match opt.name {
         Some(Name::TcpRx(o)) => tcp_rx::run(o),
         Some(Name::UdpTx(o)) => tx::run(tx::Proto::Udp, o),
@@ -287,7 +313,17 @@ fn write_page(
         None => crate::report::tuned_profile(),
     };
     let page = crate::report::page_with(&[input], profile.as_ref())?;
-    crate::report::write(path, &page)?;
+    let opened = common
+        .page
+        .0
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    let out = match opened {
+        Some(out) => out,
+        None => crate::report::open_page(path)?,
+    };
+    crate::report::write(out, path, &page)?;
     eprintln!("zcnet bench: the page is {}", path.display());
     Ok(())
 }

@@ -12,9 +12,11 @@ pub mod plot;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+
+use crate::output::{self, Output};
 
 use input::{Input, Report, Set};
 use plot::{Bar, Group, Line};
@@ -52,6 +54,8 @@ impl std::error::Error for BadInput {}
 /// [`BadInput`] for a file that is not a zcnet report (the file and the field), an I/O error
 /// writing the page.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
+    crate::interrupt::watch().context("taking SIGINT and SIGTERM")?;
+    let out = open_page(&opt.output)?;
     let mut inputs = Vec::new();
     for path in &opt.inputs {
         let mut i = input::read(path).map_err(|e| BadInput(format!("{e:#}")))?;
@@ -71,7 +75,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         None => tuned_profile(),
     };
     let page = page_with(&inputs, profile.as_ref())?;
-    write(&opt.output, &page)
+    write(out, &opt.output, &page)
 }
 
 /// The profile `zcnet tune` wrote, where one is installed ($ZCNET_PROFILE, else the default
@@ -101,24 +105,23 @@ fn send_path(bench: &str, set: &Set) -> Option<(zcnet::auto::SendPath, zcnet::au
     Some((path, route))
 }
 
-/// Writes `page` to `path` through a temporary beside it, removed again if anything fails (an
-/// existing page is replaced only by a whole one).
-pub fn write(path: &std::path::Path, page: &str) -> anyhow::Result<()> {
-    if path.is_dir() {
-        anyhow::bail!(
-            "writing {}: it is a directory: give a file name",
-            path.display()
-        );
-    }
-    let name = path
-        .file_name()
-        .map_or_else(|| "report".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let done = std::fs::write(&tmp, page).and_then(|()| std::fs::rename(&tmp, path));
-    if done.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    done.with_context(|| format!("writing {}", path.display()))
+/// Opens the page's file at `path` before the work, as `-o` opens (see [`crate::output`]): a
+/// path that cannot be written fails now, and an existing file is left as it was until
+/// [`write`].
+///
+/// # Errors
+/// One line naming the path and why.
+pub fn open_page(path: &Path) -> anyhow::Result<Output> {
+    Output::open(path).with_context(|| format!("writing {}", output::shown(path)))
+}
+
+/// Writes `page` into `out`, opened by [`open_page`] at `path`.
+///
+/// # Errors
+/// The write's error, naming the path.
+pub fn write(out: Output, path: &Path, page: &str) -> anyhow::Result<()> {
+    out.write_whole(page.as_bytes())
+        .with_context(|| format!("writing {}", output::shown(path)))
 }
 
 /// Labels made distinct: the same host twice becomes `host (2)`.

@@ -1,0 +1,129 @@
+//! SIGINT, SIGTERM and SIGHUP for the commands that write files (issue 35 item 14).
+//!
+//! Killed by one of them with the default action, a command left its temporary output behind
+//! (`recv -o new` stopped while waiting for its peer) or a capture without its pcap header. So
+//! [`watch`] blocks these signals and a thread of its own waits for them with `sigwait(2)`; the
+//! cleanup runs in that thread, not in a signal handler, so it may take locks and call anything.
+//! What a signal then does:
+//! - by default, the temporaries of [`crate::output`] are removed and the process dies of the
+//!   same signal (a shell shows 128 + N), as curl, nc and cp end: a caller's script sees the
+//!   interruption, and an existing output is as the signal found it;
+//! - inside a [`graceful`] section (a capture), the first signal only asks the work to stop: it
+//!   ends normally, its output whole, exit 0, as tcpdump ends on SIGINT and SIGTERM. A second
+//!   signal ends the process as by default.
+//!
+//! The signal mask is inherited by the threads a thread starts, so [`watch`] must run before the
+//! command starts any; child processes start with an empty mask (`std::process::Command` resets
+//! it). A signal the process started with ignored (`nohup`, `&` in a non-interactive shell)
+//! stays ignored: a blocked signal is kept pending even when ignored, so it is left out.
+
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use nix::sys::signal::{SigSet, Signal};
+
+/// The signals that end a command.
+const WATCHED: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
+
+/// Whether a [`graceful`] section is running.
+static GRACEFUL: AtomicBool = AtomicBool::new(false);
+/// The signal that asked a graceful section to stop, 0 while none did.
+static STOP: AtomicI32 = AtomicI32::new(0);
+
+/// Takes SIGINT, SIGTERM and SIGHUP over for the rest of the process (see the module docs); only
+/// the first call does anything. Call it before the command starts a thread.
+///
+/// # Errors
+/// `pthread_sigmask` or the thread could not be set up: the signals keep their default action.
+pub fn watch() -> std::io::Result<()> {
+    static ONCE: Once = Once::new();
+    let mut result = Ok(());
+    ONCE.call_once(|| result = start());
+    result
+}
+
+fn start() -> std::io::Result<()> {
+    let ignored = ignored_at_start();
+    let mut set = SigSet::empty();
+    for sig in WATCHED {
+        if !ignored.contains(&sig) {
+            set.add(sig);
+        }
+    }
+    set.thread_block()?;
+    let waiter = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || wait_for(set));
+    if let Err(e) = waiter {
+        // Without the thread nobody would take them: back to the default action.
+        let _ = set.thread_unblock();
+        return Err(e);
+    }
+    Ok(())
+}
+
+fn wait_for(set: SigSet) {
+    loop {
+        // sigwait fails only for a set naming no valid signal, which this one is not.
+        let Ok(sig) = set.wait() else {
+            continue;
+        };
+        if GRACEFUL.load(Ordering::SeqCst)
+            && STOP
+                .compare_exchange(0, sig as i32, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
+            continue;
+        }
+        crate::output::remove_temporaries();
+        die_of(sig);
+    }
+}
+
+/// Ends the process by `sig` itself, so that its parent sees what ended it.
+fn die_of(sig: Signal) -> ! {
+    // Raised at this thread, where it is blocked, it waits; unblocked, its default action ends
+    // the whole process. The exit below only runs if something changed that action.
+    let _ = nix::sys::signal::raise(sig);
+    let mut only = SigSet::empty();
+    only.add(sig);
+    let _ = only.thread_unblock();
+    std::process::exit(128 + sig as i32)
+}
+
+/// The watched signals this process was started with ignored, from `SigIgn` of
+/// /proc/self/status (reading a disposition any other way takes `sigaction`, an unsafe call).
+fn ignored_at_start() -> Vec<Signal> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .unwrap_or(0);
+    WATCHED
+        .into_iter()
+        .filter(|&s| mask & (1 << (s as u32 - 1)) != 0)
+        .collect()
+}
+
+/// A section in which the first signal asks the work to stop ([`stop_requested`]) instead of
+/// ending the process; see the module docs. Ends when dropped.
+#[derive(Debug)]
+pub struct Graceful(());
+
+/// Starts a [`Graceful`] section (after [`watch`]; without it signals keep their default action).
+pub fn graceful() -> Graceful {
+    GRACEFUL.store(true, Ordering::SeqCst);
+    Graceful(())
+}
+
+/// The signal that asked a [`Graceful`] section to stop, if one did.
+pub fn stop_requested() -> Option<Signal> {
+    Signal::try_from(STOP.load(Ordering::SeqCst)).ok()
+}
+
+impl Drop for Graceful {
+    fn drop(&mut self) {
+        GRACEFUL.store(false, Ordering::SeqCst);
+    }
+}
