@@ -1,11 +1,17 @@
 //! `zcnet send`: a netcat-like sender on the zero-copy file paths.
 //!
 //! `zcnet send FILE HOST:PORT` sends a file with `sendfile`, `splice`, an mmap window with
-//! `MSG_ZEROCOPY`, or `read` + `send`; `-` sends standard input. A regular file of known size
-//! goes by the strategy; a pipe or FIFO is spliced (copied with `--strategy copy`); anything
-//! else (a character device, a /proc file whose size reads 0) is read to its end and copied,
-//! `--limit` bounding an endless source such as /dev/zero. At the end it prints the bytes, the
-//! strategy really used, the share sent without a user-space copy, and Gbit.
+//! `MSG_ZEROCOPY`, or `read` + `send`; `-` sends standard input. A sized file goes by the
+//! strategy; a pipe or FIFO is spliced (copied with `--strategy copy`); anything else (a
+//! character device, a file of /proc or sysfs, whose size is a placeholder) is read to its end
+//! and copied, `--limit` bounding an endless source such as /dev/zero. At the end it prints the
+//! bytes, the strategy really used, the share sent without a user-space copy, and Gbit.
+//!
+//! A sized file is a regular file of non-zero size on a filesystem whose sizes are the content's
+//! (not proc, sysfs, debugfs, tracefs, securityfs, configfs, cgroup, bpf, efivarfs or pstore).
+//! Its size is what the receiver must get: one that ends short (truncated while it is sent) is
+//! an error, exit 1, and the connection is reset, so that the receiver sees an incomplete
+//! transfer rather than a clean end; `--allow-short` sends what it holds and ends cleanly.
 
 use std::fs::File;
 use std::io::Read;
@@ -58,6 +64,11 @@ pub struct Opt {
     /// Send at most this many bytes (a bound for endless sources such as /dev/zero).
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     limit: Option<u64>,
+    /// A file that ends before its size (truncated while it is sent) is sent as far as it goes
+    /// and ended cleanly, with a warning; without this it is an error and the connection is
+    /// reset.
+    #[arg(long)]
+    allow_short: bool,
     /// Give up connecting after this many seconds.
     #[arg(long, value_name = "S", default_value = "10", value_parser = crate::args::seconds)]
     connect_timeout: f64,
@@ -68,7 +79,7 @@ pub struct Opt {
 
 /// What the input is, decided before connecting.
 enum Input {
-    /// A regular file of known, non-zero size (after `--limit`).
+    /// A sized file (see the module docs): its size, after `--limit`.
     File(File, u64),
     /// A pipe or FIFO.
     Pipe(File),
@@ -84,13 +95,47 @@ fn classify(f: File, limit: Option<u64>, what: &str) -> anyhow::Result<Input> {
     if ty.is_dir() {
         bail!("cannot send {what}: it is a directory");
     }
-    Ok(if ty.is_file() && meta.len() > 0 {
-        Input::File(f, limit.map_or(meta.len(), |l| l.min(meta.len())))
-    } else if ty.is_fifo() {
-        Input::Pipe(f)
-    } else {
-        // A size of 0 is also what /proc and sysfs files report: read them to the end.
-        Input::Stream(f)
+    Ok(
+        if ty.is_file() && meta.len() > 0 && !sizes_are_placeholders(&f) {
+            Input::File(f, limit.map_or(meta.len(), |l| l.min(meta.len())))
+        } else if ty.is_fifo() {
+            Input::Pipe(f)
+        } else {
+            // A size of 0 is also what /proc files report: read them to the end.
+            Input::Stream(f)
+        },
+    )
+}
+
+/// Whether `f` is on a filesystem whose file sizes do not say how much a read returns: sysfs
+/// reports 4096 for a few bytes, proc 0 for a page, tracefs and cgroup files change as they are
+/// read. Such files are read to their end, not sent by their size.
+fn sizes_are_placeholders(f: &File) -> bool {
+    use nix::sys::statfs::{
+        BPF_FS_MAGIC, CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, DEBUGFS_MAGIC, FsType,
+        PROC_SUPER_MAGIC, SECURITYFS_MAGIC, SYSFS_MAGIC, TRACEFS_MAGIC, fstatfs,
+    };
+    // configfs, efivarfs and pstore, which nix does not name (linux/magic.h).
+    let (configfs, efivarfs, pstore) = (
+        FsType(0x6265_6570),
+        FsType(0xde5e_81e4),
+        FsType(0x6165_676c),
+    );
+    fstatfs(f).is_ok_and(|fs| {
+        [
+            PROC_SUPER_MAGIC,
+            SYSFS_MAGIC,
+            DEBUGFS_MAGIC,
+            TRACEFS_MAGIC,
+            SECURITYFS_MAGIC,
+            CGROUP_SUPER_MAGIC,
+            CGROUP2_SUPER_MAGIC,
+            BPF_FS_MAGIC,
+            configfs,
+            efivarfs,
+            pstore,
+        ]
+        .contains(&fs.filesystem_type())
     })
 }
 
@@ -142,20 +187,32 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let start = Instant::now();
     let used = match input {
         Input::File(f, len) => {
-            match tx.send_file(&f, 0, len) {
-                Ok(_) => {}
-                // A file shorter than its size (sysfs reports 4096 for a few bytes; a file
-                // truncated meanwhile) ends where its data ends: that is its end, not an error.
-                Err(file::FileError::Io { source, sent, .. })
-                    if source.kind() == std::io::ErrorKind::UnexpectedEof =>
-                {
-                    eprintln!(
-                        "zcnet send: {} ended after {sent} of the {len} bytes its size gave; \
-                         sent what it held",
+            if let Err(e) = tx.send_file(&f, 0, len) {
+                let file::FileError::Io { source, sent, .. } = &e else {
+                    return Err(e.into());
+                };
+                // Ended short: the read found the end (sendfile, splice, copy), or the mmap
+                // window's pages were gone (EFAULT): either way the file is now shorter.
+                let short = source.kind() == std::io::ErrorKind::UnexpectedEof
+                    || f.metadata().is_ok_and(|m| m.len() < len);
+                if !short {
+                    return Err(e.into());
+                }
+                if !opt.allow_short {
+                    // A clean end would tell the receiver it has the whole file.
+                    let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+                    bail!(
+                        "{} ended after {sent} of the {len} bytes its size gave (it shrank while \
+                         being sent); the connection is reset so that the receiver sees the \
+                         transfer incomplete (--allow-short sends what a file holds)",
                         opt.file
                     );
                 }
-                Err(e) => return Err(e.into()),
+                eprintln!(
+                    "zcnet send: {} ended after {sent} of the {len} bytes its size gave; sent \
+                     what it held (--allow-short)",
+                    opt.file
+                );
             }
             tx.used().name()
         }

@@ -449,3 +449,76 @@ fn scoped_ipv6_addresses_are_accepted() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 35 item 18: a file truncated while it was sent ended with a warning, exit 0, and the
+/// receiver saw a clean end of a partial file. A sized file that ends short is now an error,
+/// exit 1, and the receiver sees the connection reset; `--allow-short` sends what the file held
+/// and ends cleanly. Every strategy. The file is 1 GiB, sparse: the receiver reads nothing until
+/// it is cut to 1 MiB, so the sender is always still sending then, whatever the buffers.
+#[test]
+fn a_file_that_shrinks_while_sent_is_an_error_the_receiver_sees() {
+    use std::io::Read;
+    let dir = common::TempDir::new("send-shrinks");
+    let src = dir.join("src");
+    for strategy in ["auto", "splice", "mmap-zc", "copy"] {
+        for allow in [false, true] {
+            std::fs::File::create(&src)
+                .unwrap()
+                .set_len(1 << 30)
+                .unwrap();
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap().to_string();
+            let cut = src.clone();
+            let peer = std::thread::spawn(move || {
+                let (mut c, _) = l.accept().unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                // The first bytes are in: the sender is at work. Cut the file under it.
+                c.peek(&mut [0u8; 1]).unwrap();
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&cut)
+                    .unwrap()
+                    .set_len(1 << 20)
+                    .unwrap();
+                let mut got = Vec::new();
+                let end = c.read_to_end(&mut got);
+                (got.len() as u64, end.map(drop).map_err(|e| e.kind()))
+            });
+            let mut cmd = zcnet();
+            cmd.args(["send", src.to_str().unwrap(), &addr, "--strategy", strategy])
+                .arg("--json");
+            if allow {
+                cmd.arg("--allow-short");
+            }
+            let out = common::wait_bounded(
+                cmd.stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap(),
+                60,
+            );
+            let (got, end) = peer.join().unwrap();
+            assert!(got < 1 << 30, "{strategy}: {got} bytes");
+            if allow {
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(out.status.success(), "{strategy}: {err}");
+                assert!(err.contains("sent what it held (--allow-short)"), "{err}");
+                let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                assert_eq!(v["bytes"], got, "{strategy}: what it says it sent arrived");
+                assert_eq!(end, Ok(()), "{strategy}: a clean end");
+            } else {
+                let err = one_line_error(out);
+                assert!(
+                    err.contains("bytes its size gave (it shrank while being sent)")
+                        && err.contains("--allow-short"),
+                    "{strategy}: {err}"
+                );
+                assert_eq!(
+                    end,
+                    Err(std::io::ErrorKind::ConnectionReset),
+                    "{strategy}: the receiver sees the transfer cut ({got} bytes)"
+                );
+            }
+        }
+    }
+}

@@ -67,6 +67,12 @@ impl FileRegion {
     ) -> Option<FileRegion> {
         (start.checked_add(len)? <= map.len()).then_some(FileRegion { map, start, len })
     }
+
+    /// Its length, without making a slice of pages that may be gone (a file truncated under
+    /// its mapping).
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
 }
 
 // SAFETY: the mapping lives as long as any region of it (Arc); it is read-only for this
