@@ -1,4 +1,5 @@
-//! SIGINT, SIGTERM and SIGHUP for the commands that write files (issue 35 item 14).
+//! SIGINT, SIGTERM and SIGHUP for the commands that write files and start no other program
+//! (`recv`, `capture`, `report`; issue 35 item 14).
 //!
 //! Killed by one of them with the default action, a command left its temporary output behind
 //! (`recv -o new` stopped while waiting for its peer) or a capture without its pcap header. So
@@ -13,9 +14,11 @@
 //!   signal ends the process as by default.
 //!
 //! The signal mask is inherited by the threads a thread starts, so [`watch`] must run before the
-//! command starts any; child processes start with an empty mask (`std::process::Command` resets
-//! it). A signal the process started with ignored (`nohup`, `&` in a non-interactive shell)
-//! stays ignored: a blocked signal is kept pending even when ignored, so it is left out.
+//! command starts any; and by the programs it starts (`std::process::Command` passes it on),
+//! which would then not stop on SIGINT: a command that starts programs must not call it (a
+//! bench's tcpdump, stopped by SIGINT, hung). A signal the process started with
+//! ignored (`nohup`, `&` in a non-interactive shell) stays ignored: a blocked signal is kept
+//! pending even when ignored, so it is left out.
 
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};

@@ -22,7 +22,10 @@
 //! whose owner the replacement could not keep.
 //!
 //! A temporary goes when its `Output` drops unfinished, and when SIGINT, SIGTERM or SIGHUP end
-//! the process ([`crate::interrupt`]); only SIGKILL can leave one behind.
+//! a command that watches them ([`crate::interrupt`]); only SIGKILL can leave one behind.
+//! Commands that run for minutes and start other programs (`bench`, `tune`) do not watch them
+//! and keep no temporary while they run ([`Output::holds_temporary`]): they open the path to
+//! fail early, and again to write it at the end.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, Metadata, OpenOptions, Permissions};
@@ -218,6 +221,12 @@ impl Output {
             self.state = State::Done;
         }
         Ok(())
+    }
+
+    /// Whether the output is written under a temporary name until [`Output::begin`] or
+    /// [`Output::commit`] puts it in place (a new file, or one [`Output::replace`] replaces).
+    pub fn holds_temporary(&self) -> bool {
+        matches!(self.state, State::Temporary { .. })
     }
 
     /// `bytes` as the whole output: [`Output::begin`], write, [`Output::commit`].

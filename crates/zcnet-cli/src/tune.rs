@@ -308,14 +308,12 @@ impl Bench {
 }
 
 /// Makes the profile's directory (a fresh ~/.config has none) and opens the profile to be
-/// replaced whole once measured; until then an existing one is left as it was. Held from the
-/// start, so that a path that cannot be written fails before a minute of measuring, and a FIFO
-/// is opened once.
-fn open_profile(path: &std::path::Path) -> std::io::Result<crate::output::Output> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    crate::output::Output::replace(path)
+/// replaced whole once measured; until then an existing one is left as it was.
+fn open_profile(path: &std::path::Path) -> anyhow::Result<crate::output::Output> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    dir.map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| crate::output::Output::replace(path))
+        .with_context(|| format!("cannot write the profile {}", path.display()))
 }
 
 /// A file of `len` pattern bytes in page cache, sent again and again by `sendfile` or by
@@ -449,11 +447,11 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         };
         return print(&profile, opt.json, None);
     }
-    // The replacement's temporary goes with the process if a signal ends it.
-    crate::interrupt::watch().context("taking SIGINT and SIGTERM")?;
-    // A profile that cannot be written fails now, not after a minute of measuring.
-    let out = open_profile(&path)
-        .with_context(|| format!("cannot write the profile {}", path.display()))?;
+    // A profile that cannot be written fails now, not after a minute of measuring. A device or
+    // FIFO stays open (a FIFO is opened once); a temporary does not wait through the runs, as
+    // nothing would remove it if a signal ended them (tune, starting programs, does not take
+    // the signals over: they would inherit them blocked).
+    let out = Some(open_profile(&path)?).filter(|o| !o.holds_temporary());
     netlab::check_privileges().context("tune runs its labs in private network namespaces")?;
     let paths: Vec<SendPath> = if opt.paths.is_empty() {
         TARGETS.iter().map(|t| t.path).collect()
@@ -539,6 +537,10 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let text = profile.to_toml();
     // Replaced whole: a bench or a Mode::Auto sender reading it meanwhile gets the old profile
     // or the new one, never a part.
+    let out = match out {
+        Some(o) => o,
+        None => open_profile(&path)?,
+    };
     out.write_whole(text.as_bytes())
         .with_context(|| format!("cannot write the profile {}", path.display()))?;
     profile.source = Some(path.clone());

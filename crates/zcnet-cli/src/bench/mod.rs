@@ -45,7 +45,8 @@ pub struct Common {
     #[arg(long, value_name = "FILE")]
     pub report: Option<std::path::PathBuf>,
     /// The `--report` file, opened before the bench measures: a path that cannot be written
-    /// fails at once, not after minutes of runs.
+    /// fails at once, not after minutes of runs. Kept open through the runs where it exists
+    /// (a FIFO is opened once); a new page is made only when it is written.
     #[arg(skip)]
     page: Page,
     /// Run across two hosts: the far side is the `zcnet serve` at HOST:PORT (instead of a
@@ -64,12 +65,19 @@ struct Page(Arc<Mutex<Option<Output>>>);
 impl Common {
     /// Opens the `--report` file, before the bench measures.
     ///
+    /// A new page's temporary is not kept through the runs: a bench does not take over SIGINT
+    /// and SIGTERM (the programs it starts, tcpdump among them, would inherit them blocked), so
+    /// nothing would remove it if a signal ended the bench. Made and removed, it proved the
+    /// path writable; the page is made again when it is written.
+    ///
     /// # Errors
     /// One line naming the path and why it cannot be written.
     fn open_page(&self) -> anyhow::Result<()> {
         if let Some(path) = &self.report {
             let out = crate::report::open_page(path)?;
-            *self.page.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(out);
+            if !out.holds_temporary() {
+                *self.page.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(out);
+            }
         }
         Ok(())
     }
@@ -228,8 +236,6 @@ impl Opt {
 pub fn run(opt: Opt) -> anyhow::Result<()> {
     let common = opt.common();
     common.use_profile()?;
-    // A signal during the runs must not leave a new page's temporary behind.
-    crate::interrupt::watch().context("taking SIGINT and SIGTERM")?;
     common.open_page()?;
     match opt.name {
         Some(Name::TcpRx(o)) => tcp_rx::run(o),
