@@ -808,17 +808,20 @@ pub fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+#[cfg(feature = "tokio")]
 /// A one-shot timer as a descriptor (`timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK |
 /// TFD_CLOEXEC)`, `timerfd_create(2)`): readable once it expires, until [`TimerFd::disarm`].
 #[derive(Debug)]
 pub struct TimerFd(OwnedFd);
 
+#[cfg(feature = "tokio")]
 impl std::os::fd::AsFd for TimerFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.0.as_fd()
     }
 }
 
+#[cfg(feature = "tokio")]
 impl TimerFd {
     /// A disarmed timer.
     pub fn new() -> io::Result<TimerFd> {
