@@ -203,10 +203,12 @@ pub fn kick_deferred_frees() -> usize {
 }
 
 /// When a sender waiting for completions runs [`kick_deferred_frees`]: after
-/// [`STALL`](Self::STALL) without a buffer coming back, at most once a second.
-#[derive(Debug)]
+/// [`STALL`](Self::STALL) of looks at which its count of completions did not move, at most once
+/// a second. It reads the clock only while a wait looks, never on the send path.
+#[derive(Debug, Default)]
 pub(crate) struct DeferredKick {
-    progress: std::time::Instant,
+    /// The completion count at the last look, and since when it has stood there.
+    seen: Option<(u64, std::time::Instant)>,
     kicked: Option<std::time::Instant>,
 }
 
@@ -215,23 +217,19 @@ impl DeferredKick {
     pub(crate) const STALL: std::time::Duration = std::time::Duration::from_millis(100);
     const EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-    pub(crate) fn new() -> DeferredKick {
-        DeferredKick {
-            progress: std::time::Instant::now(),
-            kicked: None,
-        }
-    }
-
-    /// A buffer came back or went out: the wait starts again.
-    pub(crate) fn progress(&mut self) {
-        self.progress = std::time::Instant::now();
-    }
-
-    /// Kicks if the wait has stalled and no kick came within the last second; says whether
-    /// it did.
-    pub(crate) fn kick_if_stalled(&mut self) -> bool {
+    /// A look by a wait at `completed`, the sender's count of completions so far: kicks if it
+    /// has not moved for [`STALL`](Self::STALL) and no kick came within the last second; says
+    /// whether it did.
+    pub(crate) fn kick_if_stalled(&mut self, completed: u64) -> bool {
         let now = std::time::Instant::now();
-        if now.duration_since(self.progress) < Self::STALL
+        let since = match self.seen {
+            Some((n, since)) if n == completed => since,
+            _ => {
+                self.seen = Some((completed, now));
+                return false;
+            }
+        };
+        if now.duration_since(since) < Self::STALL
             || self
                 .kicked
                 .is_some_and(|k| now.duration_since(k) < Self::EVERY)

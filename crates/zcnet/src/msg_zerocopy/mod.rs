@@ -561,7 +561,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
             counters: Counters::default(),
             pending_error: None,
             current: None,
-            kick: crate::loan::DeferredKick::new(),
+            kick: crate::loan::DeferredKick::default(),
         }
     }
 
@@ -600,9 +600,6 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
 
     /// Moves freed slots to where their owners find them.
     fn settle(&mut self, freed: Vec<Freed<Slot<B>>>) {
-        if !freed.is_empty() {
-            self.kick.progress();
-        }
         for r in freed {
             match r.buf {
                 Slot::Owned(buf, failed) => {
@@ -825,7 +822,6 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
             (e, off)
         });
         let mut freed = Vec::new();
-        self.kick.progress();
         self.tracker
             .push(Slot::Owned(buf, failed), calls, &mut freed);
         self.settle(freed);
@@ -931,7 +927,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
     /// [`crate::loan::kick_deferred_frees`]): a receiver on this host may have read what is
     /// still loaned on another CPU, which frees it only at its next network softirq.
     pub(crate) fn kick_if_stalled(&mut self) {
-        if !self.tracker.is_empty() && self.kick.kick_if_stalled() {
+        if !self.tracker.is_empty() && self.kick.kick_if_stalled(self.counters.completed_calls) {
             self.counters.deferred_kicks += 1;
         }
     }

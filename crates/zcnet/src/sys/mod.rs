@@ -808,9 +808,10 @@ pub fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-#[cfg(feature = "tokio")]
 /// A one-shot timer as a descriptor (`timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK |
-/// TFD_CLOEXEC)`, `timerfd_create(2)`): readable once it expires, until [`TimerFd::disarm`].
+/// TFD_CLOEXEC)`, `timerfd_create(2)`): each expiry wakes its watchers once, so an epoll set
+/// that watches it edge-triggered sees one event per expiry and never needs it read.
+#[cfg(feature = "tokio")]
 #[derive(Debug)]
 pub struct TimerFd(OwnedFd);
 
@@ -832,39 +833,19 @@ impl TimerFd {
         Ok(TimerFd(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
-    /// Expires once, `after` from now (at least 1 ns: a zero value would disarm it).
+    /// Expires once, `after` from now (at least 1 ns: a zero value would disarm it); replaces
+    /// an earlier arming (`timerfd_settime(2)`).
     pub fn arm(&self, after: std::time::Duration) -> io::Result<()> {
         let after = after.max(std::time::Duration::from_nanos(1));
-        self.set(libc::timespec {
-            tv_sec: after.as_secs().min(i64::MAX as u64) as libc::time_t,
-            tv_nsec: libc::c_long::from(after.subsec_nanos() as i32),
-        })
-    }
-
-    /// Stops it, and clears an expiry not yet read (the descriptor is no longer readable).
-    pub fn disarm(&self) -> io::Result<()> {
-        self.set(libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        })?;
-        // Re-arming resets the expiry count, but read what may be there anyway: EAGAIN when
-        // nothing is.
-        let mut ticks = 0u64;
-        // SAFETY: `ticks` is 8 writable bytes, the size a timerfd read needs.
-        let n = unsafe { libc::read(self.0.as_raw_fd(), (&raw mut ticks).cast(), 8) };
-        match cvt_size(n) {
-            Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
-            _ => Ok(()),
-        }
-    }
-
-    fn set(&self, value: libc::timespec) -> io::Result<()> {
         let new = libc::itimerspec {
             it_interval: libc::timespec {
                 tv_sec: 0,
                 tv_nsec: 0,
             },
-            it_value: value,
+            it_value: libc::timespec {
+                tv_sec: after.as_secs().min(i64::MAX as u64) as libc::time_t,
+                tv_nsec: after.subsec_nanos() as libc::c_long,
+            },
         };
         // SAFETY: `new` is a valid itimerspec for the call; the old value is not asked for.
         cvt(unsafe { libc::timerfd_settime(self.0.as_raw_fd(), 0, &new, std::ptr::null_mut()) })

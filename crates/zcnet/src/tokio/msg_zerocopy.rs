@@ -93,7 +93,7 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
             .and_then(|ep| {
                 let watch = (libc::EPOLLOUT | libc::EPOLLET) as u32;
                 ep.add(inner.get_ref().as_fd(), watch, SOCKET)?;
-                ep.add(stall.as_fd(), libc::EPOLLIN as u32, STALL)?;
+                ep.add(stall.as_fd(), (libc::EPOLLIN | libc::EPOLLET) as u32, STALL)?;
                 register(ep, Interest::READABLE)
             })
             .map_err(|source| ZerocopyError::Io {
@@ -123,9 +123,8 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
         loop {
             let mut guard = self.events.readable_mut().await?;
             guard.get_inner().0.wait(&mut self.seen, Duration::ZERO)?;
-            // Every event was taken (two fds, room for eight): the set is empty now, and its fd
-            // is readable again only with a new event. (The timer's expiry stays readable
-            // until disarmed, which every wait that armed it does.)
+            // Every event was taken (two fds, both edge-triggered, room for eight): the set is
+            // empty now, and its fd is readable again only with a new event.
             guard.clear_ready();
             let hit = |&(ev, token): &(u32, u64)| match token {
                 SOCKET => ev & mask != 0,
@@ -294,13 +293,11 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
                 return Ok(n);
             }
             self.inner.kick_if_stalled();
-            // Every completion queued is an EPOLLERR edge.
+            // Every completion queued is an EPOLLERR edge; the timer brings the next look. It
+            // is left armed when the wait ends otherwise (or its future is dropped): its one
+            // late edge wakes a later wait, which looks again or ignores it.
             self.stall.arm(DeferredKick::STALL)?;
-            let woke = self.event(libc::EPOLLERR as u32, true).await;
-            // Disarmed also when this future is dropped mid-wait: the next wait arms it again,
-            // and a send's wait ignores it.
-            self.stall.disarm()?;
-            woke?;
+            self.event(libc::EPOLLERR as u32, true).await?;
         }
     }
 }

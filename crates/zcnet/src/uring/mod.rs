@@ -332,6 +332,8 @@ pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
     fixed: bool,
     /// [`Mode::Auto`]'s decisions.
     auto: Option<Decider>,
+    /// When a stalled wait for completions kicks the kernel's deferred frees.
+    kick: crate::loan::DeferredKick,
     /// The socket's place among the sockets senders of this process hold.
     _claim: Claim,
 }
@@ -413,6 +415,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             finished: Vec::new(),
             returned: VecDeque::new(),
             counters: Counters::default(),
+            kick: crate::loan::DeferredKick::default(),
             _claim: claim,
         })
     }
@@ -570,7 +573,6 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         }
         self.reap()?;
         let deadline = Instant::now() + self.config.stall_timeout;
-        let mut kick = crate::loan::DeferredKick::new();
         while self.ring.in_flight() >= self.config.window {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -586,9 +588,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             self.counters.window_waits += 1;
             self.queued = 0;
             self.ring.wait(left.min(crate::loan::DeferredKick::STALL))?;
-            if self.collect()? > 0 {
-                kick.progress();
-            } else if kick.kick_if_stalled() {
+            self.collect()?;
+            if self.kick.kick_if_stalled(self.counters.returned) {
                 self.counters.deferred_kicks += 1;
             }
         }
@@ -655,10 +656,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// `TimedOut` naming how many are still loaned to the kernel, or `io_uring_enter`'s error.
     pub fn drain(&mut self, timeout: Duration) -> io::Result<()> {
         let deadline = Instant::now() + timeout;
-        let mut kick = crate::loan::DeferredKick::new();
-        if self.reap()? > 0 {
-            kick.progress();
-        }
+        self.reap()?;
         while self.ring.in_flight() > 0 {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -671,9 +669,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
                 ));
             }
             self.ring.wait(left.min(crate::loan::DeferredKick::STALL))?;
-            if self.collect()? > 0 {
-                kick.progress();
-            } else if kick.kick_if_stalled() {
+            self.collect()?;
+            if self.kick.kick_if_stalled(self.counters.returned) {
                 self.counters.deferred_kicks += 1;
             }
         }
