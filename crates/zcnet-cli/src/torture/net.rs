@@ -179,6 +179,8 @@ pub struct Drops {
     pub reasm: u64,
     /// Packets the devices dropped (a full backlog).
     pub device: u64,
+    /// `Udp:`/`Udp6` `NoPorts`: datagrams that came when no socket was bound to their port.
+    pub no_ports: u64,
 }
 
 impl Drops {
@@ -212,12 +214,20 @@ impl Drops {
             in_errors: in_errors.saturating_sub(rcvbuf),
             reasm: field("Ip", "ReasmFails") + field6("Ip6ReasmFails"),
             device: 0,
+            no_ports: field("Udp", "NoPorts") + field6("Udp6NoPorts"),
         }
     }
 
-    /// The increase from `before` to `self`, summed.
-    pub fn since(&self, before: &Drops) -> u64 {
-        self.rcvbuf.saturating_sub(before.rcvbuf)
+    /// The increase from `before` to `self`, summed; datagrams that found no socket count
+    /// only where the receiver `closed` its socket during the round.
+    pub fn since(&self, before: &Drops, closed: bool) -> u64 {
+        let no_ports = if closed {
+            self.no_ports.saturating_sub(before.no_ports)
+        } else {
+            0
+        };
+        no_ports
+            + self.rcvbuf.saturating_sub(before.rcvbuf)
             + self.in_errors.saturating_sub(before.in_errors)
             + self.reasm.saturating_sub(before.reasm)
             + self.device.saturating_sub(before.device)
