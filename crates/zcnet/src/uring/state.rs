@@ -764,11 +764,12 @@ mod order_tests {
 
         /// Runs to the end: everything pushed, launched and delivered.
         fn finish_all(&mut self) {
-            // A kernel that sends one byte a submission (fates of `Short(0)` only) needs a few
-            // steps per byte: the bound follows the bytes (a flat 100 000 steps did not settle
-            // 15 requests of 28 KB, which a proptest run found).
+            // A kernel that sends one byte a submission (fates of `Short(0)` only) needs, per
+            // byte, a result and a cancelled result for every request linked behind it: the
+            // bound follows bytes times requests (a flat 100 000 steps did not settle 15
+            // requests of 28 KB, nor 8 steps a byte 5 requests of 7.5 KB; proptest found both).
             let total: usize = self.lens.iter().sum();
-            for _ in 0..8 * (total + self.lens.len()) + 1000 {
+            for _ in 0..4 * (total + 1) * (self.lens.len() + 1) + 1000 {
                 if let Some(c) = self.cqes.pop() {
                     self.deliver(c);
                 } else if self.pushed < self.lens.len() && self.order.broken().is_none() {
