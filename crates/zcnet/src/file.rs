@@ -30,7 +30,7 @@ use std::net::TcpStream;
 use std::sync::OnceLock;
 
 use crate::support::{Check, CheckId, Probe, Status, errno_name, tcp_pair};
-use crate::sys::{self, owned_buf::FileRegion};
+use crate::sys::{self, stable::FileRegion};
 use std::fs;
 use std::io::Write as _;
 

@@ -2,9 +2,13 @@
 //!
 //! # Layers
 //! - A private `sys` module holds the kernel ABI the `libc` crate lacks and every raw call; it is
-//!   the only module with `unsafe` code, each block carrying a `SAFETY:` line. Nothing public
-//!   lets safe code hand the kernel an address that did not come from a live borrow or an owned
-//!   loan ([`loan`]).
+//!   a leaf (it imports nothing from the modules above it) and the only module with `unsafe`
+//!   operations, each block carrying a `SAFETY:` line. Outside it, `unsafe` only declares the
+//!   promises a caller makes: the [`loan::OwnedBuf`] contract and the two functions through which
+//!   a caller vouches ([`loan::AssumeExclusive::new`],
+//!   [`ZerocopySender::send_borrowed`](msg_zerocopy::ZerocopySender::send_borrowed)). Nothing
+//!   public lets safe code hand the kernel an address that did not come from a live borrow or an
+//!   owned loan ([`loan`]).
 //! - One module per mechanism, named as the kernel names it: [`tcp_rx`], [`msg_zerocopy`] (with
 //!   [`errqueue`], where its completions arrive), [`file`](mod@file), [`uring`], [`peek`] (and
 //!   [`relay`] on top of it) and [`packet`] (TPACKET_V3 rings). Each has the same shape (the

@@ -38,7 +38,15 @@ use crate::support::{Check, CheckId, Probe, Status, tcp_pair, wait_readable};
 use crate::sys::abi;
 use crate::sys::{self, tcp_zerocopy::ZcWindow};
 
-pub use crate::sys::tcp_zerocopy::Release;
+/// How mapped pages are released after use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// `madvise(MADV_DONTNEED)` right after use, and `TLB_CLEAN_HINT` on the next call.
+    #[doc(alias = "MADV_DONTNEED")]
+    Madvise,
+    /// Leave the pages mapped; the next `TCP_ZEROCOPY_RECEIVE` zaps the range itself.
+    KernelZap,
+}
 
 /// Largest window [`TcpZerocopyReceiver::new`] accepts: 1 GiB.
 pub const MAX_WINDOW: usize = 1 << 30;
@@ -279,7 +287,12 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
                 )),
             )
         } else {
-            match ZcWindow::new(socket.as_fd(), window_len, WINDOW_ALIGN, config.release) {
+            match ZcWindow::new(
+                socket.as_fd(),
+                window_len,
+                WINDOW_ALIGN,
+                config.release == Release::Madvise,
+            ) {
                 Ok(w) => (Some(w), None),
                 Err(e) => (None, Some(format!("mmap on this socket failed: {e}"))),
             }

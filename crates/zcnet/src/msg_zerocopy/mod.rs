@@ -29,6 +29,7 @@ use crate::support::{Check, CheckId, Probe, Status, loopback, tcp_pair};
 use crate::sys::{self, abi};
 use std::sync::OnceLock;
 
+mod borrowed;
 mod flags;
 mod tracker;
 pub use crate::loan::{ExclusiveSocket, OwnedBuf, Returned, SendError};

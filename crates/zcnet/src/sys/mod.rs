@@ -6,13 +6,11 @@
 #![allow(unsafe_code)]
 
 pub mod abi;
-pub mod borrowed_send;
 pub mod defer;
-pub mod exclusive;
-pub mod owned_buf;
 pub mod packet;
 #[cfg(feature = "tokio")]
 pub mod reactor;
+pub mod stable;
 pub mod tcp_zerocopy;
 pub mod uring;
 pub mod xdp;

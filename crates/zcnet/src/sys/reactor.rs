@@ -2,44 +2,39 @@
 //! tokio-rs/tokio#8587: the fd must stay open and the same for the registration's life).
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-use crate::tokio::IntoStdSocket;
-
-/// A value that owns its fd and never replaces it: a zcnet type owning its std socket (the
-/// sealed [`IntoStdSocket`] types), an `OwnedFd`, an `Epoll`.
-///
-/// # Safety
-/// `fd` must return the same open fd from construction to drop.
-pub unsafe trait OwnsFd {
+/// A value that holds one fd for its whole life and never replaces or closes it before it is
+/// dropped: an `OwnedFd`, an `Epoll`, and the crate's socket-owning types (their socket is a
+/// private field set at construction). Crate-private (this module is), so only the crate's own
+/// types implement it, each beside its definition's async twin.
+pub trait OwnsFd {
     /// The fd.
-    fn fd(&self) -> RawFd;
+    fn fd(&self) -> BorrowedFd<'_>;
 }
 
-// SAFETY: an `OwnedFd` owns its fd and cannot be made to name another.
-unsafe impl OwnsFd for std::os::fd::OwnedFd {
-    fn fd(&self) -> RawFd {
-        self.as_raw_fd()
+impl OwnsFd for OwnedFd {
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.as_fd()
     }
 }
 
-// SAFETY: an `Epoll` owns its fd (an `OwnedFd`) and never replaces it.
-unsafe impl OwnsFd for crate::sys::Epoll {
-    fn fd(&self) -> RawFd {
-        self.as_fd().as_raw_fd()
+impl OwnsFd for super::Epoll {
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.as_fd()
     }
 }
 
-/// A registered zcnet type: its fd is its socket's.
+/// A registered value and the fd it was registered with.
 #[derive(Debug)]
-pub struct Registered<T>(pub T);
+pub struct Registered<T>(pub T, RawFd);
 
-impl<T: OwnsFd> AsRawFd for Registered<T> {
+impl<T> AsRawFd for Registered<T> {
     fn as_raw_fd(&self) -> RawFd {
-        self.0.fd()
+        self.1
     }
 }
 
@@ -48,24 +43,9 @@ impl<T: OwnsFd> AsRawFd for Registered<T> {
 /// # Panics
 /// Outside a tokio runtime with I/O enabled.
 pub fn register<T: OwnsFd>(inner: T, interest: Interest) -> io::Result<AsyncFd<Registered<T>>> {
-    // SAFETY: `OwnsFd` guarantees the fd stays open and the same while `inner` lives, and
-    // the `AsyncFd` owns `inner` for the registration's whole life.
-    unsafe { AsyncFd::register_with_interest(Registered(inner), interest) }.map_err(io::Error::from)
+    let fd = inner.fd().as_raw_fd();
+    // SAFETY: `OwnsFd` values hold their fd open and unchanged until dropped, and the `AsyncFd`
+    // owns `inner` for the registration's whole life, naming the fd read here.
+    unsafe { AsyncFd::register_with_interest(Registered(inner, fd), interest) }
+        .map_err(io::Error::from)
 }
-
-macro_rules! owns_socket {
-    ($($ty:ty),* $(,)?) => {$(
-        // SAFETY: as above: the type owns a std socket and never replaces it.
-        unsafe impl<S: AsFd + IntoStdSocket<Std = S>> OwnsFd for $ty {
-            fn fd(&self) -> RawFd {
-                self.get_ref().as_fd().as_raw_fd()
-            }
-        }
-    )*};
-}
-
-owns_socket!(
-    crate::tcp_rx::TcpZerocopyReceiver<S>,
-    crate::peek::PeekCursor<S>,
-    crate::file::FileSender<S>,
-);

@@ -15,15 +15,6 @@ use super::abi::TcpZerocopyReceive;
 /// target range holds no pages, so the kernel skips its own zap.
 pub const TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT: u32 = 0x1;
 
-/// How mapped pages are released after use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Release {
-    /// `madvise(MADV_DONTNEED)` right after use, and `TLB_CLEAN_HINT` on the next call.
-    Madvise,
-    /// Leave the pages mapped; the next `TCP_ZEROCOPY_RECEIVE` zaps the range itself.
-    KernelZap,
-}
-
 /// What one `TCP_ZEROCOPY_RECEIVE` call did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ZcOutcome {
@@ -50,7 +41,9 @@ pub struct ZcWindow {
     mapped: usize,
     /// Whether the range is known to hold no pages (released by madvise).
     clean: bool,
-    release: Release,
+    /// `madvise(MADV_DONTNEED)` right after use (and `TLB_CLEAN_HINT` on the next call), or
+    /// leave the pages for the next `TCP_ZEROCOPY_RECEIVE` to zap.
+    madvise: bool,
 }
 
 // SAFETY: the window is plain memory owned by this value; pages are only read through `&self`.
@@ -63,7 +56,7 @@ impl ZcWindow {
         fd: BorrowedFd<'_>,
         len: usize,
         align: usize,
-        release: Release,
+        madvise: bool,
     ) -> io::Result<ZcWindow> {
         let raw_len = len + align;
         // SAFETY: a fresh mapping chosen by the kernel aliases no Rust object.
@@ -89,16 +82,16 @@ impl ZcWindow {
             len,
             mapped: 0,
             clean: true,
-            release,
+            madvise,
         })
     }
 
-    /// Releases the pages of the last call, as the window's [`Release`] policy says.
+    /// Releases the pages of the last call, by `madvise` where the window was made so.
     pub fn release(&mut self) {
         if self.mapped == 0 {
             return;
         }
-        if self.release == Release::Madvise {
+        if self.madvise {
             // SAFETY: [addr, addr + mapped) lies inside our own mapping; no slice of it is
             // alive (lending one needs `&self`, this call `&mut self`).
             let r = unsafe {

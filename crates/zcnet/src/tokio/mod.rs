@@ -52,6 +52,7 @@
 //! ```
 
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 
 mod file;
 mod msg_zerocopy;
@@ -106,5 +107,22 @@ macro_rules! into_std {
         }
     };
 }
+/// The async twins register the sync types, which own their socket for their whole life.
+macro_rules! owns_socket {
+    ($($ty:ty),* $(,)?) => {$(
+        impl<S: AsFd + IntoStdSocket<Std = S>> crate::sys::reactor::OwnsFd for $ty {
+            fn fd(&self) -> BorrowedFd<'_> {
+                self.get_ref().as_fd()
+            }
+        }
+    )*};
+}
+
+owns_socket!(
+    crate::tcp_rx::TcpZerocopyReceiver<S>,
+    crate::peek::PeekCursor<S>,
+    crate::file::FileSender<S>,
+);
+
 into_std!(::tokio::net::TcpStream, std::net::TcpStream);
 into_std!(::tokio::net::UdpSocket, std::net::UdpSocket);

@@ -58,7 +58,6 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use crate::support::TIMEOUT;
-pub(crate) mod state;
 
 use crate::auto::{Choice, Decider, SendPath};
 use crate::support::{Check, CheckId, Probe, Status, loopback};
@@ -69,7 +68,9 @@ use std::sync::OnceLock;
 use crate::loan::Claim;
 pub use crate::loan::{ExclusiveSocket, OwnedBuf, Returned, SendError};
 use crate::sys::uring::{Finished, SendOp};
-pub use crate::sys::uring::{Pool, PoolBuf};
+mod pool;
+
+pub use pool::{Pool, PoolBuf};
 
 /// How a [`UringSender`] sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -138,6 +139,24 @@ impl Default for RingSetup {
 }
 
 impl RingSetup {
+    fn raw(self) -> sys::uring::Setup {
+        sys::uring::Setup {
+            coop_taskrun: self.coop_taskrun,
+            single_issuer: self.single_issuer,
+            registered_ring_fd: self.registered_ring_fd,
+            registered_file: self.registered_file,
+        }
+    }
+
+    fn from_raw(s: sys::uring::Setup) -> RingSetup {
+        RingSetup {
+            coop_taskrun: s.coop_taskrun,
+            single_issuer: s.single_issuer,
+            registered_ring_fd: s.registered_ring_fd,
+            registered_file: s.registered_file,
+        }
+    }
+
     /// Everything liburing's examples set: for a sender that stays on one thread.
     pub const ONE_THREAD: RingSetup = RingSetup {
         coop_taskrun: true,
@@ -455,7 +474,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
 
     /// The ring set-up the kernel granted (the registered ring fd from the first submission).
     pub fn setup(&self) -> RingSetup {
-        self.ring.setup()
+        RingSetup::from_raw(self.ring.setup())
     }
 
     /// Whether this buffer goes by zero copy (the mode, or auto's decision).
@@ -691,7 +710,7 @@ impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {
         // Auto registers the pool where the limit allows, and sends from it by zero copy.
         if tx.mode == Mode::Auto
             && memlock_check(pool.region_len() as u64).is_ok()
-            && tx.ring.register(pool).is_ok()
+            && tx.ring.register(&pool.0).is_ok()
         {
             tx.fixed = true;
             tx.auto = Some(Decider::new(Choice::for_socket(
@@ -702,7 +721,7 @@ impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {
         if tx.mode == Mode::ZeroCopyFixed {
             memlock_check(pool.region_len() as u64)?;
             tx.ring
-                .register(pool)
+                .register(&pool.0)
                 .map_err(|source| match source.raw_os_error() {
                     Some(libc::ENOMEM) => memlock_check_failed(pool.region_len() as u64),
                     _ => UringError::Io {
@@ -726,7 +745,7 @@ const RING_TEARDOWN: Duration = Duration::from_secs(1);
 /// that replaces one ring by another (a bench run after run) is not refused at random.
 fn open_ring<B: OwnedBuf>(entries: u32, setup: RingSetup) -> Result<SendRing<B>, UringError> {
     loop {
-        match SendRing::new(entries, setup) {
+        match SendRing::new(entries, setup.raw()) {
             Err(e)
                 if e.raw_os_error() == Some(libc::ENOMEM)
                     && sys::uring::last_close().is_some_and(|t| t.elapsed() < RING_TEARDOWN) =>

@@ -5,12 +5,13 @@
 //!
 //! `mod.rs`: setup, the opcode probe and the one-shot send the support check uses; `pool.rs`:
 //! the registered-buffer pool; `ring.rs`: the ring whose requests own their buffers (its
-//! completion logic is the pure state machine of `crate::uring::state`).
+//! completion logic is the pure state machine of `state`).
 
 mod pool;
 mod ring;
+pub mod state;
 
-pub use pool::{Pool, PoolBuf};
+pub use pool::{Slab, Slot};
 pub use ring::{Finished, SendOp, SendRequest, SendRing, last_close};
 
 use std::io;
@@ -20,6 +21,20 @@ use std::time::{Duration, Instant};
 use io_uring::{IoUring, opcode, types};
 
 use super::abi;
+
+/// The ring's set-up flags and registrations to try (the public face is `uring::RingSetup`,
+/// which names the kernel version of each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Setup {
+    /// `IORING_SETUP_COOP_TASKRUN`.
+    pub coop_taskrun: bool,
+    /// `IORING_SETUP_SINGLE_ISSUER`.
+    pub single_issuer: bool,
+    /// `IORING_REGISTER_RING_FDS`.
+    pub registered_ring_fd: bool,
+    /// `IORING_REGISTER_FILES`.
+    pub registered_file: bool,
+}
 
 /// Opcodes this kernel's io_uring supports, from `IORING_REGISTER_PROBE` (Linux 5.6).
 #[derive(Clone, Copy, Debug, Default)]

@@ -1,11 +1,11 @@
-//! Equal-sized send buffers in one anonymous mapping, registrable with a ring.
+//! Equal-sized send buffers in one anonymous mapping, registrable with a ring: the raw part of
+//! `uring::Slab` (handing out each slot to one owner at a time is what makes its slices sound).
 
 use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex};
 
 use super::super::Mmap;
-use super::super::owned_buf::OwnedBuf;
 
 /// Equal-sized buffers in one anonymous mapping, handed out first-in first-out; the mapping can
 /// be registered with a ring as one region (`IORING_REGISTER_BUFFERS`, Linux 5.1) for
@@ -14,21 +14,21 @@ use super::super::owned_buf::OwnedBuf;
 /// Handing buffers out in FIFO order cycles through the whole pool, as a server sending distinct
 /// data does; a LIFO pool would keep resending the same cache-hot buffer.
 #[derive(Clone, Debug)]
-pub struct Pool {
-    inner: Arc<PoolInner>,
+pub struct Slab {
+    inner: Arc<SlabInner>,
 }
 
 #[derive(Debug)]
-struct PoolInner {
+struct SlabInner {
     map: Mmap,
     buf_size: usize,
     count: usize,
     free: Mutex<VecDeque<u32>>,
 }
 
-impl Pool {
+impl Slab {
     /// Start address and length of the pool's one mapping (what is registered).
-    pub(in crate::sys) fn region(&self) -> (usize, usize) {
+    pub fn region(&self) -> (usize, usize) {
         (self.inner.map.addr(), self.inner.map.len())
     }
 
@@ -36,7 +36,7 @@ impl Pool {
     ///
     /// # Errors
     /// `InvalidInput` for an empty pool or more than `u32::MAX` buffers, or `mmap`'s error.
-    pub fn new(count: usize, buf_size: usize) -> io::Result<Pool> {
+    pub fn new(count: usize, buf_size: usize) -> io::Result<Slab> {
         let bytes = count
             .checked_mul(buf_size)
             .filter(|&b| b > 0 && count <= u32::MAX as usize)
@@ -45,8 +45,8 @@ impl Pool {
             })?;
         let page = super::super::page_size();
         let map = Mmap::anonymous(bytes.div_ceil(page) * page)?;
-        Ok(Pool {
-            inner: Arc::new(PoolInner {
+        Ok(Slab {
+            inner: Arc::new(SlabInner {
                 map,
                 buf_size,
                 count,
@@ -76,9 +76,9 @@ impl Pool {
     }
 
     /// The next free buffer, its length set to the full buffer size; `None` when all are out.
-    pub fn acquire(&self) -> Option<PoolBuf> {
+    pub fn acquire(&self) -> Option<Slot> {
         let index = self.inner.free().pop_front()?;
-        Some(PoolBuf {
+        Some(Slot {
             pool: self.inner.clone(),
             index,
             len: self.inner.buf_size,
@@ -86,22 +86,22 @@ impl Pool {
     }
 }
 
-impl PoolInner {
+impl SlabInner {
     fn free(&self) -> std::sync::MutexGuard<'_, VecDeque<u32>> {
         // A panic while holding the lock cannot leave the queue half-updated (push/pop only).
         self.free.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-/// One buffer of a [`Pool`], owned exclusively; back in the pool when dropped.
+/// One buffer of a [`Slab`], owned exclusively; back in the pool when dropped.
 #[derive(Debug)]
-pub struct PoolBuf {
-    pool: Arc<PoolInner>,
+pub struct Slot {
+    pool: Arc<SlabInner>,
     index: u32,
     len: usize,
 }
 
-impl PoolBuf {
+impl Slot {
     /// Its index in the pool.
     pub fn index(&self) -> usize {
         self.index as usize
@@ -115,7 +115,7 @@ impl PoolBuf {
     /// Sets how many bytes (from the start) are sent.
     ///
     /// # Panics
-    /// If `len` exceeds [`PoolBuf::capacity`].
+    /// If `len` exceeds [`Slot::capacity`].
     pub fn set_len(&mut self, len: usize) {
         assert!(len <= self.capacity(), "PoolBuf::set_len beyond capacity");
         self.len = len;
@@ -126,35 +126,26 @@ impl PoolBuf {
     }
 }
 
-impl std::ops::Deref for PoolBuf {
+impl std::ops::Deref for Slot {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         // SAFETY: [start, start + len) lies inside the live mapping (index < count, len <=
-        // buf_size) and belongs to this PoolBuf alone: an index is either in the free queue or in
-        // exactly one PoolBuf.
+        // buf_size) and belongs to this Slot alone: an index is either in the free queue or in
+        // exactly one Slot.
         unsafe { std::slice::from_raw_parts(self.start(), self.len) }
     }
 }
 
-impl std::ops::DerefMut for PoolBuf {
+impl std::ops::DerefMut for Slot {
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as for Deref; `&mut self` makes the access exclusive, and while the buffer is
-        // loaned to the kernel the ring owns the PoolBuf, so no `&mut` can exist then.
+        // loaned to the kernel the ring owns the Slot, so no `&mut` can exist then.
         unsafe { std::slice::from_raw_parts_mut(self.start(), self.len) }
     }
 }
 
-impl Drop for PoolBuf {
+impl Drop for Slot {
     fn drop(&mut self) {
         self.pool.free().push_back(self.index);
-    }
-}
-
-// SAFETY: the bytes live in the pool's mapping, which the PoolBuf keeps alive (Arc) and which
-// never moves; only the owner of the PoolBuf can write them (DerefMut), and a loaned PoolBuf is
-// owned by the ring until the kernel is done with it.
-unsafe impl OwnedBuf for PoolBuf {
-    fn bytes(&self) -> &[u8] {
-        self
     }
 }

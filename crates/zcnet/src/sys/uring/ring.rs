@@ -9,10 +9,9 @@ use std::time::{Duration, Instant};
 use io_uring::{IoUring, opcode, squeue, types};
 
 use super::super::abi;
-use super::super::owned_buf::OwnedBuf;
-use super::{OpcodeSupport, Pool, probe_opcodes};
-use crate::uring::RingSetup;
-use crate::uring::state::{Order, Request, State, Step};
+use super::super::stable::StableBytes;
+use super::state::{Order, Request, State, Step};
+use super::{OpcodeSupport, Setup, Slab, probe_opcodes};
 
 /// `IORING_REGISTER_RING_FDS` (Linux 5.18).
 const IORING_REGISTER_RING_FDS: libc::c_uint = 20;
@@ -111,7 +110,7 @@ struct Slot<B> {
     req: SendRequest,
     fd: RawFd,
     msg: Option<Box<MsgStorage>>,
-    /// Which CQEs are still due (the pure state machine of `crate::uring::state`).
+    /// Which CQEs are still due (the pure state machine of `state`).
     state: State,
 }
 
@@ -122,7 +121,7 @@ struct Slot<B> {
 ///
 /// On a stream socket ([`SendRing::keep_order`]) requests go in send order, one linked chain in
 /// the kernel at a time ([`Order`]); elsewhere each request goes on its own.
-pub struct SendRing<B: OwnedBuf> {
+pub struct SendRing<B: StableBytes> {
     ring: IoUring,
     slots: Vec<Option<Slot<B>>>,
     /// Per slot, the generation its next submission gets (see [`State`]): a CQE names its
@@ -138,12 +137,12 @@ pub struct SendRing<B: OwnedBuf> {
     keys: Vec<u32>,
     free: Vec<u32>,
     in_flight: usize,
-    registered: Option<Pool>,
+    registered: Option<Slab>,
     usage_refused: bool,
     cqes: Vec<(u64, i32, u32)>,
     /// What the set-up asked for, and what the kernel granted so far.
-    want: RingSetup,
-    granted: RingSetup,
+    want: Setup,
+    granted: Setup,
     /// `IORING_SETUP_R_DISABLED` (with `SINGLE_ISSUER`) until the first submission: the thread
     /// that submits first becomes the ring's one issuer.
     enabled: bool,
@@ -155,7 +154,7 @@ pub struct SendRing<B: OwnedBuf> {
     issuer: Option<std::thread::ThreadId>,
 }
 
-impl<B: OwnedBuf> SendRing<B> {
+impl<B: StableBytes> SendRing<B> {
     /// `io_uring_setup(2)` with `entries` submission entries and twice as many completion
     /// entries (two CQEs per zero-copy request).
     ///
@@ -163,7 +162,7 @@ impl<B: OwnedBuf> SendRing<B> {
     /// (`IORING_SETUP_COOP_TASKRUN`, 5.19; `IORING_SETUP_SINGLE_ISSUER`, 6.0): a kernel that
     /// refuses them (`EINVAL`) gets a ring without, and [`SendRing::setup`] says what was
     /// granted. The ring fd is registered at the first submission when asked.
-    pub fn new(entries: u32, want: RingSetup) -> io::Result<SendRing<B>> {
+    pub fn new(entries: u32, want: Setup) -> io::Result<SendRing<B>> {
         let mut tries = vec![(want.coop_taskrun, want.single_issuer)];
         tries.push((want.coop_taskrun, false));
         tries.push((false, false));
@@ -193,7 +192,7 @@ impl<B: OwnedBuf> SendRing<B> {
                         usage_refused: false,
                         cqes: Vec::new(),
                         want,
-                        granted: RingSetup {
+                        granted: Setup {
                             coop_taskrun: coop,
                             single_issuer: single,
                             registered_ring_fd: false,
@@ -224,7 +223,7 @@ impl<B: OwnedBuf> SendRing<B> {
 
     /// The set-up the kernel granted: flags, and whether the ring fd and the socket are
     /// registered.
-    pub fn setup(&self) -> RingSetup {
+    pub fn setup(&self) -> Setup {
         self.granted
     }
 
@@ -254,7 +253,7 @@ impl<B: OwnedBuf> SendRing<B> {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     "this io_uring sender is set up for the one thread that sent first \
-                     (RingSetup single_issuer / registered_ring_fd) and was used from another",
+                     (Setup single_issuer / registered_ring_fd) and was used from another",
                 ));
             }
         }
@@ -345,7 +344,7 @@ impl<B: OwnedBuf> SendRing<B> {
     /// Registers `pool`'s mapping as buffer index 0 (`IORING_REGISTER_BUFFERS`); the ring keeps
     /// the pool alive while registered. Pins its pages: counted against `RLIMIT_MEMLOCK` unless
     /// the caller has `CAP_IPC_LOCK`.
-    pub fn register(&mut self, pool: &Pool) -> io::Result<()> {
+    pub fn register(&mut self, pool: &Slab) -> io::Result<()> {
         if self.registered.is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
@@ -386,14 +385,14 @@ impl<B: OwnedBuf> SendRing<B> {
         buf: B,
         req: SendRequest,
     ) -> Result<(), (B, io::Error)> {
-        let len = buf.bytes().len();
+        let len = buf.stable_bytes().len();
         if len > u32::MAX as usize {
             return Err((
                 buf,
                 io::Error::new(io::ErrorKind::InvalidInput, "buffer over 4 GiB"),
             ));
         }
-        if req.fixed && !(req.op == SendOp::SendZc && self.in_registered(buf.bytes())) {
+        if req.fixed && !(req.op == SendOp::SendZc && self.in_registered(buf.stable_bytes())) {
             let what = "a fixed-buffer send needs SEND_ZC and a buffer inside the registered pool";
             return Err((buf, io::Error::new(io::ErrorKind::InvalidInput, what)));
         }
@@ -444,7 +443,7 @@ impl<B: OwnedBuf> SendRing<B> {
 
     /// The SQE for the unsent rest of `slot`'s buffer.
     fn build(&self, slot: &mut Slot<B>, key: u32) -> io_uring::squeue::Entry {
-        let bytes = &slot.buf.bytes()[slot.state.sent..];
+        let bytes = &slot.buf.stable_bytes()[slot.state.sent..];
         let (ptr, len) = (bytes.as_ptr(), bytes.len());
         // The registered socket is fixed file 0: the SQE names the index, flagged FIXED_FILE.
         let fixed_file = self.file == Some(slot.fd);
@@ -650,7 +649,7 @@ impl<B: OwnedBuf> SendRing<B> {
             return Ok(());
         };
         let req = Request {
-            len: slot.buf.bytes().len(),
+            len: slot.buf.stable_bytes().len(),
             zero_copy: slot.req.op.zero_copy(),
             report_usage: slot.req.report_usage,
             linked: self.order.is_some(),
@@ -739,7 +738,7 @@ pub fn last_close() -> Option<Instant> {
     *LAST_CLOSE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl<B: OwnedBuf> Drop for SendRing<B> {
+impl<B: StableBytes> Drop for SendRing<B> {
     fn drop(&mut self) {
         // Buffers still loaned must not be freed while the kernel may read them.
         for slot in self.slots.drain(..).flatten() {
@@ -751,7 +750,7 @@ impl<B: OwnedBuf> Drop for SendRing<B> {
     }
 }
 
-impl<B: OwnedBuf> SendRing<B> {
+impl<B: StableBytes> SendRing<B> {
     /// Takes the ring fd out of the registering thread's io_uring context, which holds a
     /// reference to the ring of its own: without this, closing the ring fd closed nothing, and
     /// the ring (its pages counted against `RLIMIT_MEMLOCK`, the socket registered with it) lived
@@ -797,7 +796,16 @@ mod tests {
     const NOTIF: u32 = abi::IORING_CQE_F_NOTIF;
 
     fn ring_with(n: usize, op: SendOp) -> Option<(SendRing<Vec<u8>>, UdpSocket)> {
-        let mut ring = SendRing::new(64, RingSetup::default()).ok()?;
+        let mut ring = SendRing::new(
+            64,
+            Setup {
+                coop_taskrun: true,
+                single_issuer: false,
+                registered_ring_fd: false,
+                registered_file: true,
+            },
+        )
+        .ok()?;
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         for i in 0..n {
             let req = SendRequest {
@@ -930,7 +938,7 @@ mod tests {
 
     #[test]
     fn pool_hands_out_each_buffer_once_in_fifo_order() {
-        let pool = Pool::new(3, 5000).unwrap();
+        let pool = Slab::new(3, 5000).unwrap();
         assert_eq!(pool.region_len(), 16384);
         let mut a = pool.acquire().unwrap();
         let b = pool.acquire().unwrap();

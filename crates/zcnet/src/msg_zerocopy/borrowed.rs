@@ -1,9 +1,11 @@
 //! The borrowed-pointer `MSG_ZEROCOPY` send: `unsafe`, because the kernel reads the caller's
-//! memory after the call returns.
+//! memory after the call returns. It declares the caller's promise and runs no `unsafe`
+//! operation (those are in `sys`); the crate allows `unsafe` here and in `loan`'s contracts only.
+#![allow(unsafe_code)]
 
 use std::io;
 
-use crate::msg_zerocopy::{BorrowToken, ExclusiveSocket, OwnedBuf, SendFlags, ZerocopySender};
+use super::{BorrowToken, ExclusiveSocket, OwnedBuf, SendFlags, ZerocopySender};
 
 impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
     /// Sends `data` with `MSG_ZEROCOPY` without taking ownership of it (for memory this crate

@@ -19,7 +19,9 @@ use std::io;
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-pub use crate::sys::owned_buf::OwnedBuf;
+mod contract;
+
+pub use contract::OwnedBuf;
 
 /// A buffer the kernel is done with, and what became of it.
 #[derive(Debug)]
