@@ -210,6 +210,7 @@ pub mod counters;
 pub mod errqueue;
 pub mod file;
 pub mod loan;
+pub mod mechanism;
 pub mod msg_zerocopy;
 pub mod packet;
 pub mod peek;

@@ -157,6 +157,8 @@ pub struct PeekCursor<S: AsFd> {
     consumed: u64,
     peeked: u64,
     discard: Vec<u8>,
+    /// What [`PeekCursor::recv`] lends.
+    lend: Vec<u8>,
     lowat: i32,
     counters: Counters,
 }
@@ -211,13 +213,14 @@ impl<S: AsFd> PeekCursor<S> {
             consumed: 0,
             peeked: 0,
             discard: Vec::new(),
+            lend: Vec::new(),
             lowat: 1,
             counters: Counters::default(),
         })
     }
 
     /// The method in use ([`Mode::PeekOffset`] or [`Mode::DiscardBuffer`], never `Auto`).
-    pub fn method(&self) -> Mode {
+    pub fn mode(&self) -> Mode {
         self.method
     }
 
@@ -352,6 +355,35 @@ impl<S: AsFd> PeekCursor<S> {
             self.counters.consumed_bytes += got as u64;
         }
         Ok(())
+    }
+
+    /// The cursor as a plain stream receiver: consumes everything peeked so far (what the last
+    /// `recv` lent, and any [`peek`](Self::peek) since), then waits for the next bytes, up to
+    /// 64 KiB, and lends them until the next call; `None` at the end of the stream. For a reader
+    /// that drains the queue as it goes; the relay instead peeks ahead and consumes later.
+    ///
+    /// # Errors
+    /// As [`consume`](Self::consume), and the kernel's error of the peek.
+    pub fn recv(&mut self) -> Result<Option<&[u8]>, PeekError> {
+        let n = self.recv_step(0)?;
+        Ok((n > 0).then(|| &self.lend[..n]))
+    }
+
+    /// [`recv`](Self::recv)'s work, with extra `recv` flags: the bytes lent are `lent(n)`.
+    pub(crate) fn recv_step(&mut self, flags: i32) -> Result<usize, PeekError> {
+        const LEND: usize = 64 * 1024;
+        self.consume(self.outstanding())?;
+        let mut lend = std::mem::take(&mut self.lend);
+        lend.resize(LEND, 0);
+        let got = self.peek_with(&mut lend, flags);
+        self.lend = lend;
+        got.map_err(io_err("recv(MSG_PEEK)"))
+    }
+
+    /// The first `n` bytes [`recv_step`](Self::recv_step) peeked.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn lent(&self, n: usize) -> &[u8] {
+        &self.lend[..n]
     }
 
     /// Moves the peek position back to `to` (`consumed <= to <= peeked`): the next peek returns

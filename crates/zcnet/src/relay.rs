@@ -482,7 +482,7 @@ impl<'a> Session<'a> {
         let cur = PeekCursor::new(src, peek::Config { mode: s.mode })?;
         let stats = Report {
             peer,
-            method: cur.method().name().to_owned(),
+            method: cur.mode().name().to_owned(),
             fallback_reason: cur.fallback_reason().map(str::to_owned),
             ..Report::default()
         };

@@ -311,6 +311,16 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
         })
     }
 
+    /// The mode in effect: [`Mode::ZeroCopy`] while the receive window is mapped, else
+    /// [`Mode::Copy`] (asked for, or fallen back to: [`fallback_reason`](Self::fallback_reason)).
+    pub fn mode(&self) -> Mode {
+        if self.window.is_some() {
+            Mode::ZeroCopy
+        } else {
+            Mode::Copy
+        }
+    }
+
     /// Why this receiver copies instead of mapping, if it does.
     pub fn fallback_reason(&self) -> Option<&str> {
         self.fallback.as_deref()

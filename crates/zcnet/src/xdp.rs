@@ -601,6 +601,16 @@ impl XdpSocket {
         })
     }
 
+    /// The mode in effect: [`Mode::ZeroCopy`] where the driver binds zero copy, else
+    /// [`Mode::Copy`].
+    pub fn mode(&self) -> Mode {
+        if self.counters.zero_copy {
+            Mode::ZeroCopy
+        } else {
+            Mode::Copy
+        }
+    }
+
     /// Why the socket copies although zero copy was asked (`Mode::Auto`); `None` otherwise.
     pub fn fallback_reason(&self) -> Option<&str> {
         self.fallback.as_deref()

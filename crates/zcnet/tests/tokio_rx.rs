@@ -56,7 +56,7 @@ async fn async_sender_to_async_receiver_maps_pages_and_keeps_every_byte() {
                 tx.reap()?;
                 tx.returned().for_each(drop);
             }
-            tx.flush().await?;
+            tx.drain().await?;
             Ok::<_, std::io::Error>(tx.counters())
         });
         let mut rx = TcpZerocopyReceiver::new(server, Config::default()).unwrap();

@@ -61,7 +61,7 @@ async fn dropped_send_futures_lose_no_buffer_and_leave_no_gap() {
     });
     assert!(tx.in_flight() > 0, "a buffer is part-way out or loaned");
     let mut counts = BTreeMap::new();
-    tx.flush().await.unwrap();
+    tx.drain().await.unwrap();
     for r in tx.returned() {
         assert!(r.error.is_none(), "{:?}", r.error);
         assert_eq!(r.sent, BUF);
@@ -137,7 +137,7 @@ async fn a_peer_reset_mid_transfer_is_an_error_and_every_buffer_comes_back() {
         ),
         "{outcome}"
     );
-    tokio::time::timeout(Duration::from_secs(10), tx.flush())
+    tokio::time::timeout(Duration::from_secs(10), tx.drain())
         .await
         .expect("the reset frees every loaned buffer: no hang")
         .ok();
@@ -219,7 +219,7 @@ async fn a_second_async_sender_on_a_dup_is_refused() {
         server.read_to_end(&mut got).await.map(|_| got)
     });
     tx.send(buffer(1)).await.map_err(|e| e.error).unwrap();
-    tx.flush().await.unwrap();
+    tx.drain().await.unwrap();
     assert_eq!(tx.returned().count(), 1);
     drop(tx);
     assert_eq!(reader.await.unwrap().unwrap(), buffer(1));

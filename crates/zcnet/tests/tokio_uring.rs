@@ -66,7 +66,7 @@ async fn send_all(mode: Mode, n: u64) {
             tx.send(buffer(i)).await.map_err(|e| e.error).unwrap();
             tx.returned().for_each(&mut take);
         }
-        tx.flush().await.unwrap();
+        tx.drain().await.unwrap();
     })
     .await
     .expect("completions arrive through the eventfd");

@@ -112,7 +112,7 @@ where
             }
         }
     }
-    match tokio::time::timeout(left(ctx), tx.flush()).await {
+    match tokio::time::timeout(left(ctx), tx.drain()).await {
         Ok(Ok(())) => {}
         // The buffer a dropped send left part-way failed: it is back, with its error.
         Ok(Err(e)) => ctx.error(format!("flush: {e}")),
@@ -178,7 +178,7 @@ async fn uring(ctx: &mut Ctx<'_>, sock: Sock) -> anyhow::Result<()> {
             }
         }
     }
-    match tokio::time::timeout(left(ctx), tx.flush()).await {
+    match tokio::time::timeout(left(ctx), tx.drain()).await {
         Ok(r) => r?,
         Err(_) => ctx.problem(format!("flush did not end ({} in flight)", tx.in_flight())),
     }

@@ -566,6 +566,16 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
         }
     }
 
+    /// The mode in effect: the one asked for, or [`Mode::Copy`] where zero copy is off for
+    /// good ([`fallback_reason`](Self::fallback_reason) says why).
+    pub fn mode(&self) -> Mode {
+        if self.disabled.is_some() {
+            Mode::Copy
+        } else {
+            self.config.mode
+        }
+    }
+
     /// Why this sender copies everything, if it does.
     pub fn fallback_reason(&self) -> Option<&str> {
         self.disabled.as_deref()

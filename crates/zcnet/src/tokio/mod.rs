@@ -22,7 +22,7 @@
 //! that was given back: a buffer is owned by the sender from the moment `send` is called until
 //! it comes back as a [`Returned`](crate::loan::Returned) (or inside a
 //! [`SendError`](crate::loan::SendError)). A send future dropped while its buffer is part-way
-//! out leaves it with the sender, whose next `send` or `flush` finishes it first, so a stream
+//! out leaves it with the sender, whose next `send` or `drain` finishes it first, so a stream
 //! never has a gap. Each method says what its cancellation leaves.
 //!
 //! # Example
@@ -42,7 +42,7 @@
 //!     let mut got = Vec::new();
 //!     peer.read_to_end(&mut got).await.map(|_| got)
 //! });
-//! tx.flush().await?; // every buffer is back
+//! tx.drain().await?; // every buffer is back
 //! let back = tx.returned().next().expect("the buffer");
 //! assert_eq!(back.sent, 1 << 20);
 //! drop(tx); // closes the connection

@@ -12,7 +12,7 @@ use crate::auto::Choice;
 use crate::loan::DeferredKick;
 use crate::loan::{OwnedBuf, Returned, SendError};
 use crate::msg_zerocopy::{
-    self as sync, Blocking, Config, Counters, ExclusiveSocket, SendFlags, ZerocopyError,
+    self as sync, Blocking, Config, Counters, ExclusiveSocket, Mode, SendFlags, ZerocopyError,
 };
 use crate::sys::{self, reactor::Registered, reactor::register};
 
@@ -28,11 +28,11 @@ const STALL: u64 = 1;
 /// waited on through tokio's readiness of the socket itself).
 ///
 /// Take buffers back with [`next_returned`](Self::next_returned) (awaits the next one),
-/// [`returned`](Self::returned) (what is back already) or after [`flush`](Self::flush).
+/// [`returned`](Self::returned) (what is back already) or after [`drain`](Self::drain).
 ///
 /// Dropping the sender with buffers in flight waits up to 500 ms, on the thread that drops it,
 /// for their completions (usually microseconds), then leaks what the kernel still holds rather
-/// than free memory it may read: `flush` first where that matters.
+/// than free memory it may read: `drain` first where that matters.
 ///
 /// # Why not `AsyncFd` on the socket
 /// mio reports `EPOLLOUT` together with `EPOLLERR` as "write closed", which tokio keeps as a
@@ -136,6 +136,11 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
         }
     }
 
+    /// The mode in effect (see [`crate::msg_zerocopy::ZerocopySender::mode`]).
+    pub fn mode(&self) -> Mode {
+        self.inner.mode()
+    }
+
     /// Why this sender copies everything, if it does.
     pub fn fallback_reason(&self) -> Option<&str> {
         self.inner().fallback_reason()
@@ -165,7 +170,7 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
     /// of it is with the kernel, not when the buffer is back.
     ///
     /// Cancellation: once its first call is made, the buffer belongs to the sender: a future
-    /// dropped with the buffer part-way out leaves it there, the next `send` or `flush` sends the
+    /// dropped with the buffer part-way out leaves it there, the next `send` or `drain` sends the
     /// rest of it first, and it comes back through [`returned`](Self::returned) as any other. A
     /// future dropped earlier (while it was finishing such an earlier buffer) drops `buf`
     /// unsent, as the future owned it.
@@ -191,7 +196,7 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
     /// let _peer = l.accept().await?;
     /// let mut tx = ZerocopySender::new(s, Default::default())?;
     /// tx.send_with(vec![1u8; 100], SendFlags::EOR).await.map_err(|e| e.error)?;
-    /// tx.flush().await?;
+    /// tx.drain().await?;
     /// # Ok(())
     /// # }
     /// ```
@@ -274,7 +279,7 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
     ///
     /// # Errors
     /// The error of the part-way send (its buffer comes back with it), or of `recvmsg`.
-    pub async fn flush(&mut self) -> io::Result<()> {
+    pub async fn drain(&mut self) -> io::Result<()> {
         if let Err(e) = self.drive().await {
             return Err(self.inner_mut().give_back(e));
         }

@@ -49,8 +49,8 @@ impl<S: AsFd + IntoStdSocket<Std = S>> PeekCursor<S> {
     }
 
     /// How peeks are made (`SO_PEEK_OFF`, or re-reading into a discard buffer).
-    pub fn method(&self) -> Mode {
-        self.inner().method()
+    pub fn mode(&self) -> Mode {
+        self.inner().mode()
     }
 
     /// Why `SO_PEEK_OFF` is not used, if it is not.
@@ -101,6 +101,35 @@ impl<S: AsFd + IntoStdSocket<Std = S>> PeekCursor<S> {
                 r => return r,
             }
         }
+    }
+
+    /// Consumes everything peeked so far, then awaits the next bytes and lends them until the
+    /// next call; `None` at the end of the stream (see [`crate::peek::PeekCursor::recv`]).
+    ///
+    /// Cancellation: nothing is lost; the bytes consumed were lent by the last call.
+    ///
+    /// # Errors
+    /// As the synchronous cursor's.
+    pub async fn recv(&mut self) -> Result<Option<&[u8]>, PeekError> {
+        let n = loop {
+            let mut guard = self
+                .io
+                .readable_mut()
+                .await
+                .map_err(|source| PeekError::Io {
+                    call: "epoll_wait",
+                    source,
+                })?;
+            match guard.get_inner_mut().0.recv_step(libc::MSG_DONTWAIT) {
+                Err(PeekError::Io { source, .. }) if source.kind() == io::ErrorKind::WouldBlock => {
+                    guard.clear_ready_matching(Ready::READABLE);
+                }
+                Err(PeekError::Io { source, .. })
+                    if source.kind() == io::ErrorKind::Interrupted => {}
+                r => break r?,
+            }
+        };
+        Ok((n > 0).then(|| self.io.get_ref().0.lent(n)))
     }
 
     /// Drops `n` peeked bytes from the head of the queue (see

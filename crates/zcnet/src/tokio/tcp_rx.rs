@@ -7,7 +7,7 @@ use ::tokio::io::{AsyncWrite, AsyncWriteExt, Interest, Ready};
 
 use super::IntoStdSocket;
 use crate::sys::reactor::{Registered, register};
-use crate::tcp_rx::{self as sync, Config, Counters, Received, RxError, Step};
+use crate::tcp_rx::{self as sync, Config, Counters, Mode, Received, RxError, Step};
 
 /// [`crate::tcp_rx::TcpZerocopyReceiver`] on tokio: `recv().await` waits until the socket is
 /// readable, then maps what it can (`getsockopt(TCP_ZEROCOPY_RECEIVE)`) and copies the rest,
@@ -51,6 +51,11 @@ impl<S: AsFd + IntoStdSocket<Std = S>> TcpZerocopyReceiver<S> {
 
     fn inner(&self) -> &sync::TcpZerocopyReceiver<S> {
         &self.io.get_ref().0
+    }
+
+    /// The mode in effect (see [`crate::tcp_rx::TcpZerocopyReceiver::mode`]).
+    pub fn mode(&self) -> Mode {
+        self.inner().mode()
     }
 
     /// Why this receiver copies instead of mapping, if it does.

@@ -195,7 +195,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     ///
     /// # Errors
     /// `io_uring_enter`'s error.
-    pub async fn flush(&mut self) -> io::Result<()> {
+    pub async fn drain(&mut self) -> io::Result<()> {
         loop {
             self.inner.reap()?;
             if self.inner.in_flight() == 0 {
