@@ -418,9 +418,18 @@ fn sockets_on_two_queues_share_one_umem() {
                     c.rx_frames
                 })
                 .collect();
+            // Frames the sockets' rings had no room for (a receiver the machine's load delays
+            // falls behind a burst): the kernel counts each.
+            let dropped: u64 = [&q0, &q1]
+                .iter()
+                .map(|x| {
+                    let s = x.statistics().unwrap();
+                    s.rx_dropped + s.rx_ring_full + s.rx_invalid_descs
+                })
+                .sum();
             drop((q0, q1));
             assert_eq!(umem.free_frames(), 4096);
-            (sent, got, counts)
+            (sent, got, counts, dropped)
         })
         .unwrap();
     assert_eq!(
@@ -433,20 +442,35 @@ fn sockets_on_two_queues_share_one_umem() {
     to_b.send(sent.clone()).unwrap();
     // Through the qdisc: the TX queue is the flow hash's (the bypass would pick by CPU).
     send_from_a(a, sent);
-    let (sent, got, counts) = receiver.join().unwrap();
-    // Every frame once, intact, on one queue or the other, and both queues used.
+    let (sent, got, counts, xsk_dropped) = receiver.join().unwrap();
+    // Every frame once, intact, on one queue or the other, and both queues used; a frame
+    // missing only where the kernel counted its drop (the sockets' rings, or the veth pair's
+    // backlog under load: CI saw 64 of 4000 go while the machine was busy).
+    let link_dropped = b.link_stats(VethLab::DEV_B).unwrap().rx_dropped
+        + a.link_stats(VethLab::DEV_A).unwrap().tx_dropped;
     let mut all: Vec<&Vec<u8>> = got.iter().flatten().collect();
-    assert_eq!(all.len(), sent.len(), "frames received on the two queues");
+    assert_eq!(
+        all.len() as u64 + xsk_dropped + link_dropped,
+        sent.len() as u64,
+        "frames received on the two queues, plus those the kernel dropped \
+         ({xsk_dropped} by the sockets, {link_dropped} by the link)"
+    );
     all.sort_by_key(|f| netlab::frame::flow_index(f));
-    for (i, (g, s)) in all.iter().zip(&sent).enumerate() {
-        assert_eq!(*g, s, "frame {i}");
+    for pair in all.windows(2) {
+        let index = |f: &Vec<u8>| netlab::frame::flow_index(f).expect("a flow frame");
+        let (i, j) = (index(pair[0]), index(pair[1]));
+        assert!(i < j, "frame {i} received twice");
+    }
+    for g in &all {
+        let i = netlab::frame::flow_index(g).expect("a flow frame");
+        assert_eq!(*g, &sent[i as usize], "frame {i}");
     }
     assert!(
         got.iter().all(|g| !g.is_empty()),
         "both queues received: {:?}",
         got.iter().map(Vec::len).collect::<Vec<_>>()
     );
-    assert_eq!(counts.iter().sum::<u64>(), sent.len() as u64);
+    assert_eq!(counts.iter().sum::<u64>(), all.len() as u64);
     // The program went with the last socket.
     assert!(!has_xdp(b, VethLab::DEV_B));
 }
