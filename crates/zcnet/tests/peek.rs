@@ -50,7 +50,7 @@ fn run_model(addr: &str, method: Method, seed: u64) {
         c
     });
     let mut cur = PeekCursor::new(s, Config { mode: method }).unwrap();
-    assert_eq!(cur.method(), method, "{:?}", cur.fallback_reason());
+    assert_eq!(cur.mode(), method, "{:?}", cur.fallback_reason());
     let mut rng = Rng(seed | 1);
     // The model: the first unconsumed byte and the next byte a peek returns.
     let (mut consumed, mut peeked) = (0u64, 0u64);
@@ -150,7 +150,7 @@ fn new_picks_the_peek_offset_here_and_says_nothing() {
     let cur = PeekCursor::new(s, Config::default()).unwrap();
     // Linux 6.9+ takes SO_PEEK_OFF on TCP; this machine runs 6.18.
     assert_eq!(
-        cur.method(),
+        cur.mode(),
         Method::PeekOffset,
         "{:?}",
         cur.fallback_reason()
