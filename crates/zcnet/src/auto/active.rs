@@ -1,0 +1,23 @@
+//! The profile in use: installed by the caller, else read once from the environment.
+
+use std::sync::{Arc, RwLock};
+
+use super::Profile;
+
+static INSTALLED: RwLock<Option<Arc<Profile>>> = RwLock::new(None);
+
+/// Makes `profile` the one `Mode::Auto` senders created from now on use.
+pub fn set_profile(profile: Profile) {
+    *INSTALLED.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(profile));
+}
+
+/// The profile in use (see the module docs for the order). A profile file that cannot be read
+/// is skipped for the built-in one; [`Profile::origin`] then says which was used.
+pub fn active() -> Arc<Profile> {
+    if let Some(p) = INSTALLED.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        return p.clone();
+    }
+    let profile = Arc::new(Profile::from_environment());
+    *INSTALLED.write().unwrap_or_else(|e| e.into_inner()) = Some(profile.clone());
+    profile
+}
