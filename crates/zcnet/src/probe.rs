@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 
 use serde::Serialize;
 
+use crate::support::Probe;
 pub use crate::support::{Check, CheckId, Mechanism, Status, errno_name};
 use crate::sys;
 
@@ -99,7 +100,9 @@ pub struct Features {
     pub host: Host,
     /// Privileges of this process.
     pub privileges: Privileges,
-    /// One entry per [`CheckId`], in mechanism order.
+    /// One entry per [`CheckId`], in mechanism order. A mechanism whose Cargo feature this
+    /// build of zcnet left out keeps its entries, [`Status::Skipped`] with the reason "not
+    /// compiled in: zcnet was built without its feature `uring`" (the JSON keeps its shape).
     pub checks: Vec<Check>,
 }
 
@@ -121,13 +124,7 @@ impl Features {
     pub fn detect() -> Features {
         let privileges = Privileges::detect();
         let host = Host::detect();
-        let mut checks = crate::tcp_rx::support().checks();
-        checks.extend(crate::msg_zerocopy::support().checks());
-        checks.extend(crate::file::support().checks());
-        checks.extend(crate::uring::support().checks());
-        checks.extend(crate::peek::support().checks());
-        checks.extend(crate::packet::support().checks());
-        checks.push(crate::xdp::support().socket.clone());
+        let checks = Mechanism::ALL.into_iter().flat_map(checks_of).collect();
         Features {
             schema: SCHEMA,
             host,
@@ -135,6 +132,44 @@ impl Features {
             checks,
         }
     }
+}
+
+/// The checks of `mechanism`: its own `support()` where its feature is compiled in, else one
+/// [`Status::Skipped`] check per id saying so, so that every build reports every [`CheckId`].
+fn checks_of(mechanism: Mechanism) -> Vec<Check> {
+    match mechanism {
+        #[cfg(feature = "tcp_rx")]
+        Mechanism::Rx => crate::tcp_rx::support().checks(),
+        #[cfg(feature = "msg_zerocopy")]
+        Mechanism::Tx => crate::msg_zerocopy::support().checks(),
+        #[cfg(feature = "file")]
+        Mechanism::File => crate::file::support().checks(),
+        #[cfg(feature = "uring")]
+        Mechanism::Uring => crate::uring::support().checks(),
+        #[cfg(feature = "peek")]
+        Mechanism::Peek => crate::peek::support().checks(),
+        #[cfg(feature = "packet")]
+        Mechanism::Ring => crate::packet::support().checks(),
+        #[cfg(feature = "xdp")]
+        Mechanism::Xdp => vec![crate::xdp::support().socket.clone()],
+        // Unreachable only in a build with every mechanism.
+        #[allow(unreachable_patterns)]
+        _ => not_compiled(mechanism),
+    }
+}
+
+/// A [`Status::Skipped`] check per id of `mechanism`, saying that its feature was left out.
+fn not_compiled(mechanism: Mechanism) -> Vec<Check> {
+    CheckId::ALL
+        .into_iter()
+        .filter(|id| id.mechanism() == mechanism)
+        .map(|id| {
+            Probe::new(id).skipped(format!(
+                "not compiled in: zcnet was built without its feature `{}`",
+                mechanism.feature()
+            ))
+        })
+        .collect()
 }
 
 /// The probe's findings for this process: computed on first use, then cached.
@@ -222,6 +257,28 @@ mod tests {
         assert!(unprivileged_userns(Some("0"), None, None).contains("unprivileged_userns_clone"));
         assert!(unprivileged_userns(Some("1"), Some("0"), None).contains("max_user_namespaces"));
         assert!(unprivileged_userns(None, None, Some("1")).contains("AppArmor"));
+    }
+
+    #[test]
+    fn a_mechanism_left_out_keeps_its_checks_skipped_with_its_feature() {
+        let mut ids = Vec::new();
+        for m in Mechanism::ALL {
+            let checks = not_compiled(m);
+            assert!(!checks.is_empty(), "{m:?} has no check");
+            for c in checks {
+                assert_eq!((c.mechanism, c.status), (m, Status::Skipped));
+                assert_eq!(
+                    c.reason,
+                    format!(
+                        "not compiled in: zcnet was built without its feature `{}`",
+                        m.feature()
+                    )
+                );
+                ids.push(c.id);
+            }
+        }
+        assert_eq!(ids, CheckId::ALL, "every check once, in report order");
+        assert_eq!(Mechanism::Ring.feature(), "packet");
     }
 
     #[test]

@@ -47,6 +47,32 @@ pub enum Mechanism {
     Xdp,
 }
 
+impl Mechanism {
+    /// Every mechanism, in report order.
+    pub(crate) const ALL: [Mechanism; 7] = [
+        Mechanism::Rx,
+        Mechanism::Tx,
+        Mechanism::File,
+        Mechanism::Uring,
+        Mechanism::Peek,
+        Mechanism::Ring,
+        Mechanism::Xdp,
+    ];
+
+    /// The Cargo feature of zcnet that compiles it in.
+    pub(crate) fn feature(self) -> &'static str {
+        match self {
+            Mechanism::Rx => "tcp_rx",
+            Mechanism::Tx => "msg_zerocopy",
+            Mechanism::File => "file",
+            Mechanism::Uring => "uring",
+            Mechanism::Peek => "peek",
+            Mechanism::Ring => "packet",
+            Mechanism::Xdp => "xdp",
+        }
+    }
+}
+
 /// One probed feature. The serialized name is stable (part of the schema).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CheckId {
@@ -85,6 +111,29 @@ pub enum CheckId {
 }
 
 impl CheckId {
+    /// Every check, in report order.
+    pub(crate) const ALL: [CheckId; 16] = {
+        use CheckId::*;
+        [
+            RxTcpZerocopyReceive,
+            TxTcp,
+            TxUdp,
+            FileSendfile,
+            FileSplice,
+            UringSetup,
+            UringSendZc,
+            UringSendmsgZc,
+            UringReportUsage,
+            UringRegisteredBuffers,
+            PeekIpv4,
+            PeekIpv6,
+            RingRx,
+            RingTx,
+            RingFanout,
+            XdpSocket,
+        ]
+    };
+
     /// The mechanism this check belongs to.
     pub fn mechanism(self) -> Mechanism {
         use CheckId::*;
@@ -143,7 +192,8 @@ pub enum Status {
     Unavailable,
     /// Could not be decided: a privilege, a limit or a policy (seccomp, sysctl) stood in the way.
     Blocked,
-    /// Not tried, because a check it depends on failed.
+    /// Not tried: a check it depends on failed, or zcnet was built without the mechanism's
+    /// Cargo feature (the reason says which).
     Skipped,
 }
 

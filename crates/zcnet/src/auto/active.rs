@@ -17,7 +17,12 @@ pub fn active() -> Arc<Profile> {
     if let Some(p) = INSTALLED.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
         return p.clone();
     }
-    let profile = Arc::new(Profile::from_environment());
+    #[cfg(feature = "profile")]
+    let profile = Profile::from_environment();
+    // No file is read: the built-in thresholds, whose origin says why.
+    #[cfg(not(feature = "profile"))]
+    let profile = Profile::builtin();
+    let profile = Arc::new(profile);
     *INSTALLED.write().unwrap_or_else(|e| e.into_inner()) = Some(profile.clone());
     profile
 }

@@ -14,31 +14,38 @@
 //! by `$ZCNET_PROFILE`, else `$XDG_CONFIG_HOME/zcnet/profile.toml` (`~/.config/...`) when it
 //! exists, else [`Profile::builtin`]: the kernel documents' figures (MSG_ZEROCOPY "is generally
 //! only effective at writes over around 10 KB"; no zero copy to local sockets, which copy).
-//!
-//! # Example
-//! ```no_run
-//! use std::net::UdpSocket;
-//! use zcnet::msg_zerocopy::{Config, Mode, ZerocopySender};
-//!
-//! // The profile `zcnet tune --profile profile.toml` wrote (else ~/.config/zcnet/profile.toml,
-//! // else the built-in thresholds).
-//! zcnet::auto::set_profile(zcnet::auto::Profile::load("profile.toml".as_ref())?);
-//! let sock = UdpSocket::bind("127.0.0.1:0")?;
-//! sock.connect("127.0.0.1:9")?;
-//! let config = Config { mode: Mode::Auto, ..Config::default() };
-//! let mut tx = ZerocopySender::<_, Vec<u8>>::new(sock, config)?;
-//! // "auto: msg_zerocopy_udp on a local route: zero copy never (profile profile.toml, ...)"
-//! println!("{}", tx.auto_choice().expect("auto mode"));
-//! tx.send(vec![0u8; 64000]).map_err(|e| e.error)?;
-//! tx.drain(std::time::Duration::from_secs(1))?;
-//! let c = tx.counters().auto;
-//! println!("{} sends by zero copy, {} by copy below the threshold", c.zero_copy_calls, c.small_calls);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! The files are read with the feature `profile` (the `toml` crate) only; without it, the
+//! built-in thresholds are used and [`Profile::origin`] says no profile support was compiled in.
+#![cfg_attr(
+    all(feature = "msg_zerocopy", feature = "profile"),
+    doc = r#"
+# Example
+```no_run
+use std::net::UdpSocket;
+use zcnet::msg_zerocopy::{Config, Mode, ZerocopySender};
+
+// The profile `zcnet tune --profile profile.toml` wrote (else ~/.config/zcnet/profile.toml,
+// else the built-in thresholds).
+zcnet::auto::set_profile(zcnet::auto::Profile::load("profile.toml".as_ref())?);
+let sock = UdpSocket::bind("127.0.0.1:0")?;
+sock.connect("127.0.0.1:9")?;
+let config = Config { mode: Mode::Auto, ..Config::default() };
+let mut tx = ZerocopySender::<_, Vec<u8>>::new(sock, config)?;
+// "auto: msg_zerocopy_udp on a local route: zero copy never (profile profile.toml, ...)"
+println!("{}", tx.auto_choice().expect("auto mode"));
+tx.send(vec![0u8; 64000]).map_err(|e| e.error)?;
+tx.drain(std::time::Duration::from_secs(1))?;
+let c = tx.counters().auto;
+println!("{} sends by zero copy, {} by copy below the threshold", c.zero_copy_calls, c.small_calls);
+# Ok::<(), Box<dyn std::error::Error>>(())
+```
+"#
+)]
 
 mod active;
 mod date;
 mod decider;
+#[cfg(feature = "profile")]
 mod load;
 mod profile;
 mod route;
@@ -47,6 +54,7 @@ pub use active::{active, set_profile};
 pub use date::utc_now;
 pub(crate) use decider::Decider;
 pub use decider::{AutoCounters, BACKOFF_SENDS, Choice};
+#[cfg(feature = "profile")]
 pub use load::{MAX_PROFILE, ProfileError};
 pub use profile::{Entry, Profile, SendPath, Threshold};
 pub use route::Route;

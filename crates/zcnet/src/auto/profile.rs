@@ -207,8 +207,32 @@ impl Profile {
             Some(p) => format!("profile {}, tuned {}", p.display(), self.date),
             None => match &self.passed_over {
                 Some(why) => format!("built-in defaults ({why})"),
-                None => "built-in defaults (no profile: run `zcnet tune`)".to_owned(),
+                None if cfg!(feature = "profile") => {
+                    "built-in defaults (no profile: run `zcnet tune`)".to_owned()
+                }
+                None => "built-in defaults (no profile support compiled in: zcnet was built \
+                         without its feature `profile`)"
+                    .to_owned(),
             },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_origin_says_whether_a_profile_could_have_been_read() {
+        let origin = Profile::builtin().origin();
+        if cfg!(feature = "profile") {
+            assert_eq!(origin, "built-in defaults (no profile: run `zcnet tune`)");
+        } else {
+            assert_eq!(
+                origin,
+                "built-in defaults (no profile support compiled in: zcnet was built without its \
+                 feature `profile`)"
+            );
         }
     }
 }

@@ -85,20 +85,24 @@ mod sealed {
 ///
 /// Sealed: the crate's senders rely on it. A descriptor owned elsewhere (a C caller's) can be
 /// vouched for with the `unsafe` [`AssumeExclusive::new`].
-///
-/// ```
-/// use zcnet::msg_zerocopy::{Config, ZerocopySender};
-/// let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
-/// socket.connect(socket.local_addr()?)?;
-/// let tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(socket, Config::default())?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-/// A borrowed socket is no `ExclusiveSocket`:
-/// ```compile_fail,E0277
-/// use zcnet::msg_zerocopy::{Config, ZerocopySender};
-/// let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-/// let tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(&socket, Config::default()).unwrap();
-/// ```
+#[cfg_attr(
+    feature = "msg_zerocopy",
+    doc = r#"
+```
+use zcnet::msg_zerocopy::{Config, ZerocopySender};
+let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
+socket.connect(socket.local_addr()?)?;
+let tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(socket, Config::default())?;
+# Ok::<(), Box<dyn std::error::Error>>(())
+```
+A borrowed socket is no `ExclusiveSocket`:
+```compile_fail,E0277
+use zcnet::msg_zerocopy::{Config, ZerocopySender};
+let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+let tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(&socket, Config::default()).unwrap();
+```
+"#
+)]
 pub trait ExclusiveSocket: AsFd + sealed::Sealed {}
 
 macro_rules! exclusive {

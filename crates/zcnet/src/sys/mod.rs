@@ -7,12 +7,16 @@
 
 pub mod abi;
 pub mod defer;
+#[cfg(feature = "packet")]
 pub mod packet;
 #[cfg(feature = "tokio")]
 pub mod reactor;
 pub mod stable;
+#[cfg(feature = "tcp_rx")]
 pub mod tcp_zerocopy;
+#[cfg(feature = "uring")]
 pub mod uring;
+#[cfg(feature = "xdp")]
 pub mod xdp;
 
 use std::ffi::CString;

@@ -1,6 +1,7 @@
 //! The zero-copy paths under tokio (feature `tokio`): the same types as the synchronous
 //! mechanisms, with the same names, `Config`s, counters and fallback reasons, whose waits are
-//! `.await`s on the runtime's reactor (`AsyncFd`) instead of `poll(2)`.
+//! `.await`s on the runtime's reactor (`AsyncFd`) instead of `poll(2)`. Each twin is here with
+//! its mechanism's feature.
 //!
 //! | here | synchronous twin | waits for |
 //! |---|---|---|
@@ -25,47 +26,65 @@
 //! out leaves it with the sender, whose next `send` or `drain` finishes it first, so a stream
 //! never has a gap. Each method says what its cancellation leaves.
 //!
-//! # Example
-//! ```
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use tokio::io::AsyncReadExt;
-//! use zcnet::msg_zerocopy::Config;
-//! use zcnet::tokio::ZerocopySender;
-//!
-//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-//! let stream = tokio::net::TcpStream::connect(listener.local_addr()?).await?;
-//! let (mut peer, _) = listener.accept().await?;
-//! let mut tx = ZerocopySender::new(stream, Config::default())?;
-//! tx.send(vec![9u8; 1 << 20]).await.map_err(|e| e.error)?;
-//! let reader = tokio::spawn(async move {
-//!     let mut got = Vec::new();
-//!     peer.read_to_end(&mut got).await.map(|_| got)
-//! });
-//! tx.drain().await?; // every buffer is back
-//! let back = tx.returned().next().expect("the buffer");
-//! assert_eq!(back.sent, 1 << 20);
-//! drop(tx); // closes the connection
-//! assert_eq!(reader.await??, vec![9u8; 1 << 20]);
-//! # Ok(())
-//! # }
-//! ```
+#![cfg_attr(
+    feature = "msg_zerocopy",
+    doc = r#"
+# Example
+```
+# #[tokio::main(flavor = "current_thread")]
+# async fn main() -> Result<(), Box<dyn std::error::Error>> {
+use tokio::io::AsyncReadExt;
+use zcnet::msg_zerocopy::Config;
+use zcnet::tokio::ZerocopySender;
+
+let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+let stream = tokio::net::TcpStream::connect(listener.local_addr()?).await?;
+let (mut peer, _) = listener.accept().await?;
+let mut tx = ZerocopySender::new(stream, Config::default())?;
+tx.send(vec![9u8; 1 << 20]).await.map_err(|e| e.error)?;
+let reader = tokio::spawn(async move {
+    let mut got = Vec::new();
+    peer.read_to_end(&mut got).await.map(|_| got)
+});
+tx.drain().await?; // every buffer is back
+let back = tx.returned().next().expect("the buffer");
+assert_eq!(back.sent, 1 << 20);
+drop(tx); // closes the connection
+assert_eq!(reader.await??, vec![9u8; 1 << 20]);
+# Ok(())
+# }
+```
+"#
+)]
 
 use std::io;
+#[cfg(any(feature = "tcp_rx", feature = "peek", feature = "file"))]
 use std::os::fd::{AsFd, BorrowedFd};
 
+#[cfg(feature = "file")]
 mod file;
+#[cfg(feature = "msg_zerocopy")]
 mod msg_zerocopy;
+#[cfg(feature = "peek")]
 mod peek;
+#[cfg(feature = "relay")]
 pub mod relay;
+#[cfg(feature = "tcp_rx")]
 mod tcp_rx;
+#[cfg(feature = "uring")]
 mod uring;
 
+#[cfg(feature = "file")]
 pub use file::FileSender;
+#[cfg(feature = "msg_zerocopy")]
 pub use msg_zerocopy::ZerocopySender;
+#[cfg(feature = "peek")]
 pub use peek::PeekCursor;
+#[cfg(feature = "relay")]
 pub use relay::relay;
+#[cfg(feature = "tcp_rx")]
 pub use tcp_rx::TcpZerocopyReceiver;
+#[cfg(feature = "uring")]
 pub use uring::UringSender;
 
 mod sealed {
@@ -107,7 +126,9 @@ macro_rules! into_std {
         }
     };
 }
+
 /// The async twins register the sync types, which own their socket for their whole life.
+#[cfg(any(feature = "tcp_rx", feature = "peek", feature = "file"))]
 macro_rules! owns_socket {
     ($($ty:ty),* $(,)?) => {$(
         impl<S: AsFd + IntoStdSocket<Std = S>> crate::sys::reactor::OwnsFd for $ty {
@@ -118,11 +139,12 @@ macro_rules! owns_socket {
     )*};
 }
 
-owns_socket!(
-    crate::tcp_rx::TcpZerocopyReceiver<S>,
-    crate::peek::PeekCursor<S>,
-    crate::file::FileSender<S>,
-);
+#[cfg(feature = "tcp_rx")]
+owns_socket!(crate::tcp_rx::TcpZerocopyReceiver<S>);
+#[cfg(feature = "peek")]
+owns_socket!(crate::peek::PeekCursor<S>);
+#[cfg(feature = "file")]
+owns_socket!(crate::file::FileSender<S>);
 
 into_std!(::tokio::net::TcpStream, std::net::TcpStream);
 into_std!(::tokio::net::UdpSocket, std::net::UdpSocket);
