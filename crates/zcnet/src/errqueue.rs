@@ -34,6 +34,7 @@ mod field {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Entry {
     /// A `MSG_ZEROCOPY` completion (`SO_EE_ORIGIN_ZEROCOPY`).
+    #[doc(alias = "SO_EE_ORIGIN_ZEROCOPY")]
     Zerocopy(Completion),
     /// Any other queued error (ICMP and the like), with its origin and errno.
     Other {
@@ -46,6 +47,7 @@ pub enum Entry {
 
 /// A range of completed `MSG_ZEROCOPY` send ids, `first..=last` (it may wrap past `u32::MAX`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[doc(alias = "SO_EE_ORIGIN_ZEROCOPY")]
 pub struct Completion {
     /// First completed id (`ee_info`).
     pub first: u32,
@@ -53,6 +55,7 @@ pub struct Completion {
     pub last: u32,
     /// `SO_EE_CODE_ZEROCOPY_COPIED`: the kernel copied the data after all. This is data about
     /// the send, not an error: the buffer is free all the same.
+    #[doc(alias = "SO_EE_CODE_ZEROCOPY_COPIED")]
     pub copied: bool,
 }
 
@@ -143,6 +146,7 @@ pub fn parse(control: &[u8]) -> Result<Vec<Entry>, ParseError> {
 ///
 /// # Errors
 /// The `recvmsg` error, or `InvalidData` if a control message cannot be parsed.
+#[doc(alias = "MSG_ERRQUEUE")]
 pub fn read_all(socket: &impl AsFd) -> io::Result<Vec<Entry>> {
     let mut control = [0u8; 256];
     let mut out = Vec::new();

@@ -44,8 +44,10 @@ pub enum Mode {
     #[default]
     Auto,
     /// `sendfile(2)`.
+    #[doc(alias = "sendfile")]
     Sendfile,
     /// `splice(2)` through a pipe.
+    #[doc(alias = "splice")]
     Splice,
     /// `mmap` window + `MSG_ZEROCOPY` (the only zero-copy mode that says when the file's pages
     /// are free again).
@@ -209,6 +211,7 @@ impl FileError {
 
 /// Sends files, pipes and readers on one connected TCP socket (see the module docs).
 #[derive(Debug)]
+#[doc(alias("sendfile", "splice"))]
 pub struct FileSender<S: AsFd> {
     socket: S,
     config: Config,

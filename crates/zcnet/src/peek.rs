@@ -37,6 +37,7 @@ pub enum Mode {
     Auto,
     /// `SO_PEEK_OFF`, the kernel keeps the offset (the zero-copy side: nothing is read twice);
     /// [`PeekError::Unsupported`] where the kernel refuses it.
+    #[doc(alias = "SO_PEEK_OFF")]
     PeekOffset,
     /// `MSG_PEEK` into a discard buffer for the bytes already peeked (the copying twin).
     DiscardBuffer,
@@ -150,6 +151,7 @@ impl From<PeekError> for io::Error {
 
 /// A peek cursor over a connected TCP socket (see the module docs).
 #[derive(Debug)]
+#[doc(alias("SO_PEEK_OFF", "MSG_PEEK"))]
 pub struct PeekCursor<S: AsFd> {
     socket: S,
     method: Mode,

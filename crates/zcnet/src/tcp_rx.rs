@@ -215,6 +215,7 @@ struct KernelStruct {
 
 /// A receiver on a connected TCP socket that maps received pages where it can.
 #[derive(Debug)]
+#[doc(alias = "TCP_ZEROCOPY_RECEIVE")]
 pub struct TcpZerocopyReceiver<S: AsFd> {
     socket: S,
     window: Option<ZcWindow>,

@@ -66,8 +66,10 @@ pub const MAX_QUEUES: u32 = 64;
 #[non_exhaustive]
 pub enum Mode {
     /// `XDP_ZEROCOPY`: the driver writes and reads the UMEM; an error where it cannot.
+    #[doc(alias = "XDP_ZEROCOPY")]
     ZeroCopy,
     /// `XDP_COPY`: the kernel copies each frame into (or out of) the UMEM; any device.
+    #[doc(alias = "XDP_COPY")]
     Copy,
     /// Zero copy where the driver has it, else copy, with the reason.
     Auto,
@@ -214,6 +216,7 @@ fn sys_err(call: &'static str) -> impl FnOnce(io::Error) -> XdpError {
 /// The kernel's `XDP_STATISTICS` of a socket.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[doc(alias = "XDP_STATISTICS")]
 pub struct Statistics {
     /// Frames dropped for other reasons.
     pub rx_dropped: u64,
@@ -301,6 +304,7 @@ impl std::fmt::Debug for Program {
 /// of the XSKMAP; the program is detached when the last of them drops. A clone is the same
 /// UMEM.
 #[derive(Clone, Debug)]
+#[doc(alias("XDP_SHARED_UMEM", "XDP_UMEM_REG"))]
 pub struct Umem {
     memory: Arc<sys::xdp::Umem>,
     /// The programs its sockets attached, by interface index, while a socket uses one.
@@ -400,6 +404,7 @@ fn memlock(need: u64) -> XdpError {
 /// An `AF_XDP` socket bound to one queue of an interface, with its frames of a UMEM, its rings
 /// and the interface's program.
 #[derive(Debug)]
+#[doc(alias = "AF_XDP")]
 pub struct XdpSocket {
     // Drop order: the program (stop redirecting, if no other socket uses it) before the socket.
     program: Option<Arc<Mutex<Program>>>,
@@ -436,6 +441,7 @@ impl XdpSocket {
     /// # Errors
     /// As [`XdpSocket::open`]; [`XdpError::Config`] also when the UMEM has fewer free frames
     /// than asked, [`XdpError::QueueBusy`] when a socket on it holds that queue already.
+    #[doc(alias = "XDP_SHARED_UMEM")]
     pub fn open_shared(iface: &str, config: &Config, umem: &Umem) -> Result<XdpSocket, XdpError> {
         XdpSocket::open_on(iface, ifindex(iface)?, config, umem)
     }

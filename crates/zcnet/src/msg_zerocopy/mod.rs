@@ -316,6 +316,7 @@ enum Slot<B> {
 /// Dropping the sender with buffers still in flight waits briefly for their completions and then
 /// leaks what remains rather than free memory the kernel may still read.
 #[derive(Debug)]
+#[doc(alias("MSG_ZEROCOPY", "SO_ZEROCOPY"))]
 pub struct ZerocopySender<S: ExclusiveSocket, B: OwnedBuf> {
     socket: S,
     /// The socket, held in this process's list of sockets with a sender.

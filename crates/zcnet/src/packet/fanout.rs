@@ -7,6 +7,7 @@ use crate::sys::{self, abi};
 
 /// Fanout modes (`PACKET_FANOUT_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[doc(alias = "PACKET_FANOUT")]
 pub enum FanoutMode {
     /// By flow hash: a flow stays on one ring.
     Hash,
@@ -31,6 +32,7 @@ impl RxRing {
     ///
     /// # Errors
     /// `setsockopt(PACKET_FANOUT)`'s error (a group of another mode, for one).
+    #[doc(alias = "PACKET_FANOUT")]
     pub fn join_fanout(&self, group: u16, mode: FanoutMode) -> Result<(), PacketError> {
         let arg: u32 = u32::from(group) | (mode.raw() << 16);
         sys::setsockopt(self.as_fd(), abi::SOL_PACKET, abi::PACKET_FANOUT, &arg)
@@ -42,6 +44,7 @@ impl RxRing {
 ///
 /// # Errors
 /// As [`RxRing::open`] and [`RxRing::join_fanout`].
+#[doc(alias = "PACKET_FANOUT")]
 pub fn fanout(
     iface: &str,
     n: usize,

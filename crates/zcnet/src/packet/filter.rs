@@ -25,6 +25,7 @@ fn libpcap_missing(m: &ring::LibpcapMissing) -> String {
 
 /// A classic BPF program for Ethernet frames.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[doc(alias("SO_ATTACH_FILTER", "pcap_compile"))]
 pub struct Filter {
     program: Vec<abi::SockFilter>,
 }

@@ -101,6 +101,7 @@ fn sys_err(call: &'static str) -> impl FnOnce(io::Error) -> PacketError {
 
 /// Counters of `PACKET_STATISTICS`, summed since the ring was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[doc(alias = "PACKET_STATISTICS")]
 pub struct Stats {
     /// Packets that reached the socket, dropped ones included.
     pub packets: u64,

@@ -65,6 +65,7 @@ fn page_multiple(what: &str, n: usize) -> Result<(), PacketError> {
 
 /// A `TPACKET_V3` receive ring bound to one interface.
 #[derive(Debug)]
+#[doc(alias("TPACKET_V3", "PACKET_RX_RING"))]
 pub struct RxRing {
     fd: OwnedFd,
     ring: ring::Ring,

@@ -14,6 +14,7 @@ pub struct TxConfig {
     /// Frames in the ring. Default 1024.
     pub frame_count: usize,
     /// Hand frames straight to the driver, skipping the qdisc (`PACKET_QDISC_BYPASS`).
+    #[doc(alias = "PACKET_QDISC_BYPASS")]
     pub qdisc_bypass: bool,
     /// Copy each frame whole into its socket buffer (`PACKET_VNET_HDR`, each frame led by a
     /// `virtio_net_hdr` whose `hdr_len` is the frame's length; zcnet writes it). Without it the
@@ -36,6 +37,7 @@ impl Default for TxConfig {
 
 /// A `TPACKET_V3` transmit ring bound to one interface.
 #[derive(Debug)]
+#[doc(alias("TPACKET_V3", "PACKET_TX_RING"))]
 pub struct TxRing {
     fd: OwnedFd,
     ring: ring::Ring,

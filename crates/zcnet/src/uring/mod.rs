@@ -77,11 +77,14 @@ pub use pool::{Pool, PoolBuf};
 #[non_exhaustive]
 pub enum Mode {
     /// `IORING_OP_SEND` / `SENDMSG`: the kernel copies; the buffer comes back at the result.
+    #[doc(alias("IORING_OP_SEND", "IORING_OP_SENDMSG"))]
     Copy,
     /// `IORING_OP_SEND_ZC` / `SENDMSG_ZC`: the buffer comes back at the notification. Where the
     /// kernel lacks them, sends by copy and says why ([`UringSender::fallback_reason`]).
+    #[doc(alias("IORING_OP_SEND_ZC", "IORING_OP_SENDMSG_ZC"))]
     ZeroCopy,
     /// `SEND_ZC` with `IORING_RECVSEND_FIXED_BUF`: buffers of a registered [`Pool`].
+    #[doc(alias("IORING_RECVSEND_FIXED_BUF", "IORING_REGISTER_BUFFERS"))]
     ZeroCopyFixed,
     /// Zero copy where it pays: `SEND_ZC` for buffers of at least the [`crate::auto`]
     /// profile's threshold for this socket's route, `SEND` below it; after a notification
@@ -336,6 +339,7 @@ impl crate::ZeroCopyCounters for Counters {
 /// let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
 /// let tx: UringSender<_, Vec<u8>> = UringSender::new(&socket, Config::default()).unwrap();
 /// ```
+#[doc(alias("IORING_OP_SEND_ZC", "IORING_OP_SENDMSG_ZC", "io_uring_prep_send_zc"))]
 pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
     ring: SendRing<B>,
     socket: S,
