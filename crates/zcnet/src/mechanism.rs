@@ -173,10 +173,13 @@ pub trait AsyncLendingReceiver: Mechanism {
 
 // Every mechanism's inherent methods are its own words; these impls only name them. An inherent
 // method of the same name wins in method calls, so each body calls the inherent one by path.
+// One module per mechanism, built with its feature.
 
+/// `Mechanism` for a type whose inherent `mode`, `counters` and `fallback_reason` answer it.
+#[allow(unused_macros)] // a build without any mechanism
 macro_rules! mechanism {
-    ($(impl[$($g:tt)*] $ty:ty => $m:ident;)*) => {$(
-        impl<$($g)*> Mechanism for $ty {
+    (impl[$($g:tt)*] $ty:ty => $m:ident) => {
+        impl<$($g)*> $crate::mechanism::Mechanism for $ty {
             type Mode = $m::Mode;
             type Counters = $m::Counters;
             fn mode(&self) -> $m::Mode {
@@ -189,104 +192,238 @@ macro_rules! mechanism {
                 <$ty>::fallback_reason(self)
             }
         }
-    )*};
+    };
 }
 
-mod impls {
-    use std::io;
+/// `LoaningSender` for a sender whose inherent methods of those names answer it.
+#[allow(unused_macros)]
+macro_rules! loaning_sender {
+    (impl[$($g:tt)*] $ty:ty, flush: $flush:expr) => {
+        impl<$($g)*> $crate::mechanism::LoaningSender<B> for $ty {
+            fn send(&mut self, buf: B) -> Result<(), $crate::loan::SendError<B>> {
+                <$ty>::send(self, buf)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                $flush(self)
+            }
+            fn reap(&mut self) -> std::io::Result<usize> {
+                <$ty>::reap(self)
+            }
+            fn returned(&mut self) -> impl Iterator<Item = $crate::loan::Returned<B>> + '_ {
+                <$ty>::returned(self)
+            }
+            fn in_flight(&self) -> usize {
+                <$ty>::in_flight(self)
+            }
+            fn drain(&mut self, timeout: std::time::Duration) -> std::io::Result<()> {
+                <$ty>::drain(self, timeout)
+            }
+        }
+    };
+}
+
+/// `AsyncLoaningSender` for an async sender whose inherent methods of those names answer it.
+#[cfg(feature = "tokio")]
+#[allow(unused_macros)]
+macro_rules! async_loaning_sender {
+    (impl[$($g:tt)*] $ty:ty) => {
+        impl<$($g)*> $crate::mechanism::AsyncLoaningSender<B> for $ty {
+            async fn send(&mut self, buf: B) -> Result<(), $crate::loan::SendError<B>> {
+                <$ty>::send(self, buf).await
+            }
+            fn returned(&mut self) -> impl Iterator<Item = $crate::loan::Returned<B>> + '_ {
+                <$ty>::returned(self)
+            }
+            async fn next_returned(&mut self) -> std::io::Result<Option<$crate::loan::Returned<B>>> {
+                <$ty>::next_returned(self).await
+            }
+            fn in_flight(&self) -> usize {
+                <$ty>::in_flight(self)
+            }
+            async fn drain(&mut self) -> std::io::Result<()> {
+                <$ty>::drain(self).await
+            }
+        }
+    };
+}
+
+#[cfg(feature = "msg_zerocopy")]
+mod msg_zerocopy_shape {
+    use crate::loan::{ExclusiveSocket, OwnedBuf};
+    use crate::msg_zerocopy::{self, ZerocopySender};
+
+    mechanism!(impl[S: ExclusiveSocket, B: OwnedBuf] ZerocopySender<S, B> => msg_zerocopy);
+    // Every send is its own `sendmsg`: nothing waits to be submitted.
+    loaning_sender!(impl[S: ExclusiveSocket, B: OwnedBuf] ZerocopySender<S, B>, flush: |_| Ok(()));
+
+    #[cfg(feature = "tokio")]
+    mod tokio {
+        use crate::loan::{ExclusiveSocket, OwnedBuf};
+        use crate::msg_zerocopy;
+        use crate::tokio::{IntoStdSocket, ZerocopySender};
+
+        mechanism!(impl[S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf] ZerocopySender<S, B> => msg_zerocopy);
+        async_loaning_sender!(impl[S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf] ZerocopySender<S, B>);
+    }
+}
+
+#[cfg(feature = "uring")]
+mod uring_shape {
+    use crate::loan::{ExclusiveSocket, OwnedBuf};
+    use crate::uring::{self, UringSender};
+
+    mechanism!(impl[S: ExclusiveSocket, B: OwnedBuf] UringSender<S, B> => uring);
+    loaning_sender!(impl[S: ExclusiveSocket, B: OwnedBuf] UringSender<S, B>, flush: UringSender::flush);
+
+    #[cfg(feature = "tokio")]
+    mod tokio {
+        use crate::loan::{ExclusiveSocket, OwnedBuf};
+        use crate::tokio::UringSender;
+        use crate::uring;
+
+        mechanism!(impl[S: ExclusiveSocket, B: OwnedBuf] UringSender<S, B> => uring);
+        async_loaning_sender!(impl[S: ExclusiveSocket, B: OwnedBuf] UringSender<S, B>);
+    }
+}
+
+#[cfg(feature = "tcp_rx")]
+mod tcp_rx_shape {
     use std::os::fd::AsFd;
+
+    use super::{LendingReceiver, Lent};
+    use crate::tcp_rx::{self, RxError, TcpZerocopyReceiver};
+
+    mechanism!(impl[S: AsFd] TcpZerocopyReceiver<S> => tcp_rx);
+
+    impl<S: AsFd> LendingReceiver for TcpZerocopyReceiver<S> {
+        type Error = RxError;
+        fn recv(&mut self) -> Result<Option<Lent<'_>>, RxError> {
+            Ok(TcpZerocopyReceiver::recv(self)?.map(|r| Lent::new(r.mapped, r.copied)))
+        }
+    }
+
+    #[cfg(feature = "tokio")]
+    mod tokio {
+        use std::os::fd::AsFd;
+
+        use crate::mechanism::{AsyncLendingReceiver, Lent};
+        use crate::tcp_rx::{self, RxError};
+        use crate::tokio::{IntoStdSocket, TcpZerocopyReceiver};
+
+        mechanism!(impl[S: AsFd + IntoStdSocket<Std = S>] TcpZerocopyReceiver<S> => tcp_rx);
+
+        impl<S: AsFd + IntoStdSocket<Std = S>> AsyncLendingReceiver for TcpZerocopyReceiver<S> {
+            type Error = RxError;
+            async fn recv(&mut self) -> Result<Option<Lent<'_>>, RxError> {
+                let got = TcpZerocopyReceiver::recv(self).await?;
+                Ok(got.map(|r| Lent::new(r.mapped, r.copied)))
+            }
+        }
+    }
+}
+
+#[cfg(feature = "peek")]
+mod peek_shape {
+    use std::os::fd::AsFd;
+
+    use super::{LendingReceiver, Lent};
+    use crate::peek::{self, PeekCursor, PeekError};
+
+    mechanism!(impl[S: AsFd] PeekCursor<S> => peek);
+
+    impl<S: AsFd> LendingReceiver for PeekCursor<S> {
+        type Error = PeekError;
+        fn recv(&mut self) -> Result<Option<Lent<'_>>, PeekError> {
+            Ok(PeekCursor::recv(self)?.map(|b| Lent::new(b, &[])))
+        }
+    }
+
+    #[cfg(feature = "tokio")]
+    mod tokio {
+        use std::os::fd::AsFd;
+
+        use crate::mechanism::{AsyncLendingReceiver, Lent};
+        use crate::peek::{self, PeekError};
+        use crate::tokio::{IntoStdSocket, PeekCursor};
+
+        mechanism!(impl[S: AsFd + IntoStdSocket<Std = S>] PeekCursor<S> => peek);
+
+        impl<S: AsFd + IntoStdSocket<Std = S>> AsyncLendingReceiver for PeekCursor<S> {
+            type Error = PeekError;
+            async fn recv(&mut self) -> Result<Option<Lent<'_>>, PeekError> {
+                Ok(PeekCursor::recv(self).await?.map(|b| Lent::new(b, &[])))
+            }
+        }
+    }
+}
+
+#[cfg(feature = "file")]
+mod file_shape {
+    use std::os::fd::AsFd;
+
+    use crate::file::{self, FileSender};
+
+    mechanism!(impl[S: AsFd] FileSender<S> => file);
+
+    #[cfg(feature = "tokio")]
+    mod tokio {
+        use std::os::fd::AsFd;
+
+        use crate::file;
+        use crate::tokio::{FileSender, IntoStdSocket};
+
+        mechanism!(impl[S: AsFd + IntoStdSocket<Std = S>] FileSender<S> => file);
+    }
+}
+
+#[cfg(feature = "packet")]
+mod packet_shape {
     use std::time::Duration;
 
-    use super::{FrameSink, FrameSource, LendingReceiver, Lent, LoaningSender, Mechanism};
-    use crate::loan::{ExclusiveSocket, OwnedBuf, Returned, SendError};
-    use crate::{file, msg_zerocopy, packet, peek, tcp_rx, uring, xdp};
+    use super::{FrameSink, FrameSource};
+    use crate::packet::{self, Capture, PacketError, TxRing};
 
-    mechanism! {
-        impl[S: ExclusiveSocket, B: OwnedBuf] msg_zerocopy::ZerocopySender<S, B> => msg_zerocopy;
-        impl[S: ExclusiveSocket, B: OwnedBuf] uring::UringSender<S, B> => uring;
-        impl[S: AsFd] tcp_rx::TcpZerocopyReceiver<S> => tcp_rx;
-        impl[S: AsFd] peek::PeekCursor<S> => peek;
-        impl[S: AsFd] file::FileSender<S> => file;
-        impl[] packet::Capture => packet;
-        impl[] xdp::XdpSocket => xdp;
-    }
+    mechanism!(impl[] Capture => packet);
 
-    impl<S: ExclusiveSocket, B: OwnedBuf> LoaningSender<B> for msg_zerocopy::ZerocopySender<S, B> {
-        fn send(&mut self, buf: B) -> Result<(), SendError<B>> {
-            msg_zerocopy::ZerocopySender::send(self, buf)
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            // Every send is its own `sendmsg`: nothing waits to be submitted.
-            Ok(())
-        }
-        fn reap(&mut self) -> io::Result<usize> {
-            msg_zerocopy::ZerocopySender::reap(self)
-        }
-        fn returned(&mut self) -> impl Iterator<Item = Returned<B>> + '_ {
-            msg_zerocopy::ZerocopySender::returned(self)
-        }
-        fn in_flight(&self) -> usize {
-            msg_zerocopy::ZerocopySender::in_flight(self)
-        }
-        fn drain(&mut self, timeout: Duration) -> io::Result<()> {
-            msg_zerocopy::ZerocopySender::drain(self, timeout)
-        }
-    }
-
-    impl<S: ExclusiveSocket, B: OwnedBuf> LoaningSender<B> for uring::UringSender<S, B> {
-        fn send(&mut self, buf: B) -> Result<(), SendError<B>> {
-            uring::UringSender::send(self, buf)
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            uring::UringSender::flush(self)
-        }
-        fn reap(&mut self) -> io::Result<usize> {
-            uring::UringSender::reap(self)
-        }
-        fn returned(&mut self) -> impl Iterator<Item = Returned<B>> + '_ {
-            uring::UringSender::returned(self)
-        }
-        fn in_flight(&self) -> usize {
-            uring::UringSender::in_flight(self)
-        }
-        fn drain(&mut self, timeout: Duration) -> io::Result<()> {
-            uring::UringSender::drain(self, timeout)
-        }
-    }
-
-    impl<S: AsFd> LendingReceiver for tcp_rx::TcpZerocopyReceiver<S> {
-        type Error = tcp_rx::RxError;
-        fn recv(&mut self) -> Result<Option<Lent<'_>>, tcp_rx::RxError> {
-            Ok(tcp_rx::TcpZerocopyReceiver::recv(self)?.map(|r| Lent::new(r.mapped, r.copied)))
-        }
-    }
-
-    impl<S: AsFd> LendingReceiver for peek::PeekCursor<S> {
-        type Error = peek::PeekError;
-        fn recv(&mut self) -> Result<Option<Lent<'_>>, peek::PeekError> {
-            Ok(peek::PeekCursor::recv(self)?.map(|b| Lent::new(b, &[])))
-        }
-    }
-
-    impl FrameSource for packet::Capture {
-        type Error = packet::PacketError;
+    impl FrameSource for Capture {
+        type Error = PacketError;
         fn recv_frames(
             &mut self,
             timeout: Option<Duration>,
             f: &mut dyn FnMut(&[u8]),
-        ) -> Result<usize, packet::PacketError> {
+        ) -> Result<usize, PacketError> {
             self.next_frames(timeout, |frame| f(frame.data))
         }
     }
 
-    impl FrameSource for xdp::XdpSocket {
-        type Error = xdp::XdpError;
+    impl FrameSink for TxRing {
+        type Error = PacketError;
+        fn push(&mut self, frame: &[u8]) -> Result<bool, PacketError> {
+            TxRing::push(self, frame)
+        }
+        fn flush(&mut self) -> Result<(), PacketError> {
+            TxRing::send(self).map(drop)
+        }
+    }
+}
+
+#[cfg(feature = "xdp")]
+mod xdp_shape {
+    use std::time::Duration;
+
+    use super::{FrameSink, FrameSource};
+    use crate::xdp::{self, XdpError, XdpSocket};
+
+    mechanism!(impl[] XdpSocket => xdp);
+
+    impl FrameSource for XdpSocket {
+        type Error = XdpError;
         fn recv_frames(
             &mut self,
             timeout: Option<Duration>,
             f: &mut dyn FnMut(&[u8]),
-        ) -> Result<usize, xdp::XdpError> {
-            let Some(frames) = xdp::XdpSocket::recv(self, timeout)? else {
+        ) -> Result<usize, XdpError> {
+            let Some(frames) = XdpSocket::recv(self, timeout)? else {
                 return Ok(0);
             };
             frames.iter().for_each(&mut *f);
@@ -294,87 +431,13 @@ mod impls {
         }
     }
 
-    impl FrameSink for packet::TxRing {
-        type Error = packet::PacketError;
-        fn push(&mut self, frame: &[u8]) -> Result<bool, packet::PacketError> {
-            packet::TxRing::push(self, frame)
+    impl FrameSink for XdpSocket {
+        type Error = XdpError;
+        fn push(&mut self, frame: &[u8]) -> Result<bool, XdpError> {
+            XdpSocket::send(self, frame)
         }
-        fn flush(&mut self) -> Result<(), packet::PacketError> {
-            packet::TxRing::send(self).map(drop)
-        }
-    }
-
-    impl FrameSink for xdp::XdpSocket {
-        type Error = xdp::XdpError;
-        fn push(&mut self, frame: &[u8]) -> Result<bool, xdp::XdpError> {
-            xdp::XdpSocket::send(self, frame)
-        }
-        fn flush(&mut self) -> Result<(), xdp::XdpError> {
-            xdp::XdpSocket::drain(self, Duration::from_secs(10))
-        }
-    }
-}
-
-#[cfg(feature = "tokio")]
-mod async_impls {
-    use std::io;
-    use std::os::fd::AsFd;
-
-    use super::{AsyncLendingReceiver, AsyncLoaningSender, Lent, Mechanism};
-    use crate::loan::{ExclusiveSocket, OwnedBuf, Returned, SendError};
-    use crate::tokio::{
-        FileSender, IntoStdSocket, PeekCursor, TcpZerocopyReceiver, UringSender, ZerocopySender,
-    };
-    use crate::{file, msg_zerocopy, peek, tcp_rx, uring};
-
-    mechanism! {
-        impl[S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf] ZerocopySender<S, B> => msg_zerocopy;
-        impl[S: ExclusiveSocket, B: OwnedBuf] UringSender<S, B> => uring;
-        impl[S: AsFd + IntoStdSocket<Std = S>] TcpZerocopyReceiver<S> => tcp_rx;
-        impl[S: AsFd + IntoStdSocket<Std = S>] PeekCursor<S> => peek;
-        impl[S: AsFd + IntoStdSocket<Std = S>] FileSender<S> => file;
-    }
-
-    macro_rules! async_sender {
-        ($(impl[$($g:tt)*] $ty:ty;)*) => {$(
-            impl<$($g)*> AsyncLoaningSender<B> for $ty {
-                async fn send(&mut self, buf: B) -> Result<(), SendError<B>> {
-                    <$ty>::send(self, buf).await
-                }
-                fn returned(&mut self) -> impl Iterator<Item = Returned<B>> + '_ {
-                    <$ty>::returned(self)
-                }
-                async fn next_returned(&mut self) -> io::Result<Option<Returned<B>>> {
-                    <$ty>::next_returned(self).await
-                }
-                fn in_flight(&self) -> usize {
-                    <$ty>::in_flight(self)
-                }
-                async fn drain(&mut self) -> io::Result<()> {
-                    <$ty>::drain(self).await
-                }
-            }
-        )*};
-    }
-
-    async_sender! {
-        impl[S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf] ZerocopySender<S, B>;
-        impl[S: ExclusiveSocket, B: OwnedBuf] UringSender<S, B>;
-    }
-
-    impl<S: AsFd + IntoStdSocket<Std = S>> AsyncLendingReceiver for TcpZerocopyReceiver<S> {
-        type Error = tcp_rx::RxError;
-        async fn recv(&mut self) -> Result<Option<Lent<'_>>, tcp_rx::RxError> {
-            Ok(TcpZerocopyReceiver::recv(self)
-                .await?
-                .map(|r| Lent::new(r.mapped, r.copied)))
-        }
-    }
-
-    impl<S: AsFd + IntoStdSocket<Std = S>> AsyncLendingReceiver for PeekCursor<S> {
-        type Error = peek::PeekError;
-        async fn recv(&mut self) -> Result<Option<Lent<'_>>, peek::PeekError> {
-            Ok(PeekCursor::recv(self).await?.map(|b| Lent::new(b, &[])))
+        fn flush(&mut self) -> Result<(), XdpError> {
+            XdpSocket::drain(self, Duration::from_secs(10))
         }
     }
 }

@@ -73,6 +73,7 @@ unsafe impl OwnedBuf for FileRegion {
 // SAFETY: the bytes live in the pool's mapping, which the buffer keeps alive and which never
 // moves; a slot belongs to one `PoolBuf` at a time, only its owner can write it (`DerefMut`),
 // and a loaned `PoolBuf` is owned by the sender until the kernel is done with it.
+#[cfg(feature = "uring")]
 unsafe impl OwnedBuf for crate::uring::PoolBuf {
     fn bytes(&self) -> &[u8] {
         self
