@@ -1,6 +1,5 @@
-//! The command line: [`Cli`] (clap derive, one module per subcommand) and [`one_line`], the
-//! error chain as the binary prints it. Here rather than in `main.rs` so that tests can walk
-//! every option of every subcommand.
+//! The command line: [`Cli`] (clap derive, one module per subcommand). Here rather than in
+//! `main.rs` so that tests can walk every option of every subcommand.
 
 use crate::{bench, capture, probe, recv, relay, report, send, serve, torture, tune};
 
@@ -50,22 +49,4 @@ pub enum Command {
     },
     /// Print the man page (roff) on stdout (`zcnet man > zcnet.1; man ./zcnet.1`).
     Man,
-}
-
-/// The error chain on one line: every error's `Display` says its own layer's part only (the rule
-/// of docs/api.md), so the causes are joined with ": " as they come, each once.
-pub fn one_line(e: &anyhow::Error) -> String {
-    chain(e.as_ref())
-}
-
-/// [`one_line`] for any error: "`setns(/run/netns/x)` failed: Operation not permitted".
-pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        line.push_str(": ");
-        line.push_str(&c.to_string());
-        cause = c.source();
-    }
-    line.replace('\n', " ")
 }

@@ -1,7 +1,8 @@
 //! `zcnet`: probe, benchmark and use the Linux kernel's zero-copy socket paths.
 #![forbid(unsafe_code)]
 
-use zcnet_cli::cli::{Cli, Command, one_line};
+use zcnet_cli::cli::{Cli, Command};
+use zcnet_cli::error_line::{chain, one_line};
 use zcnet_cli::{bench, capture, probe, recv, relay, report, send, serve, torture, tune};
 
 use std::process::ExitCode;
@@ -105,7 +106,7 @@ fn main() -> ExitCode {
                 "zcnet: not root: the labs run in a user namespace of this process (RLIMIT_MEMLOCK \
                  still applies)"
             ),
-            Err(e) => eprintln!("zcnet: {}", zcnet_cli::cli::chain(&e)),
+            Err(e) => eprintln!("zcnet: {}", chain(&e)),
         }
     }
     // A reader that went away (`zcnet probe | head -1`): println! panics on EPIPE. Such a panic

@@ -496,7 +496,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
                 } else {
                     zcnet::uring::memlock_check(pool_bytes)
                         .err()
-                        .map(|e| crate::cli::chain(&e))
+                        .map(|e| crate::error_line::chain(&e))
                 }
             }
             SendPath::Sendfile => {

@@ -199,7 +199,7 @@ fn loopback_lab(report: &mut Report) -> anyhow::Result<LoopbackLab> {
             eprintln!(
                 "zcnet bench file-tx: receive processing not steered to CPU 1 ({}; needs root): \
                  the sender's CPU also carries the receiver's softirq work",
-                crate::cli::chain(&e)
+                crate::error_line::chain(&e)
             );
             false
         }

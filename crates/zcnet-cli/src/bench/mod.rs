@@ -269,7 +269,10 @@ fn suite(common: Common) -> anyhow::Result<()> {
     let mut reports = Vec::new();
     let mut summary = Vec::new();
     match netlab::check_privileges() {
-        Err(e) => eprintln!("zcnet bench: benches skipped: {}", crate::cli::chain(&e)),
+        Err(e) => eprintln!(
+            "zcnet bench: benches skipped: {}",
+            crate::error_line::chain(&e)
+        ),
         Ok(()) => {
             for (name, step) in suite_steps(runs, seconds, quiet) {
                 if !quiet {

@@ -666,7 +666,7 @@ pub fn bench(
             eprintln!(
                 "packet: skipping {} {size} B: {} (RPS needs real root)",
                 cond.name(),
-                crate::cli::chain(&e)
+                crate::error_line::chain(&e)
             );
             continue;
         }

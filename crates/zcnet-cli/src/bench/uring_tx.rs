@@ -281,7 +281,7 @@ pub fn bench(
                 Err(e) if modes.contains(&Mode::ZeroCopyFixed) => {
                     eprintln!(
                         "uring-tx {lab_name} {size} B: zc-fixed skipped: {}",
-                        crate::cli::chain(e)
+                        crate::error_line::chain(e)
                     );
                     modes
                         .iter()

@@ -248,7 +248,7 @@ fn session(mut conn: TcpStream, config: &Config) -> Result<u64, String> {
             Err(e) => return Err(end(&mut conn, e.to_string())),
         };
         let prepared = far::prepare(&role, seconds, &config.limits, local, peer)
-            .map_err(|e| end(&mut conn, crate::cli::one_line(&e)))?;
+            .map_err(|e| end(&mut conn, crate::error_line::one_line(&e)))?;
         proto::write(
             &mut conn,
             &Message::Ready {
@@ -301,7 +301,7 @@ fn session(mut conn: TcpStream, config: &Config) -> Result<u64, String> {
                 proto::write(&mut conn, &Message::Done(f)).map_err(|e| e.to_string())?;
             }
             (Ok(Message::Finish), Err(e)) => {
-                return Err(end(&mut conn, crate::cli::one_line(&e)));
+                return Err(end(&mut conn, crate::error_line::one_line(&e)));
             }
             (Ok(other), _) => {
                 return Err(end(

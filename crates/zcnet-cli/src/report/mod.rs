@@ -69,9 +69,9 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     }
     unique_labels(&mut inputs);
     let profile = match &opt.profile {
-        Some(p) => {
-            Some(zcnet::auto::Profile::load(p).map_err(|e| BadInput(crate::cli::chain(&e)))?)
-        }
+        Some(p) => Some(
+            zcnet::auto::Profile::load(p).map_err(|e| BadInput(crate::error_line::chain(&e)))?,
+        ),
         None => tuned_profile(),
     };
     let page = page_with(&inputs, profile.as_ref())?;

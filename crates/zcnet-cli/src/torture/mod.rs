@@ -824,7 +824,7 @@ fn run_round(plan: &Plan, labs: &Labs, setup: &Setup) -> Outcome {
         Err(e) => {
             out.problems.push(format!(
                 "setting up the sockets: {}",
-                crate::cli::one_line(&e)
+                crate::error_line::one_line(&e)
             ));
             return out;
         }
