@@ -472,7 +472,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         steps,
         Duration::from_secs_f64(opt.seconds * steps as f64),
     );
-    let _pinned = crate::bench::Pinned::to(1);
+    let _pinned = measure::Pinned::to(1);
     let mut profile = Profile::builtin();
     profile.kernel = zcnet::probe::features().host.kernel.clone();
     profile.cpu = cpu_model();

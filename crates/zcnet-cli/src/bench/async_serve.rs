@@ -17,10 +17,10 @@ use anyhow::Context;
 use netlab::{Family, Side, VethLab, pattern};
 use serde_json::json;
 
-use super::{Common, Outcome, SummaryRow, pin};
+use super::{Common, Outcome, SummaryRow};
 use crate::file_server::{Engine, Stats, fetch, serve};
 use crate::measure::cpu::{MachineCpu, ProcessCpu, ThreadCpu};
-use crate::measure::{self, Comparison, Metric, Progress, Report, ResultSet, Run, Work};
+use crate::measure::{self, Comparison, Metric, Progress, Report, ResultSet, Run, Work, pin};
 use crate::remote::Remote;
 use crate::remote::proto::Role;
 

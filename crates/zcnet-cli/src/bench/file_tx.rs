@@ -16,8 +16,10 @@ use serde_json::json;
 use zcnet::ZeroCopyCounters as _;
 use zcnet::file::{self, FileSender, Mode as Strategy};
 
-use super::{Common, Outcome, Pinned, SummaryRow, pin};
-use crate::measure::{self, Comparison, Meter, Metric, Progress, Report, ResultSet, Run, Work};
+use super::{Common, Outcome, SummaryRow};
+use crate::measure::{
+    self, Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, pin,
+};
 use crate::remote::Remote;
 use crate::remote::client::received_all;
 use crate::remote::proto::Role;

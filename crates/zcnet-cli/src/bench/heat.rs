@@ -13,6 +13,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::measure::Pinned;
+
 /// A pool is hot when copying from it costs at most this many times the same copy from one hot
 /// buffer. Measured on the 2-vCPU machines of design.md, with other builds running (debug
 /// build, medians of 5 rounds): pools of 1-4 MiB (in L2/L3) copied at 1.13-1.41x the hot
@@ -106,7 +108,7 @@ impl PoolHeat {
         let (mut pool_costs, mut hot_costs) = (Vec::new(), Vec::new());
         let mut pass_bytes = 0;
         if copy_bytes > 0 {
-            let _on = super::Pinned::to(0);
+            let _on = Pinned::to(0);
             let mut dst = vec![0xa5u8; CHUNK];
             let hot = vec![0x5au8; CHUNK];
             pass_bytes = sampled(buffers, stride, |_| {});

@@ -565,15 +565,6 @@ pub fn render_summary(rows: &[SummaryRow]) -> String {
     out
 }
 
-/// Pins the calling thread to `cpu` when the machine has more than one.
-pub fn pin(cpu: usize) {
-    use nix::sched::{CpuSet, sched_setaffinity};
-    let mut set = CpuSet::new();
-    if zcnet::probe::features().host.cpus > 1 && set.set(cpu).is_ok() {
-        let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
-    }
-}
-
 /// With a `--remote` session: records the far host and address in `report` and returns the
 /// remote's family and the one lab, `remote`; else `family` and `labs` as given.
 pub(crate) fn remote_labs<'a>(
@@ -631,25 +622,4 @@ where
         Some(ns) => ns.spawn(f)?,
         None => std::thread::spawn(f),
     })
-}
-
-/// Pins the calling thread to one CPU for its lifetime and restores the old mask on drop.
-pub struct Pinned(Option<nix::sched::CpuSet>);
-
-impl Pinned {
-    pub fn to(cpu: usize) -> Pinned {
-        use nix::sched::sched_getaffinity;
-        let me = nix::unistd::Pid::from_raw(0);
-        let old = sched_getaffinity(me).ok();
-        pin(cpu);
-        Pinned(old)
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        if let Some(old) = &self.0 {
-            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), old);
-        }
-    }
 }

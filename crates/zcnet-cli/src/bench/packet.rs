@@ -40,13 +40,13 @@ use netlab::{Family, Netns, Side, VethLab};
 use serde_json::json;
 use zcnet::packet::{RxConfig, RxRing, Socket, TxConfig, TxRing, pcap};
 
-use super::{Common, Outcome, Pinned, SummaryRow, pin, spawn_in};
+use super::{Common, Outcome, SummaryRow, spawn_in};
 use crate::measure::{
-    self, Comparison, MachineCpu, Metric, ProcessCpu, Progress, Report, ResultSet, Run, ThreadCpu,
-    Work,
+    self, Comparison, Far, MachineCpu, Metric, Pinned, ProcessCpu, Progress, Report, ResultSet,
+    Run, ThreadCpu, Work, pin,
 };
 use crate::remote::Remote;
-use crate::remote::proto::{Far, Role};
+use crate::remote::proto::Role;
 
 /// Frame sizes of the issue: Ethernet header through payload, as a packet socket sees them.
 pub const SIZES: [usize; 3] = [64, 512, 1500];

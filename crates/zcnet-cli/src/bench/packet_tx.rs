@@ -25,8 +25,10 @@ use netlab::{Family, Netns, Side, SinkLab, VethLab};
 use serde_json::json;
 use zcnet::packet::{TxConfig, TxRing};
 
-use super::{Common, Outcome, Pinned, SummaryRow, pin};
-use crate::measure::{self, Comparison, Metric, Progress, Report, ResultSet, Run, ThreadCpu, Work};
+use super::{Common, Outcome, SummaryRow};
+use crate::measure::{
+    self, Comparison, Metric, Pinned, Progress, Report, ResultSet, Run, ThreadCpu, Work, pin,
+};
 
 /// Frame sizes of the issue: Ethernet header through payload.
 pub const SIZES: [usize; 3] = [64, 512, 1500];

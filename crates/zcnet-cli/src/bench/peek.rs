@@ -18,8 +18,10 @@ use netlab::{Family, Netns, Side, VethLab, pattern};
 use serde_json::json;
 use zcnet::peek::Mode as Method;
 
-use super::{Common, Outcome, Pinned, SummaryRow, pin, spawn_in};
-use crate::measure::{self, Comparison, Meter, Metric, Progress, Report, ResultSet, Run, Work};
+use super::{Common, Outcome, SummaryRow, spawn_in};
+use crate::measure::{
+    self, Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, pin,
+};
 use crate::remote::Remote;
 use crate::remote::client::received_all;
 use crate::remote::proto::Role;

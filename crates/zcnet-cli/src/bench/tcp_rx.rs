@@ -22,8 +22,10 @@ use serde_json::json;
 use zcnet::msg_zerocopy::{self, CopiedPolicy, Counters as SendCounters, ZerocopySender};
 use zcnet::tcp_rx::{self, Config, Counters as RxStats, Release, TcpZerocopyReceiver};
 
-use super::{Common, Outcome, Pinned, SummaryRow, pin};
-use crate::measure::{self, Comparison, Meter, Metric, Progress, Report, ResultSet, Run, Work};
+use super::{Common, Outcome, SummaryRow};
+use crate::measure::{
+    self, Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, pin,
+};
 use crate::remote::proto::Role;
 
 /// Bytes per send call and receive window, as `tcp_mmap` uses.

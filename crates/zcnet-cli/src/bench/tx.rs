@@ -20,8 +20,10 @@ use serde_json::json;
 use zcnet::ZeroCopyCounters as _;
 use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZerocopySender};
 
-use super::{Common, Outcome, Pinned, SummaryRow, pin};
-use crate::measure::{self, Comparison, Meter, Metric, Progress, Report, ResultSet, Run, Work};
+use super::{Common, Outcome, SummaryRow};
+use crate::measure::{
+    self, Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, pin,
+};
 use crate::remote::{
     self, Remote,
     proto::{Check, Role},

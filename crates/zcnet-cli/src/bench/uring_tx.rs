@@ -18,8 +18,8 @@ use zcnet::ZeroCopyCounters as _;
 use zcnet::uring::{Config, Mode, Pool, UringSender};
 
 use super::tx::{self, Lab, Proto};
-use super::{Common, Outcome, Pinned, SummaryRow};
-use crate::measure::{Comparison, Meter, Metric, Progress, Report, ResultSet, Run, Work};
+use super::{Common, Outcome, SummaryRow};
+use crate::measure::{Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work};
 
 /// The IO sizes of the patches' table.
 pub const SIZES: [usize; 9] = [600, 1000, 1200, 1500, 4000, 8000, 16000, 32000, 64000];

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use nix::sys::resource::{UsageWho, getrusage};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 const MB: f64 = (1u64 << 20) as f64;
 
@@ -323,7 +323,7 @@ impl Run {
 
 impl Run {
     /// Adds the far host's figures of a `--remote` run; its verification counts with ours.
-    pub fn with_far(mut self, far: &crate::remote::proto::Far) -> Run {
+    pub fn with_far(mut self, far: &Far) -> Run {
         self.remote_cpu_us_per_mb = Some(far.cpu_us_per_mb);
         self.remote_cpu_user_s = Some(far.cpu_user_s);
         self.remote_cpu_sys_s = Some(far.cpu_sys_s);
@@ -334,6 +334,34 @@ impl Run {
         }
         self
     }
+}
+
+/// The far side's figures for one run of `zcnet bench --remote`, as `zcnet serve` measures and
+/// reports them: its CPU (the thread that did the work, `RUSAGE_THREAD`) and what it moved.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Far {
+    /// Payload bytes received, sent or fetched.
+    pub bytes: u64,
+    /// Datagrams, frames or files.
+    pub messages: u64,
+    /// Whether every byte matched the run's [`Check`](crate::remote::proto::Check) (`None`:
+    /// not checked).
+    pub verified: Option<bool>,
+    /// Stream offset of the first byte that did not.
+    pub first_bad: Option<u64>,
+    /// Wall time of the far side's work.
+    pub seconds: f64,
+    /// User CPU seconds.
+    pub cpu_user_s: f64,
+    /// System CPU seconds.
+    pub cpu_sys_s: f64,
+    /// CPU µs per MB of `bytes`.
+    pub cpu_us_per_mb: f64,
+    /// Voluntary + involuntary context switches.
+    pub ctx_switches: i64,
+    /// Whole-machine busy CPU µs per MB, where `/proc/stat` is readable.
+    pub machine_cpu_us_per_mb: Option<f64>,
 }
 
 /// Computes a [`Run`] from raw measurements (separate from [`Meter`] so it can be tested).

@@ -7,19 +7,24 @@
 //! receive work is charged to the sender or to softirq. "MB" is 2^20 bytes, as the kernel's
 //! reference program `tcp_mmap` counts it.
 //!
-//! Three parts: [`cpu`] measures (thread, machine and process CPU, one [`Run`] per run),
-//! [`stats`] repeats and compares (A/B alternation, medians, typed [`Metric`]s, ratio pairs),
-//! [`report`] presents (the JSON document and the human table).
+//! Three parts: [`cpu`] measures (thread, machine and process CPU, one [`Run`] per run, the far
+//! side's [`Far`]), [`stats`] repeats and compares (A/B alternation, medians, typed [`Metric`]s,
+//! ratio pairs), [`report`] presents (the JSON document and the human table). Beside them,
+//! [`affinity`] pins the ends of a run and [`progress`] draws the bar of a bench's runs.
 
+pub mod affinity;
 pub mod cpu;
+pub mod progress;
 pub mod report;
 pub mod stats;
 
+pub use affinity::{Pinned, pin};
 pub use cpu::{
-    MachineCpu, Meter, ProcessCpu, Run, ThreadCpu, Work, parse_pid_stat, parse_pid_status,
+    Far, MachineCpu, Meter, ProcessCpu, Run, ThreadCpu, Work, parse_pid_stat, parse_pid_status,
     parse_proc_stat, record,
 };
-pub use report::{HostInfo, OrderEffect, Progress, Report, render};
+pub use progress::Progress;
+pub use report::{HostInfo, OrderEffect, Report, render};
 pub use stats::{
     Comparison, Metric, OrderedRuns, ResultSet, alternate, alternate_abba, median, order_effect,
     ratio_pairs, summarize,

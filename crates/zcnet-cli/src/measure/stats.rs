@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::cpu::Run;
-use super::report::Progress;
+use super::progress::Progress;
 
 /// A figure of a [`Run`] that benches compare and tables show: typed, so that no code looks a
 /// metric up by a string key. Serialized as the run's field name (`cpu_us_per_mb`, ...).

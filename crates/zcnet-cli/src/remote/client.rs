@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use super::far::GRACE;
-use super::proto::{self, Far, Key, Limits, Message, Role, VERSION};
+use super::proto::{self, Key, Limits, Message, Role, VERSION};
+use crate::measure::Far;
 
 /// How long a busy server is retried before giving up.
 const BUSY_WAIT: Duration = Duration::from_secs(15);

@@ -11,8 +11,8 @@ use anyhow::{Context, bail};
 use netlab::pattern::{self, Verifier};
 use zcnet::msg_zerocopy::{self, CopiedPolicy, ZerocopySender};
 
-use super::proto::{Check, Far, Key, Limits, Proto, Role};
-use crate::measure::{Meter, Run, Work};
+use super::proto::{Check, Key, Limits, Proto, Role};
+use crate::measure::{Far, Meter, Run, Work, pin};
 
 /// Time a run may take beyond its seconds (connection set-up, draining, a slow peer).
 pub const GRACE: Duration = Duration::from_secs(10);
@@ -216,7 +216,7 @@ impl Prepared {
     /// # Errors
     /// The run failed, broke a limit, or the session ended under it.
     pub fn run(self, seconds: f64, max_bytes: u64, signals: &Signals) -> anyhow::Result<Far> {
-        crate::bench::pin(1);
+        pin(1);
         let bounds = Bounds {
             seconds,
             deadline: Instant::now() + Duration::from_secs_f64(seconds) + GRACE,

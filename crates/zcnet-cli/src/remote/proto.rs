@@ -31,6 +31,8 @@ use anyhow::{Context, bail};
 
 use serde::{Deserialize, Serialize};
 
+use crate::measure::Far;
+
 /// The protocol version this build speaks; `hello` with another is refused.
 pub const VERSION: u32 = 2;
 
@@ -241,33 +243,6 @@ pub struct Limits {
     pub max_bytes: u64,
     /// Most connections of a fetch.
     pub max_clients: usize,
-}
-
-/// The far side's figures for one run: its CPU (the thread that did the work, `RUSAGE_THREAD`)
-/// and what it moved.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Far {
-    /// Payload bytes received, sent or fetched.
-    pub bytes: u64,
-    /// Datagrams, frames or files.
-    pub messages: u64,
-    /// Whether every byte matched the [`Check`] (`None`: not checked).
-    pub verified: Option<bool>,
-    /// Stream offset of the first byte that did not.
-    pub first_bad: Option<u64>,
-    /// Wall time of the far side's work.
-    pub seconds: f64,
-    /// User CPU seconds.
-    pub cpu_user_s: f64,
-    /// System CPU seconds.
-    pub cpu_sys_s: f64,
-    /// CPU µs per MB of `bytes`.
-    pub cpu_us_per_mb: f64,
-    /// Voluntary + involuntary context switches.
-    pub ctx_switches: i64,
-    /// Whole-machine busy CPU µs per MB, where `/proc/stat` is readable.
-    pub machine_cpu_us_per_mb: Option<f64>,
 }
 
 /// A control message that could not be read or written.
