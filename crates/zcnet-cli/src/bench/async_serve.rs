@@ -17,7 +17,8 @@ use anyhow::Context;
 use netlab::{Family, Side, VethLab, pattern};
 use serde_json::json;
 
-use super::{Common, Outcome, SummaryRow};
+use super::common::Common;
+use super::outcome::{Outcome, SummaryRow};
 use crate::file_server::{Engine, Stats, fetch, serve};
 use crate::measure::cpu::{MachineCpu, ProcessCpu, ThreadCpu};
 use crate::measure::{self, Comparison, Metric, Progress, Report, ResultSet, Run, Work, pin};
@@ -359,7 +360,7 @@ pub fn bench(
         "clients_cpu": 1, "lab": "veth", "page_cache": "warm",
     });
     enough_descriptors(clients)?;
-    let lab_name = super::remote_lab(&mut report, remote.as_ref(), "veth");
+    let lab_name = super::labs::remote_lab(&mut report, remote.as_ref(), "veth");
     let mut place = match remote {
         Some(r) => {
             report.settings["lab"] = "remote".into();
@@ -397,7 +398,7 @@ pub fn bench(
                 ResultSet::new(
                     lab_name,
                     "ipv4",
-                    super::congestion(lab_name).as_deref(),
+                    super::labs::congestion(lab_name).as_deref(),
                     params,
                     e.name(),
                     runs,

@@ -16,7 +16,8 @@ use serde_json::json;
 use zcnet::ZeroCopyCounters as _;
 use zcnet::file::{self, FileSender, Mode as Strategy};
 
-use super::{Common, Outcome, SummaryRow};
+use super::common::Common;
+use super::outcome::{Outcome, SummaryRow};
 use crate::measure::{
     self, Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, pin,
 };
@@ -248,7 +249,7 @@ pub fn bench(
         "rps": "lo rx-0 -> CPU 1",
     });
     let f = CachedFile::create(size_mib << 20)?;
-    let lab_name = super::remote_lab(&mut report, remote.as_ref(), "loopback");
+    let lab_name = super::labs::remote_lab(&mut report, remote.as_ref(), "loopback");
     let mut place = match remote {
         Some(r) => {
             report.settings["receiver"] = "zcnet serve, checking every byte".into();
@@ -282,7 +283,7 @@ pub fn bench(
             let set = ResultSet::new(
                 lab_name,
                 "ipv4",
-                super::congestion(lab_name).as_deref(),
+                super::labs::congestion(lab_name).as_deref(),
                 params,
                 &m.name(),
                 runs,

@@ -40,7 +40,9 @@ use netlab::{Family, Netns, Side, VethLab};
 use serde_json::json;
 use zcnet::packet::{RxConfig, RxRing, Socket, TxConfig, TxRing, pcap};
 
-use super::{Common, Outcome, SummaryRow, spawn_in};
+use super::common::Common;
+use super::labs::spawn_in;
+use super::outcome::{Outcome, SummaryRow};
 use crate::measure::{
     self, Comparison, Far, MachineCpu, Metric, Pinned, ProcessCpu, Progress, Report, ResultSet,
     Run, ThreadCpu, Work, pin,
@@ -636,7 +638,7 @@ pub fn bench(
         "output": "pcap to /dev/null",
         "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
     });
-    let lab_name = super::remote_lab(&mut report, remote.as_ref(), "veth");
+    let lab_name = super::labs::remote_lab(&mut report, remote.as_ref(), "veth");
     let lab = match remote {
         Some(r) => Lab::remote(r, ring)?,
         None => Lab::new(ring)?,

@@ -25,7 +25,8 @@ use netlab::{Family, Netns, Side, SinkLab, VethLab};
 use serde_json::json;
 use zcnet::packet::{TxConfig, TxRing};
 
-use super::{Common, Outcome, SummaryRow};
+use super::common::Common;
+use super::outcome::{Outcome, SummaryRow};
 use crate::measure::{
     self, Comparison, Metric, Pinned, Progress, Report, ResultSet, Run, ThreadCpu, Work, pin,
 };

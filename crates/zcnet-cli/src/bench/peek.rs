@@ -18,7 +18,9 @@ use netlab::{Family, Netns, Side, VethLab, pattern};
 use serde_json::json;
 use zcnet::peek::Mode as Method;
 
-use super::{Common, Outcome, SummaryRow, spawn_in};
+use super::common::Common;
+use super::labs::spawn_in;
+use super::outcome::{Outcome, SummaryRow};
 use crate::measure::{
     self, Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, pin,
 };
@@ -267,7 +269,7 @@ pub fn bench(
         "runs": runs, "seconds": seconds, "rate": RATE, "tbf_limit": LIMIT, "relay_cpu": 0,
         "sender_receiver_cpu": 1, "modes": ["discard-buffer", "peek-offset"],
     });
-    let lab_name = super::remote_lab(&mut report, remote.as_ref(), "veth");
+    let lab_name = super::labs::remote_lab(&mut report, remote.as_ref(), "veth");
     if remote.is_some() {
         // No qdisc on another host's link: the far side reads at the rate instead.
         report.settings["rate"] = format!("{RATE} (the far side's reads)").into();
@@ -316,7 +318,7 @@ pub fn bench(
                 ResultSet::new(
                     lab_name,
                     "ipv4",
-                    super::congestion(lab_name).as_deref(),
+                    super::labs::congestion(lab_name).as_deref(),
                     json!({"condition": cond.name, "max_unacked": cond.max_unacked, "median_unacked": med}),
                     method.name(),
                     runs,

@@ -22,7 +22,8 @@ use serde_json::json;
 use zcnet::msg_zerocopy::{self, CopiedPolicy, Counters as SendCounters, ZerocopySender};
 use zcnet::tcp_rx::{self, Config, Counters as RxStats, Release, TcpZerocopyReceiver};
 
-use super::{Common, Outcome, SummaryRow};
+use super::common::{Common, FamilyArg};
+use super::outcome::{Outcome, SummaryRow};
 use crate::measure::{
     self, Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, pin,
 };
@@ -31,24 +32,6 @@ use crate::remote::proto::Role;
 /// Bytes per send call and receive window, as `tcp_mmap` uses.
 const CHUNK: usize = 512 * 1024;
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Address family, as a flag.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum FamilyArg {
-    /// IPv4.
-    Ipv4,
-    /// IPv6.
-    Ipv6,
-}
-
-impl From<FamilyArg> for Family {
-    fn from(f: FamilyArg) -> Family {
-        match f {
-            FamilyArg::Ipv4 => Family::V4,
-            FamilyArg::Ipv6 => Family::V6,
-        }
-    }
-}
 
 /// Options of `zcnet bench tcp-rx`.
 #[derive(Debug, clap::Args)]
@@ -713,7 +696,7 @@ fn with_server(
     })?;
     let family = Family::of(remote.addr().ip());
     let mut report = two_host_report(modes, per_mode, family, mss, s);
-    super::remote_lab(&mut report, Some(&remote), "remote");
+    super::labs::remote_lab(&mut report, Some(&remote), "remote");
     Ok(Outcome {
         report,
         summary: Vec::new(),

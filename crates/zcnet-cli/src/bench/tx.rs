@@ -20,7 +20,8 @@ use serde_json::json;
 use zcnet::ZeroCopyCounters as _;
 use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZerocopySender};
 
-use super::{Common, Outcome, SummaryRow};
+use super::common::Common;
+use super::outcome::{Outcome, SummaryRow};
 use crate::measure::{
     self, Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, pin,
 };
@@ -104,7 +105,7 @@ pub struct Opt {
     pub modes: Vec<Mode>,
     /// Address family. Default: IPv4.
     #[arg(long, value_enum, default_value = "ipv4")]
-    pub family: super::tcp_rx::FamilyArg,
+    pub family: super::common::FamilyArg,
     /// Size of the buffer pool the sends cycle through, in MiB. 256 (default) is meant to be
     /// cold, as for a server sending distinct data; 2 to stay hot in L2/L3, where copying costs
     /// least. The report says which it was: a copy from the pool is timed against one from a hot
@@ -466,7 +467,7 @@ impl SizeStep<'_> {
             anyhow::Ok(run)
         })?;
         let (congestion, proto) = match self.proto {
-            Proto::Tcp => (super::congestion(lab), "tcp"),
+            Proto::Tcp => (super::labs::congestion(lab), "tcp"),
             Proto::Udp => (None, "udp"),
         };
         let sets: Vec<ResultSet> = modes
@@ -504,7 +505,7 @@ pub fn bench(
 ) -> anyhow::Result<Outcome> {
     let pool = pool(pool_mib);
     // Hot or cold, measured on the pool the sends come from.
-    let heat = super::PoolHeat::measure(pool_mib, &[pool]);
+    let heat = super::heat::PoolHeat::measure(pool_mib, &[pool]);
     let mut report = Report::new(proto.bench());
     report.settings = json!({
         "runs": runs, "seconds": seconds, "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
@@ -521,7 +522,7 @@ pub fn bench(
         Duration::from_secs_f64(seconds * steps as f64),
     );
     let _pinned = Pinned::to(1);
-    let (family, labs) = super::remote_labs(&mut report, remote.as_ref(), family, labs);
+    let (family, labs) = super::labs::remote_labs(&mut report, remote.as_ref(), family, labs);
     let mut remote = remote.map(std::sync::Mutex::new);
     for &lab_name in &labs {
         let lab = match remote.take() {
@@ -551,7 +552,7 @@ fn summary_rows(
     proto: Proto,
     lab: &str,
     size: usize,
-    heat: super::PoolHeat,
+    heat: super::heat::PoolHeat,
     sets: &[ResultSet],
 ) -> Vec<SummaryRow> {
     let med = |s: &ResultSet, k: Metric| s.median_of(k);
@@ -564,7 +565,7 @@ fn summary_rows(
             let ratio = Comparison::new(s, copy, Metric::RequestsPerS)?.ratio_median;
             let share = med(s, Metric::ZeroCopyShare);
             let verdict = match (proto, lab, size, s.mode.as_str()) {
-                (_, _, _, "auto") => super::auto_verdict(s, sets),
+                (_, _, _, "auto") => super::outcome::auto_verdict(s, sets),
                 // The bound holds for a cold pool; a hot one is information.
                 (Proto::Udp, "sink", 64000, "zc") if !heat.is_hot() => {
                     let ok = ratio >= 1.6 && share.is_some_and(|x| x >= 0.999);

@@ -17,8 +17,9 @@ use serde_json::json;
 use zcnet::ZeroCopyCounters as _;
 use zcnet::uring::{Config, Mode, Pool, UringSender};
 
+use super::common::Common;
+use super::outcome::{Outcome, SummaryRow};
 use super::tx::{self, Lab, Proto};
-use super::{Common, Outcome, SummaryRow};
 use crate::measure::{Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work};
 
 /// The IO sizes of the patches' table.
@@ -73,7 +74,7 @@ pub struct Opt {
     pub modes: Vec<ModeArg>,
     /// Address family. Default: IPv4.
     #[arg(long, value_enum, default_value = "ipv4")]
-    pub family: super::tcp_rx::FamilyArg,
+    pub family: super::common::FamilyArg,
     /// Size of the buffer pool in MiB (registered whole for zc-fixed). 256 (default) is meant to
     /// be cold in cache, 2 to stay hot; the report says which it was, measured
     /// (`settings.pool`).
@@ -101,11 +102,11 @@ pub(crate) fn make_pool(size: usize, pool_mib: usize) -> anyhow::Result<Pool> {
 
 /// The heat of `pool` (a `pool_mib` MiB pool), measured on its buffers in the order they are
 /// handed out.
-fn pool_heat(pool: &Pool, pool_mib: usize) -> super::PoolHeat {
+fn pool_heat(pool: &Pool, pool_mib: usize) -> super::heat::PoolHeat {
     // Every buffer, then all back in the same order (FIFO: the order is kept).
     let all: Vec<_> = std::iter::from_fn(|| pool.acquire()).collect();
     let bufs: Vec<&[u8]> = all.iter().map(|b| &b[..]).collect();
-    super::PoolHeat::measure(pool_mib, &bufs)
+    super::heat::PoolHeat::measure(pool_mib, &bufs)
 }
 
 /// The ring set-up this kernel grants to [`CONFIG`] (flags and registrations), from a sender
@@ -237,7 +238,7 @@ pub fn bench(
     };
     let heat = match &measured {
         Some((_, pool)) => pool_heat(pool, pool_mib),
-        None => super::PoolHeat::measure(pool_mib, &[]),
+        None => super::heat::PoolHeat::measure(pool_mib, &[]),
     };
     let mut report = Report::new("uring-tx");
     report.settings = json!({
@@ -259,7 +260,7 @@ pub fn bench(
         Duration::from_secs_f64(seconds * steps as f64),
     );
     let _pinned = Pinned::to(1);
-    let (family, labs) = super::remote_labs(&mut report, remote.as_ref(), family, labs);
+    let (family, labs) = super::labs::remote_labs(&mut report, remote.as_ref(), family, labs);
     let mut remote = remote.map(std::sync::Mutex::new);
     for &lab_name in &labs {
         let proto = proto_of(lab_name);
@@ -419,7 +420,7 @@ fn changes_agree_in_sign_with_the_medians() {
 fn summary_rows(
     lab: &str,
     size: usize,
-    heat: super::PoolHeat,
+    heat: super::heat::PoolHeat,
     sets: &[ResultSet],
 ) -> Vec<SummaryRow> {
     let hot = heat.suffix();
@@ -439,7 +440,7 @@ fn summary_rows(
                 _ => None,
             };
             let verdict = match bound {
-                _ if s.mode == "auto" => super::auto_verdict(s, sets),
+                _ if s.mode == "auto" => super::outcome::auto_verdict(s, sets),
                 Some(b) if ratio >= b => format!("ok (>= {b})"),
                 Some(b) => format!("MISS (needs >= {b})"),
                 None if lab != "sink" => "info (kernel copies)".into(),

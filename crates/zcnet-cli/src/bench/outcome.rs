@@ -1,0 +1,141 @@
+//! What a bench measured and how it is shown: its [`Outcome`] (the report and its rows of the
+//! suite's summary) printed as JSON or as tables, and drawn as a page where `--report` asks;
+//! the summary table, and the verdict of an `auto` mode against the others.
+
+use serde::Serialize;
+
+use super::common::Common;
+use crate::measure::{Metric, Report, ResultSet};
+
+/// One row of the suite's summary: a seed experiment, copy vs zero-copy.
+#[derive(Clone, Debug, Serialize)]
+pub struct SummaryRow {
+    /// The experiment (`tcp-rx loopback ipv6 mtu 61512`, ...).
+    pub experiment: String,
+    /// The metric compared.
+    pub metric: String,
+    /// Copy-mode median.
+    pub copy: f64,
+    /// Zero-copy-mode median.
+    pub zero_copy: f64,
+    /// Median of the pairwise zc/copy ratios.
+    pub ratio: f64,
+    /// Share really zero-copied (median).
+    pub zero_copy_share: Option<f64>,
+    /// Whether the acceptance bound of the issue holds.
+    pub verdict: String,
+}
+
+/// What one bench invocation measured: its report and its rows of the suite's summary.
+pub struct Outcome {
+    /// The JSON report.
+    pub report: Report,
+    /// Rows for the summary table.
+    pub summary: Vec<SummaryRow>,
+}
+
+impl Outcome {
+    /// Prints the report (see [`Outcome::print`]) and writes its page where `--report` asks.
+    pub fn finish(&self, common: &Common) -> anyhow::Result<()> {
+        self.print(common.json)?;
+        if let Some(path) = &common.report {
+            write_page(path, serde_json::to_value(&self.report)?, common)?;
+        }
+        Ok(())
+    }
+
+    /// Prints the report as JSON, or as the human table followed by the summary.
+    pub fn print(&self, json: bool) -> anyhow::Result<()> {
+        if json {
+            println!("{}", serde_json::to_string_pretty(&self.report)?);
+        } else {
+            println!("\n{}", crate::measure::render(&self.report));
+            println!("{}", render_summary(&self.summary));
+        }
+        Ok(())
+    }
+}
+
+/// Draws `document` (a report or the suite, as `--json` prints it) as the page of
+/// `zcnet report` at `path`.
+pub(super) fn write_page(
+    path: &std::path::Path,
+    document: serde_json::Value,
+    common: &Common,
+) -> anyhow::Result<()> {
+    let mut input = crate::report::input::parse_value(document)
+        .map_err(|e| anyhow::anyhow!("drawing the report: {e}"))?;
+    if input.label.is_empty() {
+        input.label = "this machine".into();
+    }
+    // The break-even marks: the profile the auto modes used, where it was measured.
+    let profile = match &common.profile {
+        Some(p) => zcnet::auto::Profile::load(p).ok(),
+        None => crate::report::tuned_profile(),
+    };
+    let page = crate::report::page_with(&[input], profile.as_ref())?;
+    let out = match common.take_page() {
+        Some(out) => out,
+        None => crate::report::open_page(path)?,
+    };
+    crate::report::write(out, path, &page)?;
+    eprintln!("zcnet bench: the page is {}", path.display());
+    Ok(())
+}
+
+/// The verdict of an `auto` result set (issue 17): its median throughput against the best median
+/// of the other modes in the same alternation; it must reach 0.97 of it.
+pub fn auto_verdict(auto: &ResultSet, sets: &[ResultSet]) -> String {
+    let med = |s: &ResultSet| s.median_of(Metric::RequestsPerS);
+    let best = sets
+        .iter()
+        .filter(|s| s.mode != "auto" && s.mode != "zc-adaptive")
+        .filter_map(|s| Some((med(s)?, s.mode.as_str())))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match (med(auto), best) {
+        (Some(a), Some((b, mode))) if b > 0.0 => {
+            let r = a / b;
+            let verdict = if r >= 0.97 { "ok" } else { "MISS" };
+            // Without a profile of this machine auto uses the kernel documents' thresholds.
+            let hint = if zcnet::auto::active().source.is_none() {
+                "; built-in thresholds: `zcnet tune` measures this machine's"
+            } else {
+                ""
+            };
+            format!("{verdict} ({r:.3} of {mode}, needs >= 0.97{hint})")
+        }
+        _ => "info".into(),
+    }
+}
+
+/// The suite's closing table.
+pub fn render_summary(rows: &[SummaryRow]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("summary (copy vs zero-copy, medians of alternating runs)\n");
+    let _ = writeln!(
+        out,
+        "{:<52} {:<16} {:>10} {:>10} {:>7} {:>7}  verdict",
+        "experiment", "metric", "copy", "zc", "ratio", "zc %"
+    );
+    if rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "(no benchmark is built yet: the probe above is the whole suite)"
+        );
+    }
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{:<52} {:<16} {:>10.1} {:>10.1} {:>7.3} {:>7}  {}",
+            r.experiment,
+            r.metric,
+            r.copy,
+            r.zero_copy,
+            r.ratio,
+            r.zero_copy_share
+                .map_or_else(|| "-".into(), |s| format!("{:.2}", s * 100.0)),
+            r.verdict
+        );
+    }
+    out
+}

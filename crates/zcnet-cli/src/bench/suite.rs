@@ -1,0 +1,242 @@
+//! `zcnet bench` without a name, the main job: every bench in a short mode, in the conditions its
+//! issue's acceptance names, then one summary table.
+
+use anyhow::Context;
+use serde::Serialize;
+
+use super::common::Common;
+use super::outcome::{Outcome, SummaryRow, render_summary, write_page};
+use super::{async_serve, file_tx, packet, packet_tx, peek, tcp_rx, tx, uring_tx};
+use crate::measure::Report;
+
+/// What `zcnet bench --json` prints: the probe, every bench's report, and the summary.
+#[derive(Debug, Serialize)]
+struct Suite<'a> {
+    probe: &'a zcnet::probe::Features,
+    reports: Vec<Report>,
+    summary: Vec<SummaryRow>,
+}
+
+/// The main job: every bench in a short mode, then one summary table.
+pub(super) fn run(common: Common) -> anyhow::Result<()> {
+    if common.remote.is_some() {
+        anyhow::bail!(
+            "the suite runs in this machine's labs: with --remote, name a bench (tcp-rx, udp-tx, \
+             tcp-tx, file-tx, uring-tx, peek, packet, async-serve)"
+        );
+    }
+    let probe = zcnet::probe::features();
+    if !common.json {
+        print!("{}", crate::probe::render(probe));
+    }
+    let runs = common.runs.unwrap_or(3);
+    let seconds = common.seconds.unwrap_or(1.5);
+    let quiet = common.json;
+    let mut reports = Vec::new();
+    let mut summary = Vec::new();
+    match netlab::check_privileges() {
+        Err(e) => eprintln!(
+            "zcnet bench: benches skipped: {}",
+            crate::error_line::chain(&e)
+        ),
+        Ok(()) => {
+            for (name, step) in suite_steps(runs, seconds, quiet) {
+                if !quiet {
+                    println!("\n== {name}, {runs} alternations per mode");
+                }
+                let out = step().with_context(|| format!("bench {name}"))?;
+                if !quiet {
+                    println!("\n{}", crate::measure::render(&out.report));
+                }
+                reports.push(out.report);
+                summary.extend(out.summary);
+            }
+        }
+    }
+    if !common.json {
+        println!("{}", render_summary(&summary));
+    }
+    let suite = Suite {
+        probe,
+        reports,
+        summary,
+    };
+    if common.json {
+        println!("{}", serde_json::to_string_pretty(&suite)?);
+    }
+    if let Some(path) = &common.report {
+        write_page(path, serde_json::to_value(&suite)?, &common)?;
+    }
+    Ok(())
+}
+
+/// One bench of the suite, run in its short mode.
+type Step = Box<dyn FnOnce() -> anyhow::Result<Outcome>>;
+
+/// UDP MSG_ZEROCOPY into the sink: copy, zc and auto at `sizes` from a `pool_mib` pool.
+fn udp_sink(
+    sizes: &[usize],
+    pool_mib: usize,
+    runs: usize,
+    seconds: f64,
+    quiet: bool,
+) -> anyhow::Result<Outcome> {
+    let modes = [tx::Mode::Copy, tx::Mode::Zc, tx::Mode::Auto];
+    let lab = ["sink"];
+    tx::bench(
+        tx::Proto::Udp,
+        &lab,
+        netlab::Family::V4,
+        sizes,
+        &modes,
+        runs,
+        seconds,
+        pool_mib,
+        quiet,
+        None,
+    )
+}
+
+/// io_uring into the sink: every mode at `sizes` from a `pool_mib` pool.
+fn uring_sink(
+    sizes: &[usize],
+    pool_mib: usize,
+    runs: usize,
+    seconds: f64,
+    quiet: bool,
+) -> anyhow::Result<Outcome> {
+    use zcnet::uring::Mode;
+    let modes = [Mode::Copy, Mode::ZeroCopy, Mode::ZeroCopyFixed, Mode::Auto];
+    let (lab, family) = (["sink"], netlab::Family::V4);
+    uring_tx::bench(
+        &lab, family, sizes, &modes, runs, seconds, pool_mib, quiet, None,
+    )
+}
+
+/// The suite: each bench in the conditions its issue's acceptance names.
+fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Step)> {
+    use netlab::Family;
+    vec![
+        (
+            // The two loopback conditions of the RX acceptance, IPv6.
+            "tcp-rx (loopback, IPv6)",
+            Box::new(move || {
+                let conds: Vec<_> = tcp_rx::conditions()
+                    .into_iter()
+                    .filter(|c| c.lab == "loopback" && c.family == Family::V6)
+                    .collect();
+                let settings = tcp_rx::Settings {
+                    runs,
+                    seconds,
+                    verify: true,
+                    modes: vec![tcp_rx::Mode::Copy, tcp_rx::Mode::Zc],
+                    window: zcnet::tcp_rx::DEFAULT_WINDOW,
+                };
+                tcp_rx::bench(&conds, &settings, quiet)
+            }),
+        ),
+        (
+            // The sink, where zero-copy is real: the seed's largest size and a mid size.
+            "udp-tx (sink)",
+            Box::new(move || udp_sink(&[8000, 64000], 256, runs, seconds, quiet)),
+        ),
+        (
+            // The same with a small pool (2 MiB), meant to be hot: copy at its cheapest, as the
+            // kernel's msg_zerocopy.c measures it. Its report says whether it measured hot.
+            "udp-tx (sink, 2 MiB pool)",
+            Box::new(move || udp_sink(&[64000], 2, runs, seconds, quiet)),
+        ),
+        (
+            // Loopback copies: the adaptive policy must cost nothing against copy.
+            "tcp-tx (loopback)",
+            Box::new(move || {
+                let modes = [
+                    tx::Mode::Copy,
+                    tx::Mode::Zc,
+                    tx::Mode::ZcAdaptive,
+                    tx::Mode::Auto,
+                ];
+                tx::bench(
+                    tx::Proto::Tcp,
+                    &["loopback"],
+                    Family::V4,
+                    &[65536],
+                    &modes,
+                    runs,
+                    seconds,
+                    256,
+                    quiet,
+                    None,
+                )
+            }),
+        ),
+        (
+            // 256 MiB in page cache, each strategy.
+            "file-tx (loopback)",
+            Box::new(move || {
+                use zcnet::file::Mode as Strategy;
+                let strategies = [
+                    Strategy::Copy,
+                    Strategy::Sendfile,
+                    Strategy::Splice,
+                    Strategy::MmapZerocopy,
+                    Strategy::Auto,
+                ];
+                let modes = file_tx::Mode::list(&strategies, &file_tx::COPY_BUFFERS_KIB);
+                file_tx::bench(256, &modes, runs, quiet, None)
+            }),
+        ),
+        (
+            // io_uring into the sink: the sizes of the acceptance and the smallest of the table.
+            "uring-tx (sink)",
+            Box::new(move || uring_sink(&[600, 8000, 64000], 256, runs, seconds, quiet)),
+        ),
+        (
+            // A small pool (2 MiB asked; at least 256 buffers, 16 MB at 64000 B), meant to be hot
+            // as liburing's send-zerocopy.c sends one hot buffer; its report says if it was.
+            "uring-tx (sink, 2 MiB pool)",
+            Box::new(move || uring_sink(&[64000], 2, runs, seconds, quiet)),
+        ),
+        (
+            // The relay holding 64 KiB, 1 MiB and 4 MiB unacknowledged, rate-limited veth.
+            "peek (veth)",
+            Box::new(move || peek::bench(&peek::CONDITIONS, runs, seconds, quiet, None)),
+        ),
+        (
+            // The async file server, zcnet vs plain tokio: the sizes of issue 19's goal.
+            "async-serve (veth)",
+            Box::new(move || {
+                async_serve::bench(&async_serve::SIZES, 64, runs, seconds, quiet, None)
+            }),
+        ),
+        (
+            // Capture of 64-byte frames, the size of the RING acceptance, by every method, with
+            // receive processing on the generator's CPU and on the capture's.
+            "packet (veth)",
+            Box::new(move || {
+                let modes = packet::available_modes(&[]);
+                packet::bench(
+                    &packet::CONDITIONS,
+                    &[64],
+                    &modes,
+                    runs,
+                    seconds,
+                    quiet,
+                    None,
+                )
+            }),
+        ),
+        (
+            // Sending frames at 64 B, where per-packet costs show most: issue 18's acceptance,
+            // judged in the sink (the sending paths alone), veth beside it.
+            "packet-tx (sink, veth)",
+            Box::new(move || {
+                let mut modes = packet_tx::MODES.to_vec();
+                if zcnet::probe::features().privileges.user_namespace {
+                    modes.retain(|&m| m != packet_tx::Mode::Xdp);
+                }
+                packet_tx::bench(&packet_tx::LABS, &[64], &modes, runs, seconds, quiet)
+            }),
+        ),
+    ]
+}
