@@ -18,8 +18,8 @@ use netlab::Family;
 use serde_json::json;
 use zcnet::auto::{Entry, Profile, Route, SendPath, Threshold};
 
-use crate::bench::tx::{self, Lab, Proto};
-use crate::bench::uring_tx;
+use crate::bench::sweep::{self, Lab, Proto};
+use crate::bench::{tx, uring_tx};
 use crate::measure::{self, Metric, Progress, Run};
 
 /// The sizes swept, bytes (the largest fits one UDP datagram).
@@ -194,7 +194,7 @@ impl Bench {
     fn source(&self, size: usize) -> anyhow::Result<Source> {
         Ok(match self.target.path {
             SendPath::MsgZerocopyUdp | SendPath::MsgZerocopyTcp => {
-                Source::Pool(tx::pool(TX_POOL_MIB))
+                Source::Pool(sweep::pool(TX_POOL_MIB))
             }
             SendPath::UringZc | SendPath::UringZcFixed => {
                 Source::Uring(uring_tx::make_pool(size, URING_POOL_MIB)?)
@@ -227,9 +227,9 @@ impl Bench {
             Source::File(file) => {
                 let file = file.clone();
                 let far = (seconds, crate::remote::proto::Check::Count);
-                tx::run_in_lab(lab, Proto::Tcp, Family::V4, far, move |conn| match conn {
-                    tx::Conn::Tcp(s) => file.send_for(&s, zero_copy, seconds),
-                    tx::Conn::Udp(_) => anyhow::bail!("sendfile needs TCP"),
+                sweep::run_in_lab(lab, Proto::Tcp, Family::V4, far, move |conn| match conn {
+                    sweep::Conn::Tcp(s) => file.send_for(&s, zero_copy, seconds),
+                    sweep::Conn::Udp(_) => anyhow::bail!("sendfile needs TCP"),
                 })
             }
         }

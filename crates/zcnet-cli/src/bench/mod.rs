@@ -5,7 +5,8 @@
 //! This module only dispatches. What the benches share lives in leaf modules that they import,
 //! never here (a bench that used its parent would close an import cycle with this dispatch):
 //! [`common`] (the flags), [`outcome`] (the report and the summary rows, as shown), [`labs`]
-//! (labs or a remote host), [`tx`]'s engine and [`heat`] (whether a pool is hot).
+//! (labs or a remote host), [`sweep`] (the engine of the send benches, which `zcnet tune`
+//! shares) and [`heat`] (whether a pool is hot).
 
 pub mod async_serve;
 pub mod common;
@@ -17,6 +18,7 @@ pub mod packet;
 pub mod packet_tx;
 pub mod peek;
 mod suite;
+pub mod sweep;
 pub mod tcp_rx;
 pub mod tx;
 pub mod uring_tx;
@@ -90,8 +92,8 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     common.open_page()?;
     match opt.name {
         Some(Name::TcpRx(o)) => tcp_rx::run(o),
-        Some(Name::UdpTx(o)) => tx::run(tx::Proto::Udp, o),
-        Some(Name::TcpTx(o)) => tx::run(tx::Proto::Tcp, o),
+        Some(Name::UdpTx(o)) => tx::run(sweep::Proto::Udp, o),
+        Some(Name::TcpTx(o)) => tx::run(sweep::Proto::Tcp, o),
         Some(Name::FileTx(o)) => file_tx::run(o),
         Some(Name::UringTx(o)) => uring_tx::run(o),
         Some(Name::Peek(o)) => peek::run(o),

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::common::Common;
 use super::outcome::{Outcome, SummaryRow, render_summary, write_page};
-use super::{async_serve, file_tx, packet, packet_tx, peek, tcp_rx, tx, uring_tx};
+use super::{async_serve, file_tx, packet, packet_tx, peek, sweep, tcp_rx, tx, uring_tx};
 use crate::measure::Report;
 
 /// What `zcnet bench --json` prints: the probe, every bench's report, and the summary.
@@ -84,7 +84,7 @@ fn udp_sink(
     let modes = [tx::Mode::Copy, tx::Mode::Zc, tx::Mode::Auto];
     let lab = ["sink"];
     tx::bench(
-        tx::Proto::Udp,
+        sweep::Proto::Udp,
         &lab,
         netlab::Family::V4,
         sizes,
@@ -157,7 +157,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                     tx::Mode::Auto,
                 ];
                 tx::bench(
-                    tx::Proto::Tcp,
+                    sweep::Proto::Tcp,
                     &["loopback"],
                     Family::V4,
                     &[65536],

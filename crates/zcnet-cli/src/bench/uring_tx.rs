@@ -19,7 +19,7 @@ use zcnet::uring::{Config, Mode, Pool, UringSender};
 
 use super::common::Common;
 use super::outcome::{Outcome, SummaryRow};
-use super::tx::{self, Lab, Proto};
+use super::sweep::{self, Lab, Proto};
 use crate::measure::{Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work};
 
 /// The IO sizes of the patches' table.
@@ -201,9 +201,9 @@ pub(crate) fn one_run(
     };
     let pool = pool.clone();
     let far = (seconds, check);
-    tx::run_in_lab(lab, proto, family, far, move |conn| match conn {
-        tx::Conn::Udp(s) => send_for(s, mode, seconds, &pool),
-        tx::Conn::Tcp(s) => send_for(s, mode, seconds, &pool),
+    sweep::run_in_lab(lab, proto, family, far, move |conn| match conn {
+        sweep::Conn::Udp(s) => send_for(s, mode, seconds, &pool),
+        sweep::Conn::Tcp(s) => send_for(s, mode, seconds, &pool),
     })
 }
 
@@ -294,7 +294,7 @@ pub fn bench(
             };
             let modes = &modes[..];
             pins_beyond_the_limit(lab_name, size, modes);
-            let step = tx::SizeStep {
+            let step = sweep::SizeStep {
                 lab: lab_name,
                 family,
                 proto,
