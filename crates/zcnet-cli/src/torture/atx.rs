@@ -16,9 +16,9 @@ use zcnet::loan::ExclusiveSocket;
 use zcnet::tokio::IntoStdSocket;
 use zcnet::{msg_zerocopy, uring};
 
-use super::Mechanism;
 use super::check::Rng;
-use super::tx::{Ctx, Sock, TempFile, file_config, shut};
+use super::ctx::{Ctx, Sock, TempFile, file_config, shut};
+use super::round::Mechanism;
 
 /// Runs async sender `m` on a runtime of its own (current-thread or multi-threaded, drawn).
 pub fn run(ctx: &mut Ctx<'_>, m: Mechanism, sock: Sock) -> anyhow::Result<()> {

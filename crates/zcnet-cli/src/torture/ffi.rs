@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-use super::Mechanism;
-use super::tx::{Ctx, Sock, TempFile};
+use super::ctx::{Ctx, Sock, TempFile};
+use super::round::Mechanism;
 
 /// The helper's name, beside the `zcnet` binary.
 pub const HELPER: &str = "zcnet-torture-ffi";

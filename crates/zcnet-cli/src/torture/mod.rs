@@ -11,8 +11,10 @@
 
 mod atx;
 pub mod check;
+mod ctx;
 mod ffi;
 mod net;
+pub mod round;
 mod rx;
 mod tx;
 
@@ -27,6 +29,7 @@ use serde::Serialize;
 
 use check::Rng;
 use net::{Labs, Link};
+use round::{End, Fault, Faults, GRACE, Mechanism, Plan, RxReport, TxReport};
 
 /// Options of `zcnet torture`.
 #[derive(Debug, clap::Args)]
@@ -51,325 +54,6 @@ pub struct Opt {
     /// checked (the run must then fail).
     #[arg(long, hide = true)]
     corrupt_one_byte: bool,
-}
-
-/// What a round drives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
-pub enum Mechanism {
-    /// `msg_zerocopy::ZerocopySender` (TCP, UDP).
-    MsgZerocopy,
-    /// `uring::UringSender` in `Mode::Copy` (TCP, UDP).
-    UringCopy,
-    /// `uring::UringSender` in `Mode::ZeroCopy` (TCP, UDP).
-    UringZc,
-    /// `uring::UringSender` in `Mode::ZeroCopyFixed` with a registered `Pool` (TCP, UDP).
-    UringZcFixed,
-    /// `file::FileSender`, `sendfile` (TCP).
-    FileSendfile,
-    /// `file::FileSender`, `splice` (TCP).
-    FileSplice,
-    /// `file::FileSender`, the mmap window with `MSG_ZEROCOPY` (TCP).
-    FileMmapZc,
-    /// `file::FileSender`, `pread` + `send` (TCP).
-    FileCopy,
-    /// `tcp_rx::TcpZerocopyReceiver` as the receiver (TCP).
-    TcpRx,
-    /// `peek::PeekCursor` as the receiver, with rewinds and consumes (TCP).
-    Peek,
-    /// `zcnet::tokio::ZerocopySender`, send futures cancelled mid-send (TCP, UDP).
-    TokioMsgZerocopy,
-    /// `zcnet::tokio::UringSender`, send futures cancelled mid-send (TCP, UDP).
-    TokioUring,
-    /// `zcnet::tokio::FileSender`, send futures cancelled mid-file (TCP).
-    TokioFile,
-    /// `zcnet::tokio::TcpZerocopyReceiver` as the receiver, receives cancelled (TCP).
-    TokioTcpRx,
-    /// `zcnet::tokio::PeekCursor` as the receiver, peeks cancelled (TCP).
-    TokioPeek,
-    /// libzcnet's MSG_ZEROCOPY sender through its C functions (TCP, UDP).
-    FfiZc,
-    /// libzcnet's io_uring sender through its C functions (TCP, UDP).
-    FfiUring,
-    /// libzcnet's `zcnet_send_file` through its C function (TCP).
-    FfiFile,
-}
-
-impl Mechanism {
-    const ALL: [Mechanism; 18] = [
-        Mechanism::MsgZerocopy,
-        Mechanism::UringCopy,
-        Mechanism::UringZc,
-        Mechanism::UringZcFixed,
-        Mechanism::FileSendfile,
-        Mechanism::FileSplice,
-        Mechanism::FileMmapZc,
-        Mechanism::FileCopy,
-        Mechanism::TcpRx,
-        Mechanism::Peek,
-        Mechanism::TokioMsgZerocopy,
-        Mechanism::TokioUring,
-        Mechanism::TokioFile,
-        Mechanism::TokioTcpRx,
-        Mechanism::TokioPeek,
-        Mechanism::FfiZc,
-        Mechanism::FfiUring,
-        Mechanism::FfiFile,
-    ];
-
-    /// The name `--mechanism` takes.
-    pub fn name(self) -> String {
-        use clap::ValueEnum as _;
-        self.to_possible_value()
-            .map_or_else(String::new, |v| v.get_name().to_owned())
-    }
-
-    fn receives(self) -> bool {
-        matches!(
-            self,
-            Mechanism::TcpRx | Mechanism::Peek | Mechanism::TokioTcpRx | Mechanism::TokioPeek
-        )
-    }
-
-    fn udp(self) -> bool {
-        matches!(
-            self,
-            Mechanism::MsgZerocopy
-                | Mechanism::UringCopy
-                | Mechanism::UringZc
-                | Mechanism::UringZcFixed
-                | Mechanism::TokioMsgZerocopy
-                | Mechanism::TokioUring
-                | Mechanism::FfiZc
-                | Mechanism::FfiUring
-        )
-    }
-
-    fn uring(self) -> bool {
-        matches!(
-            self,
-            Mechanism::UringCopy
-                | Mechanism::UringZc
-                | Mechanism::UringZcFixed
-                | Mechanism::TokioUring
-                | Mechanism::FfiUring
-        )
-    }
-
-    fn tokio(self) -> bool {
-        matches!(
-            self,
-            Mechanism::TokioMsgZerocopy
-                | Mechanism::TokioUring
-                | Mechanism::TokioFile
-                | Mechanism::TokioTcpRx
-                | Mechanism::TokioPeek
-        )
-    }
-
-    /// Whether its sends can meet `ENOBUFS` for want of optmem (`MSG_ZEROCOPY`).
-    fn msg_zerocopy(self) -> bool {
-        matches!(
-            self,
-            Mechanism::MsgZerocopy
-                | Mechanism::FileMmapZc
-                | Mechanism::TokioMsgZerocopy
-                | Mechanism::FfiZc
-        )
-    }
-
-    /// Whether it pins pages (`MSG_ZEROCOPY`, `SEND_ZC`), which the locked-memory limit bounds.
-    fn pins(self) -> bool {
-        self.msg_zerocopy()
-            || matches!(
-                self,
-                Mechanism::UringZc
-                    | Mechanism::UringZcFixed
-                    | Mechanism::TokioUring
-                    | Mechanism::FfiUring
-            )
-    }
-}
-
-/// A fault family.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
-pub enum Fault {
-    /// A tiny `SO_SNDBUF` on the sender: short sends, `EAGAIN`.
-    Sndbuf,
-    /// `net.core.optmem_max` lowered in the sending lab namespace: `MSG_ZEROCOPY` `ENOBUFS`.
-    Optmem,
-    /// A low `RLIMIT_MEMLOCK` with `CAP_IPC_LOCK` dropped for the sending thread.
-    Memlock,
-    /// The receiver stops reading for a while, now and then.
-    Stall,
-    /// The receiver resets the connection (`SO_LINGER` 0 and close) mid-stream; over UDP it
-    /// closes its socket.
-    Reset,
-    /// Async sends dropped mid-send by a short timer (tokio mechanisms).
-    Cancel,
-}
-
-impl Fault {
-    const ALL: [Fault; 6] = [
-        Fault::Sndbuf,
-        Fault::Optmem,
-        Fault::Memlock,
-        Fault::Stall,
-        Fault::Reset,
-        Fault::Cancel,
-    ];
-
-    fn name(self) -> String {
-        use clap::ValueEnum as _;
-        self.to_possible_value()
-            .map_or_else(String::new, |v| v.get_name().to_owned())
-    }
-}
-
-/// Who sends or receives in a round: a mechanism, or a plain `write(2)`/`read(2)` end.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum End {
-    Mechanism(Mechanism),
-    Plain,
-}
-
-impl End {
-    fn name(self) -> String {
-        match self {
-            End::Mechanism(m) => m.name(),
-            End::Plain => "plain".into(),
-        }
-    }
-}
-
-/// The faults of one round.
-#[derive(Clone, Debug, Default)]
-pub struct Faults {
-    /// `SO_SNDBUF` asked for on the sender.
-    pub sndbuf: Option<usize>,
-    /// `optmem_max` in the sending namespace.
-    pub optmem: Option<u64>,
-    /// `RLIMIT_MEMLOCK` for the sending thread (without `CAP_IPC_LOCK`).
-    pub memlock: Option<u64>,
-    /// The receiver stalls.
-    pub stall: bool,
-    /// The receiver resets after this many bytes (TCP) or datagrams (UDP).
-    pub reset_after: Option<u64>,
-    /// Async sends are cancelled now and then.
-    pub cancel: bool,
-}
-
-impl Faults {
-    fn describe(&self) -> String {
-        let mut v = Vec::new();
-        if let Some(b) = self.sndbuf {
-            v.push(format!("sndbuf={b}"));
-        }
-        if let Some(o) = self.optmem {
-            v.push(format!("optmem={o}"));
-        }
-        if let Some(m) = self.memlock {
-            v.push(format!("memlock={m}"));
-        }
-        if self.stall {
-            v.push("stall".into());
-        }
-        if let Some(r) = self.reset_after {
-            v.push(format!("reset@{r}"));
-        }
-        if self.cancel {
-            v.push("cancel".into());
-        }
-        if v.is_empty() {
-            "none".into()
-        } else {
-            v.join(" ")
-        }
-    }
-}
-
-/// One round, as drawn.
-#[derive(Clone, Debug)]
-pub struct Plan {
-    pub round: u64,
-    pub seed: u64,
-    pub focus: Mechanism,
-    pub sender: End,
-    pub receiver: End,
-    pub udp: bool,
-    pub link: Link,
-    pub family: Family,
-    pub faults: Faults,
-    /// Bytes the sender puts out at most.
-    pub budget: u64,
-    /// When the sender stops starting new sends.
-    pub deadline: Instant,
-    /// The pattern's key for this round's stream.
-    pub base: u64,
-    /// The stream id datagrams carry.
-    pub stream: u32,
-    /// Test only: the receiver flips one bit before checking.
-    pub corrupt: bool,
-}
-
-impl Plan {
-    fn describe(&self) -> String {
-        format!(
-            "round {} (seed {}): {} -> {}, {} over {} {}, faults: {}",
-            self.round,
-            self.seed,
-            self.sender.name(),
-            self.receiver.name(),
-            if self.udp { "udp" } else { "tcp" },
-            self.link.name(),
-            self.family.name(),
-            self.faults.describe()
-        )
-    }
-}
-
-/// What a sender reports.
-#[derive(Default)]
-pub struct TxReport {
-    /// Buffers handed to the sender, and back (or dropped unsent by a cancelled future).
-    pub loans_out: u64,
-    pub loans_back: u64,
-    /// Bytes the sender says it put on the stream, in order (TCP).
-    pub stream_len: u64,
-    /// Datagrams the sender says it sent (UDP), by sequence, and how many it made.
-    pub sent_seqs: Vec<u64>,
-    pub made: u64,
-    /// Errors the sends met (expected only with a reset).
-    pub errors: Vec<String>,
-    /// Broken promises: a buffer back twice or never, a wrong count, a hang.
-    pub problems: Vec<String>,
-    /// Fault effects the library reported (ENOBUFS fallbacks, memlock fallbacks, cancels).
-    pub effects: BTreeMap<&'static str, u64>,
-}
-
-impl TxReport {
-    fn effect(&mut self, name: &'static str, n: u64) {
-        if n > 0 {
-            *self.effects.entry(name).or_default() += n;
-        }
-    }
-}
-
-/// What a receiver reports.
-#[derive(Default)]
-pub struct RxReport {
-    /// Stream bytes (TCP) or intact datagram bytes (UDP) checked.
-    pub bytes: u64,
-    /// Wrong bytes (TCP) or wrong datagrams (UDP).
-    pub wrong: u64,
-    pub first_bad: Option<String>,
-    /// Datagrams received intact (UDP).
-    pub got: std::collections::BTreeSet<u64>,
-    /// Whether it reset (or closed) as the plan said.
-    pub reset: bool,
-    pub stalls: u64,
-    /// Async receives cancelled by a timer (nothing may be lost).
-    pub cancelled_receives: u64,
-    pub problems: Vec<String>,
 }
 
 /// Counts over the run.
@@ -758,9 +442,6 @@ struct Outcome {
     problems: Vec<String>,
 }
 
-/// How long a sender or receiver may run past the round's deadline before it counts as hung.
-const GRACE: Duration = Duration::from_secs(30);
-
 /// Runs `f` on a thread of its own; `None` when it does not end in time (it is left running,
 /// and the round fails).
 fn bounded<T: Send + 'static>(
@@ -862,8 +543,8 @@ fn run_round(plan: &Plan, labs: &Labs, setup: &Setup) -> Outcome {
     // A second descriptor of the sender's socket: shut down if the sender hangs, so that its
     // blocked calls return.
     let (tx_end, rx_end) = match pair {
-        Pair::Tcp(a, b) => (tx::Sock::Tcp(a), rx::Sock::Tcp(b)),
-        Pair::Udp(a, b) => (tx::Sock::Udp(a), rx::Sock::Udp(b)),
+        Pair::Tcp(a, b) => (ctx::Sock::Tcp(a), rx::Sock::Tcp(b)),
+        Pair::Udp(a, b) => (ctx::Sock::Udp(a), rx::Sock::Udp(b)),
     };
     let killer = tx_end.try_clone_fd();
     if let Some(b) = plan.faults.sndbuf {

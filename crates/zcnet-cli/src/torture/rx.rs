@@ -11,7 +11,7 @@ use zcnet::{peek, tcp_rx};
 
 use super::check::{DgramCheck, Rng, StreamCheck};
 use super::net::{linger_zero, set_rcvbuf};
-use super::{End, Mechanism, Plan, RxReport};
+use super::round::{End, GRACE, Mechanism, Plan, RxReport};
 
 /// The receiver's socket.
 pub enum Sock {
@@ -325,7 +325,7 @@ fn cancel_after(rng: &mut Rng) -> Option<Duration> {
 async fn tokio_tcp_rx(rx: &mut Rx<'_>, s: TcpStream) -> anyhow::Result<()> {
     let config = rx_config(&mut rx.rng);
     let mut r = zcnet::tokio::TcpZerocopyReceiver::new(s, config)?;
-    let limit = rx.plan.deadline + super::GRACE;
+    let limit = rx.plan.deadline + GRACE;
     loop {
         if Instant::now() > limit {
             anyhow::bail!("no end of stream by the round's end");
@@ -366,7 +366,7 @@ async fn tokio_peek(rx: &mut Rx<'_>, s: TcpStream) -> anyhow::Result<()> {
     let mode = rx.rng.pick(&[peek::Mode::Auto, peek::Mode::DiscardBuffer]);
     let mut cur = zcnet::tokio::PeekCursor::new(s, peek::Config { mode })?;
     let mut buf = vec![0u8; 64 << 10];
-    let limit = rx.plan.deadline + super::GRACE;
+    let limit = rx.plan.deadline + GRACE;
     loop {
         if Instant::now() > limit {
             anyhow::bail!("no end of stream by the round's end");
@@ -423,7 +423,7 @@ fn udp(plan: &Plan, s: UdpSocket, done: &AtomicBool) -> RxReport {
     }
     let mut buf = vec![0u8; 1 << 16];
     let mut idle = Instant::now();
-    let limit = plan.deadline + super::GRACE;
+    let limit = plan.deadline + GRACE;
     loop {
         let count = check.got.len() as u64;
         if rx.reset_due(count) {
