@@ -20,6 +20,7 @@ pub mod peek;
 mod suite;
 pub mod sweep;
 pub mod tcp_rx;
+mod tcpdump;
 pub mod tx;
 pub mod uring_tx;
 
