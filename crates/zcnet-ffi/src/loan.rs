@@ -1,0 +1,208 @@
+//! The loan part the two senders share (MSG_ZEROCOPY and io_uring): memory the C caller loans
+//! until its completion ([`CBuf`]), the completions handed back ([`ZcnetCompletion`]), and
+//! `zcnet_*_send`, `_reap` and `_drain` written once over both ([`Lender`]).
+
+use std::collections::VecDeque;
+use std::ffi::c_int;
+use std::io;
+use std::time::Duration;
+
+use zc::loan::{OwnedBuf, Returned};
+
+use super::error::{Fail, guard};
+use super::handle::arg;
+
+/// Memory the C caller loans to a sender until its completion.
+#[derive(Debug)]
+pub(super) struct CBuf {
+    ptr: *const u8,
+    len: usize,
+    user_data: u64,
+}
+
+// SAFETY: the pointer is only read, by whichever thread uses the sender; the C caller does not
+// write the memory while it is loaned (zcnet.h).
+unsafe impl Send for CBuf {}
+
+// SAFETY: zcnet.h states the contract of zcnet_zc_send: `ptr..ptr+len` stays valid and unmodified
+// until zcnet_zc_reap returns its user_data, which happens only once the kernel is done with it;
+// `ptr` was checked non-NULL for a non-zero length.
+unsafe impl OwnedBuf for CBuf {
+    fn bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// A buffer the kernel is done with.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ZcnetCompletion {
+    /// The `user_data` given to `zcnet_zc_send`.
+    pub user_data: u64,
+    /// Bytes of it sent.
+    pub sent: usize,
+    /// 0, or the errno that ended its send part-way.
+    pub error: c_int,
+    /// 1 when zero copy was asked for (`MSG_ZEROCOPY`), 0 when it went by copy.
+    pub zero_copy: c_int,
+    /// 1 the kernel copied after all, 0 it did not, -1 unknown (not zero copy).
+    pub copied: c_int,
+}
+
+impl From<&Returned<CBuf>> for ZcnetCompletion {
+    fn from(r: &Returned<CBuf>) -> ZcnetCompletion {
+        ZcnetCompletion {
+            user_data: r.buf.user_data,
+            sent: r.sent,
+            error: r
+                .error
+                .as_ref()
+                .map_or(0, |e| e.raw_os_error().unwrap_or(libc::EIO)),
+            zero_copy: c_int::from(r.zero_copy),
+            copied: r.copied.map_or(-1, c_int::from),
+        }
+    }
+}
+
+/// A loaned buffer from C arguments: NULL only with length 0, a length a slice can have.
+pub(super) fn c_buf(ptr: *const u8, len: usize, user_data: u64) -> Result<CBuf, Fail> {
+    if ptr.is_null() && len > 0 {
+        return Err(Fail::invalid("ptr is NULL with a length above 0"));
+    }
+    if len > isize::MAX as usize {
+        return Err(Fail::invalid(format!("length {len} is too large")));
+    }
+    Ok(CBuf {
+        ptr,
+        len,
+        user_data,
+    })
+}
+
+/// Moves up to `cap` completions from `ready` into `out`; returns how many.
+///
+/// # Safety
+/// `out` has room for `cap` completions (NULL only with `cap` 0).
+pub(super) unsafe fn hand_out(
+    ready: &mut VecDeque<ZcnetCompletion>,
+    out: *mut ZcnetCompletion,
+    cap: usize,
+) -> Result<usize, Fail> {
+    if out.is_null() && cap > 0 {
+        return Err(Fail::invalid("out is NULL with a capacity above 0"));
+    }
+    let take = cap.min(ready.len());
+    for (i, c) in ready.drain(..take).enumerate() {
+        // SAFETY: `out` has room for `cap` entries (the caller's contract) and i < cap.
+        unsafe { out.add(i).write(c) };
+    }
+    Ok(take)
+}
+
+/// A sender that loans C memory: the MSG_ZEROCOPY and the io_uring one.
+pub(super) trait Lender {
+    /// Loans `buf` to the kernel.
+    fn lend(&mut self, buf: CBuf) -> Result<(), Fail>;
+    /// Collects what the kernel gave back into the ready queue, without blocking.
+    fn collect(&mut self) -> io::Result<()>;
+    /// Waits until everything loaned is back, at most `timeout`.
+    fn wait_all(&mut self, timeout: Duration) -> io::Result<()>;
+    /// Completions collected but not yet handed to C.
+    fn ready(&mut self) -> &mut VecDeque<ZcnetCompletion>;
+}
+
+/// The two senders have the same loan API (`zcnet::loan`) over different kernel paths. Expanded
+/// in each sender's module; it imports what it uses itself, by `super::` (every module here is
+/// a child of the library's root).
+macro_rules! lender {
+    ($handle:ty) => {
+        const _: () = {
+            use std::collections::VecDeque;
+            use std::io;
+            use std::time::Duration;
+
+            use super::error::Fail;
+            use super::loan::{CBuf, Lender, ZcnetCompletion};
+
+            impl Lender for $handle {
+                fn lend(&mut self, buf: CBuf) -> Result<(), Fail> {
+                    self.inner.send(buf).map_err(|e| Fail::from(e.error))
+                }
+                fn collect(&mut self) -> io::Result<()> {
+                    self.inner.reap()?;
+                    let done = self.inner.returned().map(|r| ZcnetCompletion::from(&r));
+                    self.ready.extend(done);
+                    Ok(())
+                }
+                fn wait_all(&mut self, timeout: Duration) -> io::Result<()> {
+                    self.inner.drain(timeout)
+                }
+                fn ready(&mut self) -> &mut VecDeque<ZcnetCompletion> {
+                    &mut self.ready
+                }
+            }
+        };
+    };
+}
+
+pub(super) use lender;
+
+/// `zcnet_*_send`.
+///
+/// # Safety
+/// As `zcnet_zc_send`.
+pub(super) unsafe fn lend<L: Lender>(
+    s: *mut L,
+    ptr: *const u8,
+    len: usize,
+    user_data: u64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let s = unsafe { arg(s, "sender") }?;
+        s.lend(c_buf(ptr, len, user_data)?)
+    })
+}
+
+/// `zcnet_*_reap`.
+///
+/// # Safety
+/// As `zcnet_zc_reap`.
+pub(super) unsafe fn reap_into<L: Lender>(
+    s: *mut L,
+    out: *mut ZcnetCompletion,
+    cap: usize,
+    n: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let s = unsafe { arg(s, "sender") }?;
+        // SAFETY: as above.
+        let n = unsafe { arg(n, "n") }?;
+        *n = 0;
+        if out.is_null() && cap > 0 {
+            return Err(Fail::invalid("out is NULL with a capacity above 0"));
+        }
+        s.collect()?;
+        // SAFETY: `out` has room for `cap` entries (the caller's contract).
+        *n = unsafe { hand_out(s.ready(), out, cap) }?;
+        Ok(())
+    })
+}
+
+/// `zcnet_*_drain`.
+///
+/// # Safety
+/// As `zcnet_zc_drain`.
+pub(super) unsafe fn drain_for<L: Lender>(s: *mut L, timeout_ms: u32) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let s = unsafe { arg(s, "sender") }?;
+        s.wait_all(Duration::from_millis(u64::from(timeout_ms)))
+            .map_err(Fail::from)
+    })
+}

@@ -1,0 +1,256 @@
+//! `zcnet_zc_*`: a MSG_ZEROCOPY sender on a connected TCP or UDP socket, loaning C memory to the
+//! kernel until its completion.
+
+use std::collections::VecDeque;
+use std::ffi::c_int;
+
+use zc::ZeroCopyCounters as _;
+use zc::loan::AssumeExclusive;
+use zc::msg_zerocopy::{self, SendFlags, ZerocopyError, ZerocopySender};
+
+use super::error::{Fail, guard};
+use super::handle::{Fd, ZcnetMode, arg, fd, free_handle, read_counters};
+use super::loan::{CBuf, ZcnetCompletion, c_buf, drain_for, lend, lender, reap_into};
+
+/// What a MSG_ZEROCOPY sender did.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ZcnetZcCounters {
+    /// Send calls with `MSG_ZEROCOPY`.
+    pub zerocopy_calls: u64,
+    /// Their bytes.
+    pub zerocopy_bytes: u64,
+    /// Send calls by copy.
+    pub copy_calls: u64,
+    /// Their bytes.
+    pub copy_bytes: u64,
+    /// Zero-copy calls completed.
+    pub completed_calls: u64,
+    /// Of those, flagged copied by the kernel.
+    pub copied_calls: u64,
+    /// `ENOBUFS` answers sent again by copy.
+    pub enobufs_fallbacks: u64,
+    /// Bytes that really went without a copy.
+    pub zero_copy_bytes: u64,
+}
+
+/// A MSG_ZEROCOPY sender on a connected TCP or UDP socket (opaque).
+pub struct ZcnetZcSender {
+    inner: ZerocopySender<AssumeExclusive<Fd>, CBuf>,
+    ready: VecDeque<ZcnetCompletion>,
+}
+
+lender!(ZcnetZcSender);
+
+/// Makes a MSG_ZEROCOPY sender on the connected socket `fd` (Linux 4.14 TCP, 5.0 UDP;
+/// `send(2)`, `Documentation/networking/msg_zerocopy.rst`). `mode` is a `ZcnetMode` (another
+/// value is `-EINVAL`): `ZCNET_MODE_ZERO_COPY` loans every
+/// buffer of at least 16 KiB (smaller ones are copied), whatever the completions say;
+/// `ZCNET_MODE_AUTO` zero-copies only where the `zcnet tune` profile says it pays and backs off
+/// where the kernel copies. Where the kernel refuses `SO_ZEROCOPY` it sends by copy (the
+/// counters show it).
+///
+/// The socket is the sender's alone until `zcnet_zc_sender_free`: the kernel numbers its
+/// MSG_ZEROCOPY sends with one counter per socket, so a second sender (or any other
+/// MSG_ZEROCOPY send, or a read of its error queue) would take this sender's completions and
+/// a buffer could come back while the kernel still reads it. `-EBUSY` when another sender of
+/// this process holds the same socket (through any descriptor of it) or `SO_ZEROCOPY` is on
+/// already (another sender, here or in another process, or the caller turned it on).
+///
+/// # Safety
+/// `out` points at a writable pointer; `fd` stays open until `zcnet_zc_sender_free`. While
+/// the sender lives, nothing else sends with `MSG_ZEROCOPY` on the socket, reads its error
+/// queue or turns `SO_ZEROCOPY` off, through `fd` or any other descriptor of the same socket
+/// (a `dup`, one inherited across `fork` or passed to another process).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_zc_sender_new(
+    fd_raw: c_int,
+    mode: c_int,
+    out: *mut *mut ZcnetZcSender,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let out = unsafe { arg(out, "out") }?;
+        let mode = ZcnetMode::try_from(mode)?;
+        // Zero copy as asked: every buffer of at least 16 KiB, even where completions say the
+        // kernel copied (a loopback peer receiving by TCP_ZEROCOPY_RECEIVE needs exactly that);
+        // Auto is the library's adaptive mode.
+        let config = match mode {
+            ZcnetMode::ZeroCopy => msg_zerocopy::Config {
+                mode: msg_zerocopy::Mode::ZeroCopy,
+                policy: msg_zerocopy::CopiedPolicy::Keep,
+                ..Default::default()
+            },
+            ZcnetMode::Copy => msg_zerocopy::Config {
+                mode: msg_zerocopy::Mode::Copy,
+                ..Default::default()
+            },
+            ZcnetMode::Auto => msg_zerocopy::Config {
+                mode: msg_zerocopy::Mode::Auto,
+                ..Default::default()
+            },
+        };
+        // SAFETY: zcnet.h's contract of zcnet_zc_sender_new: the socket is this sender's alone
+        // until zcnet_zc_sender_free (no other MSG_ZEROCOPY send, error-queue read or
+        // SO_ZEROCOPY change through any descriptor of it) and `fd` stays open until then; what
+        // can be checked (another sender here, SO_ZEROCOPY on already) `new` checks.
+        let socket = unsafe { AssumeExclusive::new(fd(fd_raw, "fd")?) };
+        let inner = ZerocopySender::new(socket, config).map_err(|e| match e {
+            ZerocopyError::SocketInUse { .. } => Fail {
+                errno: libc::EBUSY,
+                message: e.to_string(),
+            },
+            e => Fail::from_error(&e),
+        })?;
+        *out = Box::into_raw(Box::new(ZcnetZcSender {
+            inner,
+            ready: VecDeque::new(),
+        }));
+        Ok(())
+    })
+}
+
+/// Sends `len` bytes at `ptr`, loaned to the kernel: they must stay valid and unmodified until
+/// `zcnet_zc_reap` returns `user_data`. Blocks as the socket does. On an error return nothing of
+/// the buffer was loaned (it is the caller's again at once); an error after part of it was
+/// loaned comes back with its completion instead, and the next send reports it.
+///
+/// # Safety
+/// `s` is a live sender; `ptr` points at `len` readable bytes kept as described.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_zc_send(
+    s: *mut ZcnetZcSender,
+    ptr: *const u8,
+    len: usize,
+    user_data: u64,
+) -> c_int {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { lend(s, ptr, len, user_data) }
+}
+
+/// `zcnet_zc_send` with extra `send(2)` flags on every call for this buffer: `MSG_EOR` (ends a
+/// record: the next buffer starts a new TCP segment, so a header does not share segments with
+/// the page-aligned payload after it), `MSG_MORE` (more follows), `MSG_CONFIRM`, or 0. Any
+/// other bit is refused with `-EINVAL` and nothing is sent: `MSG_ZEROCOPY` is the sender's own
+/// to set (one from the caller would loan a buffer the sender gives back at once and take a
+/// completion id it never counted), `MSG_DONTWAIT` is the socket's mode, `MSG_OOB` would cut
+/// the stream.
+///
+/// # Safety
+/// As `zcnet_zc_send`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_zc_send_flags(
+    s: *mut ZcnetZcSender,
+    ptr: *const u8,
+    len: usize,
+    user_data: u64,
+    flags: c_int,
+) -> c_int {
+    guard(|| {
+        let flags = send_flags(flags)?;
+        // SAFETY: the caller's contract; NULL refused.
+        let s = unsafe { arg(s, "sender") }?;
+        let buf = c_buf(ptr, len, user_data)?;
+        s.inner
+            .send_with(buf, flags)
+            .map_err(|e| Fail::from(e.error))
+    })
+}
+
+/// The flags of `zcnet_zc_send_flags`, or the failure naming the bits refused.
+fn send_flags(flags: c_int) -> Result<SendFlags, Fail> {
+    SendFlags::from_bits(flags).ok_or_else(|| {
+        let bad = flags & !SendFlags::all().bits();
+        let named: Vec<&str> = [
+            (
+                libc::MSG_ZEROCOPY,
+                "MSG_ZEROCOPY (the sender sets it on the calls it loans)",
+            ),
+            (
+                libc::MSG_DONTWAIT,
+                "MSG_DONTWAIT (make the socket non-blocking instead)",
+            ),
+            (libc::MSG_OOB, "MSG_OOB"),
+        ]
+        .into_iter()
+        .filter(|(bit, _)| bad & bit != 0)
+        .map(|(_, name)| name)
+        .collect();
+        let which = if named.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", named.join(", "))
+        };
+        Fail::invalid(format!(
+            "flags {flags:#x}: bits {bad:#x} are not allowed{which}; only MSG_EOR, MSG_MORE and \
+             MSG_CONFIRM are"
+        ))
+    })
+}
+
+/// Copies up to `cap` completions into `out` without blocking and stores how many in `*n`;
+/// the memory of each is the caller's again. Call it when `poll` reports `POLLERR` on the
+/// socket, or now and then.
+///
+/// # Safety
+/// `s` is a live sender; `out` has room for `cap` completions; `n` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_zc_reap(
+    s: *mut ZcnetZcSender,
+    out: *mut ZcnetCompletion,
+    cap: usize,
+    n: *mut usize,
+) -> c_int {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { reap_into(s, out, cap, n) }
+}
+
+/// Waits up to `timeout_ms` until every loaned buffer has completed (then reap them).
+/// `-ETIMEDOUT` when some are still loaned.
+///
+/// # Safety
+/// `s` is a live sender.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_zc_drain(s: *mut ZcnetZcSender, timeout_ms: u32) -> c_int {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { drain_for(s, timeout_ms) }
+}
+
+/// The sender's counters.
+///
+/// # Safety
+/// `s` is a live sender; `out` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_zc_counters(
+    s: *mut ZcnetZcSender,
+    out: *mut ZcnetZcCounters,
+) -> c_int {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        read_counters(s, out, "sender", |h| {
+            let c = h.inner.counters();
+            ZcnetZcCounters {
+                zerocopy_calls: c.zerocopy_calls,
+                zerocopy_bytes: c.zerocopy_bytes,
+                copy_calls: c.copy_calls,
+                copy_bytes: c.copy_bytes,
+                completed_calls: c.completed_calls,
+                copied_calls: c.copied_calls,
+                enobufs_fallbacks: c.enobufs_fallbacks,
+                zero_copy_bytes: c.zero_copy_bytes(),
+            }
+        })
+    }
+}
+
+/// Frees the sender. Buffers still loaned are waited for briefly; any the kernel still holds
+/// then stay the caller's responsibility (never free memory the kernel may read). NULL is
+/// ignored.
+///
+/// # Safety
+/// `s` is NULL or a live sender, not used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_zc_sender_free(s: *mut ZcnetZcSender) {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { free_handle(s) }
+}

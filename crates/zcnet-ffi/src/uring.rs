@@ -1,0 +1,176 @@
+//! `zcnet_uring_*`: an io_uring `SEND_ZC` sender on a connected socket, loaning C memory until
+//! its notification.
+
+use std::collections::VecDeque;
+use std::ffi::c_int;
+
+use zc::loan::AssumeExclusive;
+
+use super::error::{Fail, guard};
+use super::handle::{Fd, ZcnetMode, arg, fd, free_handle, read_counters};
+use super::loan::{CBuf, ZcnetCompletion, drain_for, lend, lender, reap_into};
+
+/// What an io_uring sender did.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ZcnetUringCounters {
+    /// Requests queued.
+    pub requests: u64,
+    /// Of those, `SEND_ZC`/`SENDMSG_ZC`.
+    pub zc_requests: u64,
+    /// Buffers returned.
+    pub returned: u64,
+    /// Bytes the kernel accepted.
+    pub bytes: u64,
+    /// Zero-copy buffers whose notification said "copied".
+    pub copied: u64,
+    /// Zero-copy buffers whose notification said "not copied".
+    pub not_copied: u64,
+    /// Bytes that really went without a copy.
+    pub not_copied_bytes: u64,
+    /// Buffers whose request failed.
+    pub errors: u64,
+    /// Zero-copy requests sent again by copy for want of locked memory.
+    pub memlock_fallbacks: u64,
+}
+
+/// An io_uring `SEND_ZC` sender on a connected socket (opaque).
+pub struct ZcnetUringSender {
+    inner: zc::uring::UringSender<AssumeExclusive<Fd>, CBuf>,
+    ready: VecDeque<ZcnetCompletion>,
+}
+
+lender!(ZcnetUringSender);
+
+/// Makes an io_uring sender on the connected socket `fd`: `IORING_OP_SEND_ZC` (Linux 6.0,
+/// `io_uring_prep_send_zc(3)`), each buffer back after its notification CQE, with the kernel's
+/// word on whether it copied (6.2). `mode` is a `ZcnetMode` (another value is `-EINVAL`);
+/// `ZCNET_MODE_AUTO` sends by zero copy only where the `zcnet tune` profile says it pays. Where
+/// the kernel lacks `SEND_ZC` it sends by copy. On a stream socket the peer gets the bytes of
+/// `zcnet_uring_send` calls in call order; after a send fails for good, every later buffer
+/// comes back unsent with an error. Returns `-EBUSY` when another zcnet sender of this process
+/// holds the same socket.
+///
+/// # Safety
+/// `out` points at a writable pointer; `fd` stays open until `zcnet_uring_sender_free`, and
+/// nothing else sends on that socket meanwhile (through any descriptor of it): its bytes would
+/// land between this sender's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_sender_new(
+    fd_raw: c_int,
+    mode: c_int,
+    out: *mut *mut ZcnetUringSender,
+) -> c_int {
+    guard(|| {
+        use zc::uring::{Config, Mode, UringSender};
+        // SAFETY: the caller's contract; NULL refused.
+        let out = unsafe { arg(out, "out") }?;
+        let mode = match ZcnetMode::try_from(mode)? {
+            ZcnetMode::ZeroCopy => Mode::ZeroCopy,
+            ZcnetMode::Copy => Mode::Copy,
+            ZcnetMode::Auto => Mode::Auto,
+        };
+        let config = Config {
+            mode,
+            ..Config::default()
+        };
+        // SAFETY: the caller's contract above: the socket is this sender's alone until
+        // zcnet_uring_sender_free; another sender of this process on it is refused by `new`.
+        let socket = unsafe { AssumeExclusive::new(fd(fd_raw, "fd")?) };
+        let inner = UringSender::new(socket, config).map_err(|e| match e {
+            zc::uring::UringError::SocketInUse { .. } => Fail {
+                errno: libc::EBUSY,
+                message: e.to_string(),
+            },
+            e => Fail::from_error(&e),
+        })?;
+        *out = Box::into_raw(Box::new(ZcnetUringSender {
+            inner,
+            ready: VecDeque::new(),
+        }));
+        Ok(())
+    })
+}
+
+/// Queues `len` bytes at `ptr` (submitted in batches; `zcnet_uring_reap` submits the rest),
+/// loaned until `zcnet_uring_reap` returns `user_data`, as for `zcnet_zc_send`.
+///
+/// # Safety
+/// `s` is a live sender; `ptr` points at `len` readable bytes kept valid and unmodified until
+/// their completion.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_send(
+    s: *mut ZcnetUringSender,
+    ptr: *const u8,
+    len: usize,
+    user_data: u64,
+) -> c_int {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { lend(s, ptr, len, user_data) }
+}
+
+/// Submits what is queued and copies up to `cap` completions into `out` without blocking;
+/// `*n` says how many.
+///
+/// # Safety
+/// `s` is a live sender; `out` has room for `cap` completions; `n` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_reap(
+    s: *mut ZcnetUringSender,
+    out: *mut ZcnetCompletion,
+    cap: usize,
+    n: *mut usize,
+) -> c_int {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { reap_into(s, out, cap, n) }
+}
+
+/// Submits everything and waits up to `timeout_ms` until every buffer is back (then reap
+/// them). `-ETIMEDOUT` when some are still loaned.
+///
+/// # Safety
+/// `s` is a live sender.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_drain(s: *mut ZcnetUringSender, timeout_ms: u32) -> c_int {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { drain_for(s, timeout_ms) }
+}
+
+/// The io_uring sender's counters.
+///
+/// # Safety
+/// `s` is a live sender; `out` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_counters(
+    s: *mut ZcnetUringSender,
+    out: *mut ZcnetUringCounters,
+) -> c_int {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        read_counters(s, out, "sender", |h| {
+            let c = h.inner.counters();
+            ZcnetUringCounters {
+                requests: c.requests,
+                zc_requests: c.zc_requests,
+                returned: c.returned,
+                bytes: c.bytes,
+                copied: c.copied,
+                not_copied: c.not_copied,
+                not_copied_bytes: c.not_copied_bytes,
+                errors: c.errors,
+                memlock_fallbacks: c.memlock_fallbacks,
+            }
+        })
+    }
+}
+
+/// Frees the io_uring sender; buffers the kernel may still read are never freed by it (see
+/// `zcnet_zc_sender_free`). NULL is ignored.
+///
+/// # Safety
+/// `s` is NULL or a live sender, not used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_sender_free(s: *mut ZcnetUringSender) {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { free_handle(s) }
+}
