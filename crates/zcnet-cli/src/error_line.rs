@@ -1,5 +1,5 @@
-//! An error as the command prints it: its whole cause chain on one line ("cannot listen on
-//! [::1]:9000: Address in use"). A leaf that every subcommand, the benches and `main` share.
+//! An error as the command prints it: its whole cause chain on one line (`cannot listen on
+//! [::1]:9000: Address in use`). A leaf that every subcommand, the benches and `main` share.
 
 /// The error chain on one line: every error's `Display` says its own layer's part only (the rule
 /// of docs/api.md), so the causes are joined with ": " as they come, each once.

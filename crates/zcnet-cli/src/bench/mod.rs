@@ -4,7 +4,7 @@
 //!
 //! This module only dispatches. What the benches share lives in leaf modules that they import,
 //! never here (a bench that used its parent would close an import cycle with this dispatch):
-//! [`common`] (the flags), [`outcome`] (the report and the summary rows, as shown), [`labs`]
+//! [`common`] (the flags), [`outcome`] (the report and the summary rows, as shown), `labs`
 //! (labs or a remote host), [`sweep`] (the engine of the send benches, which `zcnet tune`
 //! shares) and [`heat`] (whether a pool is hot).
 

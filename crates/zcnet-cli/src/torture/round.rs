@@ -1,7 +1,7 @@
 //! What a round is: the mechanisms and faults it draws from, its [`Plan`] (who sends and who
 //! receives, over which link, with which faults), and what its sender and receiver report. A
-//! leaf: the sides of a round ([`super::tx`], [`super::rx`], and the async and C senders) and
-//! the driver that plans and judges rounds all read it.
+//! leaf: the sides of a round (`tx`, `rx`, and the async and C senders) and the driver that
+//! plans and judges rounds all read it.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
