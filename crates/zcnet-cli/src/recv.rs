@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::{Context, anyhow};
 use serde_json::json;
-use zcnet::tcp_rx::{Config, TcpZerocopyReceiver};
+use zcnet::tcp_rx::{Config, TcpZeroCopyReceiver};
 
 use crate::output::{self, Output};
 
@@ -84,7 +84,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         },
         ..Config::default()
     };
-    let mut rx = TcpZerocopyReceiver::new(conn, config)?;
+    let mut rx = TcpZeroCopyReceiver::new(conn, config)?;
     if let Some(why) = rx.fallback_reason() {
         eprintln!("zcnet recv: receiving by copy: {why}");
     }

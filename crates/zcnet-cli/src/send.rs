@@ -45,7 +45,7 @@ impl From<StrategyArg> for Strategy {
             StrategyArg::Auto => Strategy::Auto,
             StrategyArg::Sendfile => Strategy::Sendfile,
             StrategyArg::Splice => Strategy::Splice,
-            StrategyArg::MmapZc => Strategy::MmapZerocopy,
+            StrategyArg::MmapZc => Strategy::MmapZeroCopy,
             StrategyArg::Copy => Strategy::Copy,
         }
     }

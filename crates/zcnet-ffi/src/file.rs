@@ -7,7 +7,7 @@ use std::mem::ManuallyDrop;
 use std::os::fd::FromRawFd;
 
 use zc::ZeroCopyCounters as _;
-use zc::msg_zerocopy::ZerocopyError;
+use zc::msg_zerocopy::ZeroCopyError;
 
 use super::error::{Fail, guard};
 use super::handle::{arg, c_enum, fd};
@@ -23,7 +23,7 @@ pub enum ZcnetFileMode {
     /// `splice(2)` through a pipe.
     Splice = 2,
     /// An mmap window sent with `MSG_ZEROCOPY`, unmapped after its completions.
-    MmapZerocopy = 3,
+    MmapZeroCopy = 3,
     /// `read(2)` + `send(2)`.
     Copy = 4,
 }
@@ -32,7 +32,7 @@ c_enum!(ZcnetFileMode {
     Auto = "ZCNET_FILE_MODE_AUTO",
     Sendfile = "ZCNET_FILE_MODE_SENDFILE",
     Splice = "ZCNET_FILE_MODE_SPLICE",
-    MmapZerocopy = "ZCNET_FILE_MODE_MMAP_ZEROCOPY",
+    MmapZeroCopy = "ZCNET_FILE_MODE_MMAP_ZEROCOPY",
     Copy = "ZCNET_FILE_MODE_COPY",
 });
 
@@ -79,7 +79,7 @@ pub unsafe extern "C" fn zcnet_send_file(
             ZcnetFileMode::Auto => Mode::Auto,
             ZcnetFileMode::Sendfile => Mode::Sendfile,
             ZcnetFileMode::Splice => Mode::Splice,
-            ZcnetFileMode::MmapZerocopy => Mode::MmapZerocopy,
+            ZcnetFileMode::MmapZeroCopy => Mode::MmapZeroCopy,
             ZcnetFileMode::Copy => Mode::Copy,
         };
         let mut tx = FileSender::new(
@@ -101,8 +101,8 @@ pub unsafe extern "C" fn zcnet_send_file(
             let in_use = match &e {
                 file::FileError::Io { source, .. } => source
                     .get_ref()
-                    .and_then(|inner| inner.downcast_ref::<ZerocopyError>())
-                    .is_some_and(|z| matches!(z, ZerocopyError::SocketInUse { .. })),
+                    .and_then(|inner| inner.downcast_ref::<ZeroCopyError>())
+                    .is_some_and(|z| matches!(z, ZeroCopyError::SocketInUse { .. })),
                 _ => false,
             };
             if in_use {

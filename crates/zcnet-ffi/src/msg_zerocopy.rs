@@ -6,7 +6,7 @@ use std::ffi::c_int;
 
 use zc::ZeroCopyCounters as _;
 use zc::loan::AssumeExclusive;
-use zc::msg_zerocopy::{self, SendFlags, ZerocopyError, ZerocopySender};
+use zc::msg_zerocopy::{self, SendFlags, ZeroCopyError, ZeroCopySender};
 
 use super::error::{Fail, guard};
 use super::handle::{Fd, ZcnetMode, arg, fd, free_handle, read_counters};
@@ -36,7 +36,7 @@ pub struct ZcnetZcCounters {
 
 /// A MSG_ZEROCOPY sender on a connected TCP or UDP socket (opaque).
 pub struct ZcnetZcSender {
-    inner: ZerocopySender<AssumeExclusive<Fd>, CBuf>,
+    inner: ZeroCopySender<AssumeExclusive<Fd>, CBuf>,
     ready: VecDeque<ZcnetCompletion>,
 }
 
@@ -95,8 +95,8 @@ pub unsafe extern "C" fn zcnet_zc_sender_new(
         // SO_ZEROCOPY change through any descriptor of it) and `fd` stays open until then; what
         // can be checked (another sender here, SO_ZEROCOPY on already) `new` checks.
         let socket = unsafe { AssumeExclusive::new(fd(fd_raw, "fd")?) };
-        let inner = ZerocopySender::new(socket, config).map_err(|e| match e {
-            ZerocopyError::SocketInUse { .. } => Fail {
+        let inner = ZeroCopySender::new(socket, config).map_err(|e| match e {
+            ZeroCopyError::SocketInUse { .. } => Fail {
                 errno: libc::EBUSY,
                 message: e.to_string(),
             },

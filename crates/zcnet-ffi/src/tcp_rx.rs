@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::ffi::c_int;
 
-use zc::tcp_rx::{self, TcpZerocopyReceiver};
+use zc::tcp_rx::{self, TcpZeroCopyReceiver};
 
 use super::error::{Fail, guard};
 use super::handle::{Fd, ZcnetMode, arg, fd, free_handle, read_counters};
@@ -26,7 +26,7 @@ pub struct ZcnetRxCounters {
 
 /// A TCP zero-copy receiver on a connected socket (opaque).
 pub struct ZcnetRx {
-    inner: TcpZerocopyReceiver<Fd>,
+    inner: TcpZeroCopyReceiver<Fd>,
     /// Parts of the last receive not yet handed out: valid until the next receive.
     parts: VecDeque<(*const u8, usize)>,
 }
@@ -66,7 +66,7 @@ pub unsafe extern "C" fn zcnet_rx_new(
             errno: libc::EINVAL,
             message: format!("fd {fd_raw} is not a TCP socket ({e})"),
         })?;
-        let inner = TcpZerocopyReceiver::new(sock, config).map_err(|e| Fail::from_error(&e))?;
+        let inner = TcpZeroCopyReceiver::new(sock, config).map_err(|e| Fail::from_error(&e))?;
         *out = Box::into_raw(Box::new(ZcnetRx {
             inner,
             parts: VecDeque::new(),

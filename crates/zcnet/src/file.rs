@@ -4,7 +4,7 @@
 //! |---|---|---|---|
 //! | [`Mode::Sendfile`] | `sendfile(2)` | none | **none**: pages go out straight from the page cache, later writes to the file may change bytes not yet transmitted |
 //! | [`Mode::Splice`] | `splice(2)` file → pipe → socket (pipe sized with `F_SETPIPE_SZ`) | none | none, as `sendfile` |
-//! | [`Mode::MmapZerocopy`] | `mmap` a sliding window, `send(MSG_ZEROCOPY)` | none (unless the kernel copies: loopback, local delivery) | **yes**: a window is unmapped only when its completions say the kernel is done with it |
+//! | [`Mode::MmapZeroCopy`] | `mmap` a sliding window, `send(MSG_ZEROCOPY)` | none (unless the kernel copies: loopback, local delivery) | **yes**: a window is unmapped only when its completions say the kernel is done with it |
 //! | [`Mode::Copy`] | `read(2)` + `send(2)` | read and send both copy | not needed |
 //!
 //! [`FileSender::new`]`(socket, `[`Config`]`)` sends any number of files, pipes or readers on one
@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use crate::ZeroCopyCounters as _;
 use crate::loan::Held;
-use crate::msg_zerocopy::{self, ZerocopySender};
+use crate::msg_zerocopy::{self, ZeroCopySender};
 use std::net::TcpStream;
 use std::sync::OnceLock;
 
@@ -51,19 +51,19 @@ pub enum Mode {
     Splice,
     /// `mmap` window + `MSG_ZEROCOPY` (the only zero-copy mode that says when the file's pages
     /// are free again).
-    MmapZerocopy,
+    MmapZeroCopy,
     /// `read(2)` + `send(2)`, the copying twin.
     Copy,
 }
 
 impl Mode {
-    /// The name used on the command line and in reports (`mmap-zc` for [`Mode::MmapZerocopy`]).
+    /// The name used on the command line and in reports (`mmap-zc` for [`Mode::MmapZeroCopy`]).
     pub fn name(self) -> &'static str {
         match self {
             Mode::Auto => "auto",
             Mode::Sendfile => "sendfile",
             Mode::Splice => "splice",
-            Mode::MmapZerocopy => "mmap-zc",
+            Mode::MmapZeroCopy => "mmap-zc",
             Mode::Copy => "copy",
         }
     }
@@ -232,9 +232,9 @@ impl<S: AsFd> FileSender<S> {
     ///
     /// # Errors
     /// [`FileError::Unsupported`] when `sendfile` or `splice` was asked for and [`support`]
-    /// found it not working. For [`Mode::MmapZerocopy`], the first file's send fails where
+    /// found it not working. For [`Mode::MmapZeroCopy`], the first file's send fails where
     /// another sender holds the socket or `SO_ZEROCOPY` is on already
-    /// ([`ZerocopyError::SocketInUse`](crate::msg_zerocopy::ZerocopyError::SocketInUse)): the
+    /// ([`ZeroCopyError::SocketInUse`](crate::msg_zerocopy::ZeroCopyError::SocketInUse)): the
     /// windows are given back by their completions, which must be this sender's alone.
     pub fn new(socket: S, config: Config) -> Result<Self, FileError> {
         let (mode, fallback) = config.mode.resolve();
@@ -343,7 +343,7 @@ impl<S: AsFd> FileSender<S> {
     /// shorter than `offset + len` is `UnexpectedEof`.
     pub fn send_file(&mut self, file: &File, offset: u64, len: u64) -> Result<u64, FileError> {
         self.choose(len);
-        let c = if self.used == Mode::MmapZerocopy {
+        let c = if self.used == Mode::MmapZeroCopy {
             send_mmap_zc(
                 self.socket.as_fd(),
                 file,
@@ -467,7 +467,7 @@ fn send_file(
             })
         }
         // Its ids go on from one file to the next: `FileSender::send_file` keeps them.
-        Mode::MmapZerocopy => send_mmap_zc(socket, file, offset, len, opts, &mut None),
+        Mode::MmapZeroCopy => send_mmap_zc(socket, file, offset, len, opts, &mut None),
         Mode::Copy => {
             let mut buf = vec![0u8; opts.chunk];
             let mut pos = offset;
@@ -532,9 +532,9 @@ fn send_mmap_zc(
 ) -> Result<Counters, FileError> {
     let err = |op: &'static str, sent: u64| FileError::at("mmap-zc", op, sent);
     let config = msg_zerocopy::Config::default();
-    let mut tx: ZerocopySender<Held<'_>, FileRegion> = match *next_id {
-        None => ZerocopySender::new(Held(socket), config),
-        Some(id) => ZerocopySender::resume(Held(socket), config, id),
+    let mut tx: ZeroCopySender<Held<'_>, FileRegion> = match *next_id {
+        None => ZeroCopySender::new(Held(socket), config),
+        Some(id) => ZeroCopySender::resume(Held(socket), config, id),
     }
     .map_err(|e| err("setsockopt(SO_ZEROCOPY)", 0)(io::Error::other(e)))?;
     let r = mmap_zc_windows(&mut tx, socket, file, offset, len, opts);
@@ -546,7 +546,7 @@ fn send_mmap_zc(
 
 /// The windows of [`send_mmap_zc`], sent through `tx`.
 fn mmap_zc_windows(
-    tx: &mut ZerocopySender<Held<'_>, FileRegion>,
+    tx: &mut ZeroCopySender<Held<'_>, FileRegion>,
     socket: BorrowedFd<'_>,
     file: &File,
     offset: u64,
@@ -609,7 +609,7 @@ fn mmap_zc_windows(
 /// Takes the buffers the kernel gave back; the first error one of them carries (a send that
 /// failed part-way: the rest of the file must not be sent after a gap), as [`failed`] reports
 /// it. `sent` counts every byte handed to `tx`.
-fn first_error(tx: &mut ZerocopySender<Held<'_>, FileRegion>, sent: u64) -> Result<(), FileError> {
+fn first_error(tx: &mut ZeroCopySender<Held<'_>, FileRegion>, sent: u64) -> Result<(), FileError> {
     let mut first = None;
     let mut unsent = 0u64;
     for r in tx.returned() {
@@ -630,7 +630,7 @@ fn first_error(tx: &mut ZerocopySender<Held<'_>, FileRegion>, sent: u64) -> Resu
 /// later chunk's error: the buffers still out are awaited (briefly; the kernel lets them go as
 /// the peer acknowledges) and theirs is left out too.
 fn failed(
-    tx: &mut ZerocopySender<Held<'_>, FileRegion>,
+    tx: &mut ZeroCopySender<Held<'_>, FileRegion>,
     op: &'static str,
     handed: u64,
     unsent: u64,

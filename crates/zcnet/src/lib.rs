@@ -6,7 +6,7 @@
 //!   operations, each block carrying a `SAFETY:` line. Outside it, `unsafe` only declares the
 //!   promises a caller makes: the [`loan::OwnedBuf`] contract and the two functions through which
 //!   a caller vouches ([`loan::AssumeExclusive::new`],
-//!   [`ZerocopySender::send_borrowed`](msg_zerocopy::ZerocopySender::send_borrowed)). Nothing
+//!   [`ZeroCopySender::send_borrowed`](msg_zerocopy::ZeroCopySender::send_borrowed)). Nothing
 //!   public lets safe code hand the kernel an address that did not come from a live borrow or an
 //!   owned loan ([`loan`]).
 //! - One module per mechanism, named as the kernel names it: [`tcp_rx`], [`msg_zerocopy`] (with
@@ -57,13 +57,13 @@
 ```
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
-use zcnet::tcp_rx::{Config, TcpZerocopyReceiver};
+use zcnet::tcp_rx::{Config, TcpZeroCopyReceiver};
 use zcnet::ZeroCopyCounters;
 
 let l = TcpListener::bind("127.0.0.1:0")?;
 let mut tx = TcpStream::connect(l.local_addr()?)?;
 let sender = std::thread::spawn(move || tx.write_all(&[7u8; 100_000]));
-let mut rx = TcpZerocopyReceiver::new(l.accept()?.0, Config::default())?;
+let mut rx = TcpZeroCopyReceiver::new(l.accept()?.0, Config::default())?;
 let mut got = Vec::new();
 rx.copy_to(&mut got)?;
 sender.join().unwrap()?;
@@ -81,12 +81,12 @@ println!("{:?} mapped", rx.counters().zero_copy_share());
 ```
 use std::net::UdpSocket;
 use std::time::Duration;
-use zcnet::msg_zerocopy::{Config, ZerocopySender};
+use zcnet::msg_zerocopy::{Config, ZeroCopySender};
 
 let rx = UdpSocket::bind("127.0.0.1:0")?;
 let tx = UdpSocket::bind("127.0.0.1:0")?;
 tx.connect(rx.local_addr()?)?;
-let mut sender = ZerocopySender::new(tx, Config::default())?;
+let mut sender = ZeroCopySender::new(tx, Config::default())?;
 sender.send(vec![1u8; 32_000]).map_err(|e| e.error)?;
 sender.drain(Duration::from_secs(5))?;
 let back: Vec<_> = sender.returned().collect();
@@ -242,9 +242,9 @@ assert_eq!(xsk.counters().completions, 1);
     feature = "msg_zerocopy",
     doc = r#"
 ```compile_fail
-use zcnet::msg_zerocopy::{Config, ZerocopySender};
+use zcnet::msg_zerocopy::{Config, ZeroCopySender};
 let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-let mut tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(s, Config::default()).unwrap();
+let mut tx: ZeroCopySender<_, Vec<u8>> = ZeroCopySender::new(s, Config::default()).unwrap();
 let mut buf = vec![0u8; 65536];
 tx.send(buf).unwrap();
 buf[0] = 1; // the kernel may still be reading it
@@ -256,9 +256,9 @@ buf[0] = 1; // the kernel may still be reading it
     feature = "msg_zerocopy",
     doc = r#"
 ```compile_fail
-use zcnet::msg_zerocopy::{Config, ZerocopySender};
+use zcnet::msg_zerocopy::{Config, ZeroCopySender};
 let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-let mut tx = ZerocopySender::new(s, Config::default()).unwrap();
+let mut tx = ZeroCopySender::new(s, Config::default()).unwrap();
 tx.send([0u8; 64]).unwrap();
 ```
 "#
@@ -268,9 +268,9 @@ tx.send([0u8; 64]).unwrap();
     feature = "tcp_rx",
     doc = r#"
 ```compile_fail
-use zcnet::tcp_rx::{Config, TcpZerocopyReceiver};
+use zcnet::tcp_rx::{Config, TcpZeroCopyReceiver};
 fn f(s: std::net::TcpStream) {
-    let mut rx = TcpZerocopyReceiver::new(s, Config::default()).unwrap();
+    let mut rx = TcpZeroCopyReceiver::new(s, Config::default()).unwrap();
     let first = rx.recv().unwrap().unwrap();
     let _second = rx.recv();
     println!("{}", first.mapped[0]); // those pages are gone
@@ -283,16 +283,16 @@ fn f(s: std::net::TcpStream) {
     all(feature = "msg_zerocopy", feature = "tcp_rx"),
     doc = r#"
 ```
-use zcnet::msg_zerocopy::{Config, ZerocopySender};
-use zcnet::tcp_rx::TcpZerocopyReceiver;
+use zcnet::msg_zerocopy::{Config, ZeroCopySender};
+use zcnet::tcp_rx::TcpZeroCopyReceiver;
 fn f(s: std::net::TcpStream, u: std::net::UdpSocket) {
-    let mut tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(u, Config::default()).unwrap();
+    let mut tx: ZeroCopySender<_, Vec<u8>> = ZeroCopySender::new(u, Config::default()).unwrap();
     tx.send(vec![0u8; 65536]).unwrap();
     for back in tx.returned() {
         let mut buf = back.buf; // the caller's again
         buf[0] = 1;
     }
-    let mut rx = TcpZerocopyReceiver::new(s, zcnet::tcp_rx::Config::default()).unwrap();
+    let mut rx = TcpZeroCopyReceiver::new(s, zcnet::tcp_rx::Config::default()).unwrap();
     let n = rx.recv().unwrap().map_or(0, |r| r.len());
     let _ = (n, zcnet::probe::features().host.page_size);
 }
@@ -305,7 +305,7 @@ fn f(s: std::net::TcpStream, u: std::net::UdpSocket) {
 //! socket, a [`loan::ExclusiveSocket`] (two senders on one socket took each other's
 //! completions); each item shows the `compile_fail` and the right way. A second sender through
 //! another descriptor of the socket is refused at run time
-//! ([`msg_zerocopy::ZerocopyError::SocketInUse`]).
+//! ([`msg_zerocopy::ZeroCopyError::SocketInUse`]).
 //!
 //! A descriptor is never trusted past the borrow that checked it: [`peek::discard`] and the
 //! peek cursor's consume check that the socket is TCP on every call (a test hands the cursor a

@@ -250,20 +250,20 @@ macro_rules! async_loaning_sender {
 #[cfg(feature = "msg_zerocopy")]
 mod msg_zerocopy_shape {
     use crate::loan::{ExclusiveSocket, OwnedBuf};
-    use crate::msg_zerocopy::{self, ZerocopySender};
+    use crate::msg_zerocopy::{self, ZeroCopySender};
 
-    mechanism!(impl[S: ExclusiveSocket, B: OwnedBuf] ZerocopySender<S, B> => msg_zerocopy);
+    mechanism!(impl[S: ExclusiveSocket, B: OwnedBuf] ZeroCopySender<S, B> => msg_zerocopy);
     // Every send is its own `sendmsg`: nothing waits to be submitted.
-    loaning_sender!(impl[S: ExclusiveSocket, B: OwnedBuf] ZerocopySender<S, B>, flush: |_| Ok(()));
+    loaning_sender!(impl[S: ExclusiveSocket, B: OwnedBuf] ZeroCopySender<S, B>, flush: |_| Ok(()));
 
     #[cfg(feature = "tokio")]
     mod tokio {
         use crate::loan::{ExclusiveSocket, OwnedBuf};
         use crate::msg_zerocopy;
-        use crate::tokio::{IntoStdSocket, ZerocopySender};
+        use crate::tokio::{IntoStdSocket, ZeroCopySender};
 
-        mechanism!(impl[S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf] ZerocopySender<S, B> => msg_zerocopy);
-        async_loaning_sender!(impl[S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf] ZerocopySender<S, B>);
+        mechanism!(impl[S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf] ZeroCopySender<S, B> => msg_zerocopy);
+        async_loaning_sender!(impl[S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf] ZeroCopySender<S, B>);
     }
 }
 
@@ -291,14 +291,14 @@ mod tcp_rx_shape {
     use std::os::fd::AsFd;
 
     use super::{LendingReceiver, Lent};
-    use crate::tcp_rx::{self, RxError, TcpZerocopyReceiver};
+    use crate::tcp_rx::{self, RxError, TcpZeroCopyReceiver};
 
-    mechanism!(impl[S: AsFd] TcpZerocopyReceiver<S> => tcp_rx);
+    mechanism!(impl[S: AsFd] TcpZeroCopyReceiver<S> => tcp_rx);
 
-    impl<S: AsFd> LendingReceiver for TcpZerocopyReceiver<S> {
+    impl<S: AsFd> LendingReceiver for TcpZeroCopyReceiver<S> {
         type Error = RxError;
         fn recv(&mut self) -> Result<Option<Lent<'_>>, RxError> {
-            Ok(TcpZerocopyReceiver::recv(self)?.map(|r| Lent::new(r.mapped, r.copied)))
+            Ok(TcpZeroCopyReceiver::recv(self)?.map(|r| Lent::new(r.mapped, r.copied)))
         }
     }
 
@@ -308,14 +308,14 @@ mod tcp_rx_shape {
 
         use crate::mechanism::{AsyncLendingReceiver, Lent};
         use crate::tcp_rx::{self, RxError};
-        use crate::tokio::{IntoStdSocket, TcpZerocopyReceiver};
+        use crate::tokio::{IntoStdSocket, TcpZeroCopyReceiver};
 
-        mechanism!(impl[S: AsFd + IntoStdSocket<Std = S>] TcpZerocopyReceiver<S> => tcp_rx);
+        mechanism!(impl[S: AsFd + IntoStdSocket<Std = S>] TcpZeroCopyReceiver<S> => tcp_rx);
 
-        impl<S: AsFd + IntoStdSocket<Std = S>> AsyncLendingReceiver for TcpZerocopyReceiver<S> {
+        impl<S: AsFd + IntoStdSocket<Std = S>> AsyncLendingReceiver for TcpZeroCopyReceiver<S> {
             type Error = RxError;
             async fn recv(&mut self) -> Result<Option<Lent<'_>>, RxError> {
-                let got = TcpZerocopyReceiver::recv(self).await?;
+                let got = TcpZeroCopyReceiver::recv(self).await?;
                 Ok(got.map(|r| Lent::new(r.mapped, r.copied)))
             }
         }

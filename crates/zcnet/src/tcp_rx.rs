@@ -1,8 +1,8 @@
 //! TCP zero-copy receive (`TCP_ZEROCOPY_RECEIVE`, Linux 4.18): received pages are mapped into
 //! the process instead of copied.
 //!
-//! [`TcpZerocopyReceiver`] reserves one read-only mapping on a connected TCP socket (aligned to
-//! 2 MiB, sized to the window, 512 KiB by default) and, on each [`recv`](TcpZerocopyReceiver::recv),
+//! [`TcpZeroCopyReceiver`] reserves one read-only mapping on a connected TCP socket (aligned to
+//! 2 MiB, sized to the window, 512 KiB by default) and, on each [`recv`](TcpZeroCopyReceiver::recv),
 //! asks the kernel to map whole received pages into it. Bytes that cannot be mapped (a partial
 //! page, a header) are read by copy: in the same call through the `copybuf` fields where the
 //! kernel has them (5.11+), else by `recv(2)`. Received data is lent as `&[u8]` slices valid
@@ -15,7 +15,7 @@
 //! that took the mapped share on loopback from 100 % to 0-97 %, varying run to run.
 //!
 //! Where the kernel lacks the feature, the socket cannot be mapped, or copying is forced, the
-//! same API reads with plain `recv(2)` and [`TcpZerocopyReceiver::fallback_reason`] says why.
+//! same API reads with plain `recv(2)` and [`TcpZeroCopyReceiver::fallback_reason`] says why.
 //! [`Counters`] always says how many bytes were mapped and how many copied.
 //!
 //! Only whole 4 KiB pages at offset 0 of a segment's payload can be mapped: on loopback that
@@ -48,16 +48,16 @@ pub enum Release {
     KernelZap,
 }
 
-/// Largest window [`TcpZerocopyReceiver::new`] accepts: 1 GiB.
+/// Largest window [`TcpZeroCopyReceiver::new`] accepts: 1 GiB.
 pub const MAX_WINDOW: usize = 1 << 30;
 
-/// How a [`TcpZerocopyReceiver`] receives.
+/// How a [`TcpZeroCopyReceiver`] receives.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Mode {
     /// Map whole pages where the kernel can (`TCP_ZEROCOPY_RECEIVE`), copy the rest; where the
     /// socket cannot be mapped at all, copy everything and say why
-    /// ([`TcpZerocopyReceiver::fallback_reason`]).
+    /// ([`TcpZeroCopyReceiver::fallback_reason`]).
     #[default]
     ZeroCopy,
     /// Read everything with `recv(2)`: the copying twin, with the same API.
@@ -69,7 +69,7 @@ pub const DEFAULT_WINDOW: usize = 512 * 1024;
 /// Alignment of the window: 2 MiB keeps page-table locks of different windows apart.
 pub const WINDOW_ALIGN: usize = 2 * 1024 * 1024;
 
-/// How a [`TcpZerocopyReceiver`] is set up.
+/// How a [`TcpZeroCopyReceiver`] is set up.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Zero-copy (default) or copy.
@@ -126,7 +126,7 @@ pub enum RxError {
     /// Nothing arrived within the configured timeout.
     #[error("no data for {0:?}")]
     TimedOut(Duration),
-    /// Writing received data out failed ([`TcpZerocopyReceiver::copy_to`]).
+    /// Writing received data out failed ([`TcpZeroCopyReceiver::copy_to`]).
     #[error("writing received data")]
     Write(#[source] io::Error),
 }
@@ -190,7 +190,7 @@ impl Received<'_> {
         self.mapped.len() + self.copied.len()
     }
 
-    /// Never true for a receive returned by [`TcpZerocopyReceiver::recv`].
+    /// Never true for a receive returned by [`TcpZeroCopyReceiver::recv`].
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -216,7 +216,7 @@ struct KernelStruct {
 /// A receiver on a connected TCP socket that maps received pages where it can.
 #[derive(Debug)]
 #[doc(alias = "TCP_ZEROCOPY_RECEIVE")]
-pub struct TcpZerocopyReceiver<S: AsFd> {
+pub struct TcpZeroCopyReceiver<S: AsFd> {
     socket: S,
     window: Option<ZcWindow>,
     kernel: KernelStruct,
@@ -234,7 +234,7 @@ pub struct TcpZerocopyReceiver<S: AsFd> {
 /// What one receive step found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Step {
-    /// Bytes, seen through [`TcpZerocopyReceiver::last_received`].
+    /// Bytes, seen through [`TcpZeroCopyReceiver::last_received`].
     Got,
     /// End of stream.
     End,
@@ -242,7 +242,7 @@ pub(crate) enum Step {
     WouldBlock,
 }
 
-impl<S: AsFd> TcpZerocopyReceiver<S> {
+impl<S: AsFd> TcpZeroCopyReceiver<S> {
     /// Sets up a receiver on `socket`, a connected TCP socket.
     ///
     /// # Errors
@@ -298,7 +298,7 @@ impl<S: AsFd> TcpZerocopyReceiver<S> {
                 Err(e) => (None, Some(format!("mmap on this socket failed: {e}"))),
             }
         };
-        Ok(TcpZerocopyReceiver {
+        Ok(TcpZeroCopyReceiver {
             socket,
             window,
             kernel,

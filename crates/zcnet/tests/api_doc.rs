@@ -24,9 +24,9 @@ type Tcp = std::net::TcpStream;
 fn code() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
     #[allow(unused_mut)]
     let mut m = shape! {
-        "msg_zerocopy::ZerocopySender" => zcnet::msg_zerocopy::ZerocopySender<Tcp, Buf>: Mechanism, LoaningSender<Buf>;
+        "msg_zerocopy::ZeroCopySender" => zcnet::msg_zerocopy::ZeroCopySender<Tcp, Buf>: Mechanism, LoaningSender<Buf>;
         "uring::UringSender" => zcnet::uring::UringSender<Tcp, Buf>: Mechanism, LoaningSender<Buf>;
-        "tcp_rx::TcpZerocopyReceiver" => zcnet::tcp_rx::TcpZerocopyReceiver<Tcp>: Mechanism, LendingReceiver;
+        "tcp_rx::TcpZeroCopyReceiver" => zcnet::tcp_rx::TcpZeroCopyReceiver<Tcp>: Mechanism, LendingReceiver;
         "peek::PeekCursor" => zcnet::peek::PeekCursor<Tcp>: Mechanism, LendingReceiver;
         "file::FileSender" => zcnet::file::FileSender<Tcp>: Mechanism;
         "packet::Capture" => zcnet::packet::Capture: Mechanism, FrameSource;
@@ -36,9 +36,9 @@ fn code() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
     };
     #[cfg(feature = "tokio")]
     m.extend(shape! {
-        "tokio::ZerocopySender" => zcnet::tokio::ZerocopySender<Tcp, Buf>: Mechanism, AsyncLoaningSender<Buf>;
+        "tokio::ZeroCopySender" => zcnet::tokio::ZeroCopySender<Tcp, Buf>: Mechanism, AsyncLoaningSender<Buf>;
         "tokio::UringSender" => zcnet::tokio::UringSender<Tcp, Buf>: Mechanism, AsyncLoaningSender<Buf>;
-        "tokio::TcpZerocopyReceiver" => zcnet::tokio::TcpZerocopyReceiver<Tcp>: Mechanism, AsyncLendingReceiver;
+        "tokio::TcpZeroCopyReceiver" => zcnet::tokio::TcpZeroCopyReceiver<Tcp>: Mechanism, AsyncLendingReceiver;
         "tokio::PeekCursor" => zcnet::tokio::PeekCursor<Tcp>: Mechanism, AsyncLendingReceiver;
         "tokio::FileSender" => zcnet::tokio::FileSender<Tcp>: Mechanism;
     });

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use zcnet::auto::{self, Profile, Route, SendPath, Threshold};
-use zcnet::msg_zerocopy::{self, ZerocopySender};
+use zcnet::msg_zerocopy::{self, ZeroCopySender};
 
 /// The profile is process-wide: the tests that install one take turns.
 static PROFILE: Mutex<()> = Mutex::new(());
@@ -41,12 +41,12 @@ fn udp_pair() -> (UdpSocket, UdpSocket) {
 }
 
 /// A `Mode::Auto` MSG_ZEROCOPY sender on `sock`.
-fn auto_sender(sock: UdpSocket) -> ZerocopySender<UdpSocket, Vec<u8>> {
+fn auto_sender(sock: UdpSocket) -> ZeroCopySender<UdpSocket, Vec<u8>> {
     let config = msg_zerocopy::Config {
         mode: msg_zerocopy::Mode::Auto,
         ..Default::default()
     };
-    ZerocopySender::new(sock, config).unwrap()
+    ZeroCopySender::new(sock, config).unwrap()
 }
 
 /// Sends `sizes` on a fresh auto sender; returns its counters.

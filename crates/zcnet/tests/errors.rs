@@ -7,7 +7,7 @@ use std::io;
 
 use zcnet::file::FileError;
 use zcnet::loan::SendError;
-use zcnet::msg_zerocopy::ZerocopyError;
+use zcnet::msg_zerocopy::ZeroCopyError;
 use zcnet::packet::PacketError;
 use zcnet::peek::PeekError;
 use zcnet::relay::RelayError;
@@ -95,7 +95,7 @@ fn every_error_with_a_cause_leaves_it_to_the_chain() {
             call: "eventfd",
             source: cause(),
         }),
-        Box::new(ZerocopyError::Io {
+        Box::new(ZeroCopyError::Io {
             call: "sendmsg(MSG_ZEROCOPY)",
             source: cause(),
         }),

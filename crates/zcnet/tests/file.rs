@@ -1,4 +1,4 @@
-//! The file sender's mmap window (`Mode::MmapZerocopy`) against real sockets.
+//! The file sender's mmap window (`Mode::MmapZeroCopy`) against real sockets.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -32,7 +32,7 @@ fn several_mmap_zc_files_on_one_socket_each_come_back_and_arrive_intact() {
         got
     });
     let config = Config {
-        mode: Mode::MmapZerocopy,
+        mode: Mode::MmapZeroCopy,
         window: 1 << 20,
         ..Config::default()
     };

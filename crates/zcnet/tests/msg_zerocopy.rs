@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use netlab::{Family, LoopbackLab, SinkLab, require_lab};
 use zcnet::msg_zerocopy::{
-    self, Config as SenderConfig, CopiedPolicy, Mode, Returned, SendFlags, ZerocopyError,
-    ZerocopySender,
+    self, Config as SenderConfig, CopiedPolicy, Mode, Returned, SendFlags, ZeroCopyError,
+    ZeroCopySender,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -47,7 +47,7 @@ fn every_tcp_buffer_comes_back_exactly_once_and_data_arrives() {
         policy: CopiedPolicy::Keep,
         ..SenderConfig::default()
     };
-    let mut tx = ZerocopySender::new(client, config).unwrap();
+    let mut tx = ZeroCopySender::new(client, config).unwrap();
     let mut back = Vec::new();
     for i in 0..n {
         tx.send(buffer(i)).unwrap();
@@ -95,7 +95,7 @@ fn adaptive_policy_turns_zero_copy_off_after_a_copied_completion() {
         policy: CopiedPolicy::RetryAfter(50),
         ..SenderConfig::default()
     };
-    let mut tx = ZerocopySender::new(client, config).unwrap();
+    let mut tx = ZeroCopySender::new(client, config).unwrap();
     for _ in 0..200 {
         tx.send(vec![1u8; 64 * 1024]).unwrap();
         tx.reap().unwrap();
@@ -131,7 +131,7 @@ fn peer_reset_with_buffers_in_flight_returns_them_all() {
         policy: CopiedPolicy::Keep,
         ..SenderConfig::default()
     };
-    let mut tx = ZerocopySender::new(client, config).unwrap();
+    let mut tx = ZeroCopySender::new(client, config).unwrap();
     let mut handed = 0u32;
     let mut back = Vec::new();
     let err = loop {
@@ -202,7 +202,7 @@ fn enobufs_case(optmem: &str) {
         policy: CopiedPolicy::Keep,
         ..SenderConfig::default()
     };
-    let mut tx = ZerocopySender::new(client, config).unwrap();
+    let mut tx = ZeroCopySender::new(client, config).unwrap();
     let mut back = 0;
     for i in 0..64u32 {
         tx.send(vec![(i % 251) as u8; 64 * 1024]).unwrap();
@@ -263,7 +263,7 @@ fn udp_into_the_sink_completes_uncopied_for_every_buffer() {
             policy: CopiedPolicy::Keep,
             ..SenderConfig::default()
         };
-        let mut tx = ZerocopySender::new(socket, config).unwrap();
+        let mut tx = ZeroCopySender::new(socket, config).unwrap();
         let mut back = Vec::new();
         for i in 0..200u32 {
             tx.send(vec![i as u8; 64000]).unwrap();
@@ -295,8 +295,8 @@ fn borrowed_sends_report_their_tokens_once_the_kernel_is_done() {
         server.read_to_end(&mut got).unwrap();
         got
     });
-    let mut tx: ZerocopySender<TcpStream, Vec<u8>> =
-        ZerocopySender::new(client, SenderConfig::default()).unwrap();
+    let mut tx: ZeroCopySender<TcpStream, Vec<u8>> =
+        ZeroCopySender::new(client, SenderConfig::default()).unwrap();
     // Memory this test owns and keeps untouched until its token comes back.
     let regions: Vec<Vec<u8>> = (0..16u8).map(|i| vec![i; 64 * 1024]).collect();
     let mut tokens = Vec::new();
@@ -314,14 +314,14 @@ fn borrowed_sends_report_their_tokens_once_the_kernel_is_done() {
     assert_eq!(got, regions.concat());
 }
 
-/// The reason of a [`ZerocopyError::SocketInUse`], or a panic naming what came instead.
-fn in_use<S, B>(r: Result<ZerocopySender<S, B>, ZerocopyError>) -> &'static str
+/// The reason of a [`ZeroCopyError::SocketInUse`], or a panic naming what came instead.
+fn in_use<S, B>(r: Result<ZeroCopySender<S, B>, ZeroCopyError>) -> &'static str
 where
     S: msg_zerocopy::ExclusiveSocket,
     B: msg_zerocopy::OwnedBuf,
 {
     match r {
-        Err(ZerocopyError::SocketInUse { reason }) => reason,
+        Err(ZeroCopyError::SocketInUse { reason }) => reason,
         Err(e) => panic!("expected SocketInUse, got {e}"),
         Ok(_) => panic!("a second sender on the same socket was accepted"),
     }
@@ -341,21 +341,21 @@ fn a_second_sender_on_a_dup_of_the_socket_is_refused() {
     });
     let dup = client.try_clone().unwrap();
     let other_fd = std::os::fd::OwnedFd::from(client.try_clone().unwrap());
-    let mut tx: ZerocopySender<TcpStream, Vec<u8>> =
-        ZerocopySender::new(client, SenderConfig::default()).unwrap();
+    let mut tx: ZeroCopySender<TcpStream, Vec<u8>> =
+        ZeroCopySender::new(client, SenderConfig::default()).unwrap();
     for mode in [Mode::ZeroCopy, Mode::Copy, Mode::Auto] {
         let config = SenderConfig {
             mode,
             ..SenderConfig::default()
         };
-        let r = ZerocopySender::<_, Vec<u8>>::new(dup.try_clone().unwrap(), config);
+        let r = ZeroCopySender::<_, Vec<u8>>::new(dup.try_clone().unwrap(), config);
         let reason = in_use(r);
         assert!(
             reason.contains("another zcnet sender"),
             "{mode:?}: {reason}"
         );
     }
-    let reason = in_use(ZerocopySender::<_, Vec<u8>>::new(
+    let reason = in_use(ZeroCopySender::<_, Vec<u8>>::new(
         other_fd,
         SenderConfig::default(),
     ));
@@ -366,12 +366,12 @@ fn a_second_sender_on_a_dup_of_the_socket_is_refused() {
     assert_eq!(tx.returned().count(), 1);
     drop(tx);
     // Its socket's ids went on from 0: a new sender there would count from 0 again.
-    let reason = in_use(ZerocopySender::<_, Vec<u8>>::new(
+    let reason = in_use(ZeroCopySender::<_, Vec<u8>>::new(
         dup.try_clone().unwrap(),
         SenderConfig::default(),
     ));
     assert!(reason.contains("SO_ZEROCOPY is on already"), "{reason}");
-    let e = ZerocopySender::<_, Vec<u8>>::new(dup, SenderConfig::default())
+    let e = ZeroCopySender::<_, Vec<u8>>::new(dup, SenderConfig::default())
         .err()
         .unwrap();
     assert!(
@@ -389,7 +389,7 @@ fn a_socket_with_so_zerocopy_on_already_is_refused() {
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
     tx.connect(rx.local_addr().unwrap()).unwrap();
     msg_zerocopy::enable(&tx).unwrap();
-    let reason = in_use(ZerocopySender::<_, Vec<u8>>::new(
+    let reason = in_use(ZeroCopySender::<_, Vec<u8>>::new(
         tx,
         SenderConfig::default(),
     ));
@@ -412,7 +412,7 @@ fn send_flags_eor_and_more_still_work() {
         policy: CopiedPolicy::Keep,
         ..SenderConfig::default()
     };
-    let mut tx = ZerocopySender::new(client, config).unwrap();
+    let mut tx = ZeroCopySender::new(client, config).unwrap();
     let mut expected = Vec::new();
     for i in 0..32u8 {
         let header = vec![i; 100];
@@ -450,7 +450,7 @@ fn a_borrowed_send_in_copy_mode_is_reported_at_once() {
         mode: Mode::Copy,
         ..SenderConfig::default()
     };
-    let mut tx: ZerocopySender<TcpStream, Vec<u8>> = ZerocopySender::new(client, config).unwrap();
+    let mut tx: ZeroCopySender<TcpStream, Vec<u8>> = ZeroCopySender::new(client, config).unwrap();
     let region = vec![3u8; 64 * 1024];
     // SAFETY: `region` outlives the sender and is not written while it lives.
     let token = unsafe { tx.send_borrowed(&region, SendFlags::EOR) }.unwrap();
@@ -526,7 +526,7 @@ fn a_completion_held_by_a_deferred_free_comes_back_in_drain() {
         threshold: 0,
         policy: CopiedPolicy::Keep,
     };
-    let mut tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(tx, config).unwrap();
+    let mut tx: ZeroCopySender<_, Vec<u8>> = ZeroCopySender::new(tx, config).unwrap();
     for i in 0..rounds {
         // Over the 1500-byte MTU: fragments, each holding the completion until freed.
         let buf = vec![i as u8; 4000];

@@ -142,7 +142,7 @@ fn every_sender_through_one_function() {
             mode,
             ..Default::default()
         };
-        let mut tx = msg_zerocopy::ZerocopySender::new(c, config).unwrap();
+        let mut tx = msg_zerocopy::ZeroCopySender::new(c, config).unwrap();
         check_mode(&tx, mode);
         send_stream(&mut tx);
         drop(tx);
@@ -176,7 +176,7 @@ fn every_receiver_through_one_function() {
             mode,
             ..Default::default()
         };
-        let mut rx = tcp_rx::TcpZerocopyReceiver::new(s, config).unwrap();
+        let mut rx = tcp_rx::TcpZeroCopyReceiver::new(s, config).unwrap();
         check_mode(&rx, mode);
         recv_stream(&mut rx);
         writer.join().unwrap();
@@ -264,7 +264,7 @@ mod async_shape {
                 mode,
                 ..Default::default()
             };
-            let mut tx = zcnet::tokio::ZerocopySender::new(c, config).unwrap();
+            let mut tx = zcnet::tokio::ZeroCopySender::new(c, config).unwrap();
             check_mode(&tx, mode);
             send_stream(&mut tx).await;
             drop(tx);
@@ -298,7 +298,7 @@ mod async_shape {
                 mode,
                 ..Default::default()
             };
-            let mut rx = zcnet::tokio::TcpZerocopyReceiver::new(s, config).unwrap();
+            let mut rx = zcnet::tokio::TcpZeroCopyReceiver::new(s, config).unwrap();
             check_mode(&rx, mode);
             recv_stream(&mut rx).await;
             writer.join().unwrap();

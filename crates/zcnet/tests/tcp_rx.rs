@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use netlab::pattern::{self, Verifier};
 use netlab::{Family, LoopbackLab, Netns, require_lab};
-use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, SendFlags, ZerocopySender};
-use zcnet::tcp_rx::{Config, Mode, RxError, TcpZerocopyReceiver};
+use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, SendFlags, ZeroCopySender};
+use zcnet::tcp_rx::{Config, Mode, RxError, TcpZeroCopyReceiver};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -52,7 +52,7 @@ fn socket_connect(addr: SocketAddr, mss: Option<i32>) -> TcpStream {
 }
 
 /// A sender of the static pattern that keeps using MSG_ZEROCOPY even though loopback copies.
-fn pattern_sender(client: TcpStream, zerocopy: bool) -> ZerocopySender<TcpStream, &'static [u8]> {
+fn pattern_sender(client: TcpStream, zerocopy: bool) -> ZeroCopySender<TcpStream, &'static [u8]> {
     let config = SenderConfig {
         mode: if zerocopy {
             msg_zerocopy::Mode::ZeroCopy
@@ -62,7 +62,7 @@ fn pattern_sender(client: TcpStream, zerocopy: bool) -> ZerocopySender<TcpStream
         policy: CopiedPolicy::Keep,
         ..SenderConfig::default()
     };
-    ZerocopySender::new(client, config).unwrap()
+    ZeroCopySender::new(client, config).unwrap()
 }
 
 /// Sends the pattern in the given write sizes; `zerocopy` uses MSG_ZEROCOPY for large writes.
@@ -91,8 +91,8 @@ fn send_pattern(
 }
 
 /// A receiver with the default configuration and the test timeout.
-fn receiver(server: TcpStream) -> TcpZerocopyReceiver<TcpStream> {
-    TcpZerocopyReceiver::new(
+fn receiver(server: TcpStream) -> TcpZeroCopyReceiver<TcpStream> {
+    TcpZeroCopyReceiver::new(
         server,
         Config {
             timeout: Some(TIMEOUT),
@@ -103,7 +103,7 @@ fn receiver(server: TcpStream) -> TcpZerocopyReceiver<TcpStream> {
 }
 
 fn receive_all(server: TcpStream, config: Config) -> (Verifier, zcnet::tcp_rx::Counters) {
-    let mut rx = TcpZerocopyReceiver::new(
+    let mut rx = TcpZeroCopyReceiver::new(
         server,
         Config {
             timeout: Some(TIMEOUT),
@@ -276,7 +276,7 @@ fn reset_mid_stream_is_a_clear_error_and_nothing_unreceived_is_reported() {
 #[test]
 fn silence_times_out_instead_of_hanging() {
     let (_client, server) = pair(None, "127.0.0.1".parse().unwrap(), None);
-    let mut rx = TcpZerocopyReceiver::new(
+    let mut rx = TcpZeroCopyReceiver::new(
         server,
         Config {
             timeout: Some(Duration::from_millis(200)),
@@ -306,7 +306,7 @@ fn a_non_tcp_socket_falls_back_with_a_reason() {
     // mmap on a UDP socket fails: the receiver must say so and still work by copy (here: no
     // data, so just the reason).
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let rx = TcpZerocopyReceiver::new(
+    let rx = TcpZeroCopyReceiver::new(
         udp,
         Config {
             rcvlowat: None,
@@ -403,7 +403,7 @@ fn a_reset_after_everything_was_acknowledged_loses_nothing() {
                     acked_then_reset(&c);
                 }
             });
-            let mut rx = TcpZerocopyReceiver::new(
+            let mut rx = TcpZeroCopyReceiver::new(
                 server,
                 Config {
                     mode,

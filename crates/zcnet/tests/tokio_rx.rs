@@ -1,4 +1,4 @@
-//! `zcnet::tokio::TcpZerocopyReceiver` fed by `zcnet::tokio::ZerocopySender` (issue 19): the
+//! `zcnet::tokio::TcpZeroCopyReceiver` fed by `zcnet::tokio::ZeroCopySender` (issue 19): the
 //! bytes intact, pages really mapped in the loopback lab, a reset reported without a hang.
 #![cfg(feature = "tokio")]
 
@@ -9,7 +9,7 @@ use netlab::pattern::{self, Verifier};
 use netlab::{Family, LoopbackLab, require_lab};
 use zcnet::msg_zerocopy::{self, CopiedPolicy};
 use zcnet::tcp_rx::{Config, RxError};
-use zcnet::tokio::{TcpZerocopyReceiver, ZerocopySender};
+use zcnet::tokio::{TcpZeroCopyReceiver, ZeroCopySender};
 
 /// A connected pair in the lab's namespace, MSS 4108 (one page of payload per segment).
 fn pair(lab: &LoopbackLab, family: Family) -> (TcpStream, TcpStream) {
@@ -45,7 +45,7 @@ async fn async_sender_to_async_receiver_maps_pages_and_keeps_every_byte() {
                 policy: CopiedPolicy::Keep,
                 ..Default::default()
             };
-            let mut tx = ZerocopySender::new(client, config).unwrap();
+            let mut tx = ZeroCopySender::new(client, config).unwrap();
             let mut off = 0u64;
             while off < total {
                 let n = pattern::MAX_CHUNK.min((total - off) as usize);
@@ -59,7 +59,7 @@ async fn async_sender_to_async_receiver_maps_pages_and_keeps_every_byte() {
             tx.drain().await?;
             Ok::<_, std::io::Error>(tx.counters())
         });
-        let mut rx = TcpZerocopyReceiver::new(server, Config::default()).unwrap();
+        let mut rx = TcpZeroCopyReceiver::new(server, Config::default()).unwrap();
         let mut v = Verifier::new();
         tokio::time::timeout(Duration::from_secs(60), async {
             while let Some(r) = rx.recv().await.unwrap() {
@@ -93,7 +93,7 @@ async fn a_reset_ends_the_async_receive_with_an_error_not_a_hang() {
         .await
         .unwrap();
     let (server, _) = l.accept().await.unwrap();
-    let mut rx = TcpZerocopyReceiver::new(server, Config::default()).unwrap();
+    let mut rx = TcpZeroCopyReceiver::new(server, Config::default()).unwrap();
     let peer = tokio::spawn(async move {
         use tokio::io::AsyncWriteExt;
         let mut client = client;

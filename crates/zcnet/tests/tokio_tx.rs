@@ -1,4 +1,4 @@
-//! `zcnet::tokio::ZerocopySender`: buffers come back exactly once, whatever happens to the
+//! `zcnet::tokio::ZeroCopySender`: buffers come back exactly once, whatever happens to the
 //! futures and the peer (issue 19).
 #![cfg(feature = "tokio")]
 
@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use zcnet::msg_zerocopy::Config;
-use zcnet::tokio::ZerocopySender;
+use zcnet::tokio::ZeroCopySender;
 
 const BUF: usize = 256 * 1024;
 
@@ -37,7 +37,7 @@ fn tally(counts: &mut BTreeMap<u64, u32>, r: &zcnet::loan::Returned<Vec<u8>>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_send_futures_lose_no_buffer_and_leave_no_gap() {
     let (client, mut server) = pair().await;
-    let mut tx = ZerocopySender::new(client, Config::default()).unwrap();
+    let mut tx = ZeroCopySender::new(client, Config::default()).unwrap();
     assert_eq!(tx.fallback_reason(), None, "SO_ZEROCOPY on loopback TCP");
     // Nobody reads yet: the socket fills, and sends stall part-way. A short timeout drops the
     // future of each stalled send, with its buffer part-way out.
@@ -92,7 +92,7 @@ async fn dropped_send_futures_lose_no_buffer_and_leave_no_gap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_reset_mid_transfer_is_an_error_and_every_buffer_comes_back() {
     let (client, server) = pair().await;
-    let mut tx = ZerocopySender::new(client, Config::default()).unwrap();
+    let mut tx = ZeroCopySender::new(client, Config::default()).unwrap();
     // The peer reads 1 MiB, then closes with data unread: a reset (SO_LINGER 0).
     let peer = tokio::spawn(async move {
         let mut server = server;
@@ -176,7 +176,7 @@ async fn auto_mode_decides_per_send_as_the_sync_sender_does() {
         mode: zcnet::msg_zerocopy::Mode::Auto,
         ..Default::default()
     };
-    let mut tx = ZerocopySender::new(sock, config).unwrap();
+    let mut tx = ZeroCopySender::new(sock, config).unwrap();
     let choice = tx.auto_choice().unwrap().clone();
     assert_eq!(
         (choice.route, choice.threshold),
@@ -206,9 +206,9 @@ async fn a_second_async_sender_on_a_dup_is_refused() {
     let (client, mut server) = pair().await;
     let dup = client.into_std().unwrap();
     let first = dup.try_clone().unwrap();
-    let mut tx = ZerocopySender::new(first, Config::default()).unwrap();
-    match ZerocopySender::<_, Vec<u8>>::new(dup, Config::default()) {
-        Err(zcnet::msg_zerocopy::ZerocopyError::SocketInUse { reason }) => {
+    let mut tx = ZeroCopySender::new(first, Config::default()).unwrap();
+    match ZeroCopySender::<_, Vec<u8>>::new(dup, Config::default()) {
+        Err(zcnet::msg_zerocopy::ZeroCopyError::SocketInUse { reason }) => {
             assert!(reason.contains("another zcnet sender"), "{reason}");
         }
         Err(e) => panic!("expected SocketInUse, got {e}"),

@@ -505,13 +505,13 @@ fn a_second_sender_on_a_dup_of_the_socket_is_refused() {
     };
     assert!(matches!(e, UringError::SocketInUse { .. }), "{e}");
     assert!(e.to_string().contains("another zcnet sender"), "{e}");
-    let e = zcnet::msg_zerocopy::ZerocopySender::<_, Vec<u8>>::new(
+    let e = zcnet::msg_zerocopy::ZeroCopySender::<_, Vec<u8>>::new(
         dup2.try_clone().unwrap(),
         zcnet::msg_zerocopy::Config::default(),
     )
     .unwrap_err();
     assert!(
-        matches!(e, zcnet::msg_zerocopy::ZerocopyError::SocketInUse { .. }),
+        matches!(e, zcnet::msg_zerocopy::ZeroCopyError::SocketInUse { .. }),
         "{e}"
     );
     drop(tx);

@@ -347,7 +347,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
             Strategy::Copy,
             Strategy::Sendfile,
             Strategy::Splice,
-            Strategy::MmapZerocopy,
+            Strategy::MmapZeroCopy,
             Strategy::Auto,
         ]
     } else {

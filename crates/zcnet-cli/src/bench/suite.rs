@@ -179,7 +179,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                     Strategy::Copy,
                     Strategy::Sendfile,
                     Strategy::Splice,
-                    Strategy::MmapZerocopy,
+                    Strategy::MmapZeroCopy,
                     Strategy::Auto,
                 ];
                 let modes = file_tx::Mode::list(&strategies, &file_tx::COPY_BUFFERS_KIB);

@@ -19,8 +19,8 @@ use anyhow::{Context, bail};
 use netlab::pattern::{self, Verifier};
 use netlab::{CONGESTION, Family, LoopbackLab, Netns, Side, VethLab};
 use serde_json::json;
-use zcnet::msg_zerocopy::{self, CopiedPolicy, Counters as SendCounters, ZerocopySender};
-use zcnet::tcp_rx::{self, Config, Counters as RxStats, Release, TcpZerocopyReceiver};
+use zcnet::msg_zerocopy::{self, CopiedPolicy, Counters as SendCounters, ZeroCopySender};
+use zcnet::tcp_rx::{self, Config, Counters as RxStats, Release, TcpZeroCopyReceiver};
 
 use super::common::{Common, FamilyArg};
 use super::outcome::{Outcome, SummaryRow};
@@ -212,7 +212,7 @@ fn send_for(stream: TcpStream, seconds: f64) -> anyhow::Result<SendCounters> {
         policy: CopiedPolicy::Keep,
         ..msg_zerocopy::Config::default()
     };
-    let mut tx = ZerocopySender::new(stream, config).context("enabling SO_ZEROCOPY")?;
+    let mut tx = ZeroCopySender::new(stream, config).context("enabling SO_ZEROCOPY")?;
     let start = Instant::now();
     let mut off = 0u64;
     while start.elapsed().as_secs_f64() < seconds {
@@ -248,7 +248,7 @@ fn receive(conn: TcpStream, mode: Mode, s: &Settings) -> anyhow::Result<(Run, Rx
         timeout: Some(IO_TIMEOUT),
     };
     let verify = s.verify;
-    let mut rx = TcpZerocopyReceiver::new(conn, config).context("setting up the receiver")?;
+    let mut rx = TcpZeroCopyReceiver::new(conn, config).context("setting up the receiver")?;
     if mode != Mode::Copy
         && let Some(why) = rx.fallback_reason()
     {

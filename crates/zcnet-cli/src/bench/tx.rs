@@ -21,7 +21,7 @@ use anyhow::{Context, bail};
 use netlab::Family;
 use serde_json::json;
 use zcnet::ZeroCopyCounters as _;
-use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZerocopySender};
+use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZeroCopySender};
 
 use super::common::Common;
 use super::outcome::{Outcome, SummaryRow};
@@ -120,7 +120,7 @@ fn send_for<S: msg_zerocopy::ExclusiveSocket>(
             pool.len() >> 20
         );
     }
-    let mut tx = ZerocopySender::new(socket, mode.config()).context("enabling SO_ZEROCOPY")?;
+    let mut tx = ZeroCopySender::new(socket, mode.config()).context("enabling SO_ZEROCOPY")?;
     let meter = Meter::start();
     let start = Instant::now();
     let mut calls = 0u64;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use netlab::pattern::{self, Verifier};
-use zcnet::msg_zerocopy::{self, CopiedPolicy, ZerocopySender};
+use zcnet::msg_zerocopy::{self, CopiedPolicy, ZeroCopySender};
 
 use super::proto::{Check, Key, Limits, Proto, Role};
 use crate::measure::{Far, Meter, Run, Work, pin};
@@ -482,7 +482,7 @@ fn send(l: &TcpListener, owner: &Owner, zerocopy: bool, bounds: &Bounds) -> anyh
         policy: CopiedPolicy::Keep,
     };
     // The sender owns the socket: its completions must be its own (zcnet::loan::ExclusiveSocket).
-    let mut tx = ZerocopySender::new(c, config).context("enabling SO_ZEROCOPY")?;
+    let mut tx = ZeroCopySender::new(c, config).context("enabling SO_ZEROCOPY")?;
     let meter = Meter::start();
     let start = Instant::now();
     let mut off = 0u64;

@@ -1,7 +1,7 @@
 //! The async senders of `zcnet::tokio`, with send futures dropped mid-send by a short timer.
 //!
 //! What a cancelled send leaves is what the API documents (docs/async.md), and the round checks
-//! it: `ZerocopySender::send` and `UringSender::send` send a buffer whole or not at all (the
+//! it: `ZeroCopySender::send` and `UringSender::send` send a buffer whole or not at all (the
 //! sender keeps it once it took it, else the future drops it unsent), which the ledger tells
 //! from who still holds the buffer; `FileSender::send_file` leaves the bytes already sent sent
 //! and counted, so the next send starts where the counters say. The receiver then checks that
@@ -66,15 +66,15 @@ fn zc_config(rng: &mut Rng) -> msg_zerocopy::Config {
     }
 }
 
-/// `zcnet::tokio::ZerocopySender`.
+/// `zcnet::tokio::ZeroCopySender`.
 async fn zerocopy<S>(ctx: &mut Ctx<'_>, sock: S, tcp: bool) -> anyhow::Result<()>
 where
     S: ExclusiveSocket + IntoStdSocket<Std = S>,
 {
     let config = zc_config(&mut ctx.rng);
     let window = ctx.rng.range(1, 128) as usize;
-    let mut tx: zcnet::tokio::ZerocopySender<S, Arc<[u8]>> =
-        zcnet::tokio::ZerocopySender::new(sock, config)?;
+    let mut tx: zcnet::tokio::ZeroCopySender<S, Arc<[u8]>> =
+        zcnet::tokio::ZeroCopySender::new(sock, config)?;
     while ctx.more() && !(tcp && ctx.failed()) {
         let (buf, i) = ctx.lend(usize::MAX);
         let len = buf.len();

@@ -13,7 +13,7 @@ use super::net::Link;
 /// What a round drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
 pub enum Mechanism {
-    /// `msg_zerocopy::ZerocopySender` (TCP, UDP).
+    /// `msg_zerocopy::ZeroCopySender` (TCP, UDP).
     MsgZerocopy,
     /// `uring::UringSender` in `Mode::Copy` (TCP, UDP).
     UringCopy,
@@ -29,17 +29,17 @@ pub enum Mechanism {
     FileMmapZc,
     /// `file::FileSender`, `pread` + `send` (TCP).
     FileCopy,
-    /// `tcp_rx::TcpZerocopyReceiver` as the receiver (TCP).
+    /// `tcp_rx::TcpZeroCopyReceiver` as the receiver (TCP).
     TcpRx,
     /// `peek::PeekCursor` as the receiver, with rewinds and consumes (TCP).
     Peek,
-    /// `zcnet::tokio::ZerocopySender`, send futures cancelled mid-send (TCP, UDP).
+    /// `zcnet::tokio::ZeroCopySender`, send futures cancelled mid-send (TCP, UDP).
     TokioMsgZerocopy,
     /// `zcnet::tokio::UringSender`, send futures cancelled mid-send (TCP, UDP).
     TokioUring,
     /// `zcnet::tokio::FileSender`, send futures cancelled mid-file (TCP).
     TokioFile,
-    /// `zcnet::tokio::TcpZerocopyReceiver` as the receiver, receives cancelled (TCP).
+    /// `zcnet::tokio::TcpZeroCopyReceiver` as the receiver, receives cancelled (TCP).
     TokioTcpRx,
     /// `zcnet::tokio::PeekCursor` as the receiver, peeks cancelled (TCP).
     TokioPeek,

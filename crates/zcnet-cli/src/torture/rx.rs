@@ -198,10 +198,10 @@ fn rx_config(rng: &mut Rng) -> tcp_rx::Config {
     }
 }
 
-/// `tcp_rx::TcpZerocopyReceiver` until the end of the stream.
+/// `tcp_rx::TcpZeroCopyReceiver` until the end of the stream.
 fn tcp_rx(rx: &mut Rx<'_>, s: TcpStream) -> anyhow::Result<()> {
     let config = rx_config(&mut rx.rng);
-    let mut r = tcp_rx::TcpZerocopyReceiver::new(s, config)?;
+    let mut r = tcp_rx::TcpZeroCopyReceiver::new(s, config)?;
     loop {
         let mut stall = None;
         let mut step = Step::Go;
@@ -320,11 +320,11 @@ fn cancel_after(rng: &mut Rng) -> Option<Duration> {
         .then(|| Duration::from_micros(rng.range(10, 3000)))
 }
 
-/// `zcnet::tokio::TcpZerocopyReceiver`, with receives cancelled now and then (nothing may be
+/// `zcnet::tokio::TcpZeroCopyReceiver`, with receives cancelled now and then (nothing may be
 /// lost: bytes leave the socket only in the step that returns them).
 async fn tokio_tcp_rx(rx: &mut Rx<'_>, s: TcpStream) -> anyhow::Result<()> {
     let config = rx_config(&mut rx.rng);
-    let mut r = zcnet::tokio::TcpZerocopyReceiver::new(s, config)?;
+    let mut r = zcnet::tokio::TcpZeroCopyReceiver::new(s, config)?;
     let limit = rx.plan.deadline + GRACE;
     loop {
         if Instant::now() > limit {

@@ -42,7 +42,7 @@ pub fn run(plan: &Plan, sock: Sock, ffi_helper: Option<&Path>) -> TxReport {
         (Mechanism::UringZcFixed, s) => uring_fixed(&mut ctx, s),
         (Mechanism::FileSendfile, Sock::Tcp(s)) => file(&mut ctx, &s, file::Mode::Sendfile),
         (Mechanism::FileSplice, Sock::Tcp(s)) => file(&mut ctx, &s, file::Mode::Splice),
-        (Mechanism::FileMmapZc, Sock::Tcp(s)) => file(&mut ctx, &s, file::Mode::MmapZerocopy),
+        (Mechanism::FileMmapZc, Sock::Tcp(s)) => file(&mut ctx, &s, file::Mode::MmapZeroCopy),
         (Mechanism::FileCopy, Sock::Tcp(s)) => file(&mut ctx, &s, file::Mode::Copy),
         (Mechanism::TokioMsgZerocopy | Mechanism::TokioUring | Mechanism::TokioFile, s) => {
             super::atx::run(&mut ctx, m, s)
@@ -125,9 +125,9 @@ fn take(ctx: &mut Ctx<'_>, back: impl Iterator<Item = Returned<Arc<[u8]>>>) {
     }
 }
 
-/// `msg_zerocopy::ZerocopySender` with a random configuration and window.
+/// `msg_zerocopy::ZeroCopySender` with a random configuration and window.
 fn msg_zerocopy<S: ExclusiveSocket>(ctx: &mut Ctx<'_>, sock: S, tcp: bool) -> anyhow::Result<()> {
-    use msg_zerocopy::{Config, CopiedPolicy, Mode, SendFlags, ZerocopySender};
+    use msg_zerocopy::{Config, CopiedPolicy, Mode, SendFlags, ZeroCopySender};
     let rng = &mut ctx.rng;
     let config = Config {
         mode: rng.pick(&[
@@ -144,7 +144,7 @@ fn msg_zerocopy<S: ExclusiveSocket>(ctx: &mut Ctx<'_>, sock: S, tcp: bool) -> an
         },
     };
     let window = rng.range(1, 256) as usize;
-    let mut tx: ZerocopySender<S, Arc<[u8]>> = ZerocopySender::new(sock, config)?;
+    let mut tx: ZeroCopySender<S, Arc<[u8]>> = ZeroCopySender::new(sock, config)?;
     while ctx.more() && !(tcp && ctx.failed()) {
         let (buf, _) = ctx.lend(usize::MAX);
         let len = buf.len();

@@ -22,7 +22,7 @@
 # Example
 ```no_run
 use std::net::UdpSocket;
-use zcnet::msg_zerocopy::{Config, Mode, ZerocopySender};
+use zcnet::msg_zerocopy::{Config, Mode, ZeroCopySender};
 
 // The profile `zcnet tune --profile profile.toml` wrote (else ~/.config/zcnet/profile.toml,
 // else the built-in thresholds).
@@ -30,7 +30,7 @@ zcnet::auto::set_profile(zcnet::auto::Profile::load("profile.toml".as_ref())?);
 let sock = UdpSocket::bind("127.0.0.1:0")?;
 sock.connect("127.0.0.1:9")?;
 let config = Config { mode: Mode::Auto, ..Config::default() };
-let mut tx = ZerocopySender::<_, Vec<u8>>::new(sock, config)?;
+let mut tx = ZeroCopySender::<_, Vec<u8>>::new(sock, config)?;
 // "auto: msg_zerocopy_udp on a local route: zero copy never (profile profile.toml, ...)"
 println!("{}", tx.auto_choice().expect("auto mode"));
 tx.send(vec![0u8; 64000]).map_err(|e| e.error)?;

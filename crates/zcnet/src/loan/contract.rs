@@ -2,7 +2,7 @@
 //!
 //! Declaring a contract a caller must keep is `unsafe` in Rust, and the crate allows it only
 //! here and on the two functions a caller vouches through (`AssumeExclusive::new`,
-//! `ZerocopySender::send_borrowed`): these declare promises, none of them runs an `unsafe`
+//! `ZeroCopySender::send_borrowed`): these declare promises, none of them runs an `unsafe`
 //! operation. The operations live in the private `sys` module, which takes the contract as its
 //! own `StableBytes`.
 #![allow(unsafe_code)]
@@ -84,7 +84,7 @@ impl<F: AsFd> AssumeExclusive<F> {
     /// Takes `fd` as an [`ExclusiveSocket`](crate::loan::ExclusiveSocket) without owning it:
     /// for a socket owned outside Rust, such as a descriptor a C caller passes to libzcnet.
     ///
-    /// The checks of [`ZerocopySender::new`](crate::msg_zerocopy::ZerocopySender::new) still
+    /// The checks of [`ZeroCopySender::new`](crate::msg_zerocopy::ZeroCopySender::new) still
     /// run (`SO_ZEROCOPY` already on, another sender of this process on the same socket); what
     /// they cannot see is promised here.
     ///

@@ -79,9 +79,9 @@ mod sealed {
 /// one would read the other's completions, and give a buffer back while the kernel still reads
 /// it under another id, or never give it back. Owning the socket keeps a second sender off it;
 /// a second descriptor of the same socket (`try_clone`, `dup(2)`) is caught at run time:
-/// [`ZerocopySender::new`](crate::msg_zerocopy::ZerocopySender::new) refuses a socket on
+/// [`ZeroCopySender::new`](crate::msg_zerocopy::ZeroCopySender::new) refuses a socket on
 /// which `SO_ZEROCOPY` is on already, or which another sender of this process holds
-/// ([`ZerocopyError::SocketInUse`](crate::msg_zerocopy::ZerocopyError::SocketInUse)).
+/// ([`ZeroCopyError::SocketInUse`](crate::msg_zerocopy::ZeroCopyError::SocketInUse)).
 ///
 /// Sealed: the crate's senders rely on it. A descriptor owned elsewhere (a C caller's) can be
 /// vouched for with the `unsafe` [`AssumeExclusive::new`].
@@ -89,17 +89,17 @@ mod sealed {
     feature = "msg_zerocopy",
     doc = r#"
 ```
-use zcnet::msg_zerocopy::{Config, ZerocopySender};
+use zcnet::msg_zerocopy::{Config, ZeroCopySender};
 let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
 socket.connect(socket.local_addr()?)?;
-let tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(socket, Config::default())?;
+let tx: ZeroCopySender<_, Vec<u8>> = ZeroCopySender::new(socket, Config::default())?;
 # Ok::<(), Box<dyn std::error::Error>>(())
 ```
 A borrowed socket is no `ExclusiveSocket`:
 ```compile_fail,E0277
-use zcnet::msg_zerocopy::{Config, ZerocopySender};
+use zcnet::msg_zerocopy::{Config, ZeroCopySender};
 let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-let tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(&socket, Config::default()).unwrap();
+let tx: ZeroCopySender<_, Vec<u8>> = ZeroCopySender::new(&socket, Config::default()).unwrap();
 ```
 "#
 )]
@@ -136,7 +136,7 @@ impl<F: AsFd> ExclusiveSocket for AssumeExclusive<F> {}
 
 /// A socket the crate itself borrows for as long as the sender it makes lives, and uses for
 /// nothing else meanwhile (the file sender's mmap window holds `&mut` of its `FileSender` for
-/// the whole send); the run-time checks of `ZerocopySender::new` still apply.
+/// the whole send); the run-time checks of `ZeroCopySender::new` still apply.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Held<'a>(pub(crate) BorrowedFd<'a>);
 
@@ -197,7 +197,7 @@ impl Drop for Claim {
 /// (`skb_attempt_defer_free`: Linux 5.19 for TCP, later kernels for UDP too). When the buffer
 /// carried a `MSG_ZEROCOPY` or `SEND_ZC` send, its completion waits with it: on a CPU without
 /// other network traffic for seconds or minutes (107 s was seen in a veth lab). The senders'
-/// waits ([`msg_zerocopy::ZerocopySender::drain`](crate::msg_zerocopy::ZerocopySender::drain),
+/// waits ([`msg_zerocopy::ZeroCopySender::drain`](crate::msg_zerocopy::ZeroCopySender::drain),
 /// the async `flush`) call this themselves when completions stall for 100 ms, at most once a
 /// second, and count it (`deferred_kicks`); call it where you wait for completions another way.
 ///

@@ -5,9 +5,9 @@
 
 use std::io;
 
-use super::{BorrowToken, ExclusiveSocket, OwnedBuf, SendFlags, ZerocopySender};
+use super::{BorrowToken, ExclusiveSocket, OwnedBuf, SendFlags, ZeroCopySender};
 
-impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
+impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
     /// Sends `data` with `MSG_ZEROCOPY` without taking ownership of it (for memory this crate
     /// cannot own: a shared-memory ring, a foreign allocator), with extra `send(2)` `flags`.
     /// Returns the token that [`completed_borrowed`](Self::completed_borrowed) reports once the

@@ -1,9 +1,9 @@
-//! The `send(2)` flags a [`ZerocopySender`](super::ZerocopySender) lets its caller add.
+//! The `send(2)` flags a [`ZeroCopySender`](super::ZeroCopySender) lets its caller add.
 
 use std::fmt;
 use std::ops::{BitOr, BitOrAssign};
 
-/// Extra `send(2)` flags for [`ZerocopySender::send_with`](super::ZerocopySender::send_with)
+/// Extra `send(2)` flags for [`ZeroCopySender::send_with`](super::ZeroCopySender::send_with)
 /// and its tokio twin: only those that leave the sender's bookkeeping intact.
 ///
 /// The sender adds `MSG_ZEROCOPY` itself, to the calls it decided to loan and counted, and

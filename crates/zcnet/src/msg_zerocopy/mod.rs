@@ -1,7 +1,7 @@
 //! `MSG_ZEROCOPY` sends (Linux 4.14 TCP, 5.0 UDP): the kernel pins the sender's pages instead of
 //! copying them and reports on the socket error queue when they may be reused.
 //!
-//! [`ZerocopySender`] takes ownership of each buffer it sends and gives it back with the
+//! [`ZeroCopySender`] takes ownership of each buffer it sends and gives it back with the
 //! completion that frees it ([`Returned`]), tracking ids across wrap-around and calls that carry
 //! part of a buffer. Small buffers go by copy (below a threshold), `ENOBUFS` falls back to a
 //! copying send, and a policy decides what to do when the kernel reports it copied anyway.
@@ -38,7 +38,7 @@ pub use tracker::{Freed, Tracker};
 
 /// Errors of enabling or using `MSG_ZEROCOPY`.
 #[derive(Debug, thiserror::Error)]
-pub enum ZerocopyError {
+pub enum ZeroCopyError {
     /// The kernel or this socket type does not support the feature.
     #[error("{feature} is not supported: {reason}")]
     Unsupported {
@@ -70,26 +70,26 @@ pub enum ZerocopyError {
     },
 }
 
-fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ZerocopyError {
-    move |source| ZerocopyError::Io { call: op, source }
+fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ZeroCopyError {
+    move |source| ZeroCopyError::Io { call: op, source }
 }
 
 /// `setsockopt(SOL_SOCKET, SO_ZEROCOPY, 1)`: without it `MSG_ZEROCOPY` is silently ignored.
 ///
-/// For sockets whose completions the caller reads itself. A [`ZerocopySender`] enables it on
+/// For sockets whose completions the caller reads itself. A [`ZeroCopySender`] enables it on
 /// its own socket, and refuses a socket on which it is on already
-/// ([`ZerocopyError::SocketInUse`]): the kernel's completion ids there may have started before
+/// ([`ZeroCopyError::SocketInUse`]): the kernel's completion ids there may have started before
 /// the sender's first send.
 ///
 /// # Errors
-/// [`ZerocopyError::Unsupported`] on `ENOPROTOOPT`/`EOPNOTSUPP` (kernel or socket type without
-/// zero-copy send), [`ZerocopyError::Io`] otherwise.
+/// [`ZeroCopyError::Unsupported`] on `ENOPROTOOPT`/`EOPNOTSUPP` (kernel or socket type without
+/// zero-copy send), [`ZeroCopyError::Io`] otherwise.
 #[doc(alias = "SO_ZEROCOPY")]
-pub fn enable(socket: &impl AsFd) -> Result<(), ZerocopyError> {
+pub fn enable(socket: &impl AsFd) -> Result<(), ZeroCopyError> {
     match sys::setsockopt(socket.as_fd(), libc::SOL_SOCKET, abi::SO_ZEROCOPY, &1i32) {
         Ok(()) => Ok(()),
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOPROTOOPT | libc::EOPNOTSUPP)) => {
-            Err(ZerocopyError::Unsupported {
+            Err(ZeroCopyError::Unsupported {
                 feature: "SO_ZEROCOPY",
                 reason: e.to_string(),
             })
@@ -107,7 +107,7 @@ pub(crate) fn send_once(
     dest: Option<&SocketAddr>,
     len: usize,
     timeout: Duration,
-) -> Result<Completion, ZerocopyError> {
+) -> Result<Completion, ZeroCopyError> {
     let buf = vec![0xa5_u8; len];
     sys::sendto(socket.as_fd(), &buf, abi::MSG_ZEROCOPY, dest)
         .map_err(io_err("sendto(MSG_ZEROCOPY)"))?;
@@ -126,7 +126,7 @@ pub(crate) fn send_once(
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             std::mem::forget(buf);
-            return Err(ZerocopyError::Timeout(timeout));
+            return Err(ZeroCopyError::Timeout(timeout));
         }
         // POLLERR is always reported; ask for nothing else.
         sys::poll(
@@ -145,13 +145,13 @@ pub(crate) fn send_once(
 /// completion's [`Completion::copied`] is the kernel's word on it.
 ///
 /// # Errors
-/// [`ZerocopyError::Unsupported`] when the kernel has no UDP zero-copy (before 5.0), a timeout
+/// [`ZeroCopyError::Unsupported`] when the kernel has no UDP zero-copy (before 5.0), a timeout
 /// when no completion comes, or the failing call.
 pub fn udp_send_once(
     dest: SocketAddr,
     len: usize,
     timeout: Duration,
-) -> Result<Completion, ZerocopyError> {
+) -> Result<Completion, ZeroCopyError> {
     let bind: SocketAddr = if dest.is_ipv4() {
         "0.0.0.0:0".parse().expect("literal address")
     } else {
@@ -181,7 +181,7 @@ impl Default for CopiedPolicy {
     }
 }
 
-/// What a [`ZerocopySender`] has done so far.
+/// What a [`ZeroCopySender`] has done so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Counters {
@@ -245,13 +245,13 @@ fn copy_error(e: &io::Error) -> io::Error {
     }
 }
 
-/// How a [`ZerocopySender`] sends.
+/// How a [`ZeroCopySender`] sends.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Mode {
     /// `MSG_ZEROCOPY` for buffers of at least [`Config::threshold`] bytes, as the copied policy
     /// allows; by copy where the socket refuses `SO_ZEROCOPY`, saying why
-    /// ([`ZerocopySender::fallback_reason`]).
+    /// ([`ZeroCopySender::fallback_reason`]).
     #[default]
     ZeroCopy,
     /// Every send by copy: the copying twin, with the same API.
@@ -259,12 +259,12 @@ pub enum Mode {
     /// Zero copy where it pays: from the [`crate::auto`] profile's threshold for this socket's
     /// path (UDP or TCP) and route, by copy below it; after a completion flagged "copied", by
     /// copy for [`crate::auto::BACKOFF_SENDS`] sends, then zero copy again.
-    /// [`ZerocopySender::auto_choice`] says which threshold and profile; [`Config::threshold`]
+    /// [`ZeroCopySender::auto_choice`] says which threshold and profile; [`Config::threshold`]
     /// and [`Config::policy`] are not used.
     Auto,
 }
 
-/// How a [`ZerocopySender`] behaves.
+/// How a [`ZeroCopySender`] behaves.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
     /// Zero-copy (default) or copy.
@@ -289,7 +289,7 @@ impl Default for Config {
 /// Default size below which a send copies: 16 KiB.
 pub const DEFAULT_THRESHOLD: usize = 16 * 1024;
 
-/// Identifies a borrowed send ([`ZerocopySender::send_borrowed`]) until its completion.
+/// Identifies a borrowed send ([`ZeroCopySender::send_borrowed`]) until its completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BorrowToken(pub u64);
 
@@ -311,13 +311,13 @@ enum Slot<B> {
 ///
 /// The sender owns its socket ([`ExclusiveSocket`]) and must be the only one counting its
 /// completions: `new` refuses a socket that another sender of this process holds or on which
-/// `SO_ZEROCOPY` is on already ([`ZerocopyError::SocketInUse`]).
+/// `SO_ZEROCOPY` is on already ([`ZeroCopyError::SocketInUse`]).
 ///
 /// Dropping the sender with buffers still in flight waits briefly for their completions and then
 /// leaks what remains rather than free memory the kernel may still read.
 #[derive(Debug)]
 #[doc(alias("MSG_ZEROCOPY", "SO_ZEROCOPY"))]
-pub struct ZerocopySender<S: ExclusiveSocket, B: OwnedBuf> {
+pub struct ZeroCopySender<S: ExclusiveSocket, B: OwnedBuf> {
     socket: S,
     /// The socket, held in this process's list of sockets with a sender.
     _claim: Claim,
@@ -434,27 +434,27 @@ pub(crate) enum Blocking {
 /// Holds the socket of `fd` for one sender ([`crate::loan::Claim`]).
 ///
 /// # Errors
-/// [`ZerocopyError::SocketInUse`] when another sender holds it; the `fstat` error.
-fn claim(fd: BorrowedFd<'_>) -> Result<Claim, ZerocopyError> {
+/// [`ZeroCopyError::SocketInUse`] when another sender holds it; the `fstat` error.
+fn claim(fd: BorrowedFd<'_>) -> Result<Claim, ZeroCopyError> {
     Claim::take(fd).map_err(|e| match e {
-        None => ZerocopyError::SocketInUse {
+        None => ZeroCopyError::SocketInUse {
             reason: crate::loan::IN_USE,
         },
         Some(source) => io_err("fstat")(source),
     })
 }
 
-impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
+impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
     /// A sender on `socket`, a connected TCP or UDP socket it owns from now on. Enables
     /// `SO_ZEROCOPY` (`setsockopt(2)`, `socket(7)`), also in [`Mode::Copy`], where it marks the
     /// socket as taken; where the kernel refuses it, the sender copies and
     /// [`fallback_reason`](Self::fallback_reason) says why.
     ///
     /// ```
-    /// use zcnet::msg_zerocopy::{Config, ZerocopySender};
+    /// use zcnet::msg_zerocopy::{Config, ZeroCopySender};
     /// let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
     /// socket.connect(socket.local_addr()?)?;
-    /// let tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(socket, Config::default())?;
+    /// let tx: ZeroCopySender<_, Vec<u8>> = ZeroCopySender::new(socket, Config::default())?;
     /// // The socket is the sender's; use it through the sender.
     /// let _ = tx.get_ref().local_addr()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -462,29 +462,29 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
     /// A borrowed socket does not compile: a second sender on it would take this one's
     /// completions.
     /// ```compile_fail,E0277
-    /// use zcnet::msg_zerocopy::{Config, ZerocopySender};
+    /// use zcnet::msg_zerocopy::{Config, ZeroCopySender};
     /// let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    /// let a: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(&socket, Config::default()).unwrap();
-    /// let b: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(&socket, Config::default()).unwrap();
+    /// let a: ZeroCopySender<_, Vec<u8>> = ZeroCopySender::new(&socket, Config::default()).unwrap();
+    /// let b: ZeroCopySender<_, Vec<u8>> = ZeroCopySender::new(&socket, Config::default()).unwrap();
     /// ```
     ///
     /// # Errors
-    /// [`ZerocopyError::SocketInUse`] when another sender of this process holds the same socket
+    /// [`ZeroCopyError::SocketInUse`] when another sender of this process holds the same socket
     /// (through another descriptor of it), or when `SO_ZEROCOPY` is on already
     /// (`getsockopt(2)`): another sender, or the caller, turned it on, and the kernel's
-    /// completion ids may not start at this sender's first send. [`ZerocopyError::Io`] for a
+    /// completion ids may not start at this sender's first send. [`ZeroCopyError::Io`] for a
     /// failing `fstat`, or a `setsockopt` error other than "unsupported".
     ///
     /// # References
     /// The kernel's `Documentation/networking/msg_zerocopy.rst`.
     #[doc(alias = "SO_ZEROCOPY")]
-    pub fn new(socket: S, config: Config) -> Result<Self, ZerocopyError> {
+    pub fn new(socket: S, config: Config) -> Result<Self, ZeroCopyError> {
         let claim = claim(socket.as_fd())?;
         // ENOPROTOOPT (a kernel without SO_ZEROCOPY) reads as off; `enable` says why below.
         let on = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, abi::SO_ZEROCOPY)
             .is_ok_and(|v| v != 0);
         if on {
-            return Err(ZerocopyError::SocketInUse {
+            return Err(ZeroCopyError::SocketInUse {
                 reason: "SO_ZEROCOPY is on already (another sender, in this process or \
                          another, or the caller turned it on), so the kernel's completion ids \
                          may have started before this sender",
@@ -492,7 +492,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
         }
         let enabled = match enable(&socket) {
             Ok(()) => Ok(()),
-            Err(ZerocopyError::Unsupported { reason, .. }) => Err(reason),
+            Err(ZeroCopyError::Unsupported { reason, .. }) => Err(reason),
             Err(e) => return Err(e),
         };
         let zerocopy_on = enabled.is_ok() && config.mode != Mode::Copy;
@@ -509,9 +509,9 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
     /// [`next_id`](Self::next_id)). The file sender's mmap window makes one per file.
     ///
     /// # Errors
-    /// [`ZerocopyError::SocketInUse`] when another sender of this process holds the socket; the
+    /// [`ZeroCopyError::SocketInUse`] when another sender of this process holds the socket; the
     /// `fstat` error.
-    pub(crate) fn resume(socket: S, config: Config, next_id: u32) -> Result<Self, ZerocopyError> {
+    pub(crate) fn resume(socket: S, config: Config, next_id: u32) -> Result<Self, ZeroCopyError> {
         let claim = claim(socket.as_fd())?;
         let zerocopy_on = config.mode != Mode::Copy;
         let disabled = (!zerocopy_on).then(|| "copy mode requested".to_owned());
@@ -548,7 +548,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
             };
             crate::auto::Decider::new(Choice::for_socket(path, &socket))
         });
-        ZerocopySender {
+        ZeroCopySender {
             auto,
             socket,
             _claim: claim,
@@ -682,9 +682,9 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
     ///
     /// ```
     /// use std::net::{TcpListener, TcpStream};
-    /// use zcnet::msg_zerocopy::{Config, SendFlags, ZerocopySender};
+    /// use zcnet::msg_zerocopy::{Config, SendFlags, ZeroCopySender};
     /// let l = TcpListener::bind("127.0.0.1:0")?;
-    /// let mut tx = ZerocopySender::new(TcpStream::connect(l.local_addr()?)?, Config::default())?;
+    /// let mut tx = ZeroCopySender::new(TcpStream::connect(l.local_addr()?)?, Config::default())?;
     /// let _peer = l.accept()?;
     /// tx.send_with(vec![1u8; 100], SendFlags::EOR).map_err(|e| e.error)?; // a header
     /// tx.send(vec![2u8; 1 << 16]).map_err(|e| e.error)?; // its payload, in segments of its own
@@ -695,10 +695,10 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
     /// sender gives back at once, and take a completion id it never counted:
     /// ```compile_fail,E0308
     /// # use std::net::{TcpListener, TcpStream};
-    /// # use zcnet::msg_zerocopy::{Config, ZerocopySender};
+    /// # use zcnet::msg_zerocopy::{Config, ZeroCopySender};
     /// # let l = TcpListener::bind("127.0.0.1:0").unwrap();
     /// # let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    /// let mut tx = ZerocopySender::new(s, Config::default()).unwrap();
+    /// let mut tx = ZeroCopySender::new(s, Config::default()).unwrap();
     /// tx.send_with(vec![1u8; 100], libc::MSG_ZEROCOPY).unwrap();
     /// ```
     ///
@@ -945,7 +945,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZerocopySender<S, B> {
     }
 }
 
-impl<S: ExclusiveSocket, B: OwnedBuf> Drop for ZerocopySender<S, B> {
+impl<S: ExclusiveSocket, B: OwnedBuf> Drop for ZeroCopySender<S, B> {
     fn drop(&mut self) {
         // A buffer left part-way (an async send dropped, then the sender): what was loaned of it
         // is tracked like any other loan, the rest was never given to the kernel.
@@ -998,7 +998,7 @@ pub fn support() -> &'static Support {
     })
 }
 
-fn zerocopy_outcome(mut p: Probe, r: Result<Completion, ZerocopyError>, proto: &str) -> Check {
+fn zerocopy_outcome(mut p: Probe, r: Result<Completion, ZeroCopyError>, proto: &str) -> Check {
     match r {
         Ok(c) => {
             p.detail("copied", c.copied);
@@ -1011,7 +1011,7 @@ fn zerocopy_outcome(mut p: Probe, r: Result<Completion, ZerocopyError>, proto: &
                 "SO_ZEROCOPY accepted and a {proto} MSG_ZEROCOPY send completed on the error queue ({how})"
             ))
         }
-        Err(ZerocopyError::Unsupported { reason, .. }) => {
+        Err(ZeroCopyError::Unsupported { reason, .. }) => {
             p.step("setsockopt(SO_ZEROCOPY) -> unsupported");
             let need = if proto == "UDP" {
                 "Linux 5.0+"
@@ -1024,17 +1024,17 @@ fn zerocopy_outcome(mut p: Probe, r: Result<Completion, ZerocopyError>, proto: &
                 Some("ENOPROTOOPT"),
             )
         }
-        Err(ZerocopyError::SocketInUse { reason }) => p.failed(
+        Err(ZeroCopyError::SocketInUse { reason }) => p.failed(
             "setsockopt(SO_ZEROCOPY)",
             &io::Error::other(reason),
             "the probe's own socket is in use",
         ),
-        Err(ZerocopyError::Timeout(t)) => p.done(
+        Err(ZeroCopyError::Timeout(t)) => p.done(
             Status::Unavailable,
             format!("MSG_ZEROCOPY send accepted but no completion within {t:?}"),
             Some("ETIMEDOUT"),
         ),
-        Err(ZerocopyError::Io { call, source }) => {
+        Err(ZeroCopyError::Io { call, source }) => {
             p.failed(call, &source, "MSG_ZEROCOPY send failed")
         }
     }

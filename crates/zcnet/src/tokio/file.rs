@@ -16,7 +16,7 @@ const STEP: u64 = 2 << 20;
 
 /// [`crate::file::FileSender`] on tokio: `sendfile(2)`, `splice(2)` or `pread` + `send` on a
 /// non-blocking socket, awaiting writability between calls, with the same modes (but
-/// [`Mode::MmapZerocopy`]: [`ZerocopySender`](super::ZerocopySender) sends owned buffers), the
+/// [`Mode::MmapZeroCopy`]: [`ZeroCopySender`](super::ZeroCopySender) sends owned buffers), the
 /// same counters, and [`Mode::Auto`] deciding per file.
 ///
 /// # Page-cache misses
@@ -39,7 +39,7 @@ impl<S: AsFd + IntoStdSocket<Std = S>> FileSender<S> {
     ///
     /// # Errors
     /// As [`crate::file::FileSender::new`]; [`FileError::Unsupported`] for
-    /// [`Mode::MmapZerocopy`]; `Io` when the socket cannot be made non-blocking or registered.
+    /// [`Mode::MmapZeroCopy`]; `Io` when the socket cannot be made non-blocking or registered.
     ///
     /// # Panics
     /// Outside a tokio runtime with I/O enabled.
@@ -47,11 +47,11 @@ impl<S: AsFd + IntoStdSocket<Std = S>> FileSender<S> {
     where
         T: IntoStdSocket<Std = S>,
     {
-        if config.mode == Mode::MmapZerocopy {
+        if config.mode == Mode::MmapZeroCopy {
             return Err(FileError::Unsupported {
                 feature: "mmap-zc",
                 reason: "the mmap window has no async form: use sendfile (Mode::Auto) or \
-                         zcnet::tokio::ZerocopySender"
+                         zcnet::tokio::ZeroCopySender"
                     .into(),
             });
         }

@@ -5,8 +5,8 @@
 //!
 //! | here | synchronous twin | waits for |
 //! |---|---|---|
-//! | [`ZerocopySender`] | [`crate::msg_zerocopy::ZerocopySender`] | writable; completions on `Interest::ERROR` (tokio 1.32+), where `MSG_ZEROCOPY` completions arrive |
-//! | [`TcpZerocopyReceiver`] | [`crate::tcp_rx::TcpZerocopyReceiver`] | readable |
+//! | [`ZeroCopySender`] | [`crate::msg_zerocopy::ZeroCopySender`] | writable; completions on `Interest::ERROR` (tokio 1.32+), where `MSG_ZEROCOPY` completions arrive |
+//! | [`TcpZeroCopyReceiver`] | [`crate::tcp_rx::TcpZeroCopyReceiver`] | readable |
 //! | [`FileSender`] | [`crate::file::FileSender`] | writable; a page-cache miss is read on the blocking pool |
 //! | [`UringSender`] | [`crate::uring::UringSender`] | an eventfd registered with the ring (`IORING_REGISTER_EVENTFD`) |
 //! | [`PeekCursor`] | [`crate::peek::PeekCursor`] | readable |
@@ -35,12 +35,12 @@
 # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 use tokio::io::AsyncReadExt;
 use zcnet::msg_zerocopy::Config;
-use zcnet::tokio::ZerocopySender;
+use zcnet::tokio::ZeroCopySender;
 
 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 let stream = tokio::net::TcpStream::connect(listener.local_addr()?).await?;
 let (mut peer, _) = listener.accept().await?;
-let mut tx = ZerocopySender::new(stream, Config::default())?;
+let mut tx = ZeroCopySender::new(stream, Config::default())?;
 tx.send(vec![9u8; 1 << 20]).await.map_err(|e| e.error)?;
 let reader = tokio::spawn(async move {
     let mut got = Vec::new();
@@ -77,13 +77,13 @@ mod uring;
 #[cfg(feature = "file")]
 pub use file::FileSender;
 #[cfg(feature = "msg_zerocopy")]
-pub use msg_zerocopy::ZerocopySender;
+pub use msg_zerocopy::ZeroCopySender;
 #[cfg(feature = "peek")]
 pub use peek::PeekCursor;
 #[cfg(feature = "relay")]
 pub use relay::relay;
 #[cfg(feature = "tcp_rx")]
-pub use tcp_rx::TcpZerocopyReceiver;
+pub use tcp_rx::TcpZeroCopyReceiver;
 #[cfg(feature = "uring")]
 pub use uring::UringSender;
 
@@ -140,7 +140,7 @@ macro_rules! owns_socket {
 }
 
 #[cfg(feature = "tcp_rx")]
-owns_socket!(crate::tcp_rx::TcpZerocopyReceiver<S>);
+owns_socket!(crate::tcp_rx::TcpZeroCopyReceiver<S>);
 #[cfg(feature = "peek")]
 owns_socket!(crate::peek::PeekCursor<S>);
 #[cfg(feature = "file")]

@@ -1,4 +1,4 @@
-//! `MSG_ZEROCOPY` on tokio: see [`ZerocopySender`].
+//! `MSG_ZEROCOPY` on tokio: see [`ZeroCopySender`].
 
 use std::io;
 use std::os::fd::AsFd;
@@ -12,7 +12,7 @@ use crate::auto::Choice;
 use crate::loan::DeferredKick;
 use crate::loan::{OwnedBuf, Returned, SendError};
 use crate::msg_zerocopy::{
-    self as sync, Blocking, Config, Counters, ExclusiveSocket, Mode, SendFlags, ZerocopyError,
+    self as sync, Blocking, Config, Counters, ExclusiveSocket, Mode, SendFlags, ZeroCopyError,
 };
 use crate::sys::{self, reactor::Registered, reactor::register};
 
@@ -20,7 +20,7 @@ use crate::sys::{self, reactor::Registered, reactor::register};
 const SOCKET: u64 = 0;
 const STALL: u64 = 1;
 
-/// [`crate::msg_zerocopy::ZerocopySender`] on tokio: `send(buf).await` waits for room in the
+/// [`crate::msg_zerocopy::ZeroCopySender`] on tokio: `send(buf).await` waits for room in the
 /// socket, loans the buffer with `MSG_ZEROCOPY` (or copies it, by the same rules: threshold,
 /// copied policy, [`Mode::Auto`](crate::msg_zerocopy::Mode::Auto)), and the buffer comes back
 /// with its completion, which wakes the task: the kernel reports completions on the socket's
@@ -43,16 +43,16 @@ const STALL: u64 = 1;
 ///
 /// The sender owns its socket, as the synchronous one does ([`ExclusiveSocket`]): a borrowed
 /// socket does not compile, a second sender on another descriptor of the same socket is
-/// refused ([`ZerocopyError::SocketInUse`]).
+/// refused ([`ZeroCopyError::SocketInUse`]).
 /// ```compile_fail,E0277
 /// # async fn f(s: &tokio::net::TcpStream) {
-/// use zcnet::tokio::ZerocopySender;
-/// let tx: ZerocopySender<_, Vec<u8>> = ZerocopySender::new(s, Default::default()).unwrap();
+/// use zcnet::tokio::ZeroCopySender;
+/// let tx: ZeroCopySender<_, Vec<u8>> = ZeroCopySender::new(s, Default::default()).unwrap();
 /// # }
 /// ```
 #[derive(Debug)]
-pub struct ZerocopySender<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> {
-    inner: sync::ZerocopySender<S, B>,
+pub struct ZeroCopySender<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> {
+    inner: sync::ZeroCopySender<S, B>,
     /// The private epoll set watching the socket (token 0) and `stall` (token 1), registered
     /// with the reactor.
     events: AsyncFd<Registered<sys::Epoll>>,
@@ -64,28 +64,28 @@ pub struct ZerocopySender<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedB
     seen: Vec<(u32, u64)>,
 }
 
-impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S, B> {
+impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZeroCopySender<S, B> {
     /// A sender on `socket`, a connected TCP stream or UDP socket (tokio's or std's), with the
     /// synchronous sender's [`Config`].
     ///
     /// # Errors
-    /// As [`crate::msg_zerocopy::ZerocopySender::new`]; `Io` when the socket cannot be made
+    /// As [`crate::msg_zerocopy::ZeroCopySender::new`]; `Io` when the socket cannot be made
     /// non-blocking or registered with the reactor.
     ///
     /// # Panics
     /// Outside a tokio runtime with I/O enabled (as `AsyncFd::new`).
-    pub fn new<T>(socket: T, config: Config) -> Result<Self, ZerocopyError>
+    pub fn new<T>(socket: T, config: Config) -> Result<Self, ZeroCopyError>
     where
         T: IntoStdSocket<Std = S>,
     {
         let socket = socket
             .into_std_socket()
-            .map_err(|source| ZerocopyError::Io {
+            .map_err(|source| ZeroCopyError::Io {
                 call: "fcntl(O_NONBLOCK)",
                 source,
             })?;
-        let inner = sync::ZerocopySender::new(socket, config)?;
-        let stall = sys::TimerFd::new().map_err(|source| ZerocopyError::Io {
+        let inner = sync::ZeroCopySender::new(socket, config)?;
+        let stall = sys::TimerFd::new().map_err(|source| ZeroCopyError::Io {
             call: "timerfd_create",
             source,
         })?;
@@ -96,11 +96,11 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
                 ep.add(stall.as_fd(), (libc::EPOLLIN | libc::EPOLLET) as u32, STALL)?;
                 register(ep, Interest::READABLE)
             })
-            .map_err(|source| ZerocopyError::Io {
+            .map_err(|source| ZeroCopyError::Io {
                 call: "epoll_ctl(EPOLL_CTL_ADD)",
                 source,
             })?;
-        Ok(ZerocopySender {
+        Ok(ZeroCopySender {
             inner,
             events,
             stall,
@@ -108,11 +108,11 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
         })
     }
 
-    fn inner(&self) -> &sync::ZerocopySender<S, B> {
+    fn inner(&self) -> &sync::ZeroCopySender<S, B> {
         &self.inner
     }
 
-    fn inner_mut(&mut self) -> &mut sync::ZerocopySender<S, B> {
+    fn inner_mut(&mut self) -> &mut sync::ZeroCopySender<S, B> {
         &mut self.inner
     }
 
@@ -136,7 +136,7 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
         }
     }
 
-    /// The mode in effect (see [`crate::msg_zerocopy::ZerocopySender::mode`]).
+    /// The mode in effect (see [`crate::msg_zerocopy::ZeroCopySender::mode`]).
     pub fn mode(&self) -> Mode {
         self.inner.mode()
     }
@@ -166,7 +166,7 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
         self.inner().in_flight() + usize::from(self.inner().in_progress())
     }
 
-    /// Sends `buf` (see [`crate::msg_zerocopy::ZerocopySender::send`]); returns once every byte
+    /// Sends `buf` (see [`crate::msg_zerocopy::ZeroCopySender::send`]); returns once every byte
     /// of it is with the kernel, not when the buffer is back.
     ///
     /// Cancellation: once its first call is made, the buffer belongs to the sender: a future
@@ -190,11 +190,11 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use zcnet::msg_zerocopy::SendFlags;
-    /// use zcnet::tokio::ZerocopySender;
+    /// use zcnet::tokio::ZeroCopySender;
     /// let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     /// let s = tokio::net::TcpStream::connect(l.local_addr()?).await?;
     /// let _peer = l.accept().await?;
-    /// let mut tx = ZerocopySender::new(s, Default::default())?;
+    /// let mut tx = ZeroCopySender::new(s, Default::default())?;
     /// tx.send_with(vec![1u8; 100], SendFlags::EOR).await.map_err(|e| e.error)?;
     /// tx.drain().await?;
     /// # Ok(())
@@ -203,8 +203,8 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZerocopySender<S,
     /// A raw `int` of flags, `MSG_ZEROCOPY` among them, does not compile:
     /// ```compile_fail,E0308
     /// # async fn f(s: tokio::net::TcpStream) {
-    /// use zcnet::tokio::ZerocopySender;
-    /// let mut tx = ZerocopySender::new(s, Default::default()).unwrap();
+    /// use zcnet::tokio::ZeroCopySender;
+    /// let mut tx = ZeroCopySender::new(s, Default::default()).unwrap();
     /// tx.send_with(vec![1u8; 100], libc::MSG_ZEROCOPY).await.unwrap();
     /// # }
     /// ```

@@ -1,4 +1,4 @@
-//! TCP zero-copy receive on tokio: see [`TcpZerocopyReceiver`].
+//! TCP zero-copy receive on tokio: see [`TcpZeroCopyReceiver`].
 
 use std::os::fd::AsFd;
 
@@ -9,20 +9,20 @@ use super::IntoStdSocket;
 use crate::sys::reactor::{Registered, register};
 use crate::tcp_rx::{self as sync, Config, Counters, Mode, Received, RxError, Step};
 
-/// [`crate::tcp_rx::TcpZerocopyReceiver`] on tokio: `recv().await` waits until the socket is
+/// [`crate::tcp_rx::TcpZeroCopyReceiver`] on tokio: `recv().await` waits until the socket is
 /// readable, then maps what it can (`getsockopt(TCP_ZEROCOPY_RECEIVE)`) and copies the rest,
 /// with the same counters and fallback reason. [`Config::timeout`] is not used: bound a wait
 /// with `tokio::time::timeout`.
 #[derive(Debug)]
-pub struct TcpZerocopyReceiver<S: AsFd + IntoStdSocket<Std = S>> {
-    io: AsyncFd<Registered<sync::TcpZerocopyReceiver<S>>>,
+pub struct TcpZeroCopyReceiver<S: AsFd + IntoStdSocket<Std = S>> {
+    io: AsyncFd<Registered<sync::TcpZeroCopyReceiver<S>>>,
 }
 
-impl<S: AsFd + IntoStdSocket<Std = S>> TcpZerocopyReceiver<S> {
+impl<S: AsFd + IntoStdSocket<Std = S>> TcpZeroCopyReceiver<S> {
     /// A receiver on `socket`, a connected TCP stream (tokio's or std's).
     ///
     /// # Errors
-    /// As [`crate::tcp_rx::TcpZerocopyReceiver::new`]; `Io` when the socket cannot be made
+    /// As [`crate::tcp_rx::TcpZeroCopyReceiver::new`]; `Io` when the socket cannot be made
     /// non-blocking or registered with the reactor.
     ///
     /// # Panics
@@ -35,7 +35,7 @@ impl<S: AsFd + IntoStdSocket<Std = S>> TcpZerocopyReceiver<S> {
             call: "fcntl(O_NONBLOCK)",
             source,
         })?;
-        let inner = sync::TcpZerocopyReceiver::new(
+        let inner = sync::TcpZeroCopyReceiver::new(
             socket,
             Config {
                 timeout: None,
@@ -46,14 +46,14 @@ impl<S: AsFd + IntoStdSocket<Std = S>> TcpZerocopyReceiver<S> {
             call: "epoll_ctl(EPOLL_CTL_ADD)",
             source,
         })?;
-        Ok(TcpZerocopyReceiver { io })
+        Ok(TcpZeroCopyReceiver { io })
     }
 
-    fn inner(&self) -> &sync::TcpZerocopyReceiver<S> {
+    fn inner(&self) -> &sync::TcpZeroCopyReceiver<S> {
         &self.io.get_ref().0
     }
 
-    /// The mode in effect (see [`crate::tcp_rx::TcpZerocopyReceiver::mode`]).
+    /// The mode in effect (see [`crate::tcp_rx::TcpZeroCopyReceiver::mode`]).
     pub fn mode(&self) -> Mode {
         self.inner().mode()
     }
@@ -80,7 +80,7 @@ impl<S: AsFd + IntoStdSocket<Std = S>> TcpZerocopyReceiver<S> {
     /// returns them.
     ///
     /// # Errors
-    /// As [`crate::tcp_rx::TcpZerocopyReceiver::recv`]: a reset after every byte queued before
+    /// As [`crate::tcp_rx::TcpZeroCopyReceiver::recv`]: a reset after every byte queued before
     /// it has been returned.
     pub async fn recv(&mut self) -> Result<Option<Received<'_>>, RxError> {
         loop {
