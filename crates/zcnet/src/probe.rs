@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use serde::Serialize;
 
 use crate::support::Probe;
-pub use crate::support::{Check, CheckId, Mechanism, Status, errno_name};
+pub use crate::support::{Check, CheckId, MechanismId, Status, errno_name};
 use crate::sys;
 
 /// Version tag of the serialized [`Features`]; bumped on any incompatible change.
@@ -124,7 +124,7 @@ impl Features {
     pub fn detect() -> Features {
         let privileges = Privileges::detect();
         let host = Host::detect();
-        let checks = Mechanism::ALL.into_iter().flat_map(checks_of).collect();
+        let checks = MechanismId::ALL.into_iter().flat_map(checks_of).collect();
         Features {
             schema: SCHEMA,
             host,
@@ -136,22 +136,22 @@ impl Features {
 
 /// The checks of `mechanism`: its own `support()` where its feature is compiled in, else one
 /// [`Status::Skipped`] check per id saying so, so that every build reports every [`CheckId`].
-fn checks_of(mechanism: Mechanism) -> Vec<Check> {
+fn checks_of(mechanism: MechanismId) -> Vec<Check> {
     match mechanism {
         #[cfg(feature = "tcp_rx")]
-        Mechanism::Rx => crate::tcp_rx::support().checks(),
+        MechanismId::TcpRx => crate::tcp_rx::support().checks(),
         #[cfg(feature = "msg_zerocopy")]
-        Mechanism::Tx => crate::msg_zerocopy::support().checks(),
+        MechanismId::MsgZerocopy => crate::msg_zerocopy::support().checks(),
         #[cfg(feature = "file")]
-        Mechanism::File => crate::file::support().checks(),
+        MechanismId::File => crate::file::support().checks(),
         #[cfg(feature = "uring")]
-        Mechanism::Uring => crate::uring::support().checks(),
+        MechanismId::Uring => crate::uring::support().checks(),
         #[cfg(feature = "peek")]
-        Mechanism::Peek => crate::peek::support().checks(),
+        MechanismId::Peek => crate::peek::support().checks(),
         #[cfg(feature = "packet")]
-        Mechanism::Ring => crate::packet::support().checks(),
+        MechanismId::Packet => crate::packet::support().checks(),
         #[cfg(feature = "xdp")]
-        Mechanism::Xdp => vec![crate::xdp::support().socket.clone()],
+        MechanismId::Xdp => vec![crate::xdp::support().socket.clone()],
         // Unreachable only in a build with every mechanism.
         #[allow(unreachable_patterns)]
         _ => not_compiled(mechanism),
@@ -159,7 +159,7 @@ fn checks_of(mechanism: Mechanism) -> Vec<Check> {
 }
 
 /// A [`Status::Skipped`] check per id of `mechanism`, saying that its feature was left out.
-fn not_compiled(mechanism: Mechanism) -> Vec<Check> {
+fn not_compiled(mechanism: MechanismId) -> Vec<Check> {
     CheckId::ALL
         .into_iter()
         .filter(|id| id.mechanism() == mechanism)
@@ -262,7 +262,7 @@ mod tests {
     #[test]
     fn a_mechanism_left_out_keeps_its_checks_skipped_with_its_feature() {
         let mut ids = Vec::new();
-        for m in Mechanism::ALL {
+        for m in MechanismId::ALL {
             let checks = not_compiled(m);
             assert!(!checks.is_empty(), "{m:?} has no check");
             for c in checks {
@@ -278,7 +278,7 @@ mod tests {
             }
         }
         assert_eq!(ids, CheckId::ALL, "every check once, in report order");
-        assert_eq!(Mechanism::Ring.feature(), "packet");
+        assert_eq!(MechanismId::Packet.feature(), "packet");
     }
 
     #[test]

@@ -27,48 +27,51 @@ use crate::sys;
 /// How long one check waits for the kernel (a completion, a peer's bytes).
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The mechanisms of the design, as the kernel names them.
+/// Which mechanism, named as its module (the serialized names are the probe schema's, kept).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Mechanism {
-    /// TCP zero-copy receive (`TCP_ZEROCOPY_RECEIVE`).
-    Rx,
-    /// `MSG_ZEROCOPY` sends.
-    Tx,
+pub enum MechanismId {
+    /// TCP zero-copy receive (`TCP_ZEROCOPY_RECEIVE`), [`crate::tcp_rx`].
+    #[serde(rename = "RX")]
+    TcpRx,
+    /// `MSG_ZEROCOPY` sends, [`crate::msg_zerocopy`].
+    #[serde(rename = "TX")]
+    MsgZerocopy,
     /// `sendfile`/`splice`.
     File,
     /// io_uring zero-copy sends.
     Uring,
     /// `SO_PEEK_OFF` on TCP.
     Peek,
-    /// `AF_PACKET` `TPACKET_V3` rings.
-    Ring,
+    /// `AF_PACKET` `TPACKET_V3` rings, [`crate::packet`].
+    #[serde(rename = "RING")]
+    Packet,
     /// `AF_XDP` sockets.
     Xdp,
 }
 
-impl Mechanism {
+impl MechanismId {
     /// Every mechanism, in report order.
-    pub(crate) const ALL: [Mechanism; 7] = [
-        Mechanism::Rx,
-        Mechanism::Tx,
-        Mechanism::File,
-        Mechanism::Uring,
-        Mechanism::Peek,
-        Mechanism::Ring,
-        Mechanism::Xdp,
+    pub(crate) const ALL: [MechanismId; 7] = [
+        MechanismId::TcpRx,
+        MechanismId::MsgZerocopy,
+        MechanismId::File,
+        MechanismId::Uring,
+        MechanismId::Peek,
+        MechanismId::Packet,
+        MechanismId::Xdp,
     ];
 
     /// The Cargo feature of zcnet that compiles it in.
     pub(crate) fn feature(self) -> &'static str {
         match self {
-            Mechanism::Rx => "tcp_rx",
-            Mechanism::Tx => "msg_zerocopy",
-            Mechanism::File => "file",
-            Mechanism::Uring => "uring",
-            Mechanism::Peek => "peek",
-            Mechanism::Ring => "packet",
-            Mechanism::Xdp => "xdp",
+            MechanismId::TcpRx => "tcp_rx",
+            MechanismId::MsgZerocopy => "msg_zerocopy",
+            MechanismId::File => "file",
+            MechanismId::Uring => "uring",
+            MechanismId::Peek => "peek",
+            MechanismId::Packet => "packet",
+            MechanismId::Xdp => "xdp",
         }
     }
 }
@@ -135,20 +138,20 @@ impl CheckId {
     };
 
     /// The mechanism this check belongs to.
-    pub fn mechanism(self) -> Mechanism {
+    pub fn mechanism(self) -> MechanismId {
         use CheckId::*;
         match self {
-            RxTcpZerocopyReceive => Mechanism::Rx,
-            TxTcp | TxUdp => Mechanism::Tx,
-            FileSendfile | FileSplice => Mechanism::File,
+            RxTcpZerocopyReceive => MechanismId::TcpRx,
+            TxTcp | TxUdp => MechanismId::MsgZerocopy,
+            FileSendfile | FileSplice => MechanismId::File,
             UringSetup
             | UringSendZc
             | UringSendmsgZc
             | UringReportUsage
-            | UringRegisteredBuffers => Mechanism::Uring,
-            PeekIpv4 | PeekIpv6 => Mechanism::Peek,
-            RingRx | RingTx | RingFanout => Mechanism::Ring,
-            XdpSocket => Mechanism::Xdp,
+            | UringRegisteredBuffers => MechanismId::Uring,
+            PeekIpv4 | PeekIpv6 => MechanismId::Peek,
+            RingRx | RingTx | RingFanout => MechanismId::Packet,
+            XdpSocket => MechanismId::Xdp,
         }
     }
 
@@ -203,7 +206,7 @@ pub struct Check {
     /// Which feature.
     pub id: CheckId,
     /// Its mechanism.
-    pub mechanism: Mechanism,
+    pub mechanism: MechanismId,
     /// The verdict.
     pub status: Status,
     /// One line on why, and for anything not available, what would enable it.
@@ -365,6 +368,6 @@ mod tests {
             "rx.tcp_zerocopy_receive"
         );
         assert_eq!(CheckId::PeekIpv6.name(), "peek.tcp_ipv6");
-        assert_eq!(CheckId::XdpSocket.mechanism(), Mechanism::Xdp);
+        assert_eq!(CheckId::XdpSocket.mechanism(), MechanismId::Xdp);
     }
 }
