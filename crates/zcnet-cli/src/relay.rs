@@ -22,7 +22,7 @@ pub struct Opt {
     #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::host_port)]
     pub fallback: Option<SocketAddr>,
     /// How to peek: auto (SO_PEEK_OFF where the kernel has it), peek-offset, discard-buffer.
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, value_enum, default_value = "peek-offset")]
     pub method: MethodArg,
     /// Stop peeking while this many bytes are unacknowledged, MiB.
     #[arg(long, value_name = "MIB", default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=4096))]
@@ -52,9 +52,8 @@ pub struct Opt {
 /// `--method`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum MethodArg {
-    /// SO_PEEK_OFF where the kernel has it, else the discard buffer.
-    Auto,
-    /// SO_PEEK_OFF.
+    /// SO_PEEK_OFF where the kernel has it, else the discard buffer (the reason is printed).
+    #[value(alias = "auto")]
     PeekOffset,
     /// MSG_PEEK through a discard buffer.
     DiscardBuffer,
@@ -66,9 +65,8 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     targets.extend(opt.fallback);
     let config = Arc::new(Config {
         mode: match opt.method {
-            MethodArg::Auto => peek::Mode::Auto,
-            MethodArg::PeekOffset => peek::Mode::PeekOffset,
-            MethodArg::DiscardBuffer => peek::Mode::DiscardBuffer,
+            MethodArg::PeekOffset => peek::Mode::ZeroCopy,
+            MethodArg::DiscardBuffer => peek::Mode::Copy,
         },
         max_unacked: opt.max_unacked_mib << 20,
         ack_timeout: Duration::from_secs_f64(opt.ack_timeout),

@@ -8,7 +8,7 @@
 //! position model is two stream offsets, `consumed <= peeked`, checked on every call.
 //!
 //! Where the kernel refuses `SO_PEEK_OFF` on TCP, the same semantics come from
-//! [`Mode::DiscardBuffer`]: each peek reads the `peeked - consumed` bytes already peeked into a
+//! [`Mode::Copy`]: each peek reads the `peeked - consumed` bytes already peeked into a
 //! discard buffer, followed by the new bytes, the cost the feature removes (counted in
 //! [`Counters::reread_bytes`]), and sets `SO_RCVLOWAT` so that a blocking peek waits for a
 //! byte beyond them.
@@ -31,25 +31,25 @@ use std::time::Duration;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub enum Mode {
-    /// `SO_PEEK_OFF` where the kernel takes it on this socket, else the discard buffer with
-    /// [`PeekCursor::fallback_reason`] saying why.
+    /// `SO_PEEK_OFF`: the kernel keeps the offset (the zero-copy side: nothing is read twice).
+    /// Where the kernel refuses it on this socket, the cursor peeks as [`Mode::Copy`] and
+    /// [`PeekCursor::fallback_reason`] says why, as every zero-copy mode falls back.
     #[default]
-    Auto,
-    /// `SO_PEEK_OFF`, the kernel keeps the offset (the zero-copy side: nothing is read twice);
-    /// [`PeekError::Unsupported`] where the kernel refuses it.
     #[doc(alias = "SO_PEEK_OFF")]
-    PeekOffset,
+    #[serde(rename = "PeekOffset")]
+    ZeroCopy,
     /// `MSG_PEEK` into a discard buffer for the bytes already peeked (the copying twin).
-    DiscardBuffer,
+    #[doc(alias = "MSG_PEEK")]
+    #[serde(rename = "DiscardBuffer")]
+    Copy,
 }
 
 impl Mode {
-    /// `auto`, `peek-offset` or `discard-buffer`.
+    /// `peek-offset` or `discard-buffer`: what each mode does, as the CLI and the reports say.
     pub fn name(self) -> &'static str {
         match self {
-            Mode::Auto => "auto",
-            Mode::PeekOffset => "peek-offset",
-            Mode::DiscardBuffer => "discard-buffer",
+            Mode::ZeroCopy => "peek-offset",
+            Mode::Copy => "discard-buffer",
         }
     }
 }
@@ -57,7 +57,7 @@ impl Mode {
 /// How a [`PeekCursor`] is set up.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Config {
-    /// Which method: [`Mode::Auto`] by default.
+    /// Which method: [`Mode::ZeroCopy`] (falling back to [`Mode::Copy`]) by default.
     pub mode: Mode,
 }
 
@@ -121,14 +121,6 @@ pub enum PeekError {
         /// Bytes missing.
         left: u64,
     },
-    /// [`Mode::PeekOffset`] asked for where the kernel refuses `SO_PEEK_OFF` on this socket.
-    #[error("{feature} is not supported here: {reason}")]
-    Unsupported {
-        /// `SO_PEEK_OFF on TCP`.
-        feature: &'static str,
-        /// The kernel's answer and the version that would have it.
-        reason: String,
-    },
     /// A system call failed.
     #[error("{call} failed")]
     Io {
@@ -170,8 +162,7 @@ impl<S: AsFd> PeekCursor<S> {
     /// means, with the method `config.mode` says.
     ///
     /// # Errors
-    /// [`PeekError::Io`] for a socket that is not TCP; [`PeekError::Unsupported`] for
-    /// [`Mode::PeekOffset`] where the kernel refuses it; other `setsockopt` errors.
+    /// [`PeekError::Io`] for a socket that is not TCP, and other `setsockopt` errors.
     pub fn new(socket: S, config: Config) -> Result<Self, PeekError> {
         check(&socket)?;
         let set =
@@ -183,28 +174,19 @@ impl<S: AsFd> PeekCursor<S> {
             )
         };
         let (method, fallback) = match config.mode {
-            Mode::DiscardBuffer => {
+            Mode::Copy => {
                 set(-1).map_err(io_err("setsockopt(SO_PEEK_OFF, -1)"))?;
-                (Mode::DiscardBuffer, None)
+                (Mode::Copy, None)
             }
-            mode => match set(0) {
-                Ok(()) => (Mode::PeekOffset, None),
-                Err(e) if unsupported(&e) => {
-                    let reason = format!(
+            Mode::ZeroCopy => match set(0) {
+                Ok(()) => (Mode::ZeroCopy, None),
+                Err(e) if unsupported(&e) => (
+                    Mode::Copy,
+                    Some(format!(
                         "SO_PEEK_OFF refused on this TCP socket ({e}; TCP over IPv4 needs Linux \
-                         6.9, IPv6 a later kernel)"
-                    );
-                    if mode == Mode::PeekOffset {
-                        return Err(PeekError::Unsupported {
-                            feature: "SO_PEEK_OFF on TCP",
-                            reason,
-                        });
-                    }
-                    (
-                        Mode::DiscardBuffer,
-                        Some(format!("{reason}: peeking through a discard buffer")),
-                    )
-                }
+                         6.9, IPv6 a later kernel): peeking through a discard buffer"
+                    )),
+                ),
                 Err(e) => return Err(io_err("setsockopt(SO_PEEK_OFF)")(e)),
             },
         };
@@ -221,7 +203,7 @@ impl<S: AsFd> PeekCursor<S> {
         })
     }
 
-    /// The method in use ([`Mode::PeekOffset`] or [`Mode::DiscardBuffer`], never `Auto`).
+    /// The mode in use: [`Mode::ZeroCopy`], or [`Mode::Copy`] asked for or fallen back to.
     pub fn mode(&self) -> Mode {
         self.method
     }
@@ -275,7 +257,7 @@ impl<S: AsFd> PeekCursor<S> {
             return Ok(0);
         }
         let n = match self.method {
-            Mode::PeekOffset => sys::recv(self.socket.as_fd(), buf, libc::MSG_PEEK | flags)?,
+            Mode::ZeroCopy => sys::recv(self.socket.as_fd(), buf, libc::MSG_PEEK | flags)?,
             _ => self.peek_discarding(buf, flags)?,
         };
         if n > 0 {
@@ -401,7 +383,7 @@ impl<S: AsFd> PeekCursor<S> {
                 peeked: self.peeked,
             });
         }
-        if self.method == Mode::PeekOffset {
+        if self.method == Mode::ZeroCopy {
             let off = i32::try_from(to - self.consumed).map_err(|_| PeekError::Io {
                 call: "setsockopt(SO_PEEK_OFF)",
                 source: io::Error::new(io::ErrorKind::InvalidInput, "offset over 2 GiB"),

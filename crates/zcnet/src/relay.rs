@@ -111,7 +111,7 @@ fn io_err(call: &'static str) -> impl FnOnce(io::Error) -> RelayError {
 /// How each connection is relayed.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// How the source is peeked: [`peek::Mode::Auto`] (`SO_PEEK_OFF` where the kernel has it),
+    /// How the source is peeked: [`peek::Mode::ZeroCopy`] (`SO_PEEK_OFF` where the kernel has it),
     /// or one method.
     pub mode: peek::Mode,
     /// Destinations, tried in turn (at least one).
@@ -141,7 +141,7 @@ impl Config {
     /// at most, 5 s acknowledgement and connect timeouts, autotuned send buffers.
     pub fn new(targets: Vec<SocketAddr>) -> Config {
         Config {
-            mode: peek::Mode::Auto,
+            mode: peek::Mode::ZeroCopy,
             targets,
             max_unacked: 16 << 20,
             ack_timeout: Duration::from_secs(5),

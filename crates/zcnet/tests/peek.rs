@@ -120,7 +120,7 @@ fn run_model(addr: &str, method: Method, seed: u64) {
     let counters = cur.counters();
     assert_eq!(counters.consumed_bytes, STREAM as u64);
     match method {
-        Method::PeekOffset => assert_eq!(counters.reread_bytes, 0),
+        Method::ZeroCopy => assert_eq!(counters.reread_bytes, 0),
         _ => assert!(counters.reread_bytes > 0, "seed {seed}"),
     }
     drop(writer.join().unwrap());
@@ -130,7 +130,7 @@ fn run_model(addr: &str, method: Method, seed: u64) {
 fn random_interleavings_match_the_model_with_the_peek_offset() {
     for (i, addr) in ["127.0.0.1:0", "[::1]:0"].iter().enumerate() {
         for seed in 0..12u64 {
-            run_model(addr, Method::PeekOffset, seed * 7919 + i as u64);
+            run_model(addr, Method::ZeroCopy, seed * 7919 + i as u64);
         }
     }
 }
@@ -139,7 +139,7 @@ fn random_interleavings_match_the_model_with_the_peek_offset() {
 fn random_interleavings_match_the_model_with_the_discard_buffer() {
     for (i, addr) in ["127.0.0.1:0", "[::1]:0"].iter().enumerate() {
         for seed in 0..12u64 {
-            run_model(addr, Method::DiscardBuffer, seed * 104_729 + i as u64);
+            run_model(addr, Method::Copy, seed * 104_729 + i as u64);
         }
     }
 }
@@ -149,12 +149,7 @@ fn new_picks_the_peek_offset_here_and_says_nothing() {
     let (_c, s) = pair("127.0.0.1:0").unwrap();
     let cur = PeekCursor::new(s, Config::default()).unwrap();
     // Linux 6.9+ takes SO_PEEK_OFF on TCP; this machine runs 6.18.
-    assert_eq!(
-        cur.mode(),
-        Method::PeekOffset,
-        "{:?}",
-        cur.fallback_reason()
-    );
+    assert_eq!(cur.mode(), Method::ZeroCopy, "{:?}", cur.fallback_reason());
     assert!(cur.fallback_reason().is_none());
 }
 
@@ -208,13 +203,7 @@ fn a_descriptor_that_stops_being_tcp_is_refused_not_written_through() {
         udp,
         calls: std::cell::Cell::new(0),
     };
-    let mut cur = PeekCursor::new(
-        shifty,
-        Config {
-            mode: Method::DiscardBuffer,
-        },
-    )
-    .unwrap();
+    let mut cur = PeekCursor::new(shifty, Config { mode: Method::Copy }).unwrap();
     // Burn the TCP answers, so that the next as_fd is the UDP socket.
     while cur.get_ref().calls.get() < 4 {
         let _ = cur.get_ref().as_fd();

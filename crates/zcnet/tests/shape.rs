@@ -181,8 +181,8 @@ fn every_receiver_through_one_function() {
         recv_stream(&mut rx);
         writer.join().unwrap();
     }
-    for mode in [peek::Mode::PeekOffset, peek::Mode::DiscardBuffer] {
-        if mode == peek::Mode::PeekOffset
+    for mode in [peek::Mode::ZeroCopy, peek::Mode::Copy] {
+        if mode == peek::Mode::ZeroCopy
             && !peek::support()
                 .ipv4
                 .status
@@ -303,7 +303,7 @@ mod async_shape {
             recv_stream(&mut rx).await;
             writer.join().unwrap();
         }
-        for mode in [peek::Mode::Auto, peek::Mode::DiscardBuffer] {
+        for mode in [peek::Mode::ZeroCopy, peek::Mode::Copy] {
             let (c, s) = pair();
             let writer = pattern_writer(c);
             let mut rx = zcnet::tokio::PeekCursor::new(s, peek::Config { mode }).unwrap();

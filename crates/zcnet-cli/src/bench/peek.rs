@@ -263,7 +263,7 @@ pub fn bench(
     quiet: bool,
     mut remote: Option<Remote>,
 ) -> anyhow::Result<Outcome> {
-    let modes = [Method::DiscardBuffer, Method::PeekOffset];
+    let modes = [Method::Copy, Method::ZeroCopy];
     let mut report = Report::new("peek");
     report.settings = json!({
         "runs": runs, "seconds": seconds, "rate": RATE, "tbf_limit": LIMIT, "relay_cpu": 0,

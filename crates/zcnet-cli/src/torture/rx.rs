@@ -276,7 +276,7 @@ fn peeked(rx: &mut Rx<'_>, at: u64, data: &[u8]) -> (Step, Option<Duration>) {
 /// `peek::PeekCursor` with consumes and rewinds until the end of the stream.
 fn peek(rx: &mut Rx<'_>, s: TcpStream) -> anyhow::Result<()> {
     s.set_read_timeout(Some(PEEK_WAIT))?;
-    let mode = rx.rng.pick(&[peek::Mode::Auto, peek::Mode::DiscardBuffer]);
+    let mode = rx.rng.pick(&[peek::Mode::ZeroCopy, peek::Mode::Copy]);
     let mut cur = peek::PeekCursor::new(s, peek::Config { mode })?;
     let mut buf = vec![0u8; 64 << 10];
     let mut waiting = Instant::now();
@@ -363,7 +363,7 @@ async fn tokio_tcp_rx(rx: &mut Rx<'_>, s: TcpStream) -> anyhow::Result<()> {
 
 /// `zcnet::tokio::PeekCursor`, peeks cancelled now and then (a peek consumes nothing).
 async fn tokio_peek(rx: &mut Rx<'_>, s: TcpStream) -> anyhow::Result<()> {
-    let mode = rx.rng.pick(&[peek::Mode::Auto, peek::Mode::DiscardBuffer]);
+    let mode = rx.rng.pick(&[peek::Mode::ZeroCopy, peek::Mode::Copy]);
     let mut cur = zcnet::tokio::PeekCursor::new(s, peek::Config { mode })?;
     let mut buf = vec![0u8; 64 << 10];
     let limit = rx.plan.deadline + GRACE;

@@ -308,9 +308,9 @@ pub fn peek_methods() -> Vec<zcnet::peek::Mode> {
     use zcnet::peek::Mode;
     let check = &zcnet::peek::support().ipv4;
     if check.status == zcnet::support::Status::Available {
-        vec![Mode::PeekOffset, Mode::DiscardBuffer]
+        vec![Mode::ZeroCopy, Mode::Copy]
     } else {
         netlab::skip::skip(&format!("the peek-offset runs: {}", check.reason));
-        vec![Mode::DiscardBuffer]
+        vec![Mode::Copy]
     }
 }
