@@ -374,7 +374,7 @@ fn capture_delivers_the_same_frames_in_both_modes_and_counts_how() {
     use zcnet::packet::{Capture, Config, Mode};
     require_lab!();
     let lab = lab();
-    for mode in [Mode::Ring, Mode::Copy] {
+    for mode in [Mode::ZeroCopy, Mode::Copy] {
         let port = PORT + 7;
         let config = Config {
             mode,
@@ -409,7 +409,7 @@ fn capture_delivers_the_same_frames_in_both_modes_and_counts_how() {
         let c = cap.counters();
         assert!(c.frames >= 300);
         match mode {
-            Mode::Ring => {
+            Mode::ZeroCopy => {
                 assert_eq!(c.copied_bytes, 0);
                 assert_eq!(c.zero_copy_share(), Some(1.0));
                 assert!(c.calls < c.frames, "a block carries many frames: {c:?}");

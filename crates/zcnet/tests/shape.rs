@@ -416,7 +416,7 @@ mod frames {
         let lab = VethLab::quiet(None).unwrap();
         let ring = || packet::TxRing::open(VethLab::DEV_A, &packet::TxConfig::default()).unwrap();
         let xsk = || xdp::XdpSocket::open(VethLab::DEV_A, &xdp_copy(false)).unwrap();
-        for mode in [packet::Mode::Ring, packet::Mode::Copy] {
+        for mode in [packet::Mode::ZeroCopy, packet::Mode::Copy] {
             let capture = move || {
                 // The copying capture's queue holds the whole burst (the ring mode's 32 MiB does).
                 let config = packet::Config {

@@ -10,9 +10,12 @@ use super::{Frame, PacketError, RxConfig, RxRing, Socket, Stats};
 #[non_exhaustive]
 pub enum Mode {
     /// A `TPACKET_V3` RX ring ([`RxRing`]): frames are read in place in memory shared with the
-    /// kernel, a block at a time, with no copy and no call per frame.
+    /// kernel, a block at a time, with no copy to user space and no call per frame (the
+    /// kernel's one copy, into the ring, remains: `Counters` call these bytes zero-copy, read
+    /// in place).
     #[default]
-    Ring,
+    #[doc(alias = "Ring")]
+    ZeroCopy,
     /// One `recvfrom(2)` per frame ([`Socket`]): the copying twin.
     Copy,
 }
@@ -22,7 +25,7 @@ pub enum Mode {
 pub struct Config {
     /// Ring (default) or copy.
     pub mode: Mode,
-    /// The ring's geometry and filter ([`Mode::Ring`]; the filter applies to both modes).
+    /// The ring's geometry and filter ([`Mode::ZeroCopy`]; the filter applies to both modes).
     pub ring: RxConfig,
     /// The copying socket's receive queue in bytes ([`Mode::Copy`]; `None`: the default).
     pub rcvbuf: Option<usize>,
@@ -86,7 +89,7 @@ impl Capture {
     /// ring the kernel refuses, or a failed call.
     pub fn new(iface: &str, config: Config) -> Result<Capture, PacketError> {
         let source = match config.mode {
-            Mode::Ring => Source::Ring(RxRing::open(iface, &config.ring)?),
+            Mode::ZeroCopy => Source::Ring(RxRing::open(iface, &config.ring)?),
             Mode::Copy => {
                 let socket = Socket::open(iface, config.rcvbuf)?;
                 if let Some(f) = &config.ring.filter {
@@ -107,7 +110,7 @@ impl Capture {
     /// The mode in use.
     pub fn mode(&self) -> Mode {
         match self.source {
-            Source::Ring(_) => Mode::Ring,
+            Source::Ring(_) => Mode::ZeroCopy,
             Source::Copy { .. } => Mode::Copy,
         }
     }
