@@ -159,7 +159,7 @@ fn capture_xdp(
     let umem = zcnet::xdp::Umem::new(first.frame_count * queues.len() as u32, first.frame_size)?;
     let mut xsks = queues
         .iter()
-        .map(|&q| zcnet::xdp::XdpSocket::open_shared(&opt.interface, &xdp_config(q), &umem))
+        .map(|&q| zcnet::xdp::XdpSocket::new_shared(&opt.interface, xdp_config(q), &umem))
         .collect::<Result<Vec<_>, _>>()?;
     let xsk = &xsks[0];
     eprintln!(

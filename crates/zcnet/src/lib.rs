@@ -217,7 +217,7 @@ let config = Config {
     ring_size: 64,
     ..Config::default()
 };
-let mut xsk = XdpSocket::open("lo", &config)?;
+let mut xsk = XdpSocket::new("lo", config)?;
 let mut frame = [0u8; 60];
 frame[12..14].copy_from_slice(&[0x88, 0xb5]); // a local experimental EtherType: nothing answers
 assert!(xsk.send(&frame)?);

@@ -4,7 +4,7 @@
 //!
 //! ```no_run
 //! use zcnet::xdp::{Config, Mode, XdpSocket};
-//! let mut xsk = XdpSocket::open("eth0", &Config { mode: Mode::Auto, ..Config::default() })?;
+//! let mut xsk = XdpSocket::new("eth0", Config { mode: Mode::ZeroCopy, ..Config::default() })?;
 //! if let Some(why) = xsk.fallback_reason() { eprintln!("copy mode: {why}"); }
 //! while let Some(frames) = xsk.recv(Some(std::time::Duration::from_secs(1)))? {
 //!     for f in frames.iter() { println!("{} bytes", f.len()); }
@@ -14,8 +14,9 @@
 //!
 //! - **Modes**: `Mode::ZeroCopy` binds with `XDP_ZEROCOPY` (the driver DMAs into the UMEM),
 //!   `Mode::Copy` with `XDP_COPY` (any device; the kernel copies each frame once, into the UMEM,
-//!   not into an skb and a socket buffer), `Mode::Auto` tries zero copy and falls back with
-//!   [`XdpSocket::fallback_reason`] naming the errno (veth has no zero-copy AF_XDP).
+//!   not into an skb and a socket buffer); `Mode::ZeroCopy` falls back to copy where the driver
+//!   cannot, with [`XdpSocket::fallback_reason`] naming the errno (veth has no zero-copy
+//!   AF_XDP).
 //! - **The program** is `crates/zcnet/bpf/xdp_redirect.c` (libxdp's default program: the frame
 //!   goes to the socket of its RX queue in an XSKMAP, else to the stack), compiled by
 //!   `bpf/build.sh` and embedded; it is loaded and attached with the `aya` crate through a BPF
@@ -29,7 +30,7 @@
 //! - **Privileges**: `CAP_NET_RAW` for the socket, `CAP_BPF` and `CAP_NET_ADMIN` for the
 //!   program; the UMEM counts against `RLIMIT_MEMLOCK` without `CAP_IPC_LOCK`.
 //! - **Several queues**: a [`Umem`] shared by sockets on several queues (`XDP_SHARED_UMEM`,
-//!   [`XdpSocket::open_shared`]), each holding frames of its own and its own fill and
+//!   [`XdpSocket::new_shared`]), each holding frames of its own and its own fill and
 //!   completion rings; the sockets of one interface share its program.
 //! - Not here: unaligned chunks and multi-buffer frames (one frame per descriptor, at most a
 //!   UMEM frame long).
@@ -62,17 +63,18 @@ const BATCH: u32 = 1024;
 pub const MAX_QUEUES: u32 = 64;
 
 /// How to bind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Mode {
-    /// `XDP_ZEROCOPY`: the driver writes and reads the UMEM; an error where it cannot.
+    /// `XDP_ZEROCOPY`: the driver writes and reads the UMEM. Where the driver cannot (or the
+    /// socket shares a UMEM bound in copy mode), the socket binds in [`Mode::Copy`] and
+    /// [`XdpSocket::fallback_reason`] says why, as every zero-copy mode falls back.
+    #[default]
     #[doc(alias = "XDP_ZEROCOPY")]
     ZeroCopy,
     /// `XDP_COPY`: the kernel copies each frame into (or out of) the UMEM; any device.
     #[doc(alias = "XDP_COPY")]
     Copy,
-    /// Zero copy where the driver has it, else copy, with the reason.
-    Auto,
 }
 
 /// Where the XDP program runs.
@@ -88,7 +90,7 @@ pub enum Attach {
 }
 
 /// How an [`XdpSocket`] is made.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct Config {
     /// Zero copy, copy, or auto.
     pub mode: Mode,
@@ -118,7 +120,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            mode: Mode::Auto,
+            mode: Mode::ZeroCopy,
             attach: Attach::Auto,
             queue: 0,
             frame_count: 4096,
@@ -294,7 +296,7 @@ impl std::fmt::Debug for Program {
 }
 
 /// A UMEM: memory cut into frames that the kernel writes received frames into and reads sent
-/// frames from, shared by the sockets opened on it ([`XdpSocket::open_shared`]) on several
+/// frames from, shared by the sockets opened on it ([`XdpSocket::new_shared`]) on several
 /// queues of one interface or of several (`XDP_SHARED_UMEM`; Linux 5.10 for another queue).
 /// Each socket takes a range of frames of its own, given back when it drops (in copy mode: a
 /// zero-copy driver may use a closed socket's frames until the kernel's deferred release, so
@@ -422,28 +424,28 @@ impl XdpSocket {
     /// # Errors
     /// [`XdpError::NoInterface`], [`XdpError::Config`] (queue out of range, sizes),
     /// [`XdpError::NoPrivilege`], [`XdpError::Memlock`], [`XdpError::Busy`] (another program is
-    /// attached), [`XdpError::QueueBusy`], [`XdpError::Unsupported`] (zero copy asked where the
-    /// driver has none), [`XdpError::Program`], [`XdpError::Io`].
-    pub fn open(iface: &str, config: &Config) -> Result<XdpSocket, XdpError> {
+    /// attached), [`XdpError::QueueBusy`], [`XdpError::Unsupported`] (no AF_XDP in this kernel),
+    /// [`XdpError::Program`], [`XdpError::Io`].
+    pub fn new(iface: &str, config: Config) -> Result<XdpSocket, XdpError> {
         // The interface first: its error is the one to see, not the UMEM's.
         let ifindex = ifindex(iface)?;
         let umem = Umem::new(config.frame_count, config.frame_size)?;
-        XdpSocket::open_on(iface, ifindex, config, &umem)
+        XdpSocket::open_on(iface, ifindex, &config, &umem)
     }
 
     /// Opens a socket on `queue` of `iface` holding `config.frame_count` frames of `umem`
     /// (`config.frame_size` must be the UMEM's). The first socket on a UMEM binds in
-    /// `config.mode`; the others share its registration and its mode (`Mode::Auto` takes it,
-    /// a different explicit mode is refused). For RX the interface's redirect program is
+    /// `config.mode`; the others share its registration and its mode (`Mode::ZeroCopy` takes
+    /// it, falling back to copy with the reason; `Mode::Copy` on a zero-copy UMEM is refused). For RX the interface's redirect program is
     /// attached by its first socket on this UMEM and shared by the others; an interface with
     /// another program is refused.
     ///
     /// # Errors
-    /// As [`XdpSocket::open`]; [`XdpError::Config`] also when the UMEM has fewer free frames
+    /// As [`XdpSocket::new`]; [`XdpError::Config`] also when the UMEM has fewer free frames
     /// than asked, [`XdpError::QueueBusy`] when a socket on it holds that queue already.
     #[doc(alias = "XDP_SHARED_UMEM")]
-    pub fn open_shared(iface: &str, config: &Config, umem: &Umem) -> Result<XdpSocket, XdpError> {
-        XdpSocket::open_on(iface, ifindex(iface)?, config, umem)
+    pub fn new_shared(iface: &str, config: Config, umem: &Umem) -> Result<XdpSocket, XdpError> {
+        XdpSocket::open_on(iface, ifindex(iface)?, &config, umem)
     }
 
     fn open_on(
@@ -502,9 +504,8 @@ impl XdpSocket {
         };
         let wake = abi::XDP_USE_NEED_WAKEUP;
         let flags: &[u16] = match config.mode {
-            Mode::ZeroCopy => &[abi::XDP_ZEROCOPY | wake],
+            Mode::ZeroCopy => &[abi::XDP_ZEROCOPY | wake, abi::XDP_COPY | wake],
             Mode::Copy => &[abi::XDP_COPY | wake],
-            Mode::Auto => &[abi::XDP_ZEROCOPY | wake, abi::XDP_COPY | wake],
         };
         // A socket closed just before still holds its queue until the kernel's deferred release
         // runs: EBUSY for a moment. Asked again for up to a second.
@@ -552,13 +553,6 @@ impl XdpSocket {
                          (`ethtool -l {iface}`)",
                         config.queue
                     )),
-                    _ if config.mode == Mode::ZeroCopy => XdpError::Unsupported {
-                        feature: "AF_XDP zero copy",
-                        reason: format!(
-                            "bind(XDP_ZEROCOPY) on {iface} queue {}: {e}",
-                            config.queue
-                        ),
-                    },
                     _ => XdpError::Io {
                         call: "bind(AF_XDP)",
                         source: e,
@@ -574,17 +568,16 @@ impl XdpSocket {
                 )
             }),
             Bound::Shared => match (config.mode, zero_copy) {
-                (Mode::Auto, false) => Some(
+                (Mode::ZeroCopy, false) => Some(
                     "shares a UMEM whose first socket is bound in copy mode; bound in copy mode"
                         .into(),
                 ),
-                (Mode::ZeroCopy, false) | (Mode::Copy, true) => {
-                    return Err(XdpError::Config(format!(
-                        "{:?} asked, but the UMEM's first socket is bound in {} mode, which the \
-                         sockets sharing it take (ask Mode::Auto)",
-                        config.mode,
-                        if zero_copy { "zero-copy" } else { "copy" }
-                    )));
+                (Mode::Copy, true) => {
+                    return Err(XdpError::Config(
+                        "Copy asked, but the UMEM's first socket is bound in zero-copy mode, \
+                         which the sockets sharing it take (ask Mode::ZeroCopy)"
+                            .into(),
+                    ));
                 }
                 _ => None,
             },
@@ -617,7 +610,7 @@ impl XdpSocket {
         }
     }
 
-    /// Why the socket copies although zero copy was asked (`Mode::Auto`); `None` otherwise.
+    /// Why the socket copies although zero copy was asked; `None` otherwise.
     pub fn fallback_reason(&self) -> Option<&str> {
         self.fallback.as_deref()
     }

@@ -415,7 +415,7 @@ mod frames {
         }
         let lab = VethLab::quiet(None).unwrap();
         let ring = || packet::TxRing::open(VethLab::DEV_A, &packet::TxConfig::default()).unwrap();
-        let xsk = || xdp::XdpSocket::open(VethLab::DEV_A, &xdp_copy(false)).unwrap();
+        let xsk = || xdp::XdpSocket::new(VethLab::DEV_A, xdp_copy(false)).unwrap();
         for mode in [packet::Mode::ZeroCopy, packet::Mode::Copy] {
             let capture = move || {
                 // The copying capture's queue holds the whole burst (the ring mode's 32 MiB does).
@@ -431,7 +431,7 @@ mod frames {
             through(&lab, ring, capture);
             through(&lab, xsk, capture);
         }
-        let xsk_rx = || xdp::XdpSocket::open(VethLab::DEV_B, &xdp_copy(true)).unwrap();
+        let xsk_rx = || xdp::XdpSocket::new(VethLab::DEV_B, xdp_copy(true)).unwrap();
         through(&lab, ring, xsk_rx);
         through(&lab, xsk, xsk_rx);
     }

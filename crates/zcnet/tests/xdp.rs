@@ -77,7 +77,7 @@ fn copy_mode_receives_exactly_the_frames_sent() {
     let receiver = lab
         .ns(Side::B)
         .spawn(move || {
-            let mut xsk = XdpSocket::open(VethLab::DEV_B, &copy_config()).unwrap();
+            let mut xsk = XdpSocket::new(VethLab::DEV_B, copy_config()).unwrap();
             assert!(xsk.fallback_reason().is_none());
             assert_eq!(xsk.native(), Some(false));
             ready_tx.send(()).unwrap();
@@ -153,7 +153,7 @@ fn sent_frames_arrive_intact_and_each_umem_slot_returns_once() {
                 ring_size: 128,
                 ..copy_config()
             };
-            let mut xsk = XdpSocket::open(VethLab::DEV_A, &config).unwrap();
+            let mut xsk = XdpSocket::new(VethLab::DEV_A, config).unwrap();
             let free = xsk.free_frames();
             assert_eq!(free, 256, "a TX-only socket keeps every frame for sending");
             for f in &sent {
@@ -185,7 +185,7 @@ fn the_program_is_detached_after_a_panic() {
     let ns = lab.ns(Side::B);
     let h = ns
         .spawn(|| {
-            let _xsk = XdpSocket::open(VethLab::DEV_B, &copy_config()).unwrap();
+            let _xsk = XdpSocket::new(VethLab::DEV_B, copy_config()).unwrap();
             assert!(has_xdp_here());
             panic!("a panic while the socket is open");
         })
@@ -208,28 +208,18 @@ fn zero_copy_on_veth_falls_back_with_its_reason() {
     let Some(lab) = lab() else { return };
     lab.ns(Side::B)
         .run(|| {
-            let auto = XdpSocket::open(
+            let zc = XdpSocket::new(
                 VethLab::DEV_B,
-                &Config {
-                    mode: Mode::Auto,
+                Config {
+                    mode: Mode::ZeroCopy,
                     ..Config::default()
                 },
             )
             .unwrap();
-            let why = auto
-                .fallback_reason()
-                .expect("veth has no zero-copy AF_XDP");
+            let why = zc.fallback_reason().expect("veth has no zero-copy AF_XDP");
             assert!(why.contains("zero-copy bind refused"), "{why}");
-            assert!(!auto.counters().zero_copy);
-            drop(auto);
-            let zc = XdpSocket::open(
-                VethLab::DEV_B,
-                &Config {
-                    mode: Mode::ZeroCopy,
-                    ..Config::default()
-                },
-            );
-            assert!(matches!(zc, Err(XdpError::Unsupported { .. })), "{zc:?}");
+            assert!(!zc.counters().zero_copy);
+            assert_eq!(zc.mode(), Mode::Copy);
         })
         .unwrap();
 }
@@ -249,15 +239,15 @@ fn another_program_is_never_replaced_and_bad_input_is_refused() {
             prog.load().unwrap();
             prog.attach(VethLab::DEV_B, aya::programs::XdpFlags::SKB_MODE)
                 .unwrap();
-            let refused = XdpSocket::open(VethLab::DEV_B, &copy_config());
+            let refused = XdpSocket::new(VethLab::DEV_B, copy_config());
             assert!(matches!(refused, Err(XdpError::Busy { .. })), "{refused:?}");
             assert!(has_xdp_here(), "the other program stays");
             drop(other);
             assert!(!has_xdp_here());
             // A second socket: refused by the first one's program, or, without a program of
             // its own (TX only), by the queue the first one holds.
-            let first = XdpSocket::open(VethLab::DEV_B, &copy_config()).unwrap();
-            let second = XdpSocket::open(VethLab::DEV_B, &copy_config());
+            let first = XdpSocket::new(VethLab::DEV_B, copy_config()).unwrap();
+            let second = XdpSocket::new(VethLab::DEV_B, copy_config());
             assert!(matches!(second, Err(XdpError::Busy { .. })), "{second:?}");
             let tx_only = Config {
                 rx: false,
@@ -265,18 +255,18 @@ fn another_program_is_never_replaced_and_bad_input_is_refused() {
                 program: false,
                 ..copy_config()
             };
-            let second = XdpSocket::open(VethLab::DEV_B, &tx_only);
+            let second = XdpSocket::new(VethLab::DEV_B, tx_only);
             assert!(
                 matches!(second, Err(XdpError::QueueBusy { queue: 0, .. })),
                 "{second:?}"
             );
             drop(first);
             assert!(!has_xdp_here());
-            let none = XdpSocket::open("zcnet-none0", &copy_config());
+            let none = XdpSocket::new("zcnet-none0", copy_config());
             assert!(matches!(none, Err(XdpError::NoInterface(_))), "{none:?}");
-            let queue = XdpSocket::open(
+            let queue = XdpSocket::new(
                 VethLab::DEV_B,
-                &Config {
+                Config {
                     queue: 7,
                     ..copy_config()
                 },
@@ -363,21 +353,21 @@ fn sockets_on_two_queues_share_one_umem() {
         .spawn(move || {
             let umem = zcnet::xdp::Umem::new(4096, 2048).unwrap();
             let on = |queue| Config {
-                mode: Mode::Auto,
+                mode: Mode::ZeroCopy,
                 queue,
                 frame_count: 2048,
                 ring_size: 1024,
                 ..Config::default()
             };
-            let mut q0 = XdpSocket::open_shared(VethLab::DEV_B, &on(0), &umem).unwrap();
-            let mut q1 = XdpSocket::open_shared(VethLab::DEV_B, &on(1), &umem).unwrap();
+            let mut q0 = XdpSocket::new_shared(VethLab::DEV_B, on(0), &umem).unwrap();
+            let mut q1 = XdpSocket::new_shared(VethLab::DEV_B, on(1), &umem).unwrap();
             assert_eq!(umem.free_frames(), 0, "each socket holds its 2048 frames");
             // The second shares the first's mode (copy on veth) and says so.
             assert!(q1.fallback_reason().unwrap().contains("copy mode"));
             assert!(!q0.counters().zero_copy && !q1.counters().zero_copy);
             // No frames left for a third; a queue held already; an explicit mode other than the
             // UMEM's; another frame size.
-            let third = |c: &Config| XdpSocket::open_shared(VethLab::DEV_B, c, &umem).unwrap_err();
+            let third = |c: &Config| XdpSocket::new_shared(VethLab::DEV_B, *c, &umem).unwrap_err();
             let mut c = on(0);
             c.frame_count = 1;
             assert!(matches!(third(&c), XdpError::QueueBusy { queue: 0, .. }));
@@ -395,15 +385,12 @@ fn sockets_on_two_queues_share_one_umem() {
             c.frame_count = 4096;
             assert!(matches!(third(&c), XdpError::Config(m) if m.contains("2048 free")));
             let mut c = on(0);
-            c.mode = Mode::ZeroCopy;
-            assert!(matches!(third(&c), XdpError::Config(m) if m.contains("copy mode")));
-            let mut c = on(0);
             c.frame_size = 4096;
             assert!(matches!(third(&c), XdpError::Config(m) if m.contains("2048 bytes")));
             assert_eq!(umem.free_frames(), 2048, "refused sockets hold nothing");
             // Queue 0 again, sharing the registration of q1 now that the socket that made it
             // is gone.
-            q0 = XdpSocket::open_shared(VethLab::DEV_B, &on(0), &umem).unwrap();
+            q0 = XdpSocket::new_shared(VethLab::DEV_B, on(0), &umem).unwrap();
             to_main.send("ready").unwrap();
             let sent = from_main.recv().unwrap();
             let got = receive_all(&mut [&mut q0, &mut q1], sent.len());

@@ -367,7 +367,7 @@ fn capture_in_process(
             }
             Mode::Xdp => {
                 let config = crate::capture::xdp_config(0);
-                let mut xsk = zcnet::xdp::XdpSocket::open(&dev, &config)?;
+                let mut xsk = zcnet::xdp::XdpSocket::new(&dev, config)?;
                 let _ = ready.send(());
                 (cpu0, machine0) = (ThreadCpu::now(), MachineCpu::now());
                 loop {

@@ -279,7 +279,7 @@ impl Method {
                     ring_size: 2048,
                     ..zcnet::xdp::Config::default()
                 };
-                Method::Xdp(Box::new(zcnet::xdp::XdpSocket::open(dev, &config)?))
+                Method::Xdp(Box::new(zcnet::xdp::XdpSocket::new(dev, config)?))
             }
         })
     }
