@@ -374,7 +374,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let rings = if opt.fanout > 1 {
         packet::fanout(&opt.interface, opt.fanout, FanoutMode::Hash, &config)?
     } else {
-        vec![RxRing::open(&opt.interface, &config)?]
+        vec![RxRing::new(&opt.interface, config)?]
     };
     let sink = Arc::new(Mutex::new(open_sink(&opt, file.take())?));
     let captured = Arc::new(AtomicU64::new(0));

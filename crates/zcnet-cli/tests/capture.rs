@@ -487,13 +487,13 @@ fn send_frames(lab: &VethLab, frames: &[Vec<u8>]) {
     let sent = frames.to_vec();
     lab.ns(Side::A)
         .run(move || {
-            let mut tx = zcnet::packet::TxRing::open(VethLab::DEV_A, &Default::default()).unwrap();
+            let mut tx = zcnet::packet::TxRing::new(VethLab::DEV_A, Default::default()).unwrap();
             for f in &sent {
                 while !tx.push(f).unwrap() {
-                    tx.send().unwrap();
+                    tx.flush().unwrap();
                 }
             }
-            tx.send().unwrap();
+            tx.flush().unwrap();
         })
         .unwrap();
 }

@@ -60,7 +60,7 @@ pub unsafe extern "C" fn zcnet_ring_open(
         if blocks > 0 {
             config.block_count = blocks as usize;
         }
-        let inner = zc::packet::RxRing::open(name, &config).map_err(|e| match e {
+        let inner = zc::packet::RxRing::new(name, config).map_err(|e| match e {
             zc::packet::PacketError::NoPrivilege => Fail {
                 errno: libc::EPERM,
                 message: e.to_string(),

@@ -220,7 +220,7 @@ let config = Config {
 let mut xsk = XdpSocket::new("lo", config)?;
 let mut frame = [0u8; 60];
 frame[12..14].copy_from_slice(&[0x88, 0xb5]); // a local experimental EtherType: nothing answers
-assert!(xsk.send(&frame)?);
+assert!(xsk.push(&frame)?);
 xsk.drain(Duration::from_secs(5))?;
 assert_eq!(xsk.counters().completions, 1);
 # Ok::<(), Box<dyn std::error::Error>>(())

@@ -402,7 +402,7 @@ mod packet_shape {
             TxRing::push(self, frame)
         }
         fn flush(&mut self) -> Result<(), PacketError> {
-            TxRing::send(self).map(drop)
+            TxRing::flush(self).map(drop)
         }
     }
 }
@@ -434,7 +434,7 @@ mod xdp_shape {
     impl FrameSink for XdpSocket {
         type Error = XdpError;
         fn push(&mut self, frame: &[u8]) -> Result<bool, XdpError> {
-            XdpSocket::send(self, frame)
+            XdpSocket::push(self, frame)
         }
         fn flush(&mut self) -> Result<(), XdpError> {
             XdpSocket::drain(self, Duration::from_secs(10))

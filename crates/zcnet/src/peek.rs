@@ -62,7 +62,8 @@ pub struct Config {
 }
 
 /// What a cursor did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Counters {
     /// Peek calls that returned data.
     pub peek_calls: u64,

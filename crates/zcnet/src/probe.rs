@@ -151,7 +151,7 @@ fn checks_of(mechanism: MechanismId) -> Vec<Check> {
         #[cfg(feature = "packet")]
         MechanismId::Packet => crate::packet::support().checks(),
         #[cfg(feature = "xdp")]
-        MechanismId::Xdp => vec![crate::xdp::support().socket.clone()],
+        MechanismId::Xdp => crate::xdp::support().checks(),
         // Unreachable only in a build with every mechanism.
         #[allow(unreachable_patterns)]
         _ => not_compiled(mechanism),

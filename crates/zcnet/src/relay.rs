@@ -41,6 +41,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "serde")]
 use serde::Serialize;
 
 use crate::peek::{self, PeekCursor};
@@ -153,7 +154,8 @@ impl Config {
 }
 
 /// What one relayed connection did.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
 pub struct Report {
     /// Source address.
     pub peer: String,
@@ -174,14 +176,15 @@ pub struct Report {
     /// `TX_ACK`, Linux 4.6) and `TCP_INFO` was polled every millisecond instead.
     pub ack_polling: bool,
     /// Samples of the bytes unacknowledged, one per peek, when [`Config::sample_unacked`].
-    #[serde(skip)]
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub unacked_samples: Vec<u64>,
     /// The cursor's counters.
     pub peek: peek::Counters,
 }
 
 /// One failover of a relayed connection.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
 pub struct Failover {
     /// The destination that failed.
     pub from: SocketAddr,

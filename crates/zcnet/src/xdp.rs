@@ -700,7 +700,7 @@ impl XdpSocket {
     ///
     /// # Errors
     /// [`XdpError::Config`]: no TX ring, or a frame longer than a UMEM frame.
-    pub fn send(&mut self, frame: &[u8]) -> Result<bool, XdpError> {
+    pub fn push(&mut self, frame: &[u8]) -> Result<bool, XdpError> {
         if self.xsk.free_frames() == 0 {
             self.reap();
         }
@@ -751,11 +751,11 @@ impl XdpSocket {
     }
 
     /// Takes completions back: their UMEM frames are free again. Returns how many.
-    pub fn reap(&mut self) -> u32 {
+    pub fn reap(&mut self) -> usize {
         let n = self.xsk.reap();
         self.counters.completions += u64::from(n);
         self.counters.bad_completions = self.xsk.bad_completions;
-        n
+        n as usize
     }
 
     /// Frames sent whose completion has not come back.
@@ -939,6 +939,13 @@ impl Frames<'_> {
 pub struct Support {
     /// `socket(AF_XDP)`.
     pub socket: Check,
+}
+
+impl Support {
+    /// Every check, for a report.
+    pub fn checks(&self) -> Vec<Check> {
+        vec![self.socket.clone()]
+    }
 }
 
 /// Checks, once: an `AF_XDP` socket can be made (copy mode works on any device; zero copy

@@ -42,7 +42,7 @@ fn sender(lab: &VethLab, port: u16) -> Sender {
 
 fn ring(lab: &VethLab, config: RxConfig) -> RxRing {
     lab.ns(Side::B)
-        .run(move || RxRing::open(VethLab::DEV_B, &config))
+        .run(move || RxRing::new(VethLab::DEV_B, config))
         .unwrap()
         .unwrap()
 }
@@ -217,7 +217,7 @@ fn tx_ring_frames_arrive_intact_in_the_other_namespace() {
                 frame_count: 64,
                 ..TxConfig::default()
             };
-            TxRing::open(VethLab::DEV_A, &config)
+            TxRing::new(VethLab::DEV_A, config)
         })
         .unwrap()
         .unwrap();
@@ -232,7 +232,7 @@ fn tx_ring_frames_arrive_intact_in_the_other_namespace() {
         while sent < total && tx.push(&frame(sent)).unwrap() {
             sent += 1;
         }
-        assert!(tx.send().unwrap() > 0);
+        assert!(tx.flush().unwrap() > 0);
     }
     assert_eq!(tx.refused(), 0);
     let mut got = Vec::new();
@@ -250,7 +250,7 @@ fn tx_ring_frames_arrive_intact_in_the_other_namespace() {
 
 fn socket(lab: &VethLab, rcvbuf: Option<usize>) -> Socket {
     lab.ns(Side::B)
-        .run(move || Socket::open(VethLab::DEV_B, rcvbuf))
+        .run(move || Socket::new(VethLab::DEV_B, rcvbuf))
         .unwrap()
         .unwrap()
 }
@@ -308,7 +308,7 @@ fn the_copying_socket_reads_each_frame_once_and_counts_its_drops() {
     // carries the namespace's own IPv6 neighbour discovery at any moment.)
     let mut quiet = lab
         .ns(Side::B)
-        .run(|| Socket::open("lo", None))
+        .run(|| Socket::new("lo", None))
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -336,12 +336,12 @@ fn bad_input_gives_clear_errors() {
     if let Err(why) = zcnet::packet::libpcap_available() {
         return netlab::skip::skip(&why);
     }
-    let e = RxRing::open("no-such-if0", &RxConfig::default()).unwrap_err();
+    let e = RxRing::new("no-such-if0", RxConfig::default()).unwrap_err();
     assert_eq!(
         e.to_string(),
         "no interface named \"no-such-if0\" in this network namespace"
     );
-    let e = Socket::open("no-such-if0", None).unwrap_err();
+    let e = Socket::new("no-such-if0", None).unwrap_err();
     assert_eq!(
         e.to_string(),
         "no interface named \"no-such-if0\" in this network namespace"
@@ -352,9 +352,9 @@ fn bad_input_gives_clear_errors() {
             .starts_with("bad filter expression \"udp port\": "),
         "{e}"
     );
-    let e = RxRing::open(
+    let e = RxRing::new(
         "lo",
-        &RxConfig {
+        RxConfig {
             block_size: 5000,
             ..RxConfig::default()
         },

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use zcnet::errqueue::{self, Completion, Entry};
 use zcnet::packet::pcap::Writer;
-use zcnet::packet::{BlockInfo, Frames};
+use zcnet::packet::{BlockFrames, BlockInfo};
 
 const USZ: usize = size_of::<usize>();
 /// `SOL_IP`, `IP_RECVERR`, `SO_EE_ORIGIN_ZEROCOPY`, `SO_EE_CODE_ZEROCOPY_COPIED`.
@@ -82,7 +82,7 @@ proptest! {
         if let Ok(info) = BlockInfo::parse(&b) {
             prop_assert!(info.blk_len <= b.len());
             let range = b.as_ptr_range();
-            for f in Frames::new(&b, &info).take(10_000) {
+            for f in BlockFrames::new(&b, &info).take(10_000) {
                 let fr = f.data.as_ptr_range();
                 prop_assert!(fr.start >= range.start && fr.end <= range.end);
             }

@@ -414,7 +414,7 @@ mod frames {
             return;
         }
         let lab = VethLab::quiet(None).unwrap();
-        let ring = || packet::TxRing::open(VethLab::DEV_A, &packet::TxConfig::default()).unwrap();
+        let ring = || packet::TxRing::new(VethLab::DEV_A, packet::TxConfig::default()).unwrap();
         let xsk = || xdp::XdpSocket::new(VethLab::DEV_A, xdp_copy(false)).unwrap();
         for mode in [packet::Mode::ZeroCopy, packet::Mode::Copy] {
             let capture = move || {

@@ -42,13 +42,13 @@ fn frames(n: usize, seed: u64) -> Vec<Vec<u8>> {
 /// Sends `frames` from veth-a through a TX ring, through the qdisc.
 fn send_from_a(ns: &Netns, frames: Vec<Vec<u8>>) {
     ns.run(move || {
-        let mut tx = TxRing::open(VethLab::DEV_A, &TxConfig::default()).unwrap();
+        let mut tx = TxRing::new(VethLab::DEV_A, TxConfig::default()).unwrap();
         for f in &frames {
             while !tx.push(f).unwrap() {
-                tx.send().unwrap();
+                tx.flush().unwrap();
             }
         }
-        tx.send().unwrap();
+        tx.flush().unwrap();
         assert_eq!(tx.refused(), 0);
     })
     .unwrap();
@@ -128,7 +128,7 @@ fn sent_frames_arrive_intact_and_each_umem_slot_returns_once() {
     let receiver = lab
         .ns(Side::B)
         .spawn(move || {
-            let mut sock = Socket::open(VethLab::DEV_B, Some(64 << 20)).unwrap();
+            let mut sock = Socket::new(VethLab::DEV_B, Some(64 << 20)).unwrap();
             ready_tx.send(()).unwrap();
             let mut buf = vec![0u8; 2048];
             let mut got = Vec::new();
@@ -158,7 +158,7 @@ fn sent_frames_arrive_intact_and_each_umem_slot_returns_once() {
             assert_eq!(free, 256, "a TX-only socket keeps every frame for sending");
             for f in &sent {
                 // 3000 frames through 256 slots: each slot is loaned and returned many times.
-                while !xsk.send(f).unwrap() {
+                while !xsk.push(f).unwrap() {
                     xsk.flush().unwrap();
                 }
             }

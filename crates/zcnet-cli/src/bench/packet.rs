@@ -253,12 +253,12 @@ impl Lab {
                     qdisc_bypass: true,
                     ..TxConfig::default()
                 };
-                let mut tx = TxRing::open(VethLab::DEV_A, &config)?;
+                let mut tx = TxRing::new(VethLab::DEV_A, config)?;
                 let start = Instant::now();
                 let mut sent = 0u64;
                 while start.elapsed().as_secs_f64() < seconds {
                     while tx.push(&frame)? {}
-                    sent += (tx.send()? / frame.len()) as u64;
+                    sent += (tx.flush()? / frame.len()) as u64;
                 }
                 let took = start.elapsed().as_secs_f64();
                 if tx.refused() > 0 {
@@ -317,7 +317,7 @@ fn capture_in_process(
         let (cpu0, machine0);
         match mode {
             Mode::Ring => {
-                let mut ring = RxRing::open(&dev, &ring_config)?;
+                let mut ring = RxRing::new(&dev, ring_config)?;
                 let _ = ready.send(());
                 (cpu0, machine0) = (ThreadCpu::now(), MachineCpu::now());
                 loop {
@@ -338,7 +338,7 @@ fn capture_in_process(
                 c.dropped = ring.stats()?.drops;
             }
             Mode::Recvfrom => {
-                let mut sock = Socket::open(&dev, Some(rcvbuf))?;
+                let mut sock = Socket::new(&dev, Some(rcvbuf))?;
                 let mut buf = vec![0u8; 1 << 16];
                 let _ = ready.send(());
                 (cpu0, machine0) = (ThreadCpu::now(), MachineCpu::now());

@@ -266,9 +266,9 @@ impl Method {
                     addrs: vec![None; BATCH],
                 }))
             }
-            Mode::Ring | Mode::RingBypass => Method::Ring(TxRing::open(
+            Mode::Ring | Mode::RingBypass => Method::Ring(TxRing::new(
                 dev,
-                &ring_config(frame.len(), mode == Mode::RingBypass),
+                ring_config(frame.len(), mode == Mode::RingBypass),
             )?),
             Mode::Xdp => {
                 let config = zcnet::xdp::Config {
@@ -310,11 +310,11 @@ impl Method {
             }
             Method::Ring(tx) => {
                 while tx.push(frame)? {}
-                Ok((tx.send()? / frame.len()) as u64)
+                Ok((tx.flush()? / frame.len()) as u64)
             }
             Method::Xdp(x) => {
                 let mut n = 0;
-                while x.send(frame)? {
+                while x.push(frame)? {
                     n += 1;
                 }
                 x.flush()?;

@@ -176,17 +176,17 @@ fn frame_at(
 
 /// The frames of a block checked by [`BlockInfo::parse`].
 #[derive(Debug, Clone)]
-pub struct Frames<'a> {
+pub struct BlockFrames<'a> {
     bytes: &'a [u8],
     off: usize,
     index: u32,
     count: u32,
 }
 
-impl<'a> Frames<'a> {
+impl<'a> BlockFrames<'a> {
     /// Frames of `bytes`, which `info` was parsed from.
-    pub fn new(bytes: &'a [u8], info: &BlockInfo) -> Frames<'a> {
-        Frames {
+    pub fn new(bytes: &'a [u8], info: &BlockInfo) -> BlockFrames<'a> {
+        BlockFrames {
             bytes: bytes.get(..info.blk_len).unwrap_or(&[]),
             off: info.first,
             index: 0,
@@ -195,7 +195,7 @@ impl<'a> Frames<'a> {
     }
 }
 
-impl<'a> Iterator for Frames<'a> {
+impl<'a> Iterator for BlockFrames<'a> {
     type Item = Frame<'a>;
 
     fn next(&mut self) -> Option<Frame<'a>> {
@@ -264,7 +264,7 @@ mod tests {
         let b = block(&[b"first", b"second frame", b"3"], 4096);
         let info = BlockInfo::parse(&b).unwrap();
         assert_eq!((info.num_pkts, info.seq), (3, 7));
-        let frames: Vec<_> = Frames::new(&b, &info).collect();
+        let frames: Vec<_> = BlockFrames::new(&b, &info).collect();
         assert_eq!(frames.len(), 3);
         assert_eq!(frames[0].data, b"first");
         assert_eq!(frames[1].data, b"second frame");
@@ -283,7 +283,7 @@ mod tests {
     fn an_empty_block_has_no_frames() {
         let b = block(&[], 4096);
         let info = BlockInfo::parse(&b).unwrap();
-        assert_eq!(Frames::new(&b, &info).count(), 0);
+        assert_eq!(BlockFrames::new(&b, &info).count(), 0);
     }
 
     #[test]
@@ -345,7 +345,7 @@ mod tests {
             let pos = (x as usize) % 160;
             b[pos] = [0, 1, 0x7f, 0x80, 0xff][(x >> 32) as usize % 5];
             if let Ok(info) = BlockInfo::parse(&b) {
-                for f in Frames::new(&b, &info) {
+                for f in BlockFrames::new(&b, &info) {
                     assert!(f.data.len() <= b.len());
                 }
             }

@@ -89,9 +89,9 @@ impl Capture {
     /// ring the kernel refuses, or a failed call.
     pub fn new(iface: &str, config: Config) -> Result<Capture, PacketError> {
         let source = match config.mode {
-            Mode::ZeroCopy => Source::Ring(RxRing::open(iface, &config.ring)?),
+            Mode::ZeroCopy => Source::Ring(RxRing::new(iface, config.ring)?),
             Mode::Copy => {
-                let socket = Socket::open(iface, config.rcvbuf)?;
+                let socket = Socket::new(iface, config.rcvbuf)?;
                 if let Some(f) = &config.ring.filter {
                     f.attach(socket.as_fd())?;
                 }

@@ -43,7 +43,7 @@ impl RxRing {
 /// `n` rings on `iface` in one fanout group (id from the process id), each with `config`.
 ///
 /// # Errors
-/// As [`RxRing::open`] and [`RxRing::join_fanout`].
+/// As [`RxRing::new`] and [`RxRing::join_fanout`].
 #[doc(alias = "PACKET_FANOUT")]
 pub fn fanout(
     iface: &str,
@@ -55,7 +55,7 @@ pub fn fanout(
     let group = (std::process::id() & 0xffff) as u16;
     (0..n)
         .map(|_| {
-            let r = RxRing::open(iface, config)?;
+            let r = RxRing::new(iface, config.clone())?;
             r.join_fanout(group, mode)?;
             Ok(r)
         })

@@ -31,7 +31,7 @@ mod tx;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-pub use block::{BlockError, BlockInfo, Frame, Frames};
+pub use block::{BlockError, BlockFrames, BlockInfo, Frame};
 pub use capture::{Capture, Config, Counters, Mode};
 pub use fanout::{FanoutMode, fanout};
 pub use filter::{Filter, libpcap_available};

@@ -5,8 +5,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use super::{
-    BlockInfo, Filter, Frames, PacketError, Stats, add_stats, check_ring_memory, sys_err, to_u32,
-    v3_socket,
+    BlockFrames, BlockInfo, Filter, PacketError, Stats, add_stats, check_ring_memory, sys_err,
+    to_u32, v3_socket,
 };
 use crate::sys::{self, abi, packet as ring};
 
@@ -82,7 +82,7 @@ impl RxRing {
     ///
     /// # Errors
     /// No privilege, unknown interface, a geometry the kernel refuses, or a failed call.
-    pub fn open(iface: &str, config: &RxConfig) -> Result<RxRing, PacketError> {
+    pub fn new(iface: &str, config: RxConfig) -> Result<RxRing, PacketError> {
         page_multiple("block size", config.block_size)?;
         if config.frame_size < abi::TPACKET3_HDR_LEN
             || config.frame_size % 16 != 0
@@ -242,8 +242,8 @@ impl Block<'_> {
     }
 
     /// The frames, in arrival order.
-    pub fn frames(&self) -> Frames<'_> {
-        Frames::new(self.raw.bytes(), &self.info)
+    pub fn frames(&self) -> BlockFrames<'_> {
+        BlockFrames::new(self.raw.bytes(), &self.info)
     }
 
     /// Whether the retire timeout, not a full block, handed it over.

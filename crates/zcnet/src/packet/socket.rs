@@ -34,7 +34,7 @@ impl Socket {
     ///
     /// # Errors
     /// No privilege, unknown interface, or a failed call.
-    pub fn open(iface: &str, rcvbuf: Option<usize>) -> Result<Socket, PacketError> {
+    pub fn new(iface: &str, rcvbuf: Option<usize>) -> Result<Socket, PacketError> {
         let index =
             sys::if_nametoindex(iface).map_err(|_| PacketError::NoInterface(iface.to_owned()))?;
         let fd = packet_socket()?;

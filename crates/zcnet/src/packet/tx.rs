@@ -51,7 +51,7 @@ impl TxRing {
     ///
     /// # Errors
     /// No privilege, unknown interface, a geometry the kernel refuses, or a failed call.
-    pub fn open(iface: &str, config: &TxConfig) -> Result<TxRing, PacketError> {
+    pub fn new(iface: &str, config: TxConfig) -> Result<TxRing, PacketError> {
         let page = sys::page_size();
         if config.frame_size < abi::TPACKET3_HDR_LEN + 14
             || config.frame_size % 16 != 0
@@ -109,7 +109,7 @@ impl TxRing {
     }
 
     /// Copies one Ethernet frame into the next free slot; `false` when the ring is full (call
-    /// [`TxRing::send`]).
+    /// [`TxRing::flush`]).
     ///
     /// # Errors
     /// [`PacketError::Config`] for a frame larger than [`TxRing::max_frame`].
@@ -148,7 +148,7 @@ impl TxRing {
     ///
     /// # Errors
     /// `send`'s error; frames the kernel refused stay marked `TP_STATUS_WRONG_FORMAT`.
-    pub fn send(&mut self) -> Result<usize, PacketError> {
+    pub fn flush(&mut self) -> Result<usize, PacketError> {
         self.filled = 0;
         loop {
             match sys::sendto(self.fd.as_fd(), &[], 0, None) {
@@ -164,7 +164,7 @@ impl TxRing {
         }
     }
 
-    /// Frames pushed since the last [`TxRing::send`].
+    /// Frames pushed since the last [`TxRing::flush`].
     pub fn pending(&self) -> usize {
         self.filled
     }

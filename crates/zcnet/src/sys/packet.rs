@@ -29,7 +29,7 @@ impl Ring {
     ///
     /// At most one `Ring` may map a socket's ring: the guards it lends (`&mut` views of blocks
     /// and frames) assume no other mapping of the same pages in this process. That holds because
-    /// only `RxRing::open` and `TxRing::open` call this, once, on the packet socket each just
+    /// only `RxRing::new` and `TxRing::new` call this, once, on the packet socket each just
     /// created; `sys` is private, so no code outside the crate can map a ring a second time.
     pub fn map(fd: BorrowedFd<'_>, slot_size: usize, count: usize) -> io::Result<Ring> {
         if slot_size < abi::TPACKET_BLOCK_DESC_LEN || slot_size % 8 != 0 {

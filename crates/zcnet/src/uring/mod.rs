@@ -280,7 +280,8 @@ pub enum UringError {
 }
 
 /// What a [`UringSender`] did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Counters {
     /// Requests queued.
     pub requests: u64,
