@@ -81,8 +81,9 @@ pub enum Mode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Attach {
-    /// Native where the driver has it, else generic.
-    Auto,
+    /// Native where the driver has it, else generic (not called `Auto`: in zcnet that word means
+    /// the senders' choice by measured cost).
+    NativeOrGeneric,
     /// `XDP_FLAGS_DRV_MODE`: in the driver, before any skb exists.
     Native,
     /// `XDP_FLAGS_SKB_MODE`: after the skb is built (any device).
@@ -121,7 +122,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             mode: Mode::ZeroCopy,
-            attach: Attach::Auto,
+            attach: Attach::NativeOrGeneric,
             queue: 0,
             frame_count: 4096,
             frame_size: 2048,
@@ -856,7 +857,7 @@ fn attach(iface: &str, config: &Config) -> Result<Program, XdpError> {
     let tries: &[(XdpFlags, bool)] = match config.attach {
         Attach::Native => &[(XdpFlags::DRV_MODE, true)],
         Attach::Generic => &[(XdpFlags::SKB_MODE, false)],
-        Attach::Auto => &[(XdpFlags::DRV_MODE, true), (XdpFlags::SKB_MODE, false)],
+        Attach::NativeOrGeneric => &[(XdpFlags::DRV_MODE, true), (XdpFlags::SKB_MODE, false)],
     };
     let mut native = None;
     let mut last = String::new();
