@@ -148,6 +148,7 @@ fn capture_xdp(
     } else {
         opt.queues.clone()
     };
+    // The library refuses it too; the flag's name is the CLI's to say.
     if let Some((_, q)) = queues
         .iter()
         .enumerate()
@@ -155,13 +156,8 @@ fn capture_xdp(
     {
         anyhow::bail!("--queue {q} is given twice: one socket per queue");
     }
-    let first = xdp_config(queues[0]);
-    let umem = zcnet::xdp::Umem::new(first.frame_count * queues.len() as u32, first.frame_size)?;
-    let mut xsks = queues
-        .iter()
-        .map(|&q| zcnet::xdp::XdpSocket::new_shared(&opt.interface, xdp_config(q), &umem))
-        .collect::<Result<Vec<_>, _>>()?;
-    let xsk = &xsks[0];
+    let mut xsks = zcnet::xdp::Queues::new(&opt.interface, &queues, xdp_config(queues[0]))?;
+    let xsk = &xsks.sockets()[0];
     eprintln!(
         "zcnet capture: AF_XDP on {} queue {} ({}, {} XDP): the frames it captures do not reach \
          this host's stack while it runs{}",
@@ -181,47 +177,56 @@ fn capture_xdp(
         } else {
             "generic"
         },
-        xsk.fallback_reason()
+        xsks.fallback_reason()
             .map_or(String::new(), |why| format!("; {why}"))
     );
     let mut sink = open_sink(opt, file)?;
     let start = Instant::now();
     let deadline = opt.seconds.map(|s| start + Duration::from_secs_f64(s));
-    // One socket waits while the others may have frames: short waits with several.
-    let wait = Duration::from_millis(if xsks.len() == 1 { 100 } else { 10 });
+    // One round looks at every queue; a queue waits its share of it while the others may have
+    // frames.
+    let round = Duration::from_millis(if queues.len() == 1 {
+        100
+    } else {
+        10 * queues.len() as u64
+    });
     let mut captured = 0u64;
     let mut batches = 0u64;
     let mut read = || -> anyhow::Result<()> {
         while deadline.is_none_or(|d| Instant::now() < d) && interrupt::stop_requested().is_none() {
-            for xsk in &mut xsks {
-                let Some(frames) = xsk.recv(Some(wait))? else {
-                    continue;
+            // AF_XDP carries no timestamp: the round's start here.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            let mut failed = None;
+            let got = xsks.recv_with(Some(round), &mut |_, data| {
+                if failed.is_some() || opt.count.is_some_and(|c| captured >= c) {
+                    return;
+                }
+                let f = Frame {
+                    data,
+                    len: data.len() as u32,
+                    sec: t.as_secs() as u32,
+                    nsec: t.subsec_nanos(),
+                    status: 0,
+                    rxhash: 0,
+                    vlan: None,
                 };
-                batches += 1;
-                // AF_XDP carries no timestamp: the batch's arrival here.
-                let t = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default();
-                for data in frames.iter() {
-                    if opt.count.is_some_and(|c| captured >= c) {
-                        return Ok(());
-                    }
-                    let f = Frame {
-                        data,
-                        len: data.len() as u32,
-                        sec: t.as_secs() as u32,
-                        nsec: t.subsec_nanos(),
-                        status: 0,
-                        rxhash: 0,
-                        vlan: None,
-                    };
-                    sink.frame(&f).context("writing the capture")?;
-                    captured += 1;
+                match sink.frame(&f) {
+                    Ok(()) => captured += 1,
+                    Err(e) => failed = Some(e),
                 }
-                sink.flush().context("writing the capture")?;
-                if opt.count.is_some_and(|c| captured >= c) {
-                    return Ok(());
-                }
+            })?;
+            if let Some(e) = failed {
+                return Err(anyhow::Error::new(e).context("writing the capture"));
+            }
+            if got == 0 {
+                continue;
+            }
+            batches += 1;
+            sink.flush().context("writing the capture")?;
+            if opt.count.is_some_and(|c| captured >= c) {
+                return Ok(());
             }
         }
         Ok(())
@@ -230,13 +235,8 @@ fn capture_xdp(
     drop(graceful);
     // What was captured is written out whatever ended the capture.
     sink.flush().context("writing the capture")?;
-    let (mut ring_full, mut no_fill, mut invalid) = (0, 0, 0);
-    for xsk in &xsks {
-        let st = xsk.statistics()?;
-        ring_full += st.rx_ring_full;
-        no_fill += st.rx_dropped;
-        invalid += st.rx_invalid_descs;
-    }
+    let st = xsks.statistics()?;
+    let (ring_full, no_fill, invalid) = (st.rx_ring_full, st.rx_dropped, st.rx_invalid_descs);
     let summary = Summary {
         interface: opt.interface.clone(),
         captured,

@@ -415,6 +415,18 @@ mod xdp_shape {
     use crate::xdp::{self, XdpError, XdpSocket};
 
     mechanism!(impl[] XdpSocket => xdp);
+    mechanism!(impl[] xdp::Queues => xdp);
+
+    impl FrameSource for xdp::Queues {
+        type Error = XdpError;
+        fn recv_frames(
+            &mut self,
+            timeout: Option<Duration>,
+            f: &mut dyn FnMut(&[u8]),
+        ) -> Result<usize, XdpError> {
+            self.recv_with(timeout, &mut |_, frame| f(frame))
+        }
+    }
 
     impl FrameSource for XdpSocket {
         type Error = XdpError;

@@ -32,6 +32,7 @@ fn code() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
         "packet::Capture" => zcnet::packet::Capture: Mechanism, FrameSource;
         "packet::TxRing" => zcnet::packet::TxRing: FrameSink;
         "xdp::XdpSocket" => zcnet::xdp::XdpSocket: Mechanism, FrameSource, FrameSink;
+        "xdp::Queues" => zcnet::xdp::Queues: Mechanism, FrameSource;
         "relay::relay" => ():;
     };
     #[cfg(feature = "tokio")]

@@ -35,6 +35,10 @@
 //! - Not here: unaligned chunks and multi-buffer frames (one frame per descriptor, at most a
 //!   UMEM frame long).
 
+mod queues;
+
+pub use queues::Queues;
+
 use std::io;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -48,7 +52,7 @@ use crate::sys::{self, abi};
 #[repr(C, align(8))]
 struct Aligned<T: ?Sized>(T);
 
-static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("../bpf/xdp_redirect.o"));
+static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("../../bpf/xdp_redirect.o"));
 
 /// The redirect program's object (built by `bpf/build.sh` from `bpf/xdp_redirect.c`), 8-aligned.
 pub const PROGRAM_OBJECT: &[u8] = &OBJECT.0;
