@@ -23,7 +23,9 @@ pub enum ZcnetFileMode {
     /// `splice(2)` through a pipe.
     Splice = 2,
     /// An mmap window sent with `MSG_ZEROCOPY`, unmapped after its completions.
-    MmapZeroCopy = 3,
+    // Spelled as the C constant it becomes (`ZCNET_FILE_MODE_MMAP_ZEROCOPY`, cbindgen), which
+    // stays as C callers know it.
+    MmapZerocopy = 3,
     /// `read(2)` + `send(2)`.
     Copy = 4,
 }
@@ -32,7 +34,7 @@ c_enum!(ZcnetFileMode {
     Auto = "ZCNET_FILE_MODE_AUTO",
     Sendfile = "ZCNET_FILE_MODE_SENDFILE",
     Splice = "ZCNET_FILE_MODE_SPLICE",
-    MmapZeroCopy = "ZCNET_FILE_MODE_MMAP_ZEROCOPY",
+    MmapZerocopy = "ZCNET_FILE_MODE_MMAP_ZEROCOPY",
     Copy = "ZCNET_FILE_MODE_COPY",
 });
 
@@ -79,7 +81,7 @@ pub unsafe extern "C" fn zcnet_send_file(
             ZcnetFileMode::Auto => Mode::Auto,
             ZcnetFileMode::Sendfile => Mode::Sendfile,
             ZcnetFileMode::Splice => Mode::Splice,
-            ZcnetFileMode::MmapZeroCopy => Mode::MmapZeroCopy,
+            ZcnetFileMode::MmapZerocopy => Mode::MmapZeroCopy,
             ZcnetFileMode::Copy => Mode::Copy,
         };
         let mut tx = FileSender::new(

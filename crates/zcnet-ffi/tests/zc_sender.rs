@@ -133,7 +133,7 @@ fn mmap_zc_file_sends_take_the_socket_once() {
     });
     unsafe {
         let mut r = ZcnetFileResult::default();
-        let mode = ZcnetFileMode::MmapZeroCopy;
+        let mode = ZcnetFileMode::MmapZerocopy;
         let (sock, f) = (client.as_raw_fd(), file.as_raw_fd());
         assert_eq!(
             zcnet_send_file(sock, f, 0, 300_000, mode.into(), &mut r),
