@@ -55,7 +55,7 @@ pub unsafe extern "C" fn zcnet_peek_read(
         }
         // SAFETY: `buf` has room for `len` bytes, exclusively ours during the call.
         let out = unsafe { std::slice::from_raw_parts_mut(buf, len) };
-        *n = p.inner.peek(out)?;
+        *n = p.inner.peek(out).map_err(std::io::Error::from)?;
         Ok(())
     })
 }

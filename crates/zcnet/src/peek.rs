@@ -133,6 +133,18 @@ pub enum PeekError {
     },
 }
 
+impl PeekError {
+    /// The kind of the kernel's error ([`PeekError::Io`]), or `InvalidInput` for a call that
+    /// does not fit the position model: what a caller matches `WouldBlock` and `Interrupted`
+    /// on, as on an `io::Error`.
+    pub fn kind(&self) -> io::ErrorKind {
+        match self {
+            PeekError::Io { source, .. } => source.kind(),
+            _ => io::ErrorKind::InvalidInput,
+        }
+    }
+}
+
 impl From<PeekError> for io::Error {
     fn from(e: PeekError) -> io::Error {
         match e {
@@ -244,16 +256,20 @@ impl<S: AsFd> PeekCursor<S> {
     /// the socket does (`SO_RCVTIMEO` gives `WouldBlock`).
     ///
     /// # Errors
-    /// The kernel's error.
-    pub fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+    /// [`PeekError::Io`], the kernel's error (`WouldBlock` under `SO_RCVTIMEO`: see [`PeekError::kind`]).
+    pub fn peek(&mut self, buf: &mut [u8]) -> Result<usize, PeekError> {
         self.peek_with(buf, 0)
     }
 
     /// [`PeekCursor::peek`] with extra `recv` flags (`MSG_DONTWAIT`).
     ///
     /// # Errors
-    /// The kernel's error.
-    pub fn peek_with(&mut self, buf: &mut [u8], flags: i32) -> io::Result<usize> {
+    /// [`PeekError::Io`], the kernel's error.
+    pub fn peek_with(&mut self, buf: &mut [u8], flags: i32) -> Result<usize, PeekError> {
+        self.peek_raw(buf, flags).map_err(io_err("recv(MSG_PEEK)"))
+    }
+
+    fn peek_raw(&mut self, buf: &mut [u8], flags: i32) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
@@ -362,7 +378,7 @@ impl<S: AsFd> PeekCursor<S> {
         lend.resize(LEND, 0);
         let got = self.peek_with(&mut lend, flags);
         self.lend = lend;
-        got.map_err(io_err("recv(MSG_PEEK)"))
+        got
     }
 
     /// The first `n` bytes [`recv_step`](Self::recv_step) peeked.

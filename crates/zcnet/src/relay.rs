@@ -638,7 +638,7 @@ impl<'a> Session<'a> {
                     // The kernel gives a connection's error only once no byte is left before it:
                     // every byte the source's TCP took was peeked by now.
                     Err(e) => {
-                        self.source_ended(Some(e));
+                        self.source_ended(Some(e.into()));
                         return Ok(());
                     }
                 }

@@ -296,7 +296,7 @@ fn file(a: &Args, r: &mut Report) {
     let fm = match a.mode.as_str() {
         "sendfile" => ZcnetFileMode::Sendfile,
         "splice" => ZcnetFileMode::Splice,
-        "mmap-zc" => ZcnetFileMode::MmapZeroCopy,
+        "mmap-zc" => ZcnetFileMode::MmapZerocopy,
         "copy" => ZcnetFileMode::Copy,
         _ => ZcnetFileMode::Auto,
     };
@@ -304,7 +304,7 @@ fn file(a: &Args, r: &mut Report) {
     let mut pos = 0u64;
     let mut calls = 0;
     while pos < a.file_len && Instant::now() < deadline {
-        let len = if fm == ZcnetFileMode::MmapZeroCopy && calls == 0 {
+        let len = if fm == ZcnetFileMode::MmapZerocopy && calls == 0 {
             a.file_len
         } else {
             (rng.size(1, 1 << 20) as u64).min(a.file_len - pos)
@@ -314,7 +314,7 @@ fn file(a: &Args, r: &mut Report) {
         let rc = unsafe { zcnet_send_file(a.fd, a.file_fd, pos, len, fm.into(), &mut res) };
         calls += 1;
         pos += res.sent;
-        if rc == -libc::EBUSY && fm == ZcnetFileMode::MmapZeroCopy && calls > 1 {
+        if rc == -libc::EBUSY && fm == ZcnetFileMode::MmapZerocopy && calls > 1 {
             // The documented refusal of a second mmap-zc send on one socket.
             if res.sent != 0 {
                 r.problems

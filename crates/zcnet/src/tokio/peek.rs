@@ -90,9 +90,16 @@ impl<S: AsFd + IntoStdSocket<Std = S>> PeekCursor<S> {
     ///
     /// # Errors
     /// The kernel's error.
-    pub async fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+    pub async fn peek(&mut self, buf: &mut [u8]) -> Result<usize, PeekError> {
         loop {
-            let mut guard = self.io.readable_mut().await?;
+            let mut guard = self
+                .io
+                .readable_mut()
+                .await
+                .map_err(|source| PeekError::Io {
+                    call: "epoll_wait",
+                    source,
+                })?;
             match guard.get_inner_mut().0.peek_with(buf, libc::MSG_DONTWAIT) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     guard.clear_ready_matching(Ready::READABLE);
