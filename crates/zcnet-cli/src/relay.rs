@@ -21,7 +21,8 @@ pub struct Opt {
     /// Second destination, tried in turn with --to when one fails.
     #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::host_port)]
     pub fallback: Option<SocketAddr>,
-    /// How to peek: auto (SO_PEEK_OFF where the kernel has it), peek-offset, discard-buffer.
+    /// How to peek: peek-offset (SO_PEEK_OFF where the kernel has it, else the discard buffer,
+    /// with the reason; `auto` is the same), discard-buffer.
     #[arg(long, value_enum, default_value = "peek-offset")]
     pub method: MethodArg,
     /// Stop peeking while this many bytes are unacknowledged, MiB.
