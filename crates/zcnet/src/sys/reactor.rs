@@ -7,45 +7,46 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-/// A value that holds one fd for its whole life and never replaces or closes it before it is
-/// dropped: an `OwnedFd`, an `Epoll`, and the crate's socket-owning types (their socket is a
-/// private field set at construction). Crate-private (this module is), so only the crate's own
-/// types implement it, each beside its definition's async twin.
-pub trait OwnsFd {
+/// The descriptor a value is watched through: its socket, or the fd it is. The registration
+/// watches a duplicate of it that it owns itself, so nothing an implementation does (closing or
+/// replacing its own fd) can leave the reactor holding a closed or reused number.
+pub trait WatchedFd {
     /// The fd.
     fn fd(&self) -> BorrowedFd<'_>;
 }
 
-impl OwnsFd for OwnedFd {
+impl WatchedFd for OwnedFd {
     fn fd(&self) -> BorrowedFd<'_> {
         self.as_fd()
     }
 }
 
-impl OwnsFd for super::Epoll {
+impl WatchedFd for super::Epoll {
     fn fd(&self) -> BorrowedFd<'_> {
         self.as_fd()
     }
 }
 
-/// A registered value and the fd it was registered with.
+/// A registered value and the duplicate of its descriptor the reactor watches (the same open
+/// file, so the same readiness).
 #[derive(Debug)]
-pub struct Registered<T>(pub T, RawFd);
+pub struct Registered<T>(pub T, OwnedFd);
 
 impl<T> AsRawFd for Registered<T> {
     fn as_raw_fd(&self) -> RawFd {
-        self.1
+        self.1.as_raw_fd()
     }
 }
 
-/// Registers `inner` with the current runtime's reactor for `interest`.
+/// Registers `inner` with the current runtime's reactor for `interest`, through a duplicate of
+/// its descriptor (`fcntl(F_DUPFD_CLOEXEC)` once, at registration.)
 ///
 /// # Panics
 /// Outside a tokio runtime with I/O enabled.
-pub fn register<T: OwnsFd>(inner: T, interest: Interest) -> io::Result<AsyncFd<Registered<T>>> {
-    let fd = inner.fd().as_raw_fd();
-    // SAFETY: `OwnsFd` values hold their fd open and unchanged until dropped, and the `AsyncFd`
-    // owns `inner` for the registration's whole life, naming the fd read here.
+pub fn register<T: WatchedFd>(inner: T, interest: Interest) -> io::Result<AsyncFd<Registered<T>>> {
+    let fd = inner.fd().try_clone_to_owned()?;
+    // SAFETY: the fd registered is `Registered`'s own `OwnedFd`: it stays open and names the
+    // same file until the `AsyncFd`, which owns the `Registered`, deregisters it and drops.
     unsafe { AsyncFd::register_with_interest(Registered(inner, fd), interest) }
         .map_err(io::Error::from)
 }

@@ -127,11 +127,11 @@ macro_rules! into_std {
     };
 }
 
-/// The async twins register the sync types, which own their socket for their whole life.
+/// The async twins register the sync types through their socket.
 #[cfg(any(feature = "tcp_rx", feature = "peek", feature = "file"))]
 macro_rules! owns_socket {
     ($($ty:ty),* $(,)?) => {$(
-        impl<S: AsFd + IntoStdSocket<Std = S>> crate::sys::reactor::OwnsFd for $ty {
+        impl<S: AsFd + IntoStdSocket<Std = S>> crate::sys::reactor::WatchedFd for $ty {
             fn fd(&self) -> BorrowedFd<'_> {
                 self.get_ref().as_fd()
             }
