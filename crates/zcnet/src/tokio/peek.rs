@@ -91,23 +91,8 @@ impl<S: AsFd + IntoStdSocket<Std = S>> PeekCursor<S> {
     /// # Errors
     /// The kernel's error.
     pub async fn peek(&mut self, buf: &mut [u8]) -> Result<usize, PeekError> {
-        loop {
-            let mut guard = self
-                .io
-                .readable_mut()
-                .await
-                .map_err(|source| PeekError::Io {
-                    call: "epoll_wait",
-                    source,
-                })?;
-            match guard.get_inner_mut().0.peek_with(buf, libc::MSG_DONTWAIT) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    guard.clear_ready_matching(Ready::READABLE);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                r => return r,
-            }
-        }
+        self.when_readable(|cur| cur.peek_with(buf, libc::MSG_DONTWAIT))
+            .await
     }
 
     /// Consumes everything peeked so far, then awaits the next bytes and lends them until the
@@ -118,7 +103,19 @@ impl<S: AsFd + IntoStdSocket<Std = S>> PeekCursor<S> {
     /// # Errors
     /// As the synchronous cursor's.
     pub async fn recv(&mut self) -> Result<Option<&[u8]>, PeekError> {
-        let n = loop {
+        let n = self
+            .when_readable(|cur| cur.recv_step(libc::MSG_DONTWAIT))
+            .await?;
+        Ok((n > 0).then(|| self.io.get_ref().0.lent(n)))
+    }
+
+    /// Runs `step`, a non-blocking call of the cursor, until it does not find the queue empty,
+    /// awaiting readability in between.
+    async fn when_readable<T>(
+        &mut self,
+        mut step: impl FnMut(&mut sync::PeekCursor<S>) -> Result<T, PeekError>,
+    ) -> Result<T, PeekError> {
+        loop {
             let mut guard = self
                 .io
                 .readable_mut()
@@ -127,16 +124,14 @@ impl<S: AsFd + IntoStdSocket<Std = S>> PeekCursor<S> {
                     call: "epoll_wait",
                     source,
                 })?;
-            match guard.get_inner_mut().0.recv_step(libc::MSG_DONTWAIT) {
-                Err(PeekError::Io { source, .. }) if source.kind() == io::ErrorKind::WouldBlock => {
+            match step(&mut guard.get_inner_mut().0) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     guard.clear_ready_matching(Ready::READABLE);
                 }
-                Err(PeekError::Io { source, .. })
-                    if source.kind() == io::ErrorKind::Interrupted => {}
-                r => break r?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
             }
-        };
-        Ok((n > 0).then(|| self.io.get_ref().0.lent(n)))
+        }
     }
 
     /// Drops `n` peeked bytes from the head of the queue (see
