@@ -55,9 +55,9 @@ impl Queues {
         &self.sockets
     }
 
-    /// Looks at each socket once, each waiting up to its share of `timeout` (`None`: 100 ms
-    /// each), and lends every frame that came to `f`, with the index of its socket. Returns
-    /// the frames lent; 0 when none came in the round.
+    /// Looks at each socket in turn, each waiting up to its share of `timeout`, and lends every
+    /// frame that came to `f`, with the index of its socket. Returns the frames lent: 0 when
+    /// none came within `timeout`; with `None`, rounds of 100 ms a socket until some came.
     ///
     /// # Errors
     /// As [`XdpSocket::recv`].
@@ -68,16 +68,20 @@ impl Queues {
     ) -> Result<usize, XdpError> {
         let n = self.sockets.len();
         let wait = timeout.map_or(Duration::from_millis(100), |t| t / n as u32);
-        let mut lent = 0;
-        for k in 0..n {
-            let i = (self.next + k) % n;
-            if let Some(frames) = self.sockets[i].recv(Some(wait))? {
-                frames.iter().for_each(|data| f(i, data));
-                lent += frames.len();
-                self.next = (i + 1) % n;
+        loop {
+            let mut lent = 0;
+            for k in 0..n {
+                let i = (self.next + k) % n;
+                if let Some(frames) = self.sockets[i].recv(Some(wait))? {
+                    frames.iter().for_each(|data| f(i, data));
+                    lent += frames.len();
+                    self.next = (i + 1) % n;
+                }
+            }
+            if lent > 0 || timeout.is_some() {
+                return Ok(lent);
             }
         }
-        Ok(lent)
     }
 
     /// The kernel's statistics, summed over the sockets.
