@@ -105,10 +105,16 @@ struct MsgStorage {
 // alongside it); nothing is shared between threads through them.
 unsafe impl Send for MsgStorage {}
 
-struct Slot<B> {
-    buf: B,
-    req: SendRequest,
+/// What the ring keeps of a request beside its buffer. It stays in place from one request of its
+/// slot to the next (a request is written into it field by field, not moved in and out), and so
+/// does the boxed `msghdr` of the `SENDMSG` ops, which the next request of the slot reuses.
+struct Meta {
+    op: SendOp,
+    fixed: bool,
+    flags: i32,
+    report_usage: bool,
     fd: RawFd,
+    /// For the `SendMsg` ops: the header, its `iovec` and the destination, written at push.
     msg: Option<Box<MsgStorage>>,
     /// Which CQEs are still due (the pure state machine of `state`).
     state: State,
@@ -123,7 +129,10 @@ struct Slot<B> {
 /// the kernel at a time ([`Order`]); elsewhere each request goes on its own.
 pub struct SendRing<B: StableBytes> {
     ring: IoUring,
-    slots: Vec<Option<Slot<B>>>,
+    /// Per slot, the buffer of its request in flight; `None` when the slot is free.
+    bufs: Vec<Option<B>>,
+    /// Per slot, the rest of its request (meaningful while its buffer is in `bufs`).
+    meta: Vec<Meta>,
     /// Per slot, the generation its next submission gets (see [`State`]): a CQE names its
     /// submission as `key | generation << 32` in `user_data`, so that a late CQE of an earlier
     /// submission (or of the slot's previous buffer) is never taken for the current one's.
@@ -181,7 +190,8 @@ impl<B: StableBytes> SendRing<B> {
                 Ok(ring) => {
                     return Ok(SendRing {
                         ring,
-                        slots: Vec::new(),
+                        bufs: Vec::new(),
+                        meta: Vec::new(),
                         generations: Vec::new(),
                         order: None,
                         done: Vec::new(),
@@ -402,33 +412,59 @@ impl<B: StableBytes> SendRing<B> {
         let key = match self.free.pop() {
             Some(k) => k,
             None => {
-                self.slots.push(None);
+                self.bufs.push(None);
+                self.meta.push(Meta {
+                    op: SendOp::Send,
+                    fixed: false,
+                    flags: 0,
+                    report_usage: false,
+                    fd: -1,
+                    msg: None,
+                    state: State::new(0),
+                });
                 self.generations.push(0);
-                (self.slots.len() - 1) as u32
+                (self.bufs.len() - 1) as u32
             }
         };
-        let mut slot = Slot {
-            buf,
-            req,
-            fd: fd.as_raw_fd(),
-            msg: None,
-            state: State::new(self.generations[key as usize]),
-        };
+        let k = key as usize;
+        let meta = &mut self.meta[k];
+        meta.op = req.op;
+        meta.fixed = req.fixed;
+        meta.flags = req.flags;
+        meta.report_usage = req.report_usage;
+        meta.fd = fd.as_raw_fd();
+        meta.state = State::new(self.generations[k]);
+        if matches!(req.op, SendOp::SendMsg | SendOp::SendMsgZc) {
+            let msg = meta.msg.get_or_insert_with(|| {
+                // SAFETY: all-zero is a valid msghdr, iovec and sockaddr_storage.
+                Box::new(unsafe { std::mem::zeroed::<MsgStorage>() })
+            });
+            match req.dest {
+                Some(dest) => {
+                    let (storage, alen) = super::super::sockaddr(&dest);
+                    msg.addr = storage;
+                    msg.hdr.msg_name = (&mut msg.addr as *mut libc::sockaddr_storage).cast();
+                    msg.hdr.msg_namelen = alen;
+                }
+                None => {
+                    msg.hdr.msg_name = std::ptr::null_mut();
+                    msg.hdr.msg_namelen = 0;
+                }
+            }
+        }
+        self.bufs[k] = Some(buf);
+        self.in_flight += 1;
         if let Some(order) = &mut self.order {
             // Its SQE is made when its chain is launched, at the next submission.
             order.push(key);
-            self.slots[key as usize] = Some(slot);
-            self.in_flight += 1;
             return Ok(());
         }
-        let sqe = self.build(&mut slot, key);
-        self.slots[key as usize] = Some(slot);
-        self.in_flight += 1;
+        let sqe = self.build(key);
         if let Err(e) = self.push_sqe(&sqe) {
-            let slot = self.slots[key as usize].take().expect("just stored");
+            let buf = self.bufs[k].take().expect("just stored");
             self.free.push(key);
             self.in_flight -= 1;
-            return Err((slot.buf, e));
+            return Err((buf, e));
         }
         Ok(())
     }
@@ -441,70 +477,69 @@ impl<B: StableBytes> SendRing<B> {
         })
     }
 
-    /// The SQE for the unsent rest of `slot`'s buffer.
-    fn build(&self, slot: &mut Slot<B>, key: u32) -> io_uring::squeue::Entry {
-        let bytes = &slot.buf.stable_bytes()[slot.state.sent..];
+    /// The SQE for the unsent rest of the buffer of slot `key` (which holds one).
+    fn build(&mut self, key: u32) -> io_uring::squeue::Entry {
+        let k = key as usize;
+        let meta = &mut self.meta[k];
+        let buf = self.bufs[k]
+            .as_ref()
+            .expect("a request being built has its buffer");
+        let bytes = &buf.stable_bytes()[meta.state.sent..];
         let (ptr, len) = (bytes.as_ptr(), bytes.len());
         // The registered socket is fixed file 0: the SQE names the index, flagged FIXED_FILE.
-        let fixed_file = self.file == Some(slot.fd);
-        let fd = types::Fd(if fixed_file { 0 } else { slot.fd });
+        let fixed_file = self.file == Some(meta.fd);
+        let fd = types::Fd(if fixed_file { 0 } else { meta.fd });
         let file_flags = if fixed_file {
             squeue::Flags::FIXED_FILE
         } else {
             squeue::Flags::empty()
         };
         let mut zc_flags = 0;
-        if slot.req.report_usage && !self.usage_refused && !slot.state.usage_retry {
+        if meta.report_usage && !self.usage_refused && !meta.state.usage_retry {
             zc_flags |= abi::IORING_SEND_ZC_REPORT_USAGE;
         }
         // A zero-copy request the kernel refused to pin goes again by copy (see `State`).
-        let op = match (slot.req.op, slot.state.copy_retry) {
+        let op = match (meta.op, meta.state.copy_retry) {
             (SendOp::SendZc, true) => SendOp::Send,
             (SendOp::SendMsgZc, true) => SendOp::SendMsg,
             (op, _) => op,
         };
         let sqe = match op {
             SendOp::Send => opcode::Send::new(fd, ptr, len as u32)
-                .flags(slot.req.flags)
+                .flags(meta.flags)
                 .build(),
             SendOp::SendZc => opcode::SendZc::new(fd, ptr, len as u32)
-                .flags(slot.req.flags)
+                .flags(meta.flags)
                 .zc_flags(zc_flags)
-                .buf_index(slot.req.fixed.then_some(0))
+                .buf_index(meta.fixed.then_some(0))
                 .build(),
             SendOp::SendMsg | SendOp::SendMsgZc => {
-                let msg = slot.msg.get_or_insert_with(|| {
-                    // SAFETY: all-zero is a valid msghdr, iovec and sockaddr_storage.
-                    Box::new(unsafe { std::mem::zeroed::<MsgStorage>() })
-                });
+                let msg = meta
+                    .msg
+                    .as_mut()
+                    .expect("push makes the header of a SENDMSG request");
                 msg.iov = libc::iovec {
                     iov_base: ptr as *mut libc::c_void,
                     iov_len: len,
                 };
                 msg.hdr.msg_iov = &mut msg.iov;
                 msg.hdr.msg_iovlen = 1;
-                if let Some(dest) = slot.req.dest {
-                    let (storage, alen) = super::super::sockaddr(&dest);
-                    msg.addr = storage;
-                    msg.hdr.msg_name = (&mut msg.addr as *mut libc::sockaddr_storage).cast();
-                    msg.hdr.msg_namelen = alen;
-                }
                 let hdr: *const libc::msghdr = &msg.hdr;
                 if op == SendOp::SendMsg {
                     opcode::SendMsg::new(fd, hdr)
-                        .flags(slot.req.flags as u32)
+                        .flags(meta.flags as u32)
                         .build()
                 } else {
                     // SENDMSG_ZC takes the zero-copy flags in `ioprio`, as SEND_ZC does.
                     opcode::SendMsgZc::new(fd, hdr)
-                        .flags(slot.req.flags as u32)
+                        .flags(meta.flags as u32)
                         .ioprio(zc_flags)
                         .build()
                 }
             }
         };
         sqe.flags(file_flags)
-            .user_data(u64::from(key) | u64::from(slot.state.generation) << 32)
+            .user_data(u64::from(key) | u64::from(meta.state.generation) << 32)
     }
 
     fn push_sqe(&mut self, sqe: &io_uring::squeue::Entry) -> io::Result<()> {
@@ -549,14 +584,10 @@ impl<B: StableBytes> SendRing<B> {
         keys.clear();
         keys.extend_from_slice(order.launch(room));
         for (i, &key) in keys.iter().enumerate() {
-            let mut slot = self.slots[key as usize]
-                .take()
-                .expect("a launched request has a slot");
-            let mut sqe = self.build(&mut slot, key);
+            let mut sqe = self.build(key);
             if i + 1 < keys.len() {
                 sqe = sqe.flags(squeue::Flags::IO_LINK);
             }
-            self.slots[key as usize] = Some(slot);
             // SAFETY: as in `push_sqe`: the slot owns everything the SQE points at until the
             // request's last CQE. There is room: `room` was counted above and nothing else is
             // pushed in between.
@@ -643,18 +674,23 @@ impl<B: StableBytes> SendRing<B> {
         flags: u32,
         out: &mut Vec<Finished<B>>,
     ) -> io::Result<()> {
-        let Some(mut slot) = self.slots.get_mut(key as usize).and_then(Option::take) else {
+        let k = key as usize;
+        if self.bufs.get(k).is_none_or(Option::is_none) {
             // Not ours: a CQE for a slot already finished would be a kernel or bookkeeping bug;
             // dropping it is the only safe thing (no buffer is freed by it).
             return Ok(());
-        };
+        }
+        // The request is worked on where it lies: most CQEs leave it there (a result waiting
+        // for its notification).
+        let len = self.bufs[k].as_ref().map_or(0, |b| b.stable_bytes().len());
+        let meta = &mut self.meta[k];
         let req = Request {
-            len: slot.buf.stable_bytes().len(),
-            zero_copy: slot.req.op.zero_copy(),
-            report_usage: slot.req.report_usage,
+            len,
+            zero_copy: meta.op.zero_copy(),
+            report_usage: meta.report_usage,
             linked: self.order.is_some(),
         };
-        let step = slot
+        let step = meta
             .state
             .on_cqe(req, generation, res, flags, &mut self.usage_refused);
         let mut abandon = std::mem::take(&mut self.keys);
@@ -664,30 +700,33 @@ impl<B: StableBytes> SendRing<B> {
         {
             // A request that ends short of its buffer, with an error or without one, leaves a
             // gap that nothing after it may cross.
-            let failed = (step != Step::Resubmit && slot.state.sent < req.len)
-                .then(|| slot.state.error.unwrap_or(libc::EIO));
+            let failed = (step != Step::Resubmit && meta.state.sent < req.len)
+                .then(|| meta.state.error.unwrap_or(libc::EIO));
             order.on_result(key, step == Step::Resubmit, failed, &mut abandon);
         }
         let mut pushed = Ok(());
         match step {
             // In stream order the rest goes when its chain is launched again.
-            Step::Resubmit if self.order.is_some() => self.slots[key as usize] = Some(slot),
+            Step::Resubmit if self.order.is_some() => {}
             Step::Resubmit => {
-                let sqe = self.build(&mut slot, key);
-                self.slots[key as usize] = Some(slot);
+                let sqe = self.build(key);
                 pushed = self.push_sqe(&sqe);
             }
-            Step::Done => self.finish(key, slot, out),
-            Step::Wait => self.slots[key as usize] = Some(slot),
+            Step::Done => self.finish(key, out),
+            Step::Wait => {}
         }
         let errno = self.order.as_ref().and_then(Order::broken);
         for &k in &abandon {
-            let mut slot = self.slots[k as usize]
-                .take()
-                .expect("an abandoned request has a slot");
-            match slot.state.abandon(errno.unwrap_or(libc::EIO)) {
-                Step::Done => self.finish(k, slot, out),
-                _ => self.slots[k as usize] = Some(slot),
+            debug_assert!(
+                self.bufs[k as usize].is_some(),
+                "an abandoned request has a buffer"
+            );
+            if self.meta[k as usize]
+                .state
+                .abandon(errno.unwrap_or(libc::EIO))
+                == Step::Done
+            {
+                self.finish(k, out);
             }
         }
         self.keys = abandon;
@@ -695,26 +734,32 @@ impl<B: StableBytes> SendRing<B> {
     }
 
     /// Hands back the buffer of a request whose every CQE was seen.
-    fn finish(&mut self, key: u32, slot: Slot<B>, out: &mut Vec<Finished<B>>) {
+    fn finish(&mut self, key: u32, out: &mut Vec<Finished<B>>) {
+        let k = key as usize;
+        let Some(buf) = self.bufs[k].take() else {
+            debug_assert!(false, "a finished request has its buffer");
+            return;
+        };
         self.in_flight -= 1;
         self.free.push(key);
-        self.generations[key as usize] = slot.state.generation.wrapping_add(1);
-        let zero_copy = slot.req.op.zero_copy();
-        let error = match (slot.state.error, slot.state.abandoned) {
+        let state = &self.meta[k].state;
+        self.generations[k] = state.generation.wrapping_add(1);
+        let zero_copy = self.meta[k].op.zero_copy();
+        let error = match (state.error, state.abandoned) {
             (Some(errno), _) => Some(io::Error::from_raw_os_error(errno)),
             (None, Some(errno)) => Some(broken_stream(errno)),
             (None, None) => None,
         };
         out.push(Finished {
             // What was really done: a copy retry is not zero-copy.
-            zero_copy: zero_copy && !slot.state.copy_retry,
-            memlock_fallback: slot.state.copy_retry,
-            sent: slot.state.sent,
+            zero_copy: zero_copy && !state.copy_retry,
+            memlock_fallback: state.copy_retry,
+            sent: state.sent,
             error,
             // A notification of the refused zero-copy attempt says nothing about the copy that
             // sent the bytes: no usage report for it.
-            copied: slot.state.copied.filter(|_| !slot.state.copy_retry),
-            buf: slot.buf,
+            copied: state.copied.filter(|_| !state.copy_retry),
+            buf,
         });
     }
 }
@@ -741,8 +786,14 @@ pub fn last_close() -> Option<Instant> {
 impl<B: StableBytes> Drop for SendRing<B> {
     fn drop(&mut self) {
         // Buffers still loaned must not be freed while the kernel may read them.
-        for slot in self.slots.drain(..).flatten() {
-            std::mem::forget(slot);
+        for (buf, meta) in self.bufs.drain(..).zip(self.meta.iter_mut()) {
+            if let Some(buf) = buf {
+                std::mem::forget(buf);
+                // A SENDMSG request's header may still be read by the kernel too.
+                if let Some(msg) = meta.msg.take() {
+                    Box::leak(msg);
+                }
+            }
         }
         self.unregister_ring_fd();
         // The ring fd closes right after, when the fields drop.
