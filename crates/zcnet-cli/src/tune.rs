@@ -174,7 +174,7 @@ enum Source {
     /// The MSG_ZEROCOPY benches' pool.
     Pool(&'static [u8]),
     /// An io_uring pool of buffers of the size.
-    Uring(zcnet::uring::Pool),
+    Uring(uring_tx::SendPool),
     /// A file of the size.
     File(std::sync::Arc<SmallFile>),
 }
@@ -196,9 +196,10 @@ impl Bench {
             SendPath::MsgZerocopyUdp | SendPath::MsgZerocopyTcp => {
                 Source::Pool(sweep::pool(TX_POOL_MIB))
             }
-            SendPath::UringZc | SendPath::UringZcFixed => {
-                Source::Uring(uring_tx::make_pool(size, URING_POOL_MIB)?)
-            }
+            SendPath::UringZc | SendPath::UringZcFixed => Source::Uring(uring_tx::make_pool(
+                size,
+                uring_tx::PoolSpec::Mib(URING_POOL_MIB),
+            )?),
             SendPath::Sendfile => Source::File(std::sync::Arc::new(SmallFile::new(size)?)),
         })
     }

@@ -266,14 +266,41 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
     // machine's caches and neighbours, not on the size.
     for name in ["udp-tx", "uring-tx"] {
         let benches: Vec<_> = reports.iter().filter(|r| r["bench"] == name).collect();
-        let mibs: Vec<u64> = benches
-            .iter()
-            .map(|b| b["settings"]["pool_mib"].as_u64().unwrap())
-            .collect();
-        assert_eq!(mibs, [256, 2], "{name}");
+        if name == "udp-tx" {
+            let mibs: Vec<u64> = benches
+                .iter()
+                .map(|b| b["settings"]["pool_mib"].as_u64().unwrap())
+                .collect();
+            assert_eq!(mibs, [256, 2], "{name}");
+        } else {
+            // io_uring: the hot pool (the send path alone), then the cold 256 MiB one.
+            let conditions: Vec<&str> = benches
+                .iter()
+                .map(|b| b["settings"]["pool_condition"].as_str().unwrap())
+                .collect();
+            assert_eq!(conditions, ["hot", "cold"], "{name}");
+            assert_eq!(benches[0]["settings"]["pool_mib"], serde_json::Value::Null);
+            assert_eq!(benches[1]["settings"]["pool_mib"], 256);
+            // The hot pool is two batches of buffers at every size, its window one less.
+            let s = &benches[0]["settings"];
+            for size in ["600", "8000", "64000"] {
+                assert_eq!(
+                    s["pool_buffers"][size],
+                    2 * s["batch"].as_u64().unwrap(),
+                    "{s}"
+                );
+                assert_eq!(
+                    s["window"][size].as_u64().unwrap() + 1,
+                    s["pool_buffers"][size].as_u64().unwrap(),
+                    "{s}"
+                );
+            }
+        }
         for bench in &benches {
             let pool = &bench["settings"]["pool"];
-            assert_eq!(pool["mib"], bench["settings"]["pool_mib"], "{name}: {pool}");
+            if name == "udp-tx" {
+                assert_eq!(pool["mib"], bench["settings"]["pool_mib"], "{name}: {pool}");
+            }
             let cost = |k: &str| pool[k].as_f64().unwrap_or(f64::NAN);
             let (on_pool, hot) = (cost("copy_ns_per_kib_pool"), cost("copy_ns_per_kib_hot"));
             assert!(on_pool > 0.0 && hot > 0.0, "{name}: measured: {pool}");
@@ -677,9 +704,11 @@ fn nobody_under_a_64_kib_memlock_runs_uring_tx_with_fallbacks() {
         return netlab::skip::skip(&format!("no io_uring here: {err}"));
     }
     assert!(out.status.success(), "{err}");
-    // The pool: twice the window of 64000-byte buffers (2 MiB hold fewer); in flight: a window.
-    let window = zcnet_cli::bench::uring_tx::CONFIG.window;
-    let (pool, in_flight) = (2 * window * 64000, window * 64000);
+    // The pool: 2 MiB of 64000-byte buffers (at least two batches); in flight: a window, one
+    // buffer less than the pool.
+    let buffers = zcnet_cli::bench::uring_tx::PoolSpec::Mib(2).buffers(64000);
+    let window = zcnet_cli::bench::uring_tx::CONFIG.window.min(buffers - 1);
+    let (pool, in_flight) = (buffers * 64000, window * 64000);
     let said = |what: &str| {
         err.lines()
             .any(|l| l.contains(what) && l.contains("RLIMIT_MEMLOCK"))
@@ -830,4 +859,123 @@ fn dev_null() -> (bool, u32, u32, u32) {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let m = std::fs::metadata("/dev/null").unwrap();
     (m.file_type().is_char_device(), m.uid(), m.gid(), m.mode())
+}
+
+/// `bench uring-tx --reference PATH` runs the program beside zcnet in the sink lab, in the same
+/// rounds, and reports it as its own sets with zcnet's ratios to it. A stand-in for the kernel's
+/// `io_uring_zerocopy_tx` prints its line for the arguments it was given, and writes them down,
+/// so the test checks what the program was asked to do and how its line is read.
+#[test]
+fn bench_uring_tx_runs_a_reference_beside_zcnet() {
+    if netlab::check_privileges().is_err() {
+        return netlab::skip::skip("benches need root for their labs");
+    }
+    let dir = std::env::temp_dir().join(format!("zcnet-reference-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("args");
+    let fake = dir.join("io_uring_zerocopy_tx");
+    // 1000 datagrams of the -s size: MB = 1000 * size >> 20.
+    let script = format!(
+        "#!/bin/sh\necho \"$@\" >> {log}\nsize=0\nwhile [ $# -gt 0 ]; do [ \"$1\" = -s ] && size=$2; shift; done\n\
+         echo \"tx=1000 (MB=$((1000 * size / 1048576))), tx/s=1000 (MB/s=0)\" >&2\n",
+        log = log.display()
+    );
+    std::fs::write(&fake, script).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = zcnet()
+        .args(["bench", "uring-tx", "--lab", "sink", "--size", "8000"])
+        .args(["--mode", "copy", "--mode", "zc-fixed", "--mode", "auto"])
+        .args(["--runs", "2", "--seconds", "0.2", "--json", "--reference"])
+        .arg(&fake)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("io_uring is not available") {
+        std::fs::remove_dir_all(&dir).unwrap();
+        return netlab::skip::skip(&format!("no io_uring here: {err}"));
+    }
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let modes: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["mode"].as_str().unwrap())
+        .collect();
+    // zcnet's sets, then the program's for the modes it has (auto has no twin there).
+    assert_eq!(
+        modes,
+        ["copy", "zc-fixed", "auto", "ref-copy", "ref-zc-fixed"],
+        "{v}"
+    );
+    for r in v["results"].as_array().unwrap() {
+        let reference = r["mode"].as_str().unwrap().starts_with("ref-");
+        for run in r["runs"].as_array().unwrap() {
+            if reference {
+                // Its own count of whole datagrams; no zero-copy share: it reports none.
+                assert_eq!(run["bytes"], 1000 * 8000, "{run}");
+                assert_eq!(run["zero_copy_share"], serde_json::Value::Null, "{run}");
+            }
+        }
+    }
+    // zcnet over the program, mode by mode, and each one's zero copy over its own copy.
+    let pairs: Vec<(String, String)> = v["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["metric"] == "cpu_us_per_mb")
+        .map(|c| {
+            (
+                c["a"].as_str().unwrap().into(),
+                c["b"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    for want in [
+        ("zc-fixed", "copy"),
+        ("auto", "copy"),
+        ("ref-zc-fixed", "ref-copy"),
+        ("copy", "ref-copy"),
+        ("zc-fixed", "ref-zc-fixed"),
+    ] {
+        assert!(
+            pairs.contains(&(want.0.into(), want.1.into())),
+            "{want:?} in {pairs:?}"
+        );
+    }
+    assert_eq!(
+        v["settings"]["reference"]["program"],
+        "io_uring_zerocopy_tx"
+    );
+    // Asked as zcnet runs: IPv4 to the sink, port 9, the size, zcnet's batch, -m 0 and -m 2,
+    // each twice (two rounds).
+    let asked = std::fs::read_to_string(&log).unwrap();
+    let batch = zcnet_cli::bench::uring_tx::CONFIG.batch;
+    let target = netlab::SinkLab::target(netlab::Family::V4);
+    for m in [0, 2] {
+        let line = format!("-4 -D {target} -p 9 -s 8000 -t 0 -n {batch} -m {m} udp");
+        assert_eq!(asked.lines().filter(|l| *l == line).count(), 2, "{asked}");
+    }
+    assert_eq!(asked.lines().count(), 4, "{asked}");
+    // Refused before any lab is built: a missing program, and a run without the sink lab.
+    let out = zcnet()
+        .args(["bench", "uring-tx", "--lab", "loopback", "--reference"])
+        .arg(&fake)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sink"));
+    let out = zcnet()
+        .args(["bench", "uring-tx", "--lab", "sink", "--reference"])
+        .arg(dir.join("missing"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("missing"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

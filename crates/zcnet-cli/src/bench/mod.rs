@@ -17,6 +17,7 @@ pub mod outcome;
 pub mod packet;
 pub mod packet_tx;
 pub mod peek;
+pub mod reference;
 mod suite;
 pub mod sweep;
 pub mod tcp_rx;

@@ -234,6 +234,24 @@ where
     Ok(run)
 }
 
+/// Runs `f` on a thread in the sending namespace of `lab`, pinned to CPU 0 as every sender is,
+/// with the address the lab's senders send to: for a program run beside zcnet's senders
+/// ([`super::reference`]), which inherits both. Only the `sink` lab, which needs no receiver.
+pub(crate) fn in_sink<T, F>(lab: &Lab, family: Family, f: F) -> anyhow::Result<T>
+where
+    F: FnOnce(IpAddr) -> anyhow::Result<T> + Send + 'static,
+    T: Send + 'static,
+{
+    let Lab::Sink(sink) = lab else {
+        bail!("a reference program runs in the sink lab only (it has no receiver elsewhere)");
+    };
+    let dest = SinkLab::target(family);
+    sink.ns.run(move || {
+        pin(0);
+        f(dest)
+    })?
+}
+
 /// [`run_in_lab`] against a `zcnet serve`: its receiver counts (UDP) or checks (TCP) what
 /// arrives; the sender runs on this thread, pinned to CPU 0.
 fn run_remote<F>(
@@ -294,6 +312,21 @@ impl SizeStep<'_> {
         name: impl Fn(M) -> &'static str,
         progress: &Progress,
         report: &mut Report,
+        one: impl FnMut(M) -> anyhow::Result<Run>,
+    ) -> anyhow::Result<Vec<ResultSet>> {
+        let sets = self.measure_sets(modes, name, progress, one)?;
+        for other in &sets[1..] {
+            compare(report, other, &sets[0]);
+        }
+        Ok(sets)
+    }
+
+    /// [`SizeStep::measure`] without the comparisons: the caller says which sets to compare.
+    pub(super) fn measure_sets<M: Copy>(
+        &self,
+        modes: &[M],
+        name: impl Fn(M) -> &'static str,
+        progress: &Progress,
         mut one: impl FnMut(M) -> anyhow::Result<Run>,
     ) -> anyhow::Result<Vec<ResultSet>> {
         let (lab, size, family) = (self.lab, self.size, self.family.name());
@@ -325,13 +358,13 @@ impl SizeStep<'_> {
                 ResultSet::new(lab, family, congestion.as_deref(), params, name(m), runs)
             })
             .collect();
-        for other in &sets[1..] {
-            for metric in [Metric::RequestsPerS, Metric::CpuUsPerMb] {
-                report
-                    .comparisons
-                    .extend(Comparison::new(other, &sets[0], metric));
-            }
-        }
         Ok(sets)
+    }
+}
+
+/// Adds `a` over `b` in requests/s and in CPU µs per MB to `report`'s comparisons.
+pub(super) fn compare(report: &mut Report, a: &ResultSet, b: &ResultSet) {
+    for metric in [Metric::RequestsPerS, Metric::CpuUsPerMb] {
+        report.comparisons.extend(Comparison::new(a, b, metric));
     }
 }

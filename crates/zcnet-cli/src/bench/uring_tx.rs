@@ -5,11 +5,19 @@
 //! the `dummy` device of the patches: the only lab here where zero-copy is real. TCP runs over
 //! `loopback` and `veth`, where local delivery copies every zero-copy send and the notifications
 //! say so. A sender thread pinned to CPU 0 keeps a window of requests in flight and submits them
-//! in batches; its buffers cycle through a pool (256 MiB by default: cold, as for a server
-//! sending distinct data; the report gives the heat measured), the same pool for all three
-//! modes, registered with the ring for `zc-fixed`.
+//! in batches; its buffers cycle through a pool, the same pool for all modes, registered with the
+//! ring for `zc-fixed`.
+//!
+//! The pool is the condition ([`PoolSpec`]). `hot` (the default) makes the comparison about the
+//! send path, as the kernel's own `io_uring_zerocopy_tx.c` makes it: copy and zc send one hot
+//! buffer over and over (clones of one `Arc<[u8]>`, several in flight), zc-fixed from the fewest
+//! registered buffers that keep a batch in the kernel while the one before comes back. `cold`
+//! (256 MiB) is a server sending distinct data, where copy pays for memory the zero-copy modes
+//! never read. The report says what each pool measured ([`super::heat`]), not what it was meant
+//! to be. `--reference` runs the kernel's program beside zcnet ([`super::reference`]).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -76,16 +84,97 @@ pub struct Opt {
     /// Address family. Default: IPv4.
     #[arg(long, value_enum, default_value = "ipv4")]
     pub family: super::common::FamilyArg,
-    /// Size of the buffer pool in MiB (registered whole for zc-fixed). 256 (default) is meant to
-    /// be cold in cache, 2 to stay hot; the report says which it was, measured
-    /// (`settings.pool`).
-    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=16384))]
-    pub pool_mib: usize,
+    /// The buffer pool (registered whole for zc-fixed): `hot` (default), one buffer sent over and
+    /// over by copy and zc, and the fewest registered buffers that keep the window going for
+    /// zc-fixed and auto (32: two batches), for a comparison about the send path alone;
+    /// `cold`, 256 MiB, a server sending distinct data; or a size in MiB (`--pool-mib` is the
+    /// old name). The report says which heat it measured (`settings.pool`).
+    #[arg(long, alias = "pool-mib", value_name = "hot|cold|MIB", default_value = "hot", value_parser = PoolSpec::parse)]
+    pub pool: PoolSpec,
+    /// A build of the kernel's `tools/testing/selftests/net/io_uring_zerocopy_tx.c` to run beside
+    /// zcnet in the sink lab, same CPU, same rounds (copy, zc and zc-fixed), with the ratios of
+    /// zcnet's cost to its cost.
+    #[arg(long, value_name = "PATH")]
+    pub reference: Option<std::path::PathBuf>,
 }
 
-/// The pool for `size`-byte requests: `pool_mib` MiB of pattern bytes in `size`-byte buffers.
-pub(crate) fn make_pool(size: usize, pool_mib: usize) -> anyhow::Result<Pool> {
-    let count = ((pool_mib.max(1) << 20) / size).max(2 * CONFIG.window);
+/// Buffers of a `hot` pool: two batches, one in the kernel while the other comes back.
+pub const HOT_BUFFERS: usize = 2 * CONFIG.batch;
+
+/// MiB of a `cold` pool.
+pub const COLD_MIB: usize = 256;
+
+/// The pool a run sends from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolSpec {
+    /// [`HOT_BUFFERS`] buffers.
+    Hot,
+    /// This many MiB of buffers (at least [`HOT_BUFFERS`] of them); `cold` is [`COLD_MIB`].
+    Mib(usize),
+}
+
+impl PoolSpec {
+    /// `hot`, `cold` or a whole number of MiB from 1 to 16384.
+    pub fn parse(s: &str) -> Result<PoolSpec, String> {
+        match s {
+            "hot" => Ok(PoolSpec::Hot),
+            "cold" => Ok(PoolSpec::Mib(COLD_MIB)),
+            _ => match s.parse::<usize>() {
+                Ok(m) if (1..=16384).contains(&m) => Ok(PoolSpec::Mib(m)),
+                _ => Err(format!(
+                    "{s:?}: give hot, cold (256 MiB) or a size in MiB from 1 to 16384"
+                )),
+            },
+        }
+    }
+
+    /// How the report names it: `hot`, `cold` (256 MiB) or `N MiB`.
+    pub fn name(self) -> String {
+        match self {
+            PoolSpec::Hot => "hot".into(),
+            PoolSpec::Mib(COLD_MIB) => "cold".into(),
+            PoolSpec::Mib(m) => format!("{m} MiB"),
+        }
+    }
+
+    /// Buffers of `size` bytes in this pool.
+    pub fn buffers(self, size: usize) -> usize {
+        let n = match self {
+            PoolSpec::Hot => HOT_BUFFERS,
+            PoolSpec::Mib(m) => (m << 20) / size.max(1),
+        };
+        n.max(HOT_BUFFERS)
+    }
+}
+
+/// A pool and the window its buffers allow.
+#[derive(Clone, Debug)]
+pub(crate) struct SendPool {
+    /// The buffers.
+    pub pool: Pool,
+    /// Requests in flight at most: the ring's window, and one less than the pool holds, so that
+    /// a buffer is always back in hand when the window has room (the sender then waits for
+    /// completions in the ring, never by polling for a free buffer).
+    pub window: usize,
+    /// In the `hot` condition: one buffer (the pool's first) that copy and zc send over and
+    /// over, several requests of it in flight at once, as `io_uring_zerocopy_tx.c` sends its one
+    /// buffer. zc-fixed (and auto, which registers the pool) send from the pool: their payload is
+    /// never read by the CPU, so its heat does not enter their cost.
+    pub shared: Option<Arc<[u8]>>,
+}
+
+impl SendPool {
+    /// What `mode` sends from: the shared buffer or the pool.
+    fn shares(&self, mode: Mode) -> Option<&Arc<[u8]>> {
+        self.shared
+            .as_ref()
+            .filter(|_| matches!(mode, Mode::Copy | Mode::ZeroCopy))
+    }
+}
+
+/// The pool for `size`-byte requests: `spec`'s buffers, filled with the pattern.
+pub(crate) fn make_pool(size: usize, spec: PoolSpec) -> anyhow::Result<SendPool> {
+    let count = spec.buffers(size);
     let pool = Pool::new(count, size).context("allocating the buffer pool")?;
     // Fill every buffer once (FIFO: acquiring them all and dropping them keeps the order).
     let all: Vec<_> = std::iter::from_fn(|| pool.acquire()).collect();
@@ -98,16 +187,26 @@ pub(crate) fn make_pool(size: usize, pool_mib: usize) -> anyhow::Result<Pool> {
             at += chunk.len();
         }
     }
-    Ok(pool)
+    let shared = (spec == PoolSpec::Hot).then(|| {
+        let first = pool.acquire().expect("a new pool has its buffers");
+        let one: Arc<[u8]> = Arc::from(&first[..]);
+        drop(first);
+        // Back in the pool's order: the first buffer goes last now, as after any send.
+        one
+    });
+    Ok(SendPool {
+        pool,
+        window: CONFIG.window.min(count - 1),
+        shared,
+    })
 }
 
-/// The heat of `pool` (a `pool_mib` MiB pool), measured on its buffers in the order they are
-/// handed out.
-fn pool_heat(pool: &Pool, pool_mib: usize) -> super::heat::PoolHeat {
+/// The heat of `pool`, measured on its buffers in the order they are handed out.
+fn pool_heat(pool: &Pool) -> super::heat::PoolHeat {
     // Every buffer, then all back in the same order (FIFO: the order is kept).
     let all: Vec<_> = std::iter::from_fn(|| pool.acquire()).collect();
     let bufs: Vec<&[u8]> = all.iter().map(|b| &b[..]).collect();
-    super::heat::PoolHeat::measure(pool_mib, &bufs)
+    super::heat::PoolHeat::measure(pool.region_len().div_ceil(1 << 20), &bufs)
 }
 
 /// The ring set-up this kernel grants to [`CONFIG`] (flags and registrations), from a sender
@@ -135,9 +234,17 @@ fn send_for<S: zcnet::uring::ExclusiveSocket>(
     socket: S,
     mode: Mode,
     seconds: f64,
-    pool: &Pool,
+    sp: &SendPool,
 ) -> anyhow::Result<Run> {
-    let config = Config { mode, ..CONFIG };
+    let (pool, window) = (&sp.pool, sp.window);
+    let config = Config {
+        mode,
+        window,
+        ..CONFIG
+    };
+    if let Some(one) = sp.shares(mode) {
+        return send_shared(socket, config, seconds, one);
+    }
     let mut tx = UringSender::with_pool(socket, config, pool)?;
     if let Some(why) = tx.fallback_reason() {
         bail!("{} asked for, but {why}", mode.name());
@@ -159,10 +266,14 @@ fn send_for<S: zcnet::uring::ExclusiveSocket>(
             if let Some(b) = spare.pop_front() {
                 break b;
             }
-            tx.reap().context("io_uring_enter")?;
             for r in tx.returned() {
                 failed = failed.or(r.error);
                 spare.push_back(r.buf);
+            }
+            // The window is smaller than the pool: with none in hand, some came back already
+            // (the sender collected them while it waited for room). Reaping is for safety only.
+            if spare.is_empty() {
+                tx.reap().context("io_uring_enter")?;
             }
         };
         tx.send(buf)
@@ -191,19 +302,70 @@ fn send_for<S: zcnet::uring::ExclusiveSocket>(
     Ok(run)
 }
 
+/// [`send_for`] of one shared buffer: each request sends a clone of it (`Arc<[u8]>` is an
+/// [`zcnet::uring::OwnedBuf`]: several requests may read one buffer nobody writes).
+fn send_shared<S: zcnet::uring::ExclusiveSocket>(
+    socket: S,
+    config: Config,
+    seconds: f64,
+    one: &Arc<[u8]>,
+) -> anyhow::Result<Run> {
+    let mut tx = UringSender::new(socket, config)?;
+    if let Some(why) = tx.fallback_reason() {
+        bail!("{} asked for, but {why}", config.mode.name());
+    }
+    let meter = Meter::start();
+    let start = Instant::now();
+    let mut requests = 0u64;
+    let mut failed = None;
+    let check_every = CONFIG.batch.max(1) as u64;
+    while requests % check_every != 0 || start.elapsed().as_secs_f64() < seconds {
+        tx.send(one.clone())
+            .map_err(|e| e.error)
+            .context("queueing a send")?;
+        requests += 1;
+        for r in tx.returned() {
+            failed = failed.or(r.error);
+        }
+    }
+    tx.drain(Duration::from_secs(5))
+        .context("waiting for notifications")?;
+    for r in tx.returned() {
+        failed = failed.or(r.error);
+    }
+    let c = tx.counters();
+    let run = meter.finish(Work {
+        bytes: requests * one.len() as u64,
+        requests: Some(requests),
+        zero_copy_share: Some(c.zero_copy_share().unwrap_or(0.0)),
+        verified: None,
+    });
+    if let Some(e) = failed {
+        bail!(
+            "{} of {requests} sends failed, the first with: {e}",
+            c.errors
+        );
+    }
+    Ok(run)
+}
+
 pub(crate) fn one_run(
     lab: &Lab,
     proto: Proto,
     family: Family,
     mode: Mode,
     seconds: f64,
-    pool: &Pool,
+    pool: &SendPool,
 ) -> anyhow::Result<Run> {
     // Buffers come back in completion order and go out again in that order: the receiver
     // checks that every buffer's worth of the stream is one whole buffer of the pool.
     let check = crate::remote::proto::Check::Buffers {
-        size: pool.buf_size() as u64,
-        count: pool.count() as u64,
+        size: pool.pool.buf_size() as u64,
+        // The shared buffer is the pool's first: one buffer, over and over.
+        count: match pool.shares(mode) {
+            Some(_) => 1,
+            None => pool.pool.count() as u64,
+        },
     };
     let pool = pool.clone();
     let far = (seconds, check);
@@ -222,44 +384,130 @@ pub(crate) fn proto_of(lab: &str) -> Proto {
     }
 }
 
+/// One arm of a size step's alternation: a zcnet mode, or the reference program in that mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Arm {
+    Zcnet(Mode),
+    Reference(Mode),
+}
+
+impl Arm {
+    fn name(self) -> &'static str {
+        match self {
+            Arm::Zcnet(m) => m.name(),
+            Arm::Reference(Mode::Copy) => "ref-copy",
+            Arm::Reference(Mode::ZeroCopy) => "ref-zc",
+            Arm::Reference(Mode::ZeroCopyFixed) => "ref-zc-fixed",
+            Arm::Reference(_) => "ref-other",
+        }
+    }
+}
+
+/// `io_uring_zerocopy_tx -m` for `mode`: 0 copy, 1 zc, 2 zc-fixed; auto has no twin there.
+fn selftest_mode(mode: Mode) -> Option<u8> {
+    match mode {
+        Mode::Copy => Some(0),
+        Mode::ZeroCopy => Some(1),
+        Mode::ZeroCopyFixed => Some(2),
+        _ => None,
+    }
+}
+
+/// What the bench runs: labs, sizes, modes and the pool, with the reference beside it.
+pub struct Plan<'a> {
+    /// Lab names.
+    pub labs: &'a [&'a str],
+    /// Address family.
+    pub family: Family,
+    /// IO sizes.
+    pub sizes: &'a [usize],
+    /// Modes; the first is copy, the baseline.
+    pub modes: &'a [Mode],
+    /// Alternations per mode.
+    pub runs: usize,
+    /// Seconds per run.
+    pub seconds: f64,
+    /// The pool condition.
+    pub pool: PoolSpec,
+    /// No per-run lines and tables.
+    pub quiet: bool,
+    /// The kernel's program to run beside zcnet in the sink lab.
+    pub reference: Option<&'a super::reference::Reference>,
+}
+
 /// Runs the bench.
-#[allow(clippy::too_many_arguments)]
-pub fn bench(
-    labs: &[&str],
-    family: Family,
-    sizes: &[usize],
-    modes: &[Mode],
-    runs: usize,
-    seconds: f64,
-    pool_mib: usize,
-    quiet: bool,
-    remote: Option<crate::remote::Remote>,
-) -> anyhow::Result<Outcome> {
+pub fn bench(plan: &Plan<'_>, remote: Option<crate::remote::Remote>) -> anyhow::Result<Outcome> {
+    let &Plan {
+        labs,
+        family,
+        sizes,
+        modes,
+        runs,
+        seconds,
+        pool: spec,
+        quiet,
+        reference,
+    } = plan;
     // Hot or cold, measured on the pool of the largest size (its buffers the nearest to the
-    // measurement's 64 KiB copies), which the first lab then sends from; every other pool has
-    // the same size and layout.
+    // measurement's 64 KiB copies), which the first lab then sends from; every other pool is
+    // made by the same rule.
     let mut measured = match sizes.iter().max() {
-        Some(&largest) => Some((largest, make_pool(largest, pool_mib)?)),
+        Some(&largest) => Some((largest, make_pool(largest, spec)?)),
         None => None,
     };
     let heat = match &measured {
-        Some((_, pool)) => pool_heat(pool, pool_mib),
-        None => super::heat::PoolHeat::measure(pool_mib, &[]),
+        Some((_, sp)) => pool_heat(&sp.pool),
+        None => super::heat::PoolHeat::measure(0, &[]),
     };
+    // What copy and zc send in the hot condition: its heat, measured the same way.
+    let shared_heat = measured
+        .as_ref()
+        .and_then(|(_, sp)| sp.shared.as_ref())
+        .map(|one| super::heat::PoolHeat::measure(0, &[&one[..]]));
     let mut report = Report::new("uring-tx");
     report.settings = json!({
         "runs": runs, "seconds": seconds, "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
-        "sender_cpu": 0, "receiver_cpu": 1, "pool_mib": pool_mib,
-        "ring_entries": CONFIG.entries, "window": CONFIG.window, "batch": CONFIG.batch,
+        "sender_cpu": 0, "receiver_cpu": 1,
+        "pool_condition": spec.name(),
+        "pool_mib": match spec { PoolSpec::Mib(m) => Some(m), PoolSpec::Hot => None },
+        "pool_buffers": sizes.iter().map(|&s| (s.to_string(), json!(spec.buffers(s)))).collect::<serde_json::Map<_, _>>(),
+        "ring_entries": CONFIG.entries,
+        "window": sizes.iter().map(|&s| (s.to_string(), json!(CONFIG.window.min(spec.buffers(s) - 1)))).collect::<serde_json::Map<_, _>>(),
+        "batch": CONFIG.batch,
         "report_usage": true,
         "ring_setup_asked": CONFIG.setup,
         "ring_setup": granted_setup(),
         "pool": heat,
+        "shared_buffer": shared_heat,
+        "sends_from": if spec == PoolSpec::Hot {
+            json!({"copy": "one buffer", "zc": "one buffer", "zc-fixed": "pool", "auto": "pool"})
+        } else {
+            json!({"copy": "pool", "zc": "pool", "zc-fixed": "pool", "auto": "pool"})
+        },
         "auto_profile": zcnet::auto::active().origin(),
+        "reference": reference.map(|r| json!({
+            "program": "io_uring_zerocopy_tx",
+            "path": r.path(),
+            "args": format!("-4|-6 -D <sink> -p 9 -s <size> -t <s> -n {} -m 0|1|2 udp", CONFIG.batch),
+            "labs": ["sink"],
+        })),
     });
     let mut summary = Vec::new();
-    let mut seed_tables = Vec::new();
-    let steps = labs.len() * sizes.len() * runs * modes.len();
+    let mut tables = Vec::new();
+    let twins = |lab: &str| {
+        if reference.is_some() && lab == "sink" {
+            modes
+                .iter()
+                .filter(|&&m| selftest_mode(m).is_some())
+                .count()
+        } else {
+            0
+        }
+    };
+    let steps: usize = labs
+        .iter()
+        .map(|l| sizes.len() * runs * (modes.len() + twins(l)))
+        .sum();
     let progress = Progress::new(
         "uring-tx",
         steps as u64,
@@ -274,16 +522,21 @@ pub fn bench(
             Some(r) => Lab::Remote(r),
             None => Lab::build(lab_name, proto)?,
         };
+        let beside = reference.filter(|_| matches!(lab, Lab::Sink(_)));
+        if reference.is_some() && beside.is_none() {
+            eprintln!("uring-tx {lab_name}: the reference runs in the sink lab only");
+        }
         let mut table = Vec::new();
+        let mut against = Vec::new();
         for &size in sizes {
-            let pool = match measured.take_if(|(s, _)| *s == size) {
-                Some((_, pool)) => pool,
-                None => make_pool(size, pool_mib)?,
+            let sp = match measured.take_if(|(s, _)| *s == size) {
+                Some((_, sp)) => sp,
+                None => make_pool(size, spec)?,
             };
             // Registered buffers count against RLIMIT_MEMLOCK (8 MiB for an ordinary user):
             // where the pool does not fit, zc-fixed is left out with the limit and the way to
             // raise it, and the other modes run.
-            let fits = zcnet::uring::memlock_check(pool.region_len() as u64);
+            let fits = zcnet::uring::memlock_check(sp.pool.region_len() as u64);
             let modes: Vec<Mode> = match &fits {
                 Err(e) if modes.contains(&Mode::ZeroCopyFixed) => {
                     eprintln!(
@@ -298,8 +551,15 @@ pub fn bench(
                 }
                 _ => modes.to_vec(),
             };
-            let modes = &modes[..];
-            pins_beyond_the_limit(lab_name, size, modes);
+            pins_beyond_the_limit(lab_name, size, sp.window, &modes);
+            // Each zcnet mode, then the reference in the same mode: A A' B B' ..., every round.
+            let arms: Vec<Arm> = modes
+                .iter()
+                .flat_map(|&m| {
+                    let twin = beside.and(selftest_mode(m)).map(|_| Arm::Reference(m));
+                    std::iter::once(Arm::Zcnet(m)).chain(twin)
+                })
+                .collect();
             let step = sweep::SizeStep {
                 lab: lab_name,
                 family,
@@ -308,17 +568,53 @@ pub fn bench(
                 runs,
                 quiet,
             };
-            let sets = step.measure(modes, Mode::name, &progress, &mut report, |mode| {
-                one_run(&lab, proto, family, mode, seconds, &pool)
+            let sets = step.measure_sets(&arms, Arm::name, &progress, |arm| match arm {
+                Arm::Zcnet(mode) => one_run(&lab, proto, family, mode, seconds, &sp),
+                Arm::Reference(mode) => {
+                    let r = beside
+                        .expect("arms of the reference only beside it")
+                        .clone();
+                    let m = selftest_mode(mode).expect("a reference arm has a -m");
+                    sweep::in_sink(&lab, family, move |dest| {
+                        r.run_uring_tx(dest, family, size, m, CONFIG.batch, seconds)
+                    })
+                }
             })?;
-            summary.extend(summary_rows(lab_name, size, heat, &sets));
-            table.push((size, sets.clone()));
-            report.results.extend(sets);
+            let (ours, refs): (Vec<_>, Vec<_>) = arms
+                .iter()
+                .zip(sets)
+                .partition(|(arm, _)| matches!(arm, Arm::Zcnet(_)));
+            let ours: Vec<ResultSet> = ours.into_iter().map(|(_, s)| s).collect();
+            let refs: Vec<ResultSet> = refs.into_iter().map(|(_, s)| s).collect();
+            for other in &ours[1..] {
+                sweep::compare(&mut report, other, &ours[0]);
+            }
+            if let Some((base, rest)) = refs.split_first() {
+                for other in rest {
+                    sweep::compare(&mut report, other, base);
+                }
+            }
+            // zcnet over the kernel's program, mode by mode: the figures of issue 34.
+            for r in &refs {
+                let twin = ours
+                    .iter()
+                    .find(|o| format!("ref-{}", o.mode) == r.mode)
+                    .expect("every reference arm has its zcnet twin");
+                sweep::compare(&mut report, twin, r);
+            }
+            summary.extend(summary_rows(lab_name, size, heat, &ours));
+            table.push((size, ours.clone()));
+            against.push((size, ours.clone(), refs.clone()));
+            report.results.extend(ours);
+            report.results.extend(refs);
         }
-        seed_tables.push(seed_table(lab_name, proto, &table));
+        tables.push(seed_table(lab_name, proto, &table, &against));
+        if beside.is_some() {
+            tables.push(reference_table(lab_name, &against));
+        }
     }
     if !quiet {
-        for t in &seed_tables {
+        for t in &tables {
             println!("\n{t}");
         }
     }
@@ -329,14 +625,14 @@ pub fn bench(
 /// request pins its buffer's pages until its notification, counted against `RLIMIT_MEMLOCK`
 /// like a registration, and a request the kernel cannot pin is sent again by copy. The runs go
 /// on; their share really zero-copied shows how much went by copy.
-fn pins_beyond_the_limit(lab: &str, size: usize, modes: &[Mode]) {
+fn pins_beyond_the_limit(lab: &str, size: usize, window: usize, modes: &[Mode]) {
     if !modes
         .iter()
         .any(|m| matches!(m, Mode::ZeroCopy | Mode::Auto))
     {
         return;
     }
-    let in_flight = (CONFIG.window * size) as u64;
+    let in_flight = (window * size) as u64;
     if let Err(zcnet::uring::UringError::Memlock {
         need_kib, limit, ..
     }) = zcnet::uring::memlock_check(in_flight)
@@ -350,9 +646,25 @@ fn pins_beyond_the_limit(lab: &str, size: usize, modes: &[Mode]) {
     }
 }
 
+/// Requests/s of the io_uring zero-copy send patches' cover letter (UDP to a `dummy` device):
+/// (IO size, `SEND`, `SEND_ZC`).
+pub const PATCHES: [(usize, f64, f64); 4] = [
+    (600, 2.11e6, 2.38e6),
+    (1200, 2.07e6, 2.36e6),
+    (4000, 1.87e6, 2.34e6),
+    (8000, 1.30e6, 2.40e6),
+];
+
 /// The patches' table: IO size | non-zc | zc (+x %) | zc-fixed (+x %), requests/s medians, the
-/// change against copy from the pairwise ratios, and the share really zero-copied.
-fn seed_table(lab: &str, proto: Proto, rows: &[(usize, Vec<ResultSet>)]) -> String {
+/// change against copy from the pairwise ratios, and the share really zero-copied; and beside
+/// it the figure to check it against: the same changes of the kernel's program run beside zcnet
+/// (`--reference`), else the patches' own where they measured the size.
+fn seed_table(
+    lab: &str,
+    proto: Proto,
+    rows: &[(usize, Vec<ResultSet>)],
+    against: &[(usize, Vec<ResultSet>, Vec<ResultSet>)],
+) -> String {
     use std::fmt::Write as _;
     let proto = if proto == Proto::Udp { "UDP" } else { "TCP" };
     let mut out = format!(
@@ -365,7 +677,7 @@ fn seed_table(lab: &str, proto: Proto, rows: &[(usize, Vec<ResultSet>)]) -> Stri
     for s in first {
         let _ = write!(out, " {:>28} |", s.mode);
     }
-    out.push('\n');
+    let _ = writeln!(out, " check against");
     for (size, sets) in rows {
         let _ = write!(out, "{size:>8} |");
         let copy = &sets[0];
@@ -384,7 +696,95 @@ fn seed_table(lab: &str, proto: Proto, rows: &[(usize, Vec<ResultSet>)]) -> Stri
             };
             let _ = write!(out, " {cell:>28} |");
         }
-        out.push('\n');
+        let refs = against
+            .iter()
+            .find(|(s, _, _)| s == size)
+            .map(|(_, _, r)| &r[..])
+            .unwrap_or(&[]);
+        let _ = writeln!(out, " {}", check_against(*size, refs));
+    }
+    out
+}
+
+/// What a reader checks a row's changes against: the kernel's program's changes vs its copy,
+/// measured beside zcnet, or the patches' zc change at this size, or nothing.
+fn check_against(size: usize, refs: &[ResultSet]) -> String {
+    if let Some((base, rest)) = refs.split_first() {
+        let base_rps = base.median_of(Metric::RequestsPerS).unwrap_or(f64::NAN);
+        let cells: Vec<String> = rest
+            .iter()
+            .map(|r| {
+                let rps = r.median_of(Metric::RequestsPerS).unwrap_or(f64::NAN);
+                format!(
+                    "{} {}",
+                    r.mode.trim_start_matches("ref-"),
+                    change(base_rps, rps)
+                )
+            })
+            .collect();
+        return format!("io_uring_zerocopy_tx here: {}", cells.join(", "));
+    }
+    match PATCHES.iter().find(|(s, _, _)| *s == size) {
+        Some((_, copy, zc)) => format!("the patches (dummy device): zc {}", change(*copy, *zc)),
+        None => "-".into(),
+    }
+}
+
+/// zcnet beside the kernel's program, mode by mode: CPU µs per MB (medians) and zcnet's over the
+/// program's, pair by pair (median, min-max); then each one's zero copy over its copy in
+/// requests/s.
+fn reference_table(lab: &str, rows: &[(usize, Vec<ResultSet>, Vec<ResultSet>)]) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "uring-tx {lab}: zcnet beside the kernel's io_uring_zerocopy_tx (sender CPU us/MB, \
+         medians; zcnet / selftest: median of pairs, min-max)\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:>8} | {:<9} | {:>9} | {:>9} | {:>20} | {:>16} | {:>16}",
+        "IO size",
+        "mode",
+        "selftest",
+        "zcnet",
+        "zcnet / selftest",
+        "selftest / copy",
+        "zcnet / copy"
+    );
+    for (size, ours, refs) in rows {
+        let (Some(ref_copy), Some(our_copy)) = (refs.first(), ours.first()) else {
+            continue;
+        };
+        for r in refs {
+            let Some(o) = ours.iter().find(|o| format!("ref-{}", o.mode) == r.mode) else {
+                continue;
+            };
+            let cpu = |s: &ResultSet| s.median_of(Metric::CpuUsPerMb).unwrap_or(f64::NAN);
+            let ratio = Comparison::new(o, r, Metric::CpuUsPerMb)
+                .map(|c| {
+                    format!(
+                        "{:.3} ({:.2}-{:.2})",
+                        c.ratio_median, c.ratio_min, c.ratio_max
+                    )
+                })
+                .unwrap_or_else(|| "n/a".into());
+            let gain = |s: &ResultSet, base: &ResultSet| {
+                if std::ptr::eq(s, base) {
+                    return "-".to_owned();
+                }
+                Comparison::new(s, base, Metric::RequestsPerS)
+                    .map(|c| format!("{:.2}x", c.ratio_median))
+                    .unwrap_or_else(|| "n/a".into())
+            };
+            let _ = writeln!(
+                out,
+                "{size:>8} | {:<9} | {:>9.1} | {:>9.1} | {ratio:>20} | {:>16} | {:>16}",
+                o.mode,
+                cpu(r),
+                cpu(o),
+                gain(r, ref_copy),
+                gain(o, our_copy),
+            );
+        }
     }
     out
 }
@@ -493,16 +893,26 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     }
     let runs = opt.common.runs.unwrap_or(5);
     let seconds = opt.common.seconds.unwrap_or(1.0);
-    let out = bench(
-        &labs,
-        opt.family.into(),
-        &sizes,
-        &modes,
+    let reference = match &opt.reference {
+        Some(path) => {
+            if !labs.contains(&"sink") || opt.common.remote.is_some() {
+                bail!("--reference runs the kernel's program in the sink lab: add --lab sink");
+            }
+            Some(super::reference::Reference::new(path)?)
+        }
+        None => None,
+    };
+    let plan = Plan {
+        labs: &labs,
+        family: opt.family.into(),
+        sizes: &sizes,
+        modes: &modes,
         runs,
         seconds,
-        opt.pool_mib,
-        opt.common.json,
-        opt.common.remote()?,
-    )?;
+        pool: opt.pool,
+        quiet: opt.common.json,
+        reference: reference.as_ref(),
+    };
+    let out = bench(&plan, opt.common.remote()?)?;
     out.finish(&opt.common)
 }

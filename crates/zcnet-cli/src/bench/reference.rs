@@ -1,0 +1,266 @@
+//! `--reference PATH`: the kernel's own test program, run beside zcnet in the same lab, pinned to
+//! the same CPU and alternated in the same rounds, so that anyone can check zcnet's figures
+//! against the program the kernel developers measure with.
+//!
+//! `bench uring-tx` takes a build of `tools/testing/selftests/net/io_uring_zerocopy_tx.c` (the
+//! kernel tree's `make -C tools/testing/selftests/net io_uring_zerocopy_tx`, or `gcc -O2` of the
+//! one file). It runs in the `sink` lab only, where it needs no receiver: UDP to the sink's
+//! address, `-n` the batch zcnet submits, `-m 0|1|2` for copy, zc and zc-fixed (auto has no
+//! twin). It sends one hot buffer over and over, which its copy mode copies from L1.
+//!
+//! Its figures come from outside it: requests from its own `tx=N` line (each UDP send is one
+//! whole datagram of `-s` bytes, which `MB=` confirms), CPU from `getrusage(RUSAGE_CHILDREN)`
+//! around its `wait` (user + system of the process, exec and set-up included: about a
+//! millisecond against a second of sending), the wall time from its spawn to its exit, the
+//! machine's CPU from `/proc/stat` as for zcnet's runs. It reports no zero-copy share: `null`.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use netlab::Family;
+use nix::sys::resource::{UsageWho, getrusage};
+
+use crate::measure::{MachineCpu, Run, ThreadCpu, Work, record};
+
+/// A reference program given with `--reference`.
+#[derive(Clone, Debug)]
+pub struct Reference {
+    path: PathBuf,
+}
+
+impl Reference {
+    /// The program at `path`, checked to be an executable file (its output is checked at each
+    /// run).
+    ///
+    /// # Errors
+    /// A missing file, a directory, or a file without an execute bit.
+    pub fn new(path: &Path) -> anyhow::Result<Reference> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let meta = std::fs::metadata(path)
+            .with_context(|| format!("--reference {}: cannot read it", path.display()))?;
+        if !meta.is_file() {
+            bail!("--reference {}: not a file", path.display());
+        }
+        if meta.permissions().mode() & 0o111 == 0 {
+            bail!(
+                "--reference {}: not executable (chmod +x, or build it: gcc -O2 -o \
+                 io_uring_zerocopy_tx io_uring_zerocopy_tx.c)",
+                path.display()
+            );
+        }
+        Ok(Reference {
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// One run of `io_uring_zerocopy_tx` sending `size`-byte UDP datagrams to `dest` port 9,
+    /// `batch` per submission, in `mode` (`-m`: 0 copy, 1 zc, 2 zc-fixed), for about `seconds`
+    /// (its `-t` takes whole seconds and adds 0.2: the nearest). Call it on a thread inside the
+    /// lab's namespace, pinned to the sender's CPU: the program inherits both.
+    pub fn run_uring_tx(
+        &self,
+        dest: IpAddr,
+        family: Family,
+        size: usize,
+        mode: u8,
+        batch: usize,
+        seconds: f64,
+    ) -> anyhow::Result<Run> {
+        let whole = (seconds - 0.2).round().max(0.0) as u64;
+        let args = [
+            match family {
+                Family::V4 => "-4".to_owned(),
+                Family::V6 => "-6".to_owned(),
+            },
+            "-D".to_owned(),
+            dest.to_string(),
+            "-p".to_owned(),
+            "9".to_owned(),
+            "-s".to_owned(),
+            size.to_string(),
+            "-t".to_owned(),
+            whole.to_string(),
+            "-n".to_owned(),
+            batch.to_string(),
+            "-m".to_owned(),
+            mode.to_string(),
+            "udp".to_owned(),
+        ];
+        let machine = MachineCpu::now();
+        let before = children_cpu();
+        let start = Instant::now();
+        let out = output_of(Command::new(&self.path).args(&args).stdin(Stdio::null()))
+            .with_context(|| format!("running the reference {}", self.path.display()))?;
+        let seconds = start.elapsed().as_secs_f64();
+        let cpu = children_cpu().since(&before);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            bail!(
+                "the reference {} {} failed ({}): {}",
+                self.path.display(),
+                args.join(" "),
+                out.status,
+                stderr.trim()
+            );
+        }
+        let Some((packets, mb)) = parse_uring_tx(&stderr) else {
+            bail!(
+                "the reference {} printed no `tx=N (MB=M)` line (is it io_uring_zerocopy_tx?): {}",
+                self.path.display(),
+                stderr.trim()
+            );
+        };
+        let bytes = packets * size as u64;
+        if bytes >> 20 != mb {
+            bail!(
+                "the reference sent {packets} datagrams of {size} bytes but counted {mb} MB: \
+                 some sends were short"
+            );
+        }
+        let work = Work {
+            bytes,
+            requests: Some(packets),
+            zero_copy_share: None,
+            verified: None,
+        };
+        Ok(record(work, seconds, cpu, MachineCpu::elapsed(machine)))
+    }
+}
+
+/// Runs `cmd` to its end. A program written a moment ago may still be open for writing in a
+/// child forked meanwhile by another thread (until that child execs): `ETXTBSY`, tried again for
+/// up to a second.
+fn output_of(cmd: &mut Command) -> std::io::Result<std::process::Output> {
+    let mut tries = 0;
+    loop {
+        match cmd.output() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// CPU and context switches of this process's waited-for children so far
+/// (`getrusage(RUSAGE_CHILDREN)`). Benches run one child at a time, so the change across a
+/// `wait` is that child's.
+fn children_cpu() -> ThreadCpu {
+    match getrusage(UsageWho::RUSAGE_CHILDREN) {
+        Ok(u) => {
+            let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
+            ThreadCpu {
+                user_s: secs(u.user_time()),
+                sys_s: secs(u.system_time()),
+                voluntary: u.voluntary_context_switches(),
+                involuntary: u.involuntary_context_switches(),
+            }
+        }
+        Err(_) => ThreadCpu::default(),
+    }
+}
+
+/// The requests and MB of `io_uring_zerocopy_tx`'s last line:
+/// `tx=196528 (MB=11995), tx/s=196528 (MB/s=11995)`.
+pub fn parse_uring_tx(stderr: &str) -> Option<(u64, u64)> {
+    let line = stderr.lines().rev().find(|l| l.starts_with("tx="))?;
+    let rest = line.strip_prefix("tx=")?;
+    let (packets, rest) = rest.split_once(' ')?;
+    let mb = rest.strip_prefix("(MB=")?.split_once(')')?.0;
+    Some((packets.parse().ok()?, mb.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_selftests_line() {
+        let out = "tx=196528 (MB=11995), tx/s=196528 (MB/s=11995)\n";
+        assert_eq!(parse_uring_tx(out), Some((196528, 11995)));
+        // The last tx line counts; other lines around it are ignored.
+        let out = "warning: x\ntx=1 (MB=0), tx/s=1 (MB/s=0)\ntx=20 (MB=1), tx/s=20 (MB/s=1)\n";
+        assert_eq!(parse_uring_tx(out), Some((20, 1)));
+        for bad in [
+            "",
+            "tx=",
+            "tx=12",
+            "tx=x (MB=1), tx/s=1",
+            "tx=12 (MB=y), tx/s=1",
+            "rx=12 (MB=1)",
+            // msg_zerocopy.c's line is not this program's.
+            "tx=12 (1 MB) txc=12 zc=y",
+        ] {
+            assert_eq!(parse_uring_tx(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_or_unexecutable_program_is_refused_by_name() {
+        let dir = std::env::temp_dir().join(format!("zcnet-ref-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("missing");
+        let e = format!("{:#}", Reference::new(&missing).unwrap_err());
+        assert!(e.contains("missing") && e.contains("cannot read"), "{e}");
+        let e = format!("{:#}", Reference::new(&dir).unwrap_err());
+        assert!(e.contains("not a file"), "{e}");
+        let plain = dir.join("plain");
+        std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+        let e = format!("{:#}", Reference::new(&plain).unwrap_err());
+        assert!(e.contains("not executable"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_program_that_fails_or_says_nothing_useful_is_an_error_with_its_words() {
+        let dir = std::env::temp_dir().join(format!("zcnet-ref-run-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = |name: &str, body: &str| {
+            use std::os::unix::fs::PermissionsExt as _;
+            let p = dir.join(name);
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            Reference::new(&p).unwrap()
+        };
+        let dest: IpAddr = "127.0.0.1".parse().unwrap();
+        let fails = script("fails", "echo 'io_uring: queue init: nope' >&2; exit 1");
+        let e = format!(
+            "{:#}",
+            fails
+                .run_uring_tx(dest, Family::V4, 1000, 0, 16, 0.2)
+                .unwrap_err()
+        );
+        assert!(e.contains("failed") && e.contains("nope"), "{e}");
+        let mute = script("mute", "echo hello >&2");
+        let e = format!(
+            "{:#}",
+            mute.run_uring_tx(dest, Family::V4, 1000, 0, 16, 0.2)
+                .unwrap_err()
+        );
+        assert!(e.contains("no `tx=N") && e.contains("hello"), "{e}");
+        // A line whose MB disagrees with whole datagrams of the size asked for.
+        let short = script("short", "echo 'tx=2048 (MB=7), tx/s=2048 (MB/s=7)' >&2");
+        let e = format!(
+            "{:#}",
+            short
+                .run_uring_tx(dest, Family::V4, 1024, 0, 16, 0.2)
+                .unwrap_err()
+        );
+        assert!(e.contains("short"), "{e}");
+        // A well-formed one becomes a run: 2048 datagrams of 1024 bytes = 2 MB.
+        let ok = script("ok", "echo 'tx=2048 (MB=2), tx/s=2048 (MB/s=2)' >&2");
+        let run = ok.run_uring_tx(dest, Family::V4, 1024, 2, 16, 0.2).unwrap();
+        assert_eq!((run.bytes, run.zero_copy_share), (2 << 20, None));
+        assert!(run.requests_per_s.is_some_and(|r| r > 0.0));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
