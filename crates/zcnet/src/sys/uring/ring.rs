@@ -693,6 +693,20 @@ impl<B: StableBytes> SendRing<B> {
         let step = meta
             .state
             .on_cqe(req, generation, res, flags, &mut self.usage_refused);
+        if self.order.is_none() {
+            // Requests on their own (a datagram socket): nothing else depends on this one.
+            return match step {
+                Step::Resubmit => {
+                    let sqe = self.build(key);
+                    self.push_sqe(&sqe)
+                }
+                Step::Done => {
+                    self.finish(key, out);
+                    Ok(())
+                }
+                Step::Wait => Ok(()),
+            };
+        }
         let mut abandon = std::mem::take(&mut self.keys);
         abandon.clear();
         if let Some(order) = &mut self.order
@@ -704,16 +718,10 @@ impl<B: StableBytes> SendRing<B> {
                 .then(|| meta.state.error.unwrap_or(libc::EIO));
             order.on_result(key, step == Step::Resubmit, failed, &mut abandon);
         }
-        let mut pushed = Ok(());
         match step {
             // In stream order the rest goes when its chain is launched again.
-            Step::Resubmit if self.order.is_some() => {}
-            Step::Resubmit => {
-                let sqe = self.build(key);
-                pushed = self.push_sqe(&sqe);
-            }
+            Step::Resubmit | Step::Wait => {}
             Step::Done => self.finish(key, out),
-            Step::Wait => {}
         }
         let errno = self.order.as_ref().and_then(Order::broken);
         for &k in &abandon {
@@ -730,7 +738,7 @@ impl<B: StableBytes> SendRing<B> {
             }
         }
         self.keys = abandon;
-        pushed
+        Ok(())
     }
 
     /// Hands back the buffer of a request whose every CQE was seen.
