@@ -300,6 +300,9 @@ pub(super) struct SizeStep<'a> {
     pub runs: usize,
     /// No per-run lines.
     pub quiet: bool,
+    /// Mirrored rounds (A B C, C B A, ...: [`measure::alternate_abba`]) instead of repeated
+    /// ones, so that no mode always runs right after the same other one.
+    pub mirrored: bool,
 }
 
 impl SizeStep<'_> {
@@ -330,7 +333,7 @@ impl SizeStep<'_> {
         mut one: impl FnMut(M) -> anyhow::Result<Run>,
     ) -> anyhow::Result<Vec<ResultSet>> {
         let (lab, size, family) = (self.lab, self.size, self.family.name());
-        let per_mode = measure::alternate(modes, self.runs, progress, |mode, i| {
+        let one_run = |mode, i| {
             let run = one(mode)
                 .with_context(|| format!("{lab} {size} B {} run {}", name(mode), i + 1))?;
             if !self.quiet {
@@ -345,7 +348,12 @@ impl SizeStep<'_> {
                 );
             }
             anyhow::Ok(run)
-        })?;
+        };
+        let per_mode = if self.mirrored {
+            measure::alternate_abba(modes, self.runs, progress, one_run)?.0
+        } else {
+            measure::alternate(modes, self.runs, progress, one_run)?
+        };
         let (congestion, proto) = match self.proto {
             Proto::Tcp => (super::labs::congestion(lab), "tcp"),
             Proto::Udp => (None, "udp"),

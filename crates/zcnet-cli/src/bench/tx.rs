@@ -224,6 +224,7 @@ pub fn bench(
                 size,
                 runs,
                 quiet,
+                mirrored: false,
             };
             let sets = step.measure(modes, Mode::name, &progress, &mut report, |mode| {
                 one_run(&lab, proto, family, mode, size, seconds, pool)

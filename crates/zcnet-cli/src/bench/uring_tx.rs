@@ -555,7 +555,8 @@ pub fn bench(plan: &Plan<'_>, remote: Option<crate::remote::Remote>) -> anyhow::
                 _ => modes.to_vec(),
             };
             pins_beyond_the_limit(lab_name, size, sp.window, &modes);
-            // Each zcnet mode, then the reference in the same mode: A A' B B' ..., every round.
+            // Each zcnet mode beside the reference in the same mode: A A' B B', then mirrored
+            // (B' B A' A) in the next round, so neither always runs right after the other.
             let arms: Vec<Arm> = modes
                 .iter()
                 .flat_map(|&m| {
@@ -570,6 +571,7 @@ pub fn bench(plan: &Plan<'_>, remote: Option<crate::remote::Remote>) -> anyhow::
                 size,
                 runs,
                 quiet,
+                mirrored: beside.is_some(),
             };
             let sets = step.measure_sets(&arms, Arm::name, &progress, |arm| match arm {
                 Arm::Zcnet(mode) => one_run(&lab, proto, family, mode, seconds, &sp),
