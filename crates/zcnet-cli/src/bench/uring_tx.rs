@@ -10,14 +10,14 @@
 //!
 //! The pool is the condition ([`PoolSpec`]). `hot` (the default) makes the comparison about the
 //! send path, as the kernel's own `io_uring_zerocopy_tx.c` makes it: copy and zc send one hot
-//! buffer over and over (clones of one `Arc<[u8]>`, several in flight), zc-fixed from the fewest
+//! buffer over and over (one page-aligned `&'static [u8]`, several requests of it in flight, as
+//! the program's one page-aligned buffer), zc-fixed from the fewest
 //! registered buffers that keep a batch in the kernel while the one before comes back. `cold`
 //! (256 MiB) is a server sending distinct data, where copy pays for memory the zero-copy modes
 //! never read. The report says what each pool measured ([`super::heat`]), not what it was meant
 //! to be. `--reference` runs the kernel's program beside zcnet ([`super::reference`]).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -160,14 +160,13 @@ pub(crate) struct SendPool {
     /// over, several requests of it in flight at once, as `io_uring_zerocopy_tx.c` sends its one
     /// buffer. zc-fixed (and auto, which registers the pool) send from the pool: their payload is
     /// never read by the CPU, so its heat does not enter their cost.
-    pub shared: Option<Arc<[u8]>>,
+    pub shared: Option<&'static [u8]>,
 }
 
 impl SendPool {
     /// What `mode` sends from: the shared buffer or the pool.
-    fn shares(&self, mode: Mode) -> Option<&Arc<[u8]>> {
+    fn shares(&self, mode: Mode) -> Option<&'static [u8]> {
         self.shared
-            .as_ref()
             .filter(|_| matches!(mode, Mode::Copy | Mode::ZeroCopy))
     }
 }
@@ -189,7 +188,7 @@ pub(crate) fn make_pool(size: usize, spec: PoolSpec) -> anyhow::Result<SendPool>
     }
     let shared = (spec == PoolSpec::Hot).then(|| {
         let first = pool.acquire().expect("a new pool has its buffers");
-        let one: Arc<[u8]> = Arc::from(&first[..]);
+        let one = page_aligned(&first);
         drop(first);
         // Back in the pool's order: the first buffer goes last now, as after any send.
         one
@@ -302,13 +301,36 @@ fn send_for<S: zcnet::uring::ExclusiveSocket>(
     Ok(run)
 }
 
-/// [`send_for`] of one shared buffer: each request sends a clone of it (`Arc<[u8]>` is an
+/// A page-aligned copy of `bytes` that lives as long as the process, made once per content: the
+/// buffer the hot condition's copy and zc send. Aligned as `io_uring_zerocopy_tx.c` aligns its
+/// one buffer: a zero-copy send pins and maps every page the buffer touches, and 8000 bytes at
+/// an allocator's offset touch three pages where aligned they touch two.
+fn page_aligned(bytes: &[u8]) -> &'static [u8] {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static MADE: Mutex<Option<HashMap<Vec<u8>, &'static [u8]>>> = Mutex::new(None);
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    let made = made.get_or_insert_with(HashMap::new);
+    if let Some(&one) = made.get(bytes) {
+        return one;
+    }
+    const PAGE: usize = 4096;
+    let room: &'static mut [u8] = Box::leak(vec![0u8; bytes.len() + PAGE].into_boxed_slice());
+    let skip = (PAGE - room.as_ptr() as usize % PAGE) % PAGE;
+    let one = &mut room[skip..skip + bytes.len()];
+    one.copy_from_slice(bytes);
+    let one: &'static [u8] = one;
+    made.insert(bytes.to_vec(), one);
+    one
+}
+
+/// [`send_for`] of one shared buffer: each request sends it again (`&'static [u8]` is an
 /// [`zcnet::uring::OwnedBuf`]: several requests may read one buffer nobody writes).
 fn send_shared<S: zcnet::uring::ExclusiveSocket>(
     socket: S,
     config: Config,
     seconds: f64,
-    one: &Arc<[u8]>,
+    one: &'static [u8],
 ) -> anyhow::Result<Run> {
     let mut tx = UringSender::new(socket, config)?;
     if let Some(why) = tx.fallback_reason() {
@@ -320,7 +342,7 @@ fn send_shared<S: zcnet::uring::ExclusiveSocket>(
     let mut failed = None;
     let check_every = CONFIG.batch.max(1) as u64;
     while requests % check_every != 0 || start.elapsed().as_secs_f64() < seconds {
-        tx.send(one.clone())
+        tx.send(one)
             .map_err(|e| e.error)
             .context("queueing a send")?;
         requests += 1;
@@ -465,8 +487,8 @@ pub fn bench(plan: &Plan<'_>, remote: Option<crate::remote::Remote>) -> anyhow::
     // What copy and zc send in the hot condition: its heat, measured the same way.
     let shared_heat = measured
         .as_ref()
-        .and_then(|(_, sp)| sp.shared.as_ref())
-        .map(|one| super::heat::PoolHeat::measure(0, &[&one[..]]));
+        .and_then(|(_, sp)| sp.shared)
+        .map(|one| super::heat::PoolHeat::measure(0, &[one]));
     let mut report = Report::new("uring-tx");
     report.settings = json!({
         "runs": runs, "seconds": seconds, "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
