@@ -112,10 +112,14 @@ impl Reference {
             );
         }
         let Some((packets, mb)) = parse_uring_tx(&stderr) else {
+            let said = match stderr.trim() {
+                "" => "nothing on stderr".to_owned(),
+                s => format!("it said {s:?}"),
+            };
             bail!(
-                "the reference {} printed no `tx=N (MB=M)` line (is it io_uring_zerocopy_tx?): {}",
+                "the reference {} printed no `tx=N (MB=M)` line (is it io_uring_zerocopy_tx?): \
+                 {said}",
                 self.path.display(),
-                stderr.trim()
             );
         };
         let bytes = packets * size as u64;
@@ -247,6 +251,14 @@ mod tests {
                 .unwrap_err()
         );
         assert!(e.contains("no `tx=N") && e.contains("hello"), "{e}");
+        let silent = script("silent", "exit 0");
+        let e = format!(
+            "{:#}",
+            silent
+                .run_uring_tx(dest, Family::V4, 1000, 0, 16, 0.2)
+                .unwrap_err()
+        );
+        assert!(e.ends_with("nothing on stderr"), "{e}");
         // A line whose MB disagrees with whole datagrams of the size asked for.
         let short = script("short", "echo 'tx=2048 (MB=7), tx/s=2048 (MB/s=7)' >&2");
         let e = format!(
