@@ -17,7 +17,7 @@
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use netlab::Family;
@@ -97,8 +97,13 @@ impl Reference {
         let machine = MachineCpu::now();
         let before = children_cpu();
         let start = Instant::now();
-        let out = output_of(Command::new(&self.path).args(&args).stdin(Stdio::null()))
-            .with_context(|| format!("running the reference {}", self.path.display()))?;
+        // Its run, plus ten seconds for a slow start and its last notifications.
+        let limit = Duration::from_secs(whole + 10);
+        let out = output_of(
+            Command::new(&self.path).args(&args).stdin(Stdio::null()),
+            limit,
+        )
+        .with_context(|| format!("running the reference {}", self.path.display()))?;
         let seconds = start.elapsed().as_secs_f64();
         let cpu = children_cpu().since(&before);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -139,20 +144,67 @@ impl Reference {
     }
 }
 
-/// Runs `cmd` to its end. A program written a moment ago may still be open for writing in a
-/// child forked meanwhile by another thread (until that child execs): `ETXTBSY`, tried again for
-/// up to a second.
-fn output_of(cmd: &mut Command) -> std::io::Result<std::process::Output> {
+/// Runs `cmd` to its end, at most `limit`: past it the program (this process's child, by its
+/// id) is killed and the run is an error. A program written a moment ago may still be open for
+/// writing in a child forked meanwhile by another thread (until that child execs): `ETXTBSY`,
+/// tried again for up to a second. Its output is read as it comes, so a talkative program
+/// never blocks on a full pipe.
+fn output_of(cmd: &mut Command, limit: Duration) -> anyhow::Result<std::process::Output> {
+    use std::io::Read as _;
+    use std::os::unix::process::CommandExt as _;
+    // Its own process group: what it starts is ended with it (and nothing else is).
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
     let mut tries = 0;
-    loop {
-        match cmd.output() {
+    let mut child = loop {
+        match cmd.spawn() {
             Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 => {
                 tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(10));
+                std::thread::sleep(Duration::from_millis(10));
             }
-            r => return r,
+            r => break r?,
         }
-    }
+    };
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut all = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut all);
+            }
+            all
+        })
+    };
+    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<_>));
+    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<_>));
+    // The group is the child's: its id is the child's pid (process_group(0)).
+    let group = nix::unistd::Pid::from_raw(child.id() as i32);
+    let end_group = || {
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    };
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            end_group();
+            let _ = child.wait();
+            bail!(
+                "it did not end within {:.1} s and was killed",
+                limit.as_secs_f64()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // Anything it left running would hold its output open.
+    end_group();
+    let join = |h: std::thread::JoinHandle<Vec<u8>>| h.join().unwrap_or_default();
+    Ok(std::process::Output {
+        status,
+        stdout: join(out),
+        stderr: join(err),
+    })
 }
 
 /// CPU and context switches of this process's waited-for children so far
@@ -259,6 +311,38 @@ mod tests {
                 .unwrap_err()
         );
         assert!(e.ends_with("nothing on stderr"), "{e}");
+        // A program that does not end is killed at its limit, with what it started.
+        let pid_file = dir.join("background-pid");
+        let hangs = script(
+            "hangs",
+            &format!("sleep 30 & echo $! > {}; wait", pid_file.display()),
+        );
+        let started = Instant::now();
+        let e = output_of(
+            Command::new(hangs.path()).stdin(Stdio::null()),
+            Duration::from_millis(300),
+        )
+        .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("did not end within 0.3 s"),
+            "{e:#}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // Its background child went with it (gone, or a zombie waiting for init to reap it).
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let stat = format!("/proc/{}/stat", pid.trim());
+        let gone = || {
+            std::fs::read_to_string(&stat).map_or(true, |s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+        };
+        let until = Instant::now() + Duration::from_secs(2);
+        while !gone() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(gone(), "{stat} still running");
         // A line whose MB disagrees with whole datagrams of the size asked for.
         let short = script("short", "echo 'tx=2048 (MB=7), tx/s=2048 (MB/s=7)' >&2");
         let e = format!(
