@@ -950,13 +950,14 @@ fn bench_uring_tx_runs_a_reference_beside_zcnet() {
         v["settings"]["reference"]["program"],
         "io_uring_zerocopy_tx"
     );
-    // Asked as zcnet runs: IPv4 to the sink, port 9, the size, zcnet's batch, -m 0 and -m 2,
+    // Asked as zcnet runs: IPv4 to the sink, port 9, the size, at least -t 1 (it divides by
+    // it), zcnet's batch, -m 0 and -m 2,
     // each twice (two rounds).
     let asked = std::fs::read_to_string(&log).unwrap();
     let batch = zcnet_cli::bench::uring_tx::CONFIG.batch;
     let target = netlab::SinkLab::target(netlab::Family::V4);
     for m in [0, 2] {
-        let line = format!("-4 -D {target} -p 9 -s 8000 -t 0 -n {batch} -m {m} udp");
+        let line = format!("-4 -D {target} -p 9 -s 8000 -t 1 -n {batch} -m {m} udp");
         assert_eq!(asked.lines().filter(|l| *l == line).count(), 2, "{asked}");
     }
     assert_eq!(asked.lines().count(), 4, "{asked}");

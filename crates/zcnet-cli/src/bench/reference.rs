@@ -44,26 +44,38 @@ impl Reference {
         if !meta.is_file() {
             bail!("--reference {}: not a file", path.display());
         }
-        if meta.permissions().mode() & 0o111 == 0 {
+        let executable = meta.permissions().mode() & 0o111 != 0
+            && nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok();
+        if !executable {
             bail!(
-                "--reference {}: not executable (chmod +x, or build it: gcc -O2 -o \
+                "--reference {}: not executable by this user (chmod +x, or build it: gcc -O2 -o \
                  io_uring_zerocopy_tx io_uring_zerocopy_tx.c)",
                 path.display()
             );
         }
-        Ok(Reference {
-            path: path.to_path_buf(),
-        })
+        // The file checked is the file run: a bare name would otherwise be looked up in PATH.
+        let path = std::fs::canonicalize(path)
+            .with_context(|| format!("--reference {}: cannot resolve it", path.display()))?;
+        Ok(Reference { path })
     }
 
-    /// Its path.
+    /// Its path (absolute).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The `-t` for a run of about `seconds`: it runs `0.2 + t` s, and `t` must be at least 1.
+    pub fn whole_seconds(seconds: f64) -> u64 {
+        ((seconds - 0.2).round().max(1.0)) as u64
+    }
+
+    /// The largest `-s` the program takes: 65535 less the IPv6, TCP and TCP option headers.
+    pub const MAX_SIZE: usize = 65535 - 40 - 20 - 40;
+
     /// One run of `io_uring_zerocopy_tx` sending `size`-byte UDP datagrams to `dest` port 9,
     /// `batch` per submission, in `mode` (`-m`: 0 copy, 1 zc, 2 zc-fixed), for about `seconds`
-    /// (its `-t` takes whole seconds and adds 0.2: the nearest). Call it on a thread inside the
+    /// (its `-t` takes whole seconds and adds 0.2: the nearest, at least 1, as it divides by the
+    /// whole seconds it ran when it prints its rate). Call it on a thread inside the
     /// lab's namespace, pinned to the sender's CPU: the program inherits both.
     pub fn run_uring_tx(
         &self,
@@ -74,7 +86,7 @@ impl Reference {
         batch: usize,
         seconds: f64,
     ) -> anyhow::Result<Run> {
-        let whole = (seconds - 0.2).round().max(0.0) as u64;
+        let whole = Self::whole_seconds(seconds);
         let args = [
             match family {
                 Family::V4 => "-4".to_owned(),
@@ -107,33 +119,34 @@ impl Reference {
         let seconds = start.elapsed().as_secs_f64();
         let cpu = children_cpu().since(&before);
         let stderr = String::from_utf8_lossy(&out.stderr);
+        let said = match stderr.trim() {
+            "" => "nothing on stderr".to_owned(),
+            s => format!("it said {s:?}"),
+        };
         if !out.status.success() {
             bail!(
-                "the reference {} {} failed ({}): {}",
+                "the reference {} {} failed ({}): {said}",
                 self.path.display(),
                 args.join(" "),
                 out.status,
-                stderr.trim()
             );
         }
         let Some((packets, mb)) = parse_uring_tx(&stderr) else {
-            let said = match stderr.trim() {
-                "" => "nothing on stderr".to_owned(),
-                s => format!("it said {s:?}"),
-            };
             bail!(
                 "the reference {} printed no `tx=N (MB=M)` line (is it io_uring_zerocopy_tx?): \
                  {said}",
                 self.path.display(),
             );
         };
-        let bytes = packets * size as u64;
-        if bytes >> 20 != mb {
-            bail!(
-                "the reference sent {packets} datagrams of {size} bytes but counted {mb} MB: \
-                 some sends were short"
-            );
+        if packets == 0 {
+            bail!("the reference sent nothing ({said})");
         }
+        let Some(bytes) = packets.checked_mul(size as u64).filter(|&b| b >> 20 == mb) else {
+            bail!(
+                "the reference counted {packets} datagrams of {size} bytes but {mb} MB: some \
+                 sends were short, or the line is not its own"
+            );
+        };
         let work = Work {
             bytes,
             requests: Some(packets),
@@ -145,17 +158,16 @@ impl Reference {
 }
 
 /// Runs `cmd` to its end, at most `limit`: past it the program (this process's child, by its
-/// id) is killed and the run is an error. A program written a moment ago may still be open for
-/// writing in a child forked meanwhile by another thread (until that child execs): `ETXTBSY`,
-/// tried again for up to a second. Its output is read as it comes, so a talkative program
-/// never blocks on a full pipe.
+/// id) is killed and the run is an error. It stays in this process's group, so that a Ctrl-C
+/// at the terminal stops it with the bench. A program written a moment ago may still be open
+/// for writing in a child forked meanwhile by another thread (until that child execs):
+/// `ETXTBSY`, tried again for up to a second. Its output is read as it comes (a talkative
+/// program never blocks on a full pipe), and once it has ended for at most a second more: what
+/// it left running may hold its pipes open.
 fn output_of(cmd: &mut Command, limit: Duration) -> anyhow::Result<std::process::Output> {
     use std::io::Read as _;
-    use std::os::unix::process::CommandExt as _;
-    // Its own process group: what it starts is ended with it (and nothing else is).
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+    use std::sync::mpsc;
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut tries = 0;
     let mut child = loop {
         match cmd.spawn() {
@@ -166,29 +178,31 @@ fn output_of(cmd: &mut Command, limit: Duration) -> anyhow::Result<std::process:
             r => break r?,
         }
     };
-    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+    // Each pipe's bytes as they come; `None` at its end.
+    let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        let (tx, rx) = mpsc::channel::<Option<Vec<u8>>>();
         std::thread::spawn(move || {
-            let mut all = Vec::new();
+            let mut buf = [0u8; 4096];
             if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut all);
+                while let Ok(n) = p.read(&mut buf) {
+                    if n == 0 || tx.send(Some(buf[..n].to_vec())).is_err() {
+                        break;
+                    }
+                }
             }
-            all
-        })
+            let _ = tx.send(None);
+        });
+        rx
     };
-    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<_>));
-    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<_>));
-    // The group is the child's: its id is the child's pid (process_group(0)).
-    let group = nix::unistd::Pid::from_raw(child.id() as i32);
-    let end_group = || {
-        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
-    };
+    let out = read(child.stdout.take().map(|p| Box::new(p) as Box<_>));
+    let err = read(child.stderr.take().map(|p| Box::new(p) as Box<_>));
     let deadline = Instant::now() + limit;
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
         }
         if Instant::now() >= deadline {
-            end_group();
+            let _ = child.kill();
             let _ = child.wait();
             bail!(
                 "it did not end within {:.1} s and was killed",
@@ -197,13 +211,19 @@ fn output_of(cmd: &mut Command, limit: Duration) -> anyhow::Result<std::process:
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    // Anything it left running would hold its output open.
-    end_group();
-    let join = |h: std::thread::JoinHandle<Vec<u8>>| h.join().unwrap_or_default();
+    let until = Instant::now() + Duration::from_secs(1);
+    let gather = |rx: mpsc::Receiver<Option<Vec<u8>>>| {
+        let mut all = Vec::new();
+        while let Ok(Some(chunk)) = rx.recv_timeout(until.saturating_duration_since(Instant::now()))
+        {
+            all.extend_from_slice(&chunk);
+        }
+        all
+    };
     Ok(std::process::Output {
         status,
-        stdout: join(out),
-        stderr: join(err),
+        stdout: gather(out),
+        stderr: gather(err),
     })
 }
 
@@ -311,12 +331,8 @@ mod tests {
                 .unwrap_err()
         );
         assert!(e.ends_with("nothing on stderr"), "{e}");
-        // A program that does not end is killed at its limit, with what it started.
-        let pid_file = dir.join("background-pid");
-        let hangs = script(
-            "hangs",
-            &format!("sleep 30 & echo $! > {}; wait", pid_file.display()),
-        );
+        // A program that does not end is killed at its limit.
+        let hangs = script("hangs", "exec sleep 30");
         let started = Instant::now();
         let e = output_of(
             Command::new(hangs.path()).stdin(Stdio::null()),
@@ -328,21 +344,49 @@ mod tests {
             "{e:#}"
         );
         assert!(started.elapsed() < Duration::from_secs(5));
-        // Its background child went with it (gone, or a zombie waiting for init to reap it).
-        let pid = std::fs::read_to_string(&pid_file).unwrap();
-        let stat = format!("/proc/{}/stat", pid.trim());
-        let gone = || {
-            std::fs::read_to_string(&stat).map_or(true, |s| {
-                s.rsplit(')')
-                    .next()
-                    .is_some_and(|r| r.trim_start().starts_with('Z'))
-            })
-        };
-        let until = Instant::now() + Duration::from_secs(2);
-        while !gone() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(gone(), "{stat} still running");
+        // One that leaves something running, holding its stderr open, is still read and done
+        // with at once.
+        let leaves = script(
+            "leaves",
+            "sleep 3 & echo 'tx=2048 (MB=2), tx/s=2048 (MB/s=2)' >&2",
+        );
+        let started = Instant::now();
+        let run = leaves
+            .run_uring_tx(dest, Family::V4, 1024, 0, 16, 0.2)
+            .unwrap();
+        assert_eq!(run.bytes, 2 << 20);
+        assert!(
+            started.elapsed() < Duration::from_millis(2500),
+            "{:?}",
+            started.elapsed()
+        );
+        // Nothing sent, or more than a u64 of bytes: errors, not figures.
+        let none = script("none", "echo 'tx=0 (MB=0), tx/s=0 (MB/s=0)' >&2");
+        let e = format!(
+            "{:#}",
+            none.run_uring_tx(dest, Family::V4, 1024, 0, 16, 0.2)
+                .unwrap_err()
+        );
+        assert!(e.contains("sent nothing"), "{e}");
+        let huge = script(
+            "huge",
+            "echo 'tx=18446744073709551615 (MB=1), tx/s=0 (MB/s=0)' >&2",
+        );
+        let e = format!(
+            "{:#}",
+            huge.run_uring_tx(dest, Family::V4, 1024, 0, 16, 0.2)
+                .unwrap_err()
+        );
+        assert!(e.contains("not its own"), "{e}");
+        // The path run is the file checked, made absolute: a bare name would be looked up in
+        // PATH.
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        let roundabout = Reference::new(&dir.join("sub/../leaves")).unwrap();
+        assert_eq!(
+            roundabout.path(),
+            dir.join("leaves").canonicalize().unwrap()
+        );
+        assert!(roundabout.path().is_absolute());
         // A line whose MB disagrees with whole datagrams of the size asked for.
         let short = script("short", "echo 'tx=2048 (MB=7), tx/s=2048 (MB/s=7)' >&2");
         let e = format!(

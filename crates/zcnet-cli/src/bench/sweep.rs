@@ -338,12 +338,13 @@ impl SizeStep<'_> {
                 .with_context(|| format!("{lab} {size} B {} run {}", name(mode), i + 1))?;
             if !self.quiet {
                 println!(
-                    "[{lab} {family} {size} B] {:<11} {:>10.0} req/s {:>7.2} Gbit {:>7.1} us/MB sender, {:>6.2} % zero-copy{}",
+                    "[{lab} {family} {size} B] {:<12} {:>10.0} req/s {:>7.2} Gbit {:>7.1} us/MB sender, {:>6} % zero-copy{}",
                     name(mode),
                     run.requests_per_s.unwrap_or(0.0),
                     run.gbit,
                     run.cpu_us_per_mb,
-                    100.0 * run.zero_copy_share.unwrap_or(0.0),
+                    run.zero_copy_share
+                        .map_or("-".to_owned(), |z| format!("{:.2}", 100.0 * z)),
                     run.far_part()
                 );
             }

@@ -104,6 +104,10 @@ pub const HOT_BUFFERS: usize = 2 * CONFIG.batch;
 /// MiB of a `cold` pool.
 pub const COLD_MIB: usize = 256;
 
+/// MiB of the largest pool: `IORING_REGISTER_BUFFERS` takes at most 1 GiB per buffer (the
+/// kernel answers `EFAULT` beyond), and the pool is registered as one.
+pub const MAX_MIB: usize = 1024;
+
 /// The pool a run sends from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PoolSpec {
@@ -114,15 +118,16 @@ pub enum PoolSpec {
 }
 
 impl PoolSpec {
-    /// `hot`, `cold` or a whole number of MiB from 1 to 16384.
+    /// `hot`, `cold` or a whole number of MiB from 1 to [`MAX_MIB`].
     pub fn parse(s: &str) -> Result<PoolSpec, String> {
         match s {
             "hot" => Ok(PoolSpec::Hot),
             "cold" => Ok(PoolSpec::Mib(COLD_MIB)),
             _ => match s.parse::<usize>() {
-                Ok(m) if (1..=16384).contains(&m) => Ok(PoolSpec::Mib(m)),
+                Ok(m) if (1..=MAX_MIB).contains(&m) => Ok(PoolSpec::Mib(m)),
                 _ => Err(format!(
-                    "{s:?}: give hot, cold (256 MiB) or a size in MiB from 1 to 16384"
+                    "{s:?}: give hot, cold (256 MiB) or a size in MiB from 1 to {MAX_MIB} (io_uring \
+                     registers at most 1 GiB as one buffer)"
                 )),
             },
         }
@@ -513,7 +518,10 @@ pub fn bench(plan: &Plan<'_>, remote: Option<crate::remote::Remote>) -> anyhow::
         "reference": reference.map(|r| json!({
             "program": "io_uring_zerocopy_tx",
             "path": r.path(),
-            "args": format!("-4|-6 -D <sink> -p 9 -s <size> -t <s> -n {} -m 0|1|2 udp", CONFIG.batch),
+            "args": format!("-4|-6 -D <sink> -p 9 -s <size> -t {} -n {} -m 0|1|2 udp",
+                super::reference::Reference::whole_seconds(seconds), CONFIG.batch),
+            "seconds_per_run": 0.2 + super::reference::Reference::whole_seconds(seconds) as f64,
+            "sends_from": "one buffer, page-aligned, in every mode",
             "labs": ["sink"],
         })),
     });
@@ -637,7 +645,15 @@ pub fn bench(plan: &Plan<'_>, remote: Option<crate::remote::Remote>) -> anyhow::
         }
         tables.push(seed_table(lab_name, proto, &table, &against));
         if beside.is_some() {
-            tables.push(reference_table(lab_name, &against));
+            let mut t = reference_table(lab_name, &against);
+            if spec != PoolSpec::Hot {
+                t.push_str(&format!(
+                    "note: zcnet sent from the {} pool, the program from one hot buffer: unlike \
+                     sources (--pool hot compares the send paths alone)\n",
+                    spec.name()
+                ));
+            }
+            tables.push(t);
         }
     }
     if !quiet {
@@ -922,8 +938,17 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let seconds = opt.common.seconds.unwrap_or(1.0);
     let reference = match &opt.reference {
         Some(path) => {
-            if !labs.contains(&"sink") || opt.common.remote.is_some() {
+            if opt.common.remote.is_some() {
+                bail!(
+                    "--reference runs the kernel's program in the sink lab here: not with --remote"
+                );
+            }
+            if !labs.contains(&"sink") {
                 bail!("--reference runs the kernel's program in the sink lab: add --lab sink");
+            }
+            let max = super::reference::Reference::MAX_SIZE;
+            if let Some(s) = sizes.iter().find(|&&s| s > max) {
+                bail!("--size {s}: the kernel's program sends at most {max} bytes (--reference)");
             }
             Some(super::reference::Reference::new(path)?)
         }

@@ -159,9 +159,16 @@ pub fn render(report: &Report) -> String {
     }
     let far = report.remote_host.is_some();
     let pw = params.iter().map(String::len).max().unwrap_or(0).max(22);
+    let mw = report
+        .results
+        .iter()
+        .map(|r| r.mode.len())
+        .max()
+        .unwrap_or(0)
+        .max(9);
     let _ = write!(
         out,
-        "{:<9} {:<5} {:<pw$} {:<9} {:>8} {:>11} {:>9} {:>17} {:>12} {:>7} {:>9}",
+        "{:<9} {:<5} {:<pw$} {:<mw$} {:>8} {:>11} {:>9} {:>17} {:>12} {:>7} {:>9}",
         "lab",
         "fam",
         "params",
@@ -184,7 +191,7 @@ pub fn render(report: &Report) -> String {
         );
         let _ = write!(
             out,
-            "{:<9} {:<5} {:<pw$} {:<9} {:>8} {:>11} {:>9} {:>17} {:>12} {:>7} {:>9}",
+            "{:<9} {:<5} {:<pw$} {:<mw$} {:>8} {:>11} {:>9} {:>17} {:>12} {:>7} {:>9}",
             r.lab,
             r.family,
             params,
