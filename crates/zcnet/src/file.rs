@@ -38,9 +38,10 @@ use std::io::Write as _;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Mode {
-    /// The best available: sendfile, else splice, else copy; and per file, copy where the
-    /// [`crate::auto`] profile says `sendfile` does not pay at this length on this route
-    /// (the built-in profile: it always pays).
+    /// The best available: sendfile, else splice, else copy; and per file, copy where
+    /// `sendfile` does not pay at this length ([`crate::auto`]: the profile's threshold for this
+    /// route to start with, the built-in one "always", then what this sender learns per size
+    /// class from its thread's CPU per byte).
     #[default]
     Auto,
     /// `sendfile(2)`.
@@ -279,8 +280,8 @@ impl<S: AsFd> FileSender<S> {
     }
 
     /// In [`Mode::Auto`]: the threshold for `sendfile` on this route and its profile.
-    pub fn auto_choice(&self) -> Option<&crate::auto::Choice> {
-        self.auto.as_ref().map(|d| &d.choice)
+    pub fn auto_choice(&self) -> Option<crate::auto::Choice> {
+        self.auto.as_ref().map(crate::auto::Decider::choice)
     }
 
     /// The mode the last [`send_file`](Self::send_file) used: [`mode`](Self::mode), or

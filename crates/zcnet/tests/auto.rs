@@ -227,3 +227,148 @@ fn file_auto_copies_files_below_the_sendfile_threshold() {
     std::fs::remove_dir_all(f.parent().unwrap()).unwrap();
     auto::set_profile(Profile::builtin());
 }
+
+/// Sends `phases` of (size, count) into the sink with `send`, checking after each what the
+/// sender's learner says; returns the choice after each phase.
+fn size_switch(
+    mut send: impl FnMut(usize),
+    choice: &dyn Fn() -> auto::Choice,
+    counters: &dyn Fn() -> auto::AutoCounters,
+    phases: &[(usize, u64)],
+) -> Vec<auto::Choice> {
+    let class_of = |c: &auto::Choice, len: usize| {
+        c.classes
+            .iter()
+            .find(|k| k.from <= len && k.to.is_none_or(|t| len < t))
+            .cloned()
+    };
+    let mut out: Vec<auto::Choice> = Vec::new();
+    for &(len, n) in phases {
+        let before = out.last().and_then(|c| class_of(c, len));
+        for _ in 0..n {
+            send(len);
+        }
+        let c = choice();
+        let k = class_of(&c, len).expect("the class that sent is reported");
+        // A class learns within the first pairs: each an exploit and an explore round, the
+        // exploit round that closes the last, and the send that measures it.
+        let round = (auto::ROUND_BYTES / len)
+            .clamp(auto::ROUND_SENDS.0 as usize, auto::ROUND_SENDS.1 as usize)
+            as u64;
+        let bound = (2 * auto::FIRST_PAIRS as u64 + 1) * round + 1;
+        assert!(k.learned, "{len} B: not learned in {n} sends: {c}");
+        assert!(k.decided_after.unwrap() <= bound, "{len} B: {c}");
+        match before {
+            // A class that learned before keeps what it learned: nothing to learn again.
+            Some(b) => {
+                assert_eq!(k.decided_after, b.decided_after, "{len} B: {c}");
+                assert_eq!(k.sends, b.sends + n);
+            }
+            None => assert_eq!(k.sends, n),
+        }
+        // The way agrees with the measure, within the hysteresis.
+        let m = k.zc_over_copy.unwrap();
+        if k.zero_copy {
+            assert!(m < 1.0 + auto::HYSTERESIS, "{c}");
+        } else {
+            assert!(m > 1.0 - auto::HYSTERESIS, "{c}");
+        }
+        let [lo, hi] = k.spread.unwrap();
+        assert!(lo <= m && m <= hi);
+        println!("after {n} sends of {len} B: {c}");
+        out.push(c);
+    }
+    let a = counters();
+    let total: u64 = phases.iter().map(|p| p.1).sum();
+    assert_eq!(a.zero_copy_calls + a.small_calls + a.backoff_calls, total);
+    let explored: u64 = out
+        .last()
+        .unwrap()
+        .classes
+        .iter()
+        .map(|k| k.explore_sends)
+        .sum();
+    assert_eq!(a.explore_calls, explored);
+    assert_eq!(a.backoffs, 0, "the sink does not copy: {a:?}");
+    out
+}
+
+/// 600 B, then 64000 B, then 600 B again into the sink: each size class learns its way
+/// within its first pairs, and a class met again sends as it learned.
+#[test]
+fn auto_follows_a_size_switch_in_the_sink() {
+    netlab::require_lab!();
+    let _turn = PROFILE.lock().unwrap_or_else(|e| e.into_inner());
+    auto::set_profile(Profile::builtin());
+    let lab = netlab::SinkLab::new().unwrap();
+    let target = std::net::SocketAddr::new(netlab::SinkLab::target(netlab::Family::V4), 9);
+    let socket = || {
+        lab.ns
+            .run(move || {
+                let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+                s.connect(target).unwrap();
+                s
+            })
+            .unwrap()
+    };
+    let phases = [(600, 12_000), (64_000, 2_000), (600, 3_000)];
+    static DATA: [u8; 64_000] = [0x5a; 64_000];
+
+    if msg_zerocopy::support().udp.status == zcnet::support::Status::Available {
+        let tx = std::cell::RefCell::new(
+            ZeroCopySender::<_, &'static [u8]>::new(
+                socket(),
+                msg_zerocopy::Config {
+                    mode: msg_zerocopy::Mode::Auto,
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+        );
+        let mut sent = 0u64;
+        size_switch(
+            |len| {
+                let mut t = tx.borrow_mut();
+                t.send(&DATA[..len]).map_err(|e| e.error).unwrap();
+                sent += 1;
+                if sent % 32 == 0 {
+                    t.reap().unwrap();
+                    t.returned().for_each(drop);
+                }
+            },
+            &|| tx.borrow().auto_choice().unwrap(),
+            &|| tx.borrow().counters().auto,
+            &phases,
+        );
+        tx.borrow_mut().drain(Duration::from_secs(5)).unwrap();
+    } else {
+        netlab::skip::skip("MSG_ZEROCOPY on UDP is not available here");
+    }
+
+    use zcnet::uring::{self, UringSender};
+    if uring::support().send_zc.status == zcnet::support::Status::Available {
+        let tx = std::cell::RefCell::new(
+            UringSender::<_, &'static [u8]>::new(
+                socket(),
+                uring::Config {
+                    mode: uring::Mode::Auto,
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+        );
+        size_switch(
+            |len| {
+                let mut t = tx.borrow_mut();
+                t.send(&DATA[..len]).map_err(|e| e.error).unwrap();
+                t.returned().for_each(drop);
+            },
+            &|| tx.borrow().auto_choice().unwrap(),
+            &|| tx.borrow().counters().auto,
+            &phases,
+        );
+        tx.borrow_mut().drain(Duration::from_secs(5)).unwrap();
+    } else {
+        netlab::skip::skip("io_uring SEND_ZC is not available here");
+    }
+}

@@ -141,12 +141,14 @@ fn send_for<S: msg_zerocopy::ExclusiveSocket>(
     tx.drain(Duration::from_secs(5))
         .context("waiting for completions")?;
     let c = tx.counters();
-    Ok(meter.finish(Work {
-        bytes: calls * size as u64,
-        requests: Some(calls),
-        zero_copy_share: Some(c.zero_copy_share().unwrap_or(0.0)),
-        verified: None,
-    }))
+    Ok(meter
+        .finish(Work {
+            bytes: calls * size as u64,
+            requests: Some(calls),
+            zero_copy_share: Some(c.zero_copy_share().unwrap_or(0.0)),
+            verified: None,
+        })
+        .with_auto(tx.auto_choice(), c.auto, size))
 }
 
 /// One run of `seconds` in `lab`: `size`-byte sends cut from `pool` in `mode`.

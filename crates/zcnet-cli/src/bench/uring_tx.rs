@@ -291,12 +291,14 @@ fn send_for<S: zcnet::uring::ExclusiveSocket>(
         failed = failed.or(r.error);
     }
     let c = tx.counters();
-    let run = meter.finish(Work {
-        bytes: requests * size as u64,
-        requests: Some(requests),
-        zero_copy_share: Some(c.zero_copy_share().unwrap_or(0.0)),
-        verified: None,
-    });
+    let run = meter
+        .finish(Work {
+            bytes: requests * size as u64,
+            requests: Some(requests),
+            zero_copy_share: Some(c.zero_copy_share().unwrap_or(0.0)),
+            verified: None,
+        })
+        .with_auto(tx.auto_choice(), c.auto, size);
     if let Some(e) = failed {
         bail!(
             "{} of {requests} sends failed, the first with: {e}",
@@ -364,12 +366,14 @@ fn send_shared<S: zcnet::uring::ExclusiveSocket>(
         failed = failed.or(r.error);
     }
     let c = tx.counters();
-    let run = meter.finish(Work {
-        bytes: requests * one.len() as u64,
-        requests: Some(requests),
-        zero_copy_share: Some(c.zero_copy_share().unwrap_or(0.0)),
-        verified: None,
-    });
+    let run = meter
+        .finish(Work {
+            bytes: requests * one.len() as u64,
+            requests: Some(requests),
+            zero_copy_share: Some(c.zero_copy_share().unwrap_or(0.0)),
+            verified: None,
+        })
+        .with_auto(tx.auto_choice(), c.auto, one.len());
     if let Some(e) = failed {
         bail!(
             "{} of {requests} sends failed, the first with: {e}",

@@ -257,6 +257,38 @@ pub struct Run {
     pub remote_ctx_switches: Option<i64>,
     /// With `--remote`: bytes the far host received, sent or fetched.
     pub remote_bytes: Option<u64>,
+    /// `Mode::Auto`: the share of sends spent exploring the way not chosen; `None` in other
+    /// modes.
+    pub auto_explore_share: Option<f64>,
+    /// `Mode::Auto`: the threshold its size classes learned (`from 4096 B`, `never`, `always`).
+    pub auto_learned: Option<String>,
+    /// `Mode::Auto`: sends of the run's size class before it had learned its way.
+    pub auto_decided_after: Option<u64>,
+    /// `Mode::Auto`: that class's zero-copy CPU per byte over copy's (median of its pairs).
+    pub auto_zc_over_copy: Option<f64>,
+}
+
+impl Run {
+    /// Adds what a `Mode::Auto` sender learned in this run, sending `size`-byte messages.
+    pub fn with_auto(
+        mut self,
+        choice: Option<zcnet::auto::Choice>,
+        counters: zcnet::auto::AutoCounters,
+        size: usize,
+    ) -> Run {
+        let Some(choice) = choice else {
+            return self;
+        };
+        let class = choice
+            .classes
+            .iter()
+            .find(|c| c.from <= size && c.to.is_none_or(|t| size < t));
+        self.auto_explore_share = counters.explore_share();
+        self.auto_learned = choice.learned_threshold().map(|t| t.to_string());
+        self.auto_decided_after = class.and_then(|c| c.decided_after);
+        self.auto_zc_over_copy = class.and_then(|c| c.zc_over_copy);
+        self
+    }
 }
 
 /// What a run did, as the bench knows it.
@@ -398,6 +430,10 @@ pub fn record(work: Work, seconds: f64, cpu: ThreadCpu, machine: Option<(f64, f6
         remote_cpu_sys_s: None,
         remote_ctx_switches: None,
         remote_bytes: None,
+        auto_explore_share: None,
+        auto_learned: None,
+        auto_decided_after: None,
+        auto_zc_over_copy: None,
     }
 }
 

@@ -1,27 +1,35 @@
-//! What an auto sender decided at its start, and per send.
+//! What an auto sender decided at its start, and per send: the prior, the online learner per
+//! size class, and the back-off after completions flagged "copied".
 
 use std::fmt;
 use std::os::fd::AsFd;
 
 use serde::Serialize;
 
+use super::learn::{CLASSES, Class, Reading, SizeClass, Turn, class_of, read_clock};
 use super::{Route, SendPath, Threshold, active};
 
-/// Sends by copy after a completion flagged "copied", before zero copy is tried again.
+/// Sends by copy after a completion flagged "copied", before zero copy is tried again; each
+/// back-off in a row doubles it, up to [`BACKOFF_MAX`]; a completion not flagged copied starts
+/// it over.
 pub const BACKOFF_SENDS: u64 = 1024;
+/// The longest back-off, sends.
+pub const BACKOFF_MAX: u64 = 256 * BACKOFF_SENDS;
 
-/// What a `Mode::Auto` sender decided at its start: the threshold for its path and route, and
-/// where it came from.
+/// What a `Mode::Auto` sender starts from (the profile's threshold for its path and route, and
+/// where it came from) and what it has learned since, per size class.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Choice {
     /// The path.
     pub path: SendPath,
     /// The socket's route (`Device` when it is not connected).
     pub route: Route,
-    /// The threshold used.
+    /// The prior: the profile's threshold, where a size class that never sent starts.
     pub threshold: Threshold,
     /// The profile it came from ([`Profile::origin`](super::Profile::origin)).
     pub origin: String,
+    /// What each size class that sent has learned, smallest first.
+    pub classes: Vec<SizeClass>,
 }
 
 impl Choice {
@@ -29,12 +37,35 @@ impl Choice {
     pub fn for_socket(path: SendPath, socket: &impl AsFd) -> Choice {
         let route = Route::of(socket).unwrap_or(Route::Device);
         let profile = active();
+        let entry = profile.entry(path, route);
         Choice {
             path,
             route,
-            threshold: profile.entry(path, route).threshold,
+            threshold: entry.threshold,
             origin: profile.origin(),
+            classes: Vec::new(),
         }
+    }
+
+    /// The threshold the classes that sent make: zero copy from the smallest class of the
+    /// largest run of classes sending by zero copy; `None` before any class sent.
+    pub fn learned_threshold(&self) -> Option<Threshold> {
+        let last = self.classes.last()?;
+        if !last.zero_copy {
+            return Some(Threshold::Never);
+        }
+        let from = self
+            .classes
+            .iter()
+            .rev()
+            .take_while(|c| c.zero_copy)
+            .last()
+            .map_or(0, |c| c.from);
+        Some(if from == 0 {
+            Threshold::Always
+        } else {
+            Threshold::From(from)
+        })
     }
 }
 
@@ -47,18 +78,59 @@ impl fmt::Display for Choice {
             self.route.name(),
             self.threshold,
             self.origin
-        )
+        )?;
+        if self.classes.is_empty() {
+            return Ok(());
+        }
+        f.write_str("; learned:")?;
+        for (i, c) in self.classes.iter().enumerate() {
+            let sep = if i == 0 { " " } else { ", " };
+            let way = if c.zero_copy { "zero copy" } else { "copy" };
+            write!(f, "{sep}{} {way}", size_range(c.from, c.to))?;
+            match (c.learned, c.zc_over_copy, c.spread) {
+                (true, Some(m), Some([lo, hi])) => write!(
+                    f,
+                    " (zc/copy CPU per byte {m:.2}, {lo:.2}-{hi:.2} in {} pairs)",
+                    c.pairs
+                )?,
+                _ => f.write_str(" (prior)")?,
+            }
+        }
+        Ok(())
     }
 }
 
-/// Why an auto sender sent a message by copy, counted per reason.
+/// `<1 KiB`, `4-8 KiB`, `>=1 MiB`.
+fn size_range(from: usize, to: Option<usize>) -> String {
+    let unit = |b: usize| {
+        if b >= 1 << 20 {
+            format!("{} MiB", b >> 20)
+        } else {
+            format!("{} KiB", b >> 10)
+        }
+    };
+    match (from, to) {
+        (0, Some(t)) => format!("<{}", unit(t)),
+        (f, None) => format!(">={}", unit(f)),
+        (f, Some(t)) => {
+            let (a, b) = (unit(f), unit(t));
+            match (a.split_once(' '), b.split_once(' ')) {
+                (Some((x, u1)), Some((y, u2))) if u1 == u2 => format!("{x}-{y} {u1}"),
+                _ => format!("{a}-{b}"),
+            }
+        }
+    }
+}
+
+/// Why an auto sender sent a message the way it did, counted per reason.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct AutoCounters {
-    /// Sends by zero copy.
+    /// Sends by zero copy (exploring ones included).
     pub zero_copy_calls: u64,
     /// Their bytes.
     pub zero_copy_bytes: u64,
-    /// Sends by copy because the message was below the threshold.
+    /// Sends by copy because copy is the way for their size class: the prior (the profile's
+    /// threshold) or what the class learned (exploring ones included).
     pub small_calls: u64,
     /// Their bytes.
     pub small_bytes: u64,
@@ -66,76 +138,228 @@ pub struct AutoCounters {
     pub backoff_calls: u64,
     /// Their bytes.
     pub backoff_bytes: u64,
+    /// Sends spent exploring the way not chosen, either way.
+    pub explore_calls: u64,
+    /// Their bytes.
+    pub explore_bytes: u64,
+    /// Times a size class changed its way from what it learned.
+    pub switches: u64,
+    /// Rounds not measured: a back-off cut them short, or the sender moved to another thread
+    /// (a tokio task on another worker) between their edges.
+    pub unmeasured_rounds: u64,
+    /// Back-offs begun.
+    pub backoffs: u64,
 }
 
-/// The per-send decision of an auto sender: the threshold, and a back-off after copied
-/// completions.
+impl AutoCounters {
+    /// The share of sends spent exploring.
+    pub fn explore_share(&self) -> Option<f64> {
+        let all = self.zero_copy_calls + self.small_calls + self.backoff_calls;
+        (all > 0).then(|| self.explore_calls as f64 / all as f64)
+    }
+}
+
+/// The per-send decision of an auto sender: the size class's learned way (from the prior
+/// first), and a back-off after copied completions.
 #[derive(Clone, Debug)]
 pub(crate) struct Decider {
-    pub(crate) choice: Choice,
+    choice: Choice,
+    classes: [Class; CLASSES],
     copy_for: u64,
+    backoff: u64,
     pub(crate) counters: AutoCounters,
 }
 
 impl Decider {
     pub(crate) fn new(choice: Choice) -> Decider {
         Decider {
-            choice,
             copy_for: 0,
+            backoff: BACKOFF_SENDS,
+            classes: Default::default(),
             counters: AutoCounters::default(),
+            choice,
         }
+    }
+
+    /// The prior, and what every class that sent has learned.
+    pub(crate) fn choice(&self) -> Choice {
+        let mut c = self.choice.clone();
+        c.classes = (0..CLASSES)
+            .filter(|&i| self.classes[i].started())
+            .map(|i| self.classes[i].report(i))
+            .collect();
+        c
+    }
+
+    /// Whether the next message of `len` bytes starts a round, reading the clock: a sender
+    /// that queues sends submits them first, so that they count in the round that chose them.
+    pub(crate) fn at_edge(&self, len: usize) -> bool {
+        self.copy_for == 0 && self.classes[class_of(len)].at_edge()
     }
 
     /// Whether a message of `len` bytes goes by zero copy; counts the decision.
     pub(crate) fn zero_copy(&mut self, len: usize) -> bool {
-        let c = &mut self.counters;
+        self.zero_copy_with(len, read_clock)
+    }
+
+    pub(crate) fn zero_copy_with(
+        &mut self,
+        len: usize,
+        clock: impl FnOnce() -> Option<Reading>,
+    ) -> bool {
         let len64 = len as u64;
-        if !self.choice.threshold.zero_copy(len) {
-            c.small_calls += 1;
-            c.small_bytes += len64;
-            false
-        } else if self.copy_for > 0 {
+        if self.copy_for > 0 {
             self.copy_for -= 1;
-            c.backoff_calls += 1;
-            c.backoff_bytes += len64;
-            false
-        } else {
+            self.counters.backoff_calls += 1;
+            self.counters.backoff_bytes += len64;
+            return false;
+        }
+        let i = class_of(len);
+        let prior = (!self.classes[i].started()).then(|| self.prior(i, len));
+        let mut turn = Turn::default();
+        let (zero_copy, explore) =
+            self.classes[i].send(len, || prior.unwrap_or(false), clock, &mut turn);
+        let c = &mut self.counters;
+        c.unmeasured_rounds += u64::from(turn.unmeasured);
+        c.switches += u64::from(turn.switched);
+        if explore {
+            c.explore_calls += 1;
+            c.explore_bytes += len64;
+        }
+        if zero_copy {
             c.zero_copy_calls += 1;
             c.zero_copy_bytes += len64;
-            true
+        } else {
+            c.small_calls += 1;
+            c.small_bytes += len64;
+        }
+        zero_copy
+    }
+
+    /// The way a class that never sent starts: what a learned neighbour implies (zero copy
+    /// that pays for smaller messages pays for larger; copy that wins for larger messages wins
+    /// for smaller), else the profile's threshold.
+    fn prior(&self, i: usize, len: usize) -> bool {
+        let below = self.classes[..i].iter().rev().find(|c| c.learned());
+        let above = self.classes[i + 1..].iter().find(|c| c.learned());
+        match (below.map(Class::zero_copy), above.map(Class::zero_copy)) {
+            (Some(true), Some(false)) | (None, None) => self.choice.threshold.zero_copy(len),
+            (Some(true), _) => true,
+            (_, Some(false)) => false,
+            _ => self.choice.threshold.zero_copy(len),
         }
     }
 
-    /// A completion said the kernel copied: copy the next [`BACKOFF_SENDS`] messages.
+    /// A completion said the kernel copied: copy the next messages (a back-off, twice as long
+    /// as the one before it in a row, at most [`BACKOFF_MAX`]); rounds in progress end
+    /// unmeasured. Completions that arrive during a back-off do not lengthen it.
     pub(crate) fn copied(&mut self) {
-        self.copy_for = BACKOFF_SENDS;
+        if self.copy_for > 0 {
+            return;
+        }
+        self.copy_for = self.backoff;
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+        self.counters.backoffs += 1;
+        for c in &mut self.classes {
+            self.counters.unmeasured_rounds += u64::from(c.interrupt());
+        }
+    }
+
+    /// A completion was not flagged copied: the next back-off starts short again.
+    pub(crate) fn not_copied(&mut self) {
+        self.backoff = BACKOFF_SENDS;
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::learn::{
+        EVERY_MIN, EXPLORE_COST, FIRST_PAIRS, PAIRS_KEPT, ROUND_BYTES, ROUND_SENDS,
+    };
     use super::*;
+
+    fn decider(threshold: Threshold) -> Decider {
+        Decider::new(Choice {
+            path: SendPath::UringZc,
+            route: Route::Device,
+            threshold,
+            origin: String::new(),
+            classes: Vec::new(),
+        })
+    }
+
+    /// A sender whose thread spends `cost(zero_copy)` ns per byte, with a deterministic jitter
+    /// of up to `jitter` either way.
+    struct Sim {
+        cpu: u64,
+        seed: u64,
+        jitter: f64,
+    }
+
+    impl Sim {
+        fn new(jitter: f64) -> Sim {
+            Sim {
+                cpu: 0,
+                seed: 0x9e37_79b9_7f4a_7c15,
+                jitter,
+            }
+        }
+
+        /// Sends `n` messages of `len` bytes; returns how many went by zero copy.
+        fn send(&mut self, d: &mut Decider, n: u64, len: usize, cost: impl Fn(bool) -> f64) -> u64 {
+            let thread = std::thread::current().id();
+            let mut zc = 0;
+            for _ in 0..n {
+                let cpu_ns = self.cpu;
+                let z = d.zero_copy_with(len, || Some(Reading { cpu_ns, thread }));
+                zc += u64::from(z);
+                self.seed = self
+                    .seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let u = (self.seed >> 11) as f64 / (1u64 << 53) as f64;
+                let noise = 1.0 + self.jitter * (2.0 * u - 1.0);
+                self.cpu += (cost(z) * len as f64 * noise) as u64;
+            }
+            zc
+        }
+    }
+
+    fn class(d: &Decider, len: usize) -> SizeClass {
+        let c = d.choice();
+        c.classes
+            .into_iter()
+            .find(|c| c.from <= len && c.to.is_none_or(|t| len < t))
+            .expect("the class sent")
+    }
+
+    /// Sends a class needs at most to learn: the first pairs, each an exploit and an explore
+    /// round, the exploit round that closes the last, and the send whose edge measures it.
+    fn learning_bound(len: usize) -> u64 {
+        let round = (ROUND_BYTES / len).clamp(ROUND_SENDS.0 as usize, ROUND_SENDS.1 as usize);
+        ((2 * FIRST_PAIRS + 1) * round) as u64 + 1
+    }
 
     #[test]
     fn the_decider_counts_each_reason() {
-        let mut d = Decider::new(Choice {
-            path: SendPath::UringZc,
-            route: Route::Device,
-            threshold: Threshold::From(1000),
-            origin: String::new(),
-        });
-        assert!(!d.zero_copy(999));
-        assert!(d.zero_copy(1000));
+        let mut d = decider(Threshold::From(4096));
+        assert!(!d.zero_copy(2000));
+        assert!(d.zero_copy(5000));
         d.copied();
         assert!(!d.zero_copy(5000));
         let c = d.counters;
         assert_eq!(
-            (c.small_calls, c.zero_copy_calls, c.backoff_calls),
-            (1, 1, 1)
+            (
+                c.small_calls,
+                c.zero_copy_calls,
+                c.backoff_calls,
+                c.backoffs
+            ),
+            (1, 1, 1, 1)
         );
         assert_eq!(
             (c.small_bytes, c.zero_copy_bytes, c.backoff_bytes),
-            (999, 1000, 5000)
+            (2000, 5000, 5000)
         );
         for _ in 1..BACKOFF_SENDS {
             assert!(!d.zero_copy(5000));
@@ -144,5 +368,169 @@ mod tests {
             d.zero_copy(5000),
             "zero copy is tried again after the back-off"
         );
+    }
+
+    #[test]
+    fn back_offs_in_a_row_double_and_a_clean_completion_starts_over() {
+        let mut d = decider(Threshold::Always);
+        let mut lens = Vec::new();
+        for _ in 0..4 {
+            d.copied();
+            // Completions during a back-off do not lengthen it.
+            d.copied();
+            let mut n = 0;
+            while !d.zero_copy(9000) {
+                n += 1;
+            }
+            lens.push(n);
+        }
+        assert_eq!(lens, [1, 2, 4, 8].map(|k| k * BACKOFF_SENDS));
+        d.not_copied();
+        d.copied();
+        let mut n = 0;
+        while !d.zero_copy(9000) {
+            n += 1;
+        }
+        assert_eq!(n, BACKOFF_SENDS);
+        assert_eq!(d.counters.backoffs, 5);
+        for _ in 0..20 {
+            d.copied();
+            while !d.zero_copy(9000) {}
+        }
+        assert_eq!(d.backoff, BACKOFF_MAX);
+    }
+
+    #[test]
+    fn a_class_learns_zero_copy_against_its_prior_and_explores_little_after() {
+        // The prior says copy; zero copy costs 0.6 of copy, with +-20 % jitter per send.
+        let mut d = decider(Threshold::Never);
+        let mut sim = Sim::new(0.2);
+        let cost = |zc: bool| if zc { 0.6 } else { 1.0 };
+        let bound = learning_bound(8000);
+        sim.send(&mut d, bound, 8000, cost);
+        let c = class(&d, 8000);
+        assert!(c.learned && c.zero_copy, "{c:?}");
+        assert!(c.decided_after.unwrap() <= bound, "{c:?}");
+        let m = c.zc_over_copy.unwrap();
+        assert!((0.5..0.7).contains(&m), "{c:?}");
+        // At steady state one round in `every` explores, `every` = gap / EXPLORE_COST.
+        assert_eq!(
+            c.explore_every,
+            ((1.0 / m - 1.0) / EXPLORE_COST).ceil() as u32
+        );
+        let before = d.counters;
+        let n = 400_000;
+        let zc = sim.send(&mut d, n, 8000, cost);
+        let explored = d.counters.explore_calls - before.explore_calls;
+        let share = explored as f64 / n as f64;
+        assert!(share < 2.0 / c.explore_every as f64, "explored {share}");
+        assert_eq!(
+            zc,
+            n - explored,
+            "every send but the exploring ones by zero copy"
+        );
+        assert_eq!(d.counters.switches, 1);
+        let c = class(&d, 8000);
+        assert_eq!(c.pairs, PAIRS_KEPT);
+        let [lo, hi] = c.spread.unwrap();
+        assert!(lo <= m && m <= hi);
+        assert_eq!(d.choice().learned_threshold(), Some(Threshold::From(4096)));
+    }
+
+    #[test]
+    fn a_class_learns_copy_against_its_prior() {
+        let mut d = decider(Threshold::Always);
+        let mut sim = Sim::new(0.2);
+        let cost = |zc: bool| if zc { 1.3 } else { 1.0 };
+        sim.send(&mut d, learning_bound(600), 600, cost);
+        let c = class(&d, 600);
+        assert!(c.learned && !c.zero_copy, "{c:?}");
+        assert_eq!(d.choice().learned_threshold(), Some(Threshold::Never));
+        // A near tie keeps exploring often: it costs little.
+        let m = c.zc_over_copy.unwrap();
+        assert_eq!(c.explore_every, ((m - 1.0) / EXPLORE_COST).ceil() as u32);
+    }
+
+    #[test]
+    fn a_near_tie_keeps_its_way() {
+        for prior in [Threshold::Never, Threshold::Always] {
+            let mut d = decider(prior);
+            let mut sim = Sim::new(0.1);
+            sim.send(&mut d, 200_000, 8000, |zc| if zc { 1.01 } else { 1.0 });
+            let c = class(&d, 8000);
+            assert!(c.learned, "{c:?}");
+            assert_eq!(c.zero_copy, prior == Threshold::Always, "{c:?}");
+            assert_eq!(c.switches, 0, "{c:?}");
+            assert_eq!(c.explore_every, EVERY_MIN);
+        }
+    }
+
+    #[test]
+    fn a_class_follows_when_conditions_change() {
+        let mut d = decider(Threshold::Never);
+        let mut sim = Sim::new(0.2);
+        sim.send(&mut d, 100_000, 64000, |zc| if zc { 0.6 } else { 1.0 });
+        assert!(class(&d, 64000).zero_copy);
+        // Now zero copy costs more (say the route began to copy without saying so).
+        let every = class(&d, 64000).explore_every as u64;
+        let round = (ROUND_BYTES / 64000) as u64;
+        // The median turns after half the pairs kept are new, one every `every` rounds.
+        let bound = (PAIRS_KEPT as u64 / 2 + 1) * (every + 2) * round;
+        sim.send(&mut d, bound, 64000, |zc| if zc { 1.5 } else { 1.0 });
+        let c = class(&d, 64000);
+        assert!(!c.zero_copy, "copy within {bound} sends: {c:?}");
+        assert_eq!(c.switches, 2);
+    }
+
+    #[test]
+    fn size_switches_use_what_each_class_learned() {
+        let mut d = decider(Threshold::From(10_000));
+        let mut sim = Sim::new(0.2);
+        // Zero copy pays from 8 KiB here, not from 10 KB as the prior says.
+        let cost = |len: usize| move |zc: bool| if zc == (len >= 8192) { 1.0 } else { 1.4 };
+        sim.send(&mut d, 50_000, 600, cost(600));
+        let small = class(&d, 600);
+        assert!(small.learned && !small.zero_copy, "{small:?}");
+        sim.send(&mut d, learning_bound(64000), 64000, cost(64000));
+        let large = class(&d, 64000);
+        assert!(large.learned && large.zero_copy, "{large:?}");
+        // Back to 600 B: its class knows, and sends its way from the first message on.
+        let zc = sim.send(&mut d, 1000, 600, cost(600));
+        assert_eq!(zc, 0);
+        assert_eq!(class(&d, 600).decided_after, small.decided_after);
+        // A new class between them, copy learned below and zero copy above: the prior's
+        // threshold decides (from 10 KB).
+        assert!(d.zero_copy(12_000));
+        assert!(!d.zero_copy(2000));
+        // 200 KiB: a learned class below it chose zero copy, so it starts by zero copy.
+        let mut d = decider(Threshold::Never);
+        sim.send(&mut d, learning_bound(64000), 64000, cost(64000));
+        assert!(class(&d, 64000).zero_copy);
+        assert!(
+            d.zero_copy(200_000),
+            "zero copy that pays at 64 KB starts at 200 KB"
+        );
+    }
+
+    #[test]
+    fn a_round_across_threads_is_not_measured() {
+        let mut d = decider(Threshold::Never);
+        let here = std::thread::current().id();
+        let there = std::thread::spawn(|| std::thread::current().id())
+            .join()
+            .unwrap();
+        let round = (learning_bound(64000) - 1) / (2 * FIRST_PAIRS as u64 + 1);
+        for i in 0..10 * round {
+            let thread = if (i / round) % 2 == 0 { here } else { there };
+            d.zero_copy_with(64000, || {
+                Some(Reading {
+                    cpu_ns: i * 1000,
+                    thread,
+                })
+            });
+        }
+        assert!(d.counters.unmeasured_rounds >= 9, "{:?}", d.counters);
+        assert!(!class(&d, 64000).learned);
+        assert_eq!(d.counters.explore_calls, 0, "no pair could be made");
     }
 }

@@ -256,11 +256,13 @@ pub enum Mode {
     ZeroCopy,
     /// Every send by copy: the copying twin, with the same API.
     Copy,
-    /// Zero copy where it pays: from the [`crate::auto`] profile's threshold for this socket's
-    /// path (UDP or TCP) and route, by copy below it; after a completion flagged "copied", by
-    /// copy for [`crate::auto::BACKOFF_SENDS`] sends, then zero copy again.
-    /// [`ZeroCopySender::auto_choice`] says which threshold and profile; [`Config::threshold`]
-    /// and [`Config::policy`] are not used.
+    /// Zero copy where it pays, learned on this sender's own traffic ([`crate::auto`]): per
+    /// size class, starting from the profile's threshold for this socket's path (UDP or TCP)
+    /// and route and moving to what the sending thread's CPU per byte says; after a completion
+    /// flagged "copied", by copy for [`crate::auto::BACKOFF_SENDS`] sends (doubling while
+    /// completions keep saying so), then zero copy again. [`ZeroCopySender::auto_choice`] says
+    /// where it started and what it learned; [`Config::threshold`] and [`Config::policy`] are
+    /// not used.
     Auto,
 }
 
@@ -583,8 +585,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
     }
 
     /// In [`Mode::Auto`]: the path, route and threshold used, and the profile they came from.
-    pub fn auto_choice(&self) -> Option<&Choice> {
-        self.auto.as_ref().map(|d| &d.choice)
+    pub fn auto_choice(&self) -> Option<Choice> {
+        self.auto.as_ref().map(crate::auto::Decider::choice)
     }
 
     /// The socket (poll it for `POLLERR` to know when to [`reap`](Self::reap)).
@@ -864,6 +866,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
                         if c.copied {
                             self.counters.copied_calls += c.count();
                             self.on_copied();
+                        } else if let Some(d) = &mut self.auto {
+                            d.not_copied();
                         }
                         caught_up |= c.last.wrapping_add(1) == self.tracker.next_id();
                         self.tracker.complete(c, &mut freed);

@@ -713,6 +713,19 @@ pub fn kernel_release() -> io::Result<String> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// `clock_gettime(CLOCK_THREAD_CPUTIME_ID)` (clock_gettime(2)): CPU time of the calling thread,
+/// ns. A system call (the vDSO does not serve CPU-time clocks); `None` if it fails, which
+/// Linux does not do for the calling thread.
+pub fn thread_cpu_ns() -> Option<u64> {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec to fill.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    (r == 0).then(|| t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64)
+}
+
 /// `MemAvailable` of /proc/meminfo in bytes (Linux 3.14): what can be allocated without
 /// swapping. `None` where the file or the line is missing.
 pub fn mem_available() -> Option<u64> {

@@ -147,7 +147,7 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZeroCopySender<S,
     }
 
     /// In [`Mode::Auto`](crate::msg_zerocopy::Mode::Auto): the threshold used and its profile.
-    pub fn auto_choice(&self) -> Option<&Choice> {
+    pub fn auto_choice(&self) -> Option<Choice> {
         self.inner().auto_choice()
     }
 

@@ -84,7 +84,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     }
 
     /// In [`Mode::Auto`]: the threshold used and its profile.
-    pub fn auto_choice(&self) -> Option<&Choice> {
+    pub fn auto_choice(&self) -> Option<Choice> {
         self.inner.auto_choice()
     }
 

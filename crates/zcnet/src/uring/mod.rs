@@ -86,12 +86,14 @@ pub enum Mode {
     /// `SEND_ZC` with `IORING_RECVSEND_FIXED_BUF`: buffers of a registered [`Pool`].
     #[doc(alias("IORING_RECVSEND_FIXED_BUF", "IORING_REGISTER_BUFFERS"))]
     ZeroCopyFixed,
-    /// Zero copy where it pays: `SEND_ZC` for buffers of at least the [`crate::auto`]
-    /// profile's threshold for this socket's route, `SEND` below it; after a notification
-    /// flagged "copied", by copy for [`crate::auto::BACKOFF_SENDS`] sends, then zero copy again.
-    /// With [`UringSender::with_pool`] the pool is registered where `RLIMIT_MEMLOCK` allows and
-    /// the zero-copy sends use it (the `uring_zc_fixed` threshold).
-    /// [`UringSender::auto_choice`] says which threshold and profile.
+    /// Zero copy where it pays, learned on this sender's own traffic ([`crate::auto`]): per
+    /// size class `SEND_ZC` or `SEND`, starting from the profile's threshold for this socket's
+    /// route and moving to what the sending thread's CPU per byte says; after a notification
+    /// flagged "copied", by copy for [`crate::auto::BACKOFF_SENDS`] sends (doubling while they
+    /// keep saying so), then zero copy again. With [`UringSender::with_pool`] the pool is
+    /// registered where `RLIMIT_MEMLOCK` allows and the zero-copy sends use it (the
+    /// `uring_zc_fixed` threshold). [`UringSender::auto_choice`] says where it started and what
+    /// it learned; `counters().auto` counts each way, the exploring and the back-offs.
     Auto,
 }
 
@@ -455,8 +457,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     }
 
     /// In [`Mode::Auto`]: the path, route and threshold used, and the profile they came from.
-    pub fn auto_choice(&self) -> Option<&Choice> {
-        self.auto.as_ref().map(|d| &d.choice)
+    pub fn auto_choice(&self) -> Option<Choice> {
+        self.auto.as_ref().map(Decider::choice)
     }
 
     /// Signals `fd`, an eventfd, at every completion (`IORING_REGISTER_EVENTFD`).
@@ -483,12 +485,23 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     }
 
     /// Whether this buffer goes by zero copy (the mode, or auto's decision).
-    fn zero_copy(&mut self, buf: &B) -> bool {
-        match (self.mode, &mut self.auto) {
-            (Mode::Copy, _) => false,
-            (Mode::Auto, Some(d)) => d.zero_copy(buf.bytes().len()),
-            _ => true,
+    ///
+    /// # Errors
+    /// At the edge of a learning round, what is queued goes to the kernel first, so that its
+    /// cost counts in the round that chose its way: that submission's error.
+    fn zero_copy(&mut self, buf: &B) -> io::Result<bool> {
+        let len = buf.bytes().len();
+        if self.mode == Mode::Auto
+            && self.queued > 0
+            && self.auto.as_ref().is_some_and(|d| d.at_edge(len))
+        {
+            self.flush()?;
         }
+        Ok(match (self.mode, &mut self.auto) {
+            (Mode::Copy, _) => false,
+            (Mode::Auto, Some(d)) => d.zero_copy(len),
+            _ => true,
+        })
     }
 
     /// Whether the kernel refused `IORING_SEND_ZC_REPORT_USAGE` (before Linux 6.2), leaving
@@ -529,7 +542,16 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// The buffer comes back if it could not be queued: the window stayed full for
     /// `stall_timeout`, or the ring failed.
     pub fn send(&mut self, buf: B) -> Result<(), SendError<B>> {
-        let zc = self.zero_copy(&buf);
+        let zc = match self.zero_copy(&buf) {
+            Ok(zc) => zc,
+            Err(error) => {
+                return Err(SendError {
+                    error,
+                    sent: 0,
+                    buf,
+                });
+            }
+        };
         let op = if zc { SendOp::SendZc } else { SendOp::Send };
         self.queue(buf, op, None, zc && self.fixed)
     }
@@ -540,10 +562,16 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// # Errors
     /// As [`UringSender::send`].
     pub fn send_to(&mut self, buf: B, dest: SocketAddr) -> Result<(), SendError<B>> {
-        let op = if self.zero_copy(&buf) {
-            SendOp::SendMsgZc
-        } else {
-            SendOp::SendMsg
+        let op = match self.zero_copy(&buf) {
+            Ok(true) => SendOp::SendMsgZc,
+            Ok(false) => SendOp::SendMsg,
+            Err(error) => {
+                return Err(SendError {
+                    error,
+                    sent: 0,
+                    buf,
+                });
+            }
         };
         self.queue(buf, op, Some(dest), false)
     }
@@ -663,6 +691,9 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
                 Some(false) => {
                     c.not_copied += 1;
                     c.not_copied_bytes += f.sent as u64;
+                    if let Some(d) = &mut self.auto {
+                        d.not_copied();
+                    }
                 }
                 None => {}
             }

@@ -1,0 +1,396 @@
+//! The online learner: what a byte costs each way on this sender's own socket and traffic.
+//!
+//! Sends are cut per size class into *rounds* of one way (copy or zero copy), about
+//! [`ROUND_BYTES`] each. A round's cost is the sending thread's CPU time from its first send to
+//! the first send of the class's next round (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`, one read
+//! per round), over the round's bytes: the send calls, the completions reaped meanwhile and
+//! whatever else the thread did, which both ways share. Now and then a round goes the way not
+//! chosen (*exploring*); its cost over the mean of the rounds just before and after it is one
+//! *pair*, so that a drift of the machine's load cancels. The median of the last [`PAIRS_KEPT`]
+//! pairs, zero copy's cost over copy's, decides: zero copy below `1 - HYSTERESIS`, copy above
+//! `1 + HYSTERESIS`, the current way in between.
+//!
+//! A class starts from the prior: the profile's threshold, unless a neighbour class has already
+//! learned (zero copy that pays for smaller messages pays for larger ones; copy that wins for
+//! larger ones wins for smaller ones). Its first [`FIRST_PAIRS`] pairs are measured back to back;
+//! then one round in `every` explores, where `every` keeps the exploring cost near
+//! [`EXPLORE_COST`]: the other way costs `gap` more per byte, so exploring one round in
+//! `gap / EXPLORE_COST` costs that share, within [`EVERY_MIN`]..=[`EVERY_MAX`] rounds.
+
+use std::thread::ThreadId;
+
+use serde::Serialize;
+
+/// Bytes in a round, about: long enough that the sends queued at its edges (an io_uring batch)
+/// are a small part of it, and the one clock read a negligible one.
+pub const ROUND_BYTES: usize = 4 << 20;
+/// Sends in a round, at least and at most.
+pub const ROUND_SENDS: (u32, u32) = (16, 1024);
+/// Pairs measured back to back when a class starts.
+pub const FIRST_PAIRS: usize = 3;
+/// Pairs whose median decides.
+pub const PAIRS_KEPT: usize = 8;
+/// The median must be this far from 1 to change the way a class sends.
+pub const HYSTERESIS: f64 = 0.03;
+/// The share of CPU the exploring aims to cost at steady state.
+pub const EXPLORE_COST: f64 = 0.005;
+/// Explore one round in at least this many...
+pub const EVERY_MIN: u32 = 8;
+/// ...and at most this many.
+pub const EVERY_MAX: u32 = 256;
+/// Size classes: below 1 KiB, then one per power of two, up to 1 MiB and more.
+pub const CLASSES: usize = 12;
+
+/// The class of a message of `len` bytes.
+pub(crate) fn class_of(len: usize) -> usize {
+    if len < 1024 {
+        0
+    } else {
+        ((usize::BITS - 1 - len.leading_zeros()) as usize - 9).min(CLASSES - 1)
+    }
+}
+
+/// The bytes of class `i`: `[from, to)`, `to` `None` for the last.
+pub(crate) fn class_range(i: usize) -> (usize, Option<usize>) {
+    match i {
+        0 => (0, Some(1024)),
+        i if i == CLASSES - 1 => (1 << (i + 9), None),
+        i => (1 << (i + 9), Some(1 << (i + 10))),
+    }
+}
+
+fn round_sends(len: usize) -> u32 {
+    let n = ROUND_BYTES / len.max(1);
+    (n.min(u32::MAX as usize) as u32).clamp(ROUND_SENDS.0, ROUND_SENDS.1)
+}
+
+/// A reading of the sending thread's CPU clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reading {
+    pub(crate) cpu_ns: u64,
+    pub(crate) thread: ThreadId,
+}
+
+/// The calling thread's CPU clock now.
+pub(crate) fn read_clock() -> Option<Reading> {
+    crate::sys::thread_cpu_ns().map(|cpu_ns| Reading {
+        cpu_ns,
+        thread: std::thread::current().id(),
+    })
+}
+
+/// What one size class of an auto sender has learned.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SizeClass {
+    /// The smallest message of the class, bytes.
+    pub from: usize,
+    /// The first size beyond it (`None` for the last class, 1 MiB and more).
+    pub to: Option<usize>,
+    /// Whether its messages go by zero copy now (what it learned, or the prior).
+    pub zero_copy: bool,
+    /// Whether that is learned (at least [`FIRST_PAIRS`] pairs) rather than the prior.
+    pub learned: bool,
+    /// Sends of this class.
+    pub sends: u64,
+    /// Of which spent exploring the way not chosen.
+    pub explore_sends: u64,
+    /// Sends of this class before its first learned choice.
+    pub decided_after: Option<u64>,
+    /// Zero copy's CPU per byte over copy's: the median of the pairs kept.
+    pub zc_over_copy: Option<f64>,
+    /// The least and greatest of those pairs.
+    pub spread: Option<[f64; 2]>,
+    /// Pairs kept (at most [`PAIRS_KEPT`]).
+    pub pairs: usize,
+    /// Times the class changed its way.
+    pub switches: u64,
+    /// One round in this many explores now.
+    pub explore_every: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Round {
+    zero_copy: bool,
+    explore: bool,
+    start: Option<Reading>,
+    sends: u32,
+    target: u32,
+    bytes: u64,
+}
+
+/// An explore round's cost, waiting for the round after it.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    zero_copy: bool,
+    cost: f64,
+    before: f64,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Class {
+    started: bool,
+    zero_copy: bool,
+    decided_after: Option<u64>,
+    sends: u64,
+    explore_sends: u64,
+    switches: u64,
+    round: Option<Round>,
+    /// Cost per byte (ns) of the last exploit round, if it was measured and the way has not
+    /// changed since.
+    before: Option<f64>,
+    pending: Option<Pending>,
+    ratios: [f64; PAIRS_KEPT],
+    kept: usize,
+    next: usize,
+    since_explore: u32,
+    every: u32,
+}
+
+impl Default for Class {
+    fn default() -> Class {
+        Class {
+            started: false,
+            zero_copy: false,
+            decided_after: None,
+            sends: 0,
+            explore_sends: 0,
+            switches: 0,
+            round: None,
+            before: None,
+            pending: None,
+            ratios: [0.0; PAIRS_KEPT],
+            kept: 0,
+            next: 0,
+            since_explore: 0,
+            every: EVERY_MIN,
+        }
+    }
+}
+
+/// What a round that ended changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Turn {
+    pub(crate) unmeasured: bool,
+    pub(crate) switched: bool,
+}
+
+impl Class {
+    /// Whether the next send of this class starts a round (and reads the clock).
+    pub(crate) fn at_edge(&self) -> bool {
+        self.round.as_ref().is_none_or(|r| r.sends >= r.target)
+    }
+
+    /// The way for the next send of `len` bytes, its round ended and the next begun if due;
+    /// `prior` is the way a class that never sent starts with. Returns (zero copy, exploring).
+    pub(crate) fn send(
+        &mut self,
+        len: usize,
+        prior: impl FnOnce() -> bool,
+        clock: impl FnOnce() -> Option<Reading>,
+        turn: &mut Turn,
+    ) -> (bool, bool) {
+        if !self.started {
+            self.started = true;
+            self.zero_copy = prior();
+        }
+        if self.at_edge() {
+            let now = clock();
+            if let Some(r) = self.round.take() {
+                *turn = self.close(r, now);
+            }
+            let explore = self.before.is_some()
+                && (self.decided_after.is_none() || self.since_explore >= self.every);
+            if explore {
+                self.since_explore = 0;
+            }
+            self.round = Some(Round {
+                zero_copy: self.zero_copy ^ explore,
+                explore,
+                start: now,
+                sends: 0,
+                target: round_sends(len),
+                bytes: 0,
+            });
+        }
+        let r = self.round.as_mut().expect("a round was begun");
+        r.sends += 1;
+        r.bytes += len as u64;
+        self.sends += 1;
+        self.explore_sends += u64::from(r.explore);
+        (r.zero_copy, r.explore)
+    }
+
+    /// Ends the round in progress unmeasured (a back-off cut it short).
+    pub(crate) fn interrupt(&mut self) -> bool {
+        let had = self.round.take().is_some();
+        self.before = None;
+        self.pending = None;
+        had
+    }
+
+    fn close(&mut self, r: Round, now: Option<Reading>) -> Turn {
+        let cost = match (r.start, now) {
+            (Some(a), Some(b)) if a.thread == b.thread && r.bytes > 0 && b.cpu_ns >= a.cpu_ns => {
+                Some((b.cpu_ns - a.cpu_ns) as f64 / r.bytes as f64)
+            }
+            _ => None,
+        };
+        let mut turn = Turn::default();
+        let Some(cost) = cost else {
+            // Another thread's clock, or none: this round and the pair it belonged to are lost.
+            turn.unmeasured = true;
+            self.before = None;
+            self.pending = None;
+            return turn;
+        };
+        if r.explore {
+            // The round after it closes the pair (and explores nothing itself).
+            self.pending = self.before.take().map(|before| Pending {
+                zero_copy: r.zero_copy,
+                cost,
+                before,
+            });
+            return turn;
+        }
+        self.since_explore = self.since_explore.saturating_add(1);
+        if let Some(p) = self.pending.take() {
+            let chosen = (p.before + cost) / 2.0;
+            if chosen > 0.0 && p.cost > 0.0 {
+                let ratio = if p.zero_copy {
+                    p.cost / chosen
+                } else {
+                    chosen / p.cost
+                };
+                turn.switched = self.record(ratio);
+            }
+        }
+        // A switch makes this round the other way's: it cannot open the next pair.
+        self.before = (!turn.switched).then_some(cost);
+        turn
+    }
+
+    /// Keeps a pair's ratio and decides; returns whether the way changed.
+    fn record(&mut self, ratio: f64) -> bool {
+        self.ratios[self.next] = ratio;
+        self.next = (self.next + 1) % PAIRS_KEPT;
+        self.kept = (self.kept + 1).min(PAIRS_KEPT);
+        if self.kept < FIRST_PAIRS {
+            return false;
+        }
+        if self.decided_after.is_none() {
+            self.decided_after = Some(self.sends);
+        }
+        let m = self.median().expect("pairs are kept");
+        let want = if m < 1.0 - HYSTERESIS {
+            true
+        } else if m > 1.0 + HYSTERESIS {
+            false
+        } else {
+            self.zero_copy
+        };
+        let switched = want != self.zero_copy;
+        if switched {
+            self.zero_copy = want;
+            self.switches += 1;
+        }
+        // What a round the other way costs, over what this way costs.
+        let gap = if self.zero_copy {
+            1.0 / m - 1.0
+        } else {
+            m - 1.0
+        };
+        self.every = if gap.is_finite() && gap > 0.0 {
+            (gap / EXPLORE_COST)
+                .ceil()
+                .clamp(f64::from(EVERY_MIN), f64::from(EVERY_MAX)) as u32
+        } else {
+            EVERY_MIN
+        };
+        switched
+    }
+
+    fn kept_ratios(&self) -> Vec<f64> {
+        let mut v = self.ratios[..self.kept].to_vec();
+        v.sort_by(f64::total_cmp);
+        v
+    }
+
+    fn median(&self) -> Option<f64> {
+        let v = self.kept_ratios();
+        match v.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(v[n / 2]),
+            n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+        }
+    }
+
+    pub(crate) fn started(&self) -> bool {
+        self.started
+    }
+
+    pub(crate) fn learned(&self) -> bool {
+        self.decided_after.is_some()
+    }
+
+    pub(crate) fn zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    pub(crate) fn report(&self, i: usize) -> SizeClass {
+        let (from, to) = class_range(i);
+        let v = self.kept_ratios();
+        SizeClass {
+            from,
+            to,
+            zero_copy: self.zero_copy,
+            learned: self.learned(),
+            sends: self.sends,
+            explore_sends: self.explore_sends,
+            decided_after: self.decided_after,
+            zc_over_copy: self.median(),
+            spread: (!v.is_empty()).then(|| [v[0], v[v.len() - 1]]),
+            pairs: self.kept,
+            switches: self.switches,
+            explore_every: self.every,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_cover_every_size_once() {
+        assert_eq!(class_of(0), 0);
+        assert_eq!(class_of(1023), 0);
+        assert_eq!(class_of(1024), 1);
+        assert_eq!(class_of(8000), 3);
+        assert_eq!(class_of(64000), 6);
+        assert_eq!(class_of(65536), 7);
+        assert_eq!(class_of(1 << 20), CLASSES - 1);
+        assert_eq!(class_of(usize::MAX), CLASSES - 1);
+        for len in [
+            0,
+            600,
+            1024,
+            4095,
+            4096,
+            8000,
+            64000,
+            1 << 19,
+            (1 << 20) - 1,
+            1 << 20,
+            1 << 30,
+        ] {
+            let (from, to) = class_range(class_of(len));
+            assert!(
+                from <= len && to.is_none_or(|t| len < t),
+                "{len} in [{from}, {to:?})"
+            );
+        }
+        assert_eq!(round_sends(600), 1024);
+        assert_eq!(round_sends(64000), 65);
+        assert_eq!(round_sends(16 << 20), 16);
+    }
+}
