@@ -7,8 +7,11 @@
 //! less sender CPU per byte at every larger size, refined by bisection between the two sizes
 //! around it. Completions flagged "copied" mark a route where the kernel copies anyway: there
 //! zero copy is "never" (a copy plus pinning cannot beat a copy), whatever the sweep says. The
-//! result is a [`Profile`] (TOML) that `Mode::Auto` of the library reads. The buffer pools are
-//! large (256 and 64 MiB), to be cold, as for a server sending distinct data.
+//! result is a [`Profile`] (TOML) that `Mode::Auto` of the library reads as its prior: each
+//! sender learns from there on its own traffic ([`zcnet::auto`]), so a profile is worth having
+//! to seed a fleet, or for senders too short-lived to learn, not to make `Mode::Auto` right.
+//! The buffer pools are large (256 and 64 MiB), to be cold, as for a server sending distinct
+//! data.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -432,7 +435,24 @@ pub fn render(p: &Profile) -> String {
             ratios.join(" ")
         );
     }
+    out.push_str(&learning_note());
     out
+}
+
+/// How `Mode::Auto` uses these thresholds: the starting point of a learner on each sender.
+pub fn learning_note() -> String {
+    use zcnet::auto::{EXPLORE_COST, FIRST_PAIRS, HYSTERESIS, PAIRS_KEPT, ROUND_BYTES};
+    format!(
+        "Mode::Auto starts each size class from these thresholds and learns on its own socket:\n\
+         rounds of about {} MiB one way; {FIRST_PAIRS} pairs (a round the other way against the \
+         rounds around it)\nwhen a class first sends, then the median of the last {PAIRS_KEPT} \
+         decides ({:.0} % hysteresis), exploring for about {:.1} % of the CPU.\n\
+         auto_choice() and counters().auto say what it learned; `zcnet bench udp-tx` or \
+         `uring-tx` with --mode auto show it.\n",
+        ROUND_BYTES >> 20,
+        HYSTERESIS * 100.0,
+        EXPLORE_COST * 100.0
+    )
 }
 
 /// Runs `zcnet tune`.
@@ -552,6 +572,16 @@ fn print(profile: &Profile, json: bool, written: Option<&std::path::Path>) -> an
     if json {
         let mut v = serde_json::to_value(profile)?;
         v["origin"] = json!(profile.origin());
+        v["learning"] = json!({
+            "round_bytes": zcnet::auto::ROUND_BYTES,
+            "round_sends": zcnet::auto::ROUND_SENDS,
+            "first_pairs": zcnet::auto::FIRST_PAIRS,
+            "pairs_kept": zcnet::auto::PAIRS_KEPT,
+            "hysteresis": zcnet::auto::HYSTERESIS,
+            "explore_cost": zcnet::auto::EXPLORE_COST,
+            "explore_every": [zcnet::auto::EVERY_MIN, zcnet::auto::EVERY_MAX],
+            "backoff_sends": [zcnet::auto::BACKOFF_SENDS, zcnet::auto::BACKOFF_MAX],
+        });
         if let Some(p) = written {
             v["written"] = json!(p.display().to_string());
         }

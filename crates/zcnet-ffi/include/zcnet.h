@@ -24,8 +24,9 @@ typedef enum ZcnetMode {
    */
   ZCNET_MODE_COPY = 1,
   /**
-   * Zero copy only where the profile of `zcnet tune` says it pays (senders; a receiver
-   * takes it as zero copy).
+   * Zero copy where it pays, learned per message size on the socket from the profile of
+   * `zcnet tune` (or the built-in one) as the start (senders; a receiver takes it as zero
+   * copy).
    */
   ZCNET_MODE_AUTO = 2,
 } ZcnetMode;
@@ -145,6 +146,50 @@ typedef struct ZcnetZcCounters {
    */
   uint64_t zero_copy_bytes;
 } ZcnetZcCounters;
+
+/**
+ * What a sender in `ZCNET_MODE_AUTO` did and learned (`zcnet_zc_auto`, `zcnet_uring_auto`;
+ * the library's `zcnet::auto`).
+ */
+typedef struct ZcnetAutoCounters {
+  /**
+   * Sends by zero copy (exploring ones included).
+   */
+  uint64_t zero_copy_calls;
+  /**
+   * Their bytes.
+   */
+  uint64_t zero_copy_bytes;
+  /**
+   * Sends by copy because copy is the way of their size class (learned, or the profile's).
+   */
+  uint64_t copy_calls;
+  /**
+   * Their bytes.
+   */
+  uint64_t copy_bytes;
+  /**
+   * Sends by copy during a back-off after completions said the kernel copied.
+   */
+  uint64_t backoff_calls;
+  /**
+   * Sends spent exploring the way not chosen, either way.
+   */
+  uint64_t explore_calls;
+  /**
+   * Times a size class changed its way.
+   */
+  uint64_t switches;
+  /**
+   * Back-offs begun.
+   */
+  uint64_t backoffs;
+  /**
+   * Where zero copy starts, as the size classes learned it: from this many bytes; 0 for
+   * every size; -1 for none; -2 before anything was sent.
+   */
+  int64_t learned_threshold;
+} ZcnetAutoCounters;
 
 /**
  * What a zero-copy receiver did.
@@ -287,8 +332,9 @@ void zcnet_string_free(char *s);
  * `send(2)`, `Documentation/networking/msg_zerocopy.rst`). `mode` is a `ZcnetMode` (another
  * value is `-EINVAL`): `ZCNET_MODE_ZERO_COPY` loans every
  * buffer of at least 16 KiB (smaller ones are copied), whatever the completions say;
- * `ZCNET_MODE_AUTO` zero-copies only where the `zcnet tune` profile says it pays and backs off
- * where the kernel copies. Where the kernel refuses `SO_ZEROCOPY` it sends by copy (the
+ * `ZCNET_MODE_AUTO` zero-copies where it pays, learned per message size on this socket from
+ * the `zcnet tune` profile (or the built-in one) as the start, and backs off where the kernel
+ * copies (`zcnet_zc_auto` says what it learned). Where the kernel refuses `SO_ZEROCOPY` it sends by copy (the
  * counters show it).
  *
  * The socket is the sender's alone until `zcnet_zc_sender_free`: the kernel numbers its
@@ -304,7 +350,9 @@ void zcnet_string_free(char *s);
  * queue or turns `SO_ZEROCOPY` off, through `fd` or any other descriptor of the same socket
  * (a `dup`, one inherited across `fork` or passed to another process).
  */
-int zcnet_zc_sender_new(int fd_raw, int mode, struct ZcnetZcSender **out);
+int zcnet_zc_sender_new(int fd_raw,
+                        int mode,
+                        struct ZcnetZcSender **out);
 
 /**
  * Sends `len` bytes at `ptr`, loaned to the kernel: they must stay valid and unmodified until
@@ -361,6 +409,16 @@ int zcnet_zc_drain(struct ZcnetZcSender *s, uint32_t timeout_ms);
  * `s` is a live sender; `out` is writable.
  */
 int zcnet_zc_counters(struct ZcnetZcSender *s, struct ZcnetZcCounters *out);
+
+/**
+ * What the sender in `ZCNET_MODE_AUTO` did and learned: its sends each way, the exploring,
+ * the back-offs, and the threshold its size classes learned on this socket (from the
+ * `zcnet tune` profile, or the built-in one, as the start). `-EINVAL` in another mode.
+ *
+ * # Safety
+ * `s` is a live sender; `out` is writable.
+ */
+int zcnet_zc_auto(struct ZcnetZcSender *s, struct ZcnetAutoCounters *out);
 
 /**
  * Frees the sender. Buffers still loaned are waited for briefly; any the kernel still holds
@@ -432,7 +490,8 @@ int zcnet_send_file(int sock_fd,
  * Makes an io_uring sender on the connected socket `fd`: `IORING_OP_SEND_ZC` (Linux 6.0,
  * `io_uring_prep_send_zc(3)`), each buffer back after its notification CQE, with the kernel's
  * word on whether it copied (6.2). `mode` is a `ZcnetMode` (another value is `-EINVAL`);
- * `ZCNET_MODE_AUTO` sends by zero copy only where the `zcnet tune` profile says it pays. Where
+ * `ZCNET_MODE_AUTO` sends by zero copy where it pays, learned per message size on this socket
+ * from the `zcnet tune` profile (or the built-in one) as the start (`zcnet_uring_auto`). Where
  * the kernel lacks `SEND_ZC` it sends by copy. On a stream socket the peer gets the bytes of
  * `zcnet_uring_send` calls in call order; after a send fails for good, every later buffer
  * comes back unsent with an error. Returns `-EBUSY` when another zcnet sender of this process
@@ -486,6 +545,16 @@ int zcnet_uring_drain(struct ZcnetUringSender *s, uint32_t timeout_ms);
  * `s` is a live sender; `out` is writable.
  */
 int zcnet_uring_counters(struct ZcnetUringSender *s, struct ZcnetUringCounters *out);
+
+/**
+ * What the io_uring sender in `ZCNET_MODE_AUTO` did and learned: its sends each way, the
+ * exploring, the back-offs, and the threshold its size classes learned on this socket.
+ * `-EINVAL` in another mode.
+ *
+ * # Safety
+ * `s` is a live sender; `out` is writable.
+ */
+int zcnet_uring_auto(struct ZcnetUringSender *s, struct ZcnetAutoCounters *out);
 
 /**
  * Frees the io_uring sender; buffers the kernel may still read are never freed by it (see

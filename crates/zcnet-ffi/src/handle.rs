@@ -116,8 +116,9 @@ pub enum ZcnetMode {
     ZeroCopy = 0,
     /// Copy: the copying twin, through the same calls.
     Copy = 1,
-    /// Zero copy only where the profile of `zcnet tune` says it pays (senders; a receiver
-    /// takes it as zero copy).
+    /// Zero copy where it pays, learned per message size on the socket from the profile of
+    /// `zcnet tune` (or the built-in one) as the start (senders; a receiver takes it as zero
+    /// copy).
     Auto = 2,
 }
 

@@ -206,3 +206,76 @@ pub(super) unsafe fn drain_for<L: Lender>(s: *mut L, timeout_ms: u32) -> c_int {
             .map_err(Fail::from)
     })
 }
+
+/// What a sender in `ZCNET_MODE_AUTO` did and learned (`zcnet_zc_auto`, `zcnet_uring_auto`;
+/// the library's `zcnet::auto`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ZcnetAutoCounters {
+    /// Sends by zero copy (exploring ones included).
+    pub zero_copy_calls: u64,
+    /// Their bytes.
+    pub zero_copy_bytes: u64,
+    /// Sends by copy because copy is the way of their size class (learned, or the profile's).
+    pub copy_calls: u64,
+    /// Their bytes.
+    pub copy_bytes: u64,
+    /// Sends by copy during a back-off after completions said the kernel copied.
+    pub backoff_calls: u64,
+    /// Sends spent exploring the way not chosen, either way.
+    pub explore_calls: u64,
+    /// Times a size class changed its way.
+    pub switches: u64,
+    /// Back-offs begun.
+    pub backoffs: u64,
+    /// Where zero copy starts, as the size classes learned it: from this many bytes; 0 for
+    /// every size; -1 for none; -2 before anything was sent.
+    pub learned_threshold: i64,
+}
+
+/// The C form of an auto sender's counters and choice; `Fail` (`-EINVAL`) when the sender is
+/// not in auto mode.
+pub(super) fn auto_counters(
+    choice: Option<zc::auto::Choice>,
+    c: zc::auto::AutoCounters,
+) -> Result<ZcnetAutoCounters, Fail> {
+    use zc::auto::Threshold;
+    let choice = choice.ok_or_else(|| {
+        Fail::invalid("the sender is not in ZCNET_MODE_AUTO (or zero copy is off for it)")
+    })?;
+    Ok(ZcnetAutoCounters {
+        zero_copy_calls: c.zero_copy_calls,
+        zero_copy_bytes: c.zero_copy_bytes,
+        copy_calls: c.small_calls,
+        copy_bytes: c.small_bytes,
+        backoff_calls: c.backoff_calls,
+        explore_calls: c.explore_calls,
+        switches: c.switches,
+        backoffs: c.backoffs,
+        learned_threshold: match choice.learned_threshold() {
+            None => -2,
+            Some(Threshold::Never) => -1,
+            Some(Threshold::Always) => 0,
+            Some(Threshold::From(n)) => i64::try_from(n).unwrap_or(i64::MAX),
+        },
+    })
+}
+
+/// `zcnet_*_auto`: the handle's auto counters, written to `out`.
+///
+/// # Safety
+/// `h` is a live handle of this type; `out` is writable.
+pub(super) unsafe fn read_auto<H>(
+    h: *mut H,
+    out: *mut ZcnetAutoCounters,
+    f: impl FnOnce(&H) -> Result<ZcnetAutoCounters, Fail>,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let h = unsafe { arg(h, "sender") }?;
+        // SAFETY: as above.
+        let out = unsafe { arg(out, "out") }?;
+        *out = f(h)?;
+        Ok(())
+    })
+}

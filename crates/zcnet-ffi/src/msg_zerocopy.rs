@@ -10,7 +10,10 @@ use zc::msg_zerocopy::{self, SendFlags, ZeroCopyError, ZeroCopySender};
 
 use super::error::{Fail, guard};
 use super::handle::{Fd, ZcnetMode, arg, fd, free_handle, read_counters};
-use super::loan::{CBuf, ZcnetCompletion, c_buf, drain_for, lend, lender, reap_into};
+use super::loan::{
+    CBuf, ZcnetAutoCounters, ZcnetCompletion, auto_counters, c_buf, drain_for, lend, lender,
+    read_auto, reap_into,
+};
 
 /// What a MSG_ZEROCOPY sender did.
 #[repr(C)]
@@ -46,8 +49,9 @@ lender!(ZcnetZcSender);
 /// `send(2)`, `Documentation/networking/msg_zerocopy.rst`). `mode` is a `ZcnetMode` (another
 /// value is `-EINVAL`): `ZCNET_MODE_ZERO_COPY` loans every
 /// buffer of at least 16 KiB (smaller ones are copied), whatever the completions say;
-/// `ZCNET_MODE_AUTO` zero-copies only where the `zcnet tune` profile says it pays and backs off
-/// where the kernel copies. Where the kernel refuses `SO_ZEROCOPY` it sends by copy (the
+/// `ZCNET_MODE_AUTO` zero-copies where it pays, learned per message size on this socket from
+/// the `zcnet tune` profile (or the built-in one) as the start, and backs off where the kernel
+/// copies (`zcnet_zc_auto` says what it learned). Where the kernel refuses `SO_ZEROCOPY` it sends by copy (the
 /// counters show it).
 ///
 /// The socket is the sender's alone until `zcnet_zc_sender_free`: the kernel numbers its
@@ -239,6 +243,25 @@ pub unsafe extern "C" fn zcnet_zc_counters(
                 enobufs_fallbacks: c.enobufs_fallbacks,
                 zero_copy_bytes: c.zero_copy_bytes(),
             }
+        })
+    }
+}
+
+/// What the sender in `ZCNET_MODE_AUTO` did and learned: its sends each way, the exploring,
+/// the back-offs, and the threshold its size classes learned on this socket (from the
+/// `zcnet tune` profile, or the built-in one, as the start). `-EINVAL` in another mode.
+///
+/// # Safety
+/// `s` is a live sender; `out` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_zc_auto(
+    s: *mut ZcnetZcSender,
+    out: *mut ZcnetAutoCounters,
+) -> c_int {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        read_auto(s, out, |h| {
+            auto_counters(h.inner.auto_choice(), h.inner.counters().auto)
         })
     }
 }

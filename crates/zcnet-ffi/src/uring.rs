@@ -8,7 +8,10 @@ use zc::loan::AssumeExclusive;
 
 use super::error::{Fail, guard};
 use super::handle::{Fd, ZcnetMode, arg, fd, free_handle, read_counters};
-use super::loan::{CBuf, ZcnetCompletion, drain_for, lend, lender, reap_into};
+use super::loan::{
+    CBuf, ZcnetAutoCounters, ZcnetCompletion, auto_counters, drain_for, lend, lender, read_auto,
+    reap_into,
+};
 
 /// What an io_uring sender did.
 #[repr(C)]
@@ -45,7 +48,8 @@ lender!(ZcnetUringSender);
 /// Makes an io_uring sender on the connected socket `fd`: `IORING_OP_SEND_ZC` (Linux 6.0,
 /// `io_uring_prep_send_zc(3)`), each buffer back after its notification CQE, with the kernel's
 /// word on whether it copied (6.2). `mode` is a `ZcnetMode` (another value is `-EINVAL`);
-/// `ZCNET_MODE_AUTO` sends by zero copy only where the `zcnet tune` profile says it pays. Where
+/// `ZCNET_MODE_AUTO` sends by zero copy where it pays, learned per message size on this socket
+/// from the `zcnet tune` profile (or the built-in one) as the start (`zcnet_uring_auto`). Where
 /// the kernel lacks `SEND_ZC` it sends by copy. On a stream socket the peer gets the bytes of
 /// `zcnet_uring_send` calls in call order; after a send fails for good, every later buffer
 /// comes back unsent with an error. Returns `-EBUSY` when another zcnet sender of this process
@@ -160,6 +164,25 @@ pub unsafe extern "C" fn zcnet_uring_counters(
                 errors: c.errors,
                 memlock_fallbacks: c.memlock_fallbacks,
             }
+        })
+    }
+}
+
+/// What the io_uring sender in `ZCNET_MODE_AUTO` did and learned: its sends each way, the
+/// exploring, the back-offs, and the threshold its size classes learned on this socket.
+/// `-EINVAL` in another mode.
+///
+/// # Safety
+/// `s` is a live sender; `out` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_auto(
+    s: *mut ZcnetUringSender,
+    out: *mut ZcnetAutoCounters,
+) -> c_int {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe {
+        read_auto(s, out, |h| {
+            auto_counters(h.inner.auto_choice(), h.inner.counters().auto)
         })
     }
 }

@@ -157,3 +157,60 @@ fn mmap_zc_file_sends_take_the_socket_once() {
     drop(client);
     assert_eq!(reader.join().unwrap(), vec![5u8; 300_000]);
 }
+
+/// `zcnet_zc_auto` and `zcnet_uring_auto`: an auto sender says what it sent each way and what
+/// it learned; a sender in another mode is `-EINVAL` with a message.
+#[test]
+fn auto_senders_say_what_they_learned() {
+    let (client, mut server) = tcp_pair();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).unwrap();
+        got.len()
+    });
+    let payload = vec![3u8; 8000];
+    unsafe {
+        let mut s = null_mut();
+        assert_eq!(
+            zcnet_zc_sender_new(client.as_raw_fd(), ZcnetMode::Auto.into(), &mut s),
+            0,
+            "{}",
+            last()
+        );
+        let mut a = ZcnetAutoCounters::default();
+        assert_eq!(zcnet_zc_auto(s, &mut a), 0, "{}", last());
+        assert_eq!(a.learned_threshold, -2, "nothing sent yet");
+        for i in 0..10 {
+            assert_eq!(
+                zcnet_zc_send(s, payload.as_ptr(), payload.len(), i),
+                0,
+                "{}",
+                last()
+            );
+        }
+        assert_eq!(zcnet_zc_drain(s, 5000), 0, "{}", last());
+        assert_eq!(zcnet_zc_auto(s, &mut a), 0, "{}", last());
+        // Loopback is a local route: the built-in prior copies, and its first round does.
+        assert_eq!((a.zero_copy_calls, a.copy_calls), (0, 10), "{a:?}");
+        assert_eq!(a.copy_bytes, 80_000);
+        assert_eq!(a.learned_threshold, -1, "never, as the class goes");
+        assert_eq!(zcnet_zc_auto(s, null_mut()), -libc::EINVAL);
+        assert!(last().contains("out is NULL"), "{}", last());
+        zcnet_zc_sender_free(s);
+    }
+    drop(client);
+    assert_eq!(reader.join().unwrap(), 80_000);
+
+    let (client, _server) = tcp_pair();
+    unsafe {
+        let mut s = null_mut();
+        if zcnet_uring_sender_new(client.as_raw_fd(), ZcnetMode::Copy.into(), &mut s) != 0 {
+            netlab::skip::skip(&format!("no io_uring sender here: {}", last()));
+            return;
+        }
+        let mut a = ZcnetAutoCounters::default();
+        assert_eq!(zcnet_uring_auto(s, &mut a), -libc::EINVAL);
+        assert!(last().contains("not in ZCNET_MODE_AUTO"), "{}", last());
+        zcnet_uring_sender_free(s);
+    }
+}
