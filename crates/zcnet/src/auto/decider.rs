@@ -191,10 +191,10 @@ impl Decider {
         c
     }
 
-    /// Whether the next message of `len` bytes starts a round, reading the clock: a sender
+    /// Whether the next message of `len` bytes ends a round whose cost a pair uses: a sender
     /// that queues sends submits them first, so that they count in the round that chose them.
-    pub(crate) fn at_edge(&self, len: usize) -> bool {
-        self.copy_for == 0 && self.classes[class_of(len)].at_edge()
+    pub(crate) fn edge_is_measured(&self, len: usize) -> bool {
+        self.copy_for == 0 && self.classes[class_of(len)].edge_is_measured()
     }
 
     /// Whether a message of `len` bytes goes by zero copy; counts the decision.
@@ -510,6 +510,33 @@ mod tests {
             d.zero_copy(200_000),
             "zero copy that pays at 64 KB starts at 200 KB"
         );
+    }
+
+    #[test]
+    fn only_the_edges_a_pair_uses_ask_for_a_submission() {
+        let mut d = decider(Threshold::Never);
+        let mut sim = Sim::new(0.2);
+        let cost = |zc: bool| if zc { 0.5 } else { 1.0 };
+        let round = (ROUND_BYTES / 64000) as u64;
+        // Learning: every edge is measured.
+        let mut edges = 0;
+        for _ in 0..learning_bound(64000) - 1 {
+            edges += u64::from(d.edge_is_measured(64000));
+            sim.send(&mut d, 1, 64000, cost);
+        }
+        assert_eq!(edges, 2 * FIRST_PAIRS as u64);
+        // At steady state: three edges (before, exploring, after) each time one round in about
+        // `every` explores; `every` moves a little as pairs come in.
+        sim.send(&mut d, 1, 64000, cost);
+        let every = u64::from(class(&d, 64000).explore_every);
+        let (mut edges, mut rounds) = (0, 0);
+        for _ in 0..50 * every * round {
+            edges += u64::from(d.edge_is_measured(64000));
+            rounds += u64::from(d.classes[class_of(64000)].at_edge());
+            sim.send(&mut d, 1, 64000, cost);
+        }
+        assert!(edges * every <= 4 * rounds, "{edges} of {rounds}");
+        assert!(edges >= 3 * 49, "{edges} of {rounds}");
     }
 
     #[test]

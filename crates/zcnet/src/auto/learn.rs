@@ -35,7 +35,7 @@ pub const HYSTERESIS: f64 = 0.03;
 /// The share of CPU the exploring aims to cost at steady state.
 pub const EXPLORE_COST: f64 = 0.005;
 /// Explore one round in at least this many...
-pub const EVERY_MIN: u32 = 8;
+pub const EVERY_MIN: u32 = 16;
 /// ...and at most this many.
 pub const EVERY_MAX: u32 = 256;
 /// Size classes: below 1 KiB, then one per power of two, up to 1 MiB and more.
@@ -178,6 +178,22 @@ impl Class {
     /// Whether the next send of this class starts a round (and reads the clock).
     pub(crate) fn at_edge(&self) -> bool {
         self.round.as_ref().is_none_or(|r| r.sends >= r.target)
+    }
+
+    /// Whether the next send of this class ends a round a pair will use (an exploring round, the
+    /// round that closes a pair, or one before a round that may explore): a sender that queues
+    /// sends submits them first, so that they count in the round that chose their way. Edges
+    /// between two rounds of the same way need no such care.
+    pub(crate) fn edge_is_measured(&self) -> bool {
+        match &self.round {
+            Some(r) if r.sends >= r.target => {
+                r.explore
+                    || self.pending.is_some()
+                    || self.decided_after.is_none()
+                    || self.since_explore.saturating_add(1) >= self.every
+            }
+            _ => false,
+        }
     }
 
     /// The way for the next send of `len` bytes, its round ended and the next begun if due;

@@ -487,13 +487,13 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// Whether this buffer goes by zero copy (the mode, or auto's decision).
     ///
     /// # Errors
-    /// At the edge of a learning round, what is queued goes to the kernel first, so that its
-    /// cost counts in the round that chose its way: that submission's error.
+    /// At the edge of a learning round a pair uses, what is queued goes to the kernel first, so
+    /// that its cost counts in the round that chose its way: that submission's error.
     fn zero_copy(&mut self, buf: &B) -> io::Result<bool> {
         let len = buf.bytes().len();
         if self.mode == Mode::Auto
             && self.queued > 0
-            && self.auto.as_ref().is_some_and(|d| d.at_edge(len))
+            && self.auto.as_ref().is_some_and(|d| d.edge_is_measured(len))
         {
             self.flush()?;
         }
