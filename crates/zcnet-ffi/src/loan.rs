@@ -240,9 +240,7 @@ pub(super) fn auto_counters(
     c: zc::auto::AutoCounters,
 ) -> Result<ZcnetAutoCounters, Fail> {
     use zc::auto::Threshold;
-    let choice = choice.ok_or_else(|| {
-        Fail::invalid("the sender is not in ZCNET_MODE_AUTO (or zero copy is off for it)")
-    })?;
+    let choice = choice.ok_or_else(|| Fail::invalid("the sender is not in ZCNET_MODE_AUTO"))?;
     Ok(ZcnetAutoCounters {
         zero_copy_calls: c.zero_copy_calls,
         zero_copy_bytes: c.zero_copy_bytes,

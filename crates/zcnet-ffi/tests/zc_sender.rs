@@ -162,6 +162,8 @@ fn mmap_zc_file_sends_take_the_socket_once() {
 /// it learned; a sender in another mode is `-EINVAL` with a message.
 #[test]
 fn auto_senders_say_what_they_learned() {
+    // The built-in prior, whatever profile this machine's user has.
+    zc::auto::set_profile(zc::auto::Profile::builtin());
     let (client, mut server) = tcp_pair();
     let reader = std::thread::spawn(move || {
         let mut got = Vec::new();

@@ -279,7 +279,8 @@ impl<S: AsFd> FileSender<S> {
         self.fallback.as_deref()
     }
 
-    /// In [`Mode::Auto`]: the threshold for `sendfile` on this route and its profile.
+    /// In [`Mode::Auto`]: the prior threshold for `sendfile` on this route, its profile, and what
+    /// each size class (by file length) learned.
     pub fn auto_choice(&self) -> Option<crate::auto::Choice> {
         self.auto.as_ref().map(crate::auto::Decider::choice)
     }

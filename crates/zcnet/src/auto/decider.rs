@@ -47,8 +47,11 @@ impl Choice {
         }
     }
 
-    /// The threshold the classes that sent make: zero copy from the smallest class of the
-    /// largest run of classes sending by zero copy; `None` before any class sent.
+    /// The threshold the classes that sent make: zero copy from the smallest class of the run
+    /// of zero-copy classes at the top, `Never` when the largest class that sent copies,
+    /// `Always` when every class from the smallest does zero copy; `None` before any class
+    /// sent. Classes still on their prior count with their prior's way (`SizeClass::learned`
+    /// tells them apart), and classes that never sent are skipped.
     pub fn learned_threshold(&self) -> Option<Threshold> {
         let last = self.classes.last()?;
         if !last.zero_copy {
@@ -193,15 +196,18 @@ impl Decider {
 
     /// Whether the next message of `len` bytes ends a round whose cost a pair uses: a sender
     /// that queues sends submits them first, so that they count in the round that chose them.
+    #[inline]
     pub(crate) fn edge_is_measured(&self, len: usize) -> bool {
         self.copy_for == 0 && self.classes[class_of(len)].edge_is_measured()
     }
 
     /// Whether a message of `len` bytes goes by zero copy; counts the decision.
+    #[inline]
     pub(crate) fn zero_copy(&mut self, len: usize) -> bool {
         self.zero_copy_with(len, read_clock)
     }
 
+    #[inline]
     pub(crate) fn zero_copy_with(
         &mut self,
         len: usize,
@@ -525,8 +531,9 @@ mod tests {
             sim.send(&mut d, 1, 64000, cost);
         }
         assert_eq!(edges, 2 * FIRST_PAIRS as u64);
-        // At steady state: three edges (before, exploring, after) each time one round in about
-        // `every` explores; `every` moves a little as pairs come in.
+        // At steady state: four edges (around the round before, the exploring one and the one
+        // after) each time one round in about `every` explores; `every` moves a little as
+        // pairs come in.
         sim.send(&mut d, 1, 64000, cost);
         let every = u64::from(class(&d, 64000).explore_every);
         let (mut edges, mut rounds) = (0, 0);
@@ -535,7 +542,7 @@ mod tests {
             rounds += u64::from(d.classes[class_of(64000)].at_edge());
             sim.send(&mut d, 1, 64000, cost);
         }
-        assert!(edges * every <= 4 * rounds, "{edges} of {rounds}");
+        assert!(edges * every <= 5 * rounds, "{edges} of {rounds}");
         assert!(edges >= 3 * 49, "{edges} of {rounds}");
     }
 

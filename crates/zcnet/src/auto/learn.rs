@@ -42,6 +42,7 @@ pub const EVERY_MAX: u32 = 256;
 pub const CLASSES: usize = 12;
 
 /// The class of a message of `len` bytes.
+#[inline]
 pub(crate) fn class_of(len: usize) -> usize {
     if len < 1024 {
         0
@@ -176,21 +177,25 @@ pub(crate) struct Turn {
 
 impl Class {
     /// Whether the next send of this class starts a round (and reads the clock).
+    #[inline]
     pub(crate) fn at_edge(&self) -> bool {
         self.round.as_ref().is_none_or(|r| r.sends >= r.target)
     }
 
-    /// Whether the next send of this class ends a round a pair will use (an exploring round, the
-    /// round that closes a pair, or one before a round that may explore): a sender that queues
-    /// sends submits them first, so that they count in the round that chose their way. Edges
-    /// between two rounds of the same way need no such care.
+    /// Whether the next send of this class is an edge of a round a pair will use: the start or
+    /// end of the round before an exploring one, of the exploring one, or of the round after.
+    /// There a sender submits what it queued and takes the completions already there, so that
+    /// the work of a round's sends counts in it, not in a neighbour of the other way. Edges
+    /// between two rounds of the same way, away from exploring, need no such care.
+    #[inline]
     pub(crate) fn edge_is_measured(&self) -> bool {
         match &self.round {
             Some(r) if r.sends >= r.target => {
                 r.explore
                     || self.pending.is_some()
                     || self.decided_after.is_none()
-                    || self.since_explore.saturating_add(1) >= self.every
+                    // This round may be the one before an exploring round, or the next may.
+                    || self.since_explore.saturating_add(2) >= self.every
             }
             _ => false,
         }
@@ -198,6 +203,7 @@ impl Class {
 
     /// The way for the next send of `len` bytes, its round ended and the next begun if due;
     /// `prior` is the way a class that never sent starts with. Returns (zero copy, exploring).
+    #[inline]
     pub(crate) fn send(
         &mut self,
         len: usize,
@@ -210,23 +216,7 @@ impl Class {
             self.zero_copy = prior();
         }
         if self.at_edge() {
-            let now = clock();
-            if let Some(r) = self.round.take() {
-                *turn = self.close(r, now);
-            }
-            let explore = self.before.is_some()
-                && (self.decided_after.is_none() || self.since_explore >= self.every);
-            if explore {
-                self.since_explore = 0;
-            }
-            self.round = Some(Round {
-                zero_copy: self.zero_copy ^ explore,
-                explore,
-                start: now,
-                sends: 0,
-                target: round_sends(len),
-                bytes: 0,
-            });
+            *turn = self.turn(len, clock());
         }
         let r = self.round.as_mut().expect("a round was begun");
         r.sends += 1;
@@ -234,6 +224,32 @@ impl Class {
         self.sends += 1;
         self.explore_sends += u64::from(r.explore);
         (r.zero_copy, r.explore)
+    }
+
+    /// Ends the round in progress at `now` and begins the next: once a round, off the path of
+    /// every send.
+    #[cold]
+    #[inline(never)]
+    fn turn(&mut self, len: usize, now: Option<Reading>) -> Turn {
+        let turn = match self.round.take() {
+            Some(r) => self.close(r, now),
+            None => Turn::default(),
+        };
+        // One round in `every` explores: `every - 1` rounds of the chosen way, then one.
+        let explore = self.before.is_some()
+            && (self.decided_after.is_none() || self.since_explore.saturating_add(1) >= self.every);
+        if explore {
+            self.since_explore = 0;
+        }
+        self.round = Some(Round {
+            zero_copy: self.zero_copy ^ explore,
+            explore,
+            start: now,
+            sends: 0,
+            target: round_sends(len),
+            bytes: 0,
+        });
+        turn
     }
 
     /// Ends the round in progress unmeasured (a back-off cut it short).

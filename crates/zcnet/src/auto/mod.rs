@@ -9,11 +9,12 @@
 //! traffic, while it sends:
 //!
 //! - **Per size class** (below 1 KiB, then one per power of two up to 1 MiB and more), sends go
-//!   in *rounds* of one way, about [`ROUND_BYTES`] each. A round's cost is the sending thread's
-//!   CPU time over its bytes (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`, one read per round): the
-//!   send calls, the completions reaped meanwhile, and whatever else the thread did, which both
-//!   ways share. An io_uring sender submits what it queued at a round's edge, so that a batch
-//!   counts in the round that chose its way.
+//!   in *rounds* of one way, about [`ROUND_BYTES`] each within 16 to 1024 sends. A round's cost
+//!   is the sending thread's CPU time over its bytes (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`,
+//!   one read per round): the send calls, the completions reaped meanwhile, and whatever else
+//!   the thread did. At the edges of the rounds a pair uses, a sender first submits what it
+//!   queued (io_uring) and takes the completions already there, so that a round's work counts
+//!   in it rather than in a neighbour of the other way.
 //! - **Exploring.** Now and then a round goes the way not chosen; its cost over the mean of the
 //!   rounds just before and after it is one *pair*, so that a change of the machine's load
 //!   cancels. A class measures [`FIRST_PAIRS`] pairs back to back when it first sends, then
@@ -23,10 +24,10 @@
 //!   gap is above 1.28, `EXPLORE_COST` otherwise).
 //! - **Deciding.** The median of the last [`PAIRS_KEPT`] pairs, zero copy's CPU per byte over
 //!   copy's, picks zero copy below `1 - HYSTERESIS`, copy above `1 + HYSTERESIS`, and keeps
-//!   the current way in between. A class follows a change of conditions when half its pairs
-//!   have seen it.
+//!   the current way in between. A class follows a change of conditions after 4 or 5 new
+//!   pairs.
 //! - **The prior.** A class that never sent starts from the [`Profile`]'s threshold for the
-//!   socket's path and [`Route`], unless a neighbour class has learned already (zero copy that
+//!   socket's path and [`Route`], applied to the class's first message, unless a neighbour class has learned already (zero copy that
 //!   pays for smaller messages pays for larger ones; copy that wins for larger ones wins for
 //!   smaller ones). A message size seen before is sent the way its class learned, at once.
 //! - **Copies.** After a completion flagged "copied" every class copies for [`BACKOFF_SENDS`]

@@ -584,7 +584,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
         self.disabled.as_deref()
     }
 
-    /// In [`Mode::Auto`]: the path, route and threshold used, and the profile they came from.
+    /// In [`Mode::Auto`]: the path, route and prior threshold, the profile they came from, and
+    /// what each size class learned (built when asked: keep it off the path of every send).
     pub fn auto_choice(&self) -> Option<Choice> {
         self.auto.as_ref().map(crate::auto::Decider::choice)
     }
@@ -725,6 +726,17 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
             });
         }
         let len = buf.bytes().len();
+        // At an edge of a learning round a pair uses, the completions already queued are taken
+        // first, so that their cost counts in the round that chose their way.
+        if self.auto.as_ref().is_some_and(|d| d.edge_is_measured(len)) && !self.tracker.is_empty() {
+            if let Err(error) = self.reap() {
+                return Err(SendError {
+                    error,
+                    sent: 0,
+                    buf,
+                });
+            }
+        }
         let zerocopy = match &mut self.auto {
             Some(d) => self.disabled.is_none() && d.zero_copy(len),
             None => self.disabled.is_none() && self.copy_for == 0 && len >= self.config.threshold,

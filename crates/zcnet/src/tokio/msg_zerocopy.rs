@@ -146,7 +146,8 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZeroCopySender<S,
         self.inner().fallback_reason()
     }
 
-    /// In [`Mode::Auto`](crate::msg_zerocopy::Mode::Auto): the threshold used and its profile.
+    /// In [`Mode::Auto`](crate::msg_zerocopy::Mode::Auto): the prior, its profile, and what each
+    /// size class learned.
     pub fn auto_choice(&self) -> Option<Choice> {
         self.inner().auto_choice()
     }

@@ -83,7 +83,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         self.inner.fallback_reason()
     }
 
-    /// In [`Mode::Auto`]: the threshold used and its profile.
+    /// In [`Mode::Auto`]: the prior, its profile, and what each size class learned.
     pub fn auto_choice(&self) -> Option<Choice> {
         self.inner.auto_choice()
     }

@@ -456,7 +456,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         self.fallback.as_deref()
     }
 
-    /// In [`Mode::Auto`]: the path, route and threshold used, and the profile they came from.
+    /// In [`Mode::Auto`]: the path, route and prior threshold, the profile they came from, and
+    /// what each size class learned (built when asked: keep it off the path of every send).
     pub fn auto_choice(&self) -> Option<Choice> {
         self.auto.as_ref().map(Decider::choice)
     }
@@ -487,15 +488,13 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// Whether this buffer goes by zero copy (the mode, or auto's decision).
     ///
     /// # Errors
-    /// At the edge of a learning round a pair uses, what is queued goes to the kernel first, so
-    /// that its cost counts in the round that chose its way: that submission's error.
+    /// At an edge of a learning round a pair uses, what is queued goes to the kernel and what
+    /// completed is taken first, so that their cost counts in the round that chose their way:
+    /// that submission's error.
     fn zero_copy(&mut self, buf: &B) -> io::Result<bool> {
         let len = buf.bytes().len();
-        if self.mode == Mode::Auto
-            && self.queued > 0
-            && self.auto.as_ref().is_some_and(|d| d.edge_is_measured(len))
-        {
-            self.flush()?;
+        if self.mode == Mode::Auto && self.auto.as_ref().is_some_and(|d| d.edge_is_measured(len)) {
+            self.reap()?;
         }
         Ok(match (self.mode, &mut self.auto) {
             (Mode::Copy, _) => false,
