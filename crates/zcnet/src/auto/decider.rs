@@ -346,6 +346,11 @@ mod tests {
         ((2 * FIRST_PAIRS + 1) * round) as u64 + 1
     }
 
+    /// The rule: exploring one round in `every` costs `gap / every`, aimed at `EXPLORE_COST`.
+    fn every_for(gap: f64) -> u32 {
+        ((gap / EXPLORE_COST).ceil() as u32).clamp(EVERY_MIN, super::super::learn::EVERY_MAX)
+    }
+
     #[test]
     fn the_decider_counts_each_reason() {
         let mut d = decider(Threshold::From(4096));
@@ -420,12 +425,9 @@ mod tests {
         let m = c.zc_over_copy.unwrap();
         assert!((0.5..0.7).contains(&m), "{c:?}");
         // At steady state one round in `every` explores, `every` = gap / EXPLORE_COST.
-        assert_eq!(
-            c.explore_every,
-            ((1.0 / m - 1.0) / EXPLORE_COST).ceil() as u32
-        );
+        assert_eq!(c.explore_every, every_for(1.0 / m - 1.0));
         let before = d.counters;
-        let n = 400_000;
+        let n = 2_000_000;
         let zc = sim.send(&mut d, n, 8000, cost);
         let explored = d.counters.explore_calls - before.explore_calls;
         let share = explored as f64 / n as f64;
@@ -452,9 +454,9 @@ mod tests {
         let c = class(&d, 600);
         assert!(c.learned && !c.zero_copy, "{c:?}");
         assert_eq!(d.choice().learned_threshold(), Some(Threshold::Never));
-        // A near tie keeps exploring often: it costs little.
+        // A smaller gap is explored more often: it costs less.
         let m = c.zc_over_copy.unwrap();
-        assert_eq!(c.explore_every, ((m - 1.0) / EXPLORE_COST).ceil() as u32);
+        assert_eq!(c.explore_every, every_for(m - 1.0));
     }
 
     #[test]

@@ -33,9 +33,9 @@ pub const PAIRS_KEPT: usize = 8;
 /// The median must be this far from 1 to change the way a class sends.
 pub const HYSTERESIS: f64 = 0.03;
 /// The share of CPU the exploring aims to cost at steady state.
-pub const EXPLORE_COST: f64 = 0.005;
+pub const EXPLORE_COST: f64 = 0.0025;
 /// Explore one round in at least this many...
-pub const EVERY_MIN: u32 = 16;
+pub const EVERY_MIN: u32 = 32;
 /// ...and at most this many.
 pub const EVERY_MAX: u32 = 256;
 /// Size classes: below 1 KiB, then one per power of two, up to 1 MiB and more.
