@@ -519,6 +519,7 @@ pub fn bench(plan: &Plan<'_>, remote: Option<crate::remote::Remote>) -> anyhow::
             json!({"copy": "pool", "zc": "pool", "zc-fixed": "pool", "auto": "pool"})
         },
         "auto_profile": zcnet::auto::active().origin(),
+        "order": "mirrored rounds: A B C, then C B A, ...",
         "reference": reference.map(|r| json!({
             "program": "io_uring_zerocopy_tx",
             "path": r.path(),
@@ -605,7 +606,7 @@ pub fn bench(plan: &Plan<'_>, remote: Option<crate::remote::Remote>) -> anyhow::
                 size,
                 runs,
                 quiet,
-                mirrored: beside.is_some(),
+                mirrored: true,
             };
             let sets = step.measure_sets(&arms, Arm::name, &progress, |arm| match arm {
                 Arm::Zcnet(mode) => one_run(&lab, proto, family, mode, seconds, &sp),
