@@ -118,12 +118,20 @@ pub fn auto_learned(auto: &ResultSet) -> String {
         .collect();
     ways.sort_unstable();
     ways.dedup();
-    let mut out = match ways.as_slice() {
-        [] => "learned nothing".to_owned(),
-        [one] => format!("learned zero copy {one}"),
-        many => format!("learned zero copy {} (runs differ)", many.join(" / ")),
+    let decided = f(|r| r.auto_decided_after.map(|n| n as f64));
+    // A class that never decided (too few sends, or backed off where the kernel copies) sends
+    // its prior's way: say so rather than call it learned.
+    let verb = if decided.is_some() {
+        "learned"
+    } else {
+        "not learned (the prior, or a back-off where the kernel copies):"
     };
-    if let Some(n) = f(|r| r.auto_decided_after.map(|n| n as f64)) {
+    let mut out = match ways.as_slice() {
+        [] => "nothing sent".to_owned(),
+        [one] => format!("{verb} zero copy {one}"),
+        many => format!("{verb} zero copy {} (runs differ)", many.join(" / ")),
+    };
+    if let Some(n) = decided {
         out += &format!(" in {n:.0} sends");
     }
     if let Some(m) = f(|r| r.auto_zc_over_copy) {
@@ -171,4 +179,36 @@ pub fn render_summary(rows: &[SummaryRow]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::Run;
+
+    fn auto_set(decided: Option<u64>, learned: &str) -> ResultSet {
+        let run = Run {
+            auto_learned: Some(learned.into()),
+            auto_decided_after: decided,
+            auto_zc_over_copy: decided.map(|_| 0.62),
+            auto_explore_share: Some(0.006),
+            ..Default::default()
+        };
+        let json = serde_json::json!({"size": 8000});
+        ResultSet::new("sink", "ipv4", None, json, "auto", vec![run.clone(), run])
+    }
+
+    #[test]
+    fn the_auto_verdict_says_learned_only_when_a_class_decided() {
+        let text = auto_learned(&auto_set(Some(3668), "from 4096 B"));
+        assert!(
+            text.starts_with("learned zero copy from 4096 B in 3668 sends (zc/copy CPU per byte 0.62), 0.6 % exploring"),
+            "{text}"
+        );
+        let text = auto_learned(&auto_set(None, "never"));
+        assert!(
+            text.starts_with("not learned (the prior, or a back-off where the kernel copies): zero copy never, 0.6 % exploring"),
+            "{text}"
+        );
+    }
 }
