@@ -224,3 +224,72 @@ async fn a_second_async_sender_on_a_dup_is_refused() {
     drop(tx);
     assert_eq!(reader.await.unwrap().unwrap(), buffer(1));
 }
+
+/// The tokio twin runs the same learner: into the sink, on a current-thread runtime (one
+/// thread, so every round is measured), 600 B then 64000 B each learn their way within their
+/// first 7 rounds, and a size met again is sent as learned.
+#[tokio::test(flavor = "current_thread")]
+async fn the_async_auto_sender_learns_as_the_sync_one_does() {
+    netlab::require_lab!();
+    if zcnet::msg_zerocopy::support().udp.status != zcnet::support::Status::Available {
+        netlab::skip::skip("MSG_ZEROCOPY on UDP is not available here");
+        return;
+    }
+    let lab = netlab::SinkLab::new().unwrap();
+    let target = std::net::SocketAddr::new(netlab::SinkLab::target(netlab::Family::V4), 9);
+    let std_sock = lab
+        .ns
+        .run(move || {
+            let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+            s.connect(target).unwrap();
+            s.set_nonblocking(true).unwrap();
+            s
+        })
+        .unwrap();
+    let sock = tokio::net::UdpSocket::from_std(std_sock).unwrap();
+    let config = Config {
+        mode: zcnet::msg_zerocopy::Mode::Auto,
+        ..Default::default()
+    };
+    let mut tx = ZeroCopySender::new(sock, config).unwrap();
+    let mut total = 0u64;
+    for (len, n) in [(600usize, 12_000u64), (64_000, 2_000), (600, 3_000)] {
+        let before = tx
+            .auto_choice()
+            .unwrap()
+            .classes
+            .into_iter()
+            .find(|c| c.from <= len && c.to.is_none_or(|t| len < t));
+        for i in 0..n {
+            tx.send(vec![(i % 251) as u8; len])
+                .await
+                .map_err(|e| e.error)
+                .unwrap();
+            tx.returned().for_each(drop);
+        }
+        total += n;
+        let choice = tx.auto_choice().unwrap();
+        let k = choice
+            .classes
+            .iter()
+            .find(|c| c.from <= len && c.to.is_none_or(|t| len < t))
+            .unwrap();
+        let round = (zcnet::auto::ROUND_BYTES / len).clamp(
+            zcnet::auto::ROUND_SENDS.0 as usize,
+            zcnet::auto::ROUND_SENDS.1 as usize,
+        ) as u64;
+        let bound = (2 * zcnet::auto::FIRST_PAIRS as u64 + 1) * round + 1;
+        assert!(k.learned, "{len} B: {choice}");
+        assert!(k.decided_after.unwrap() <= bound, "{len} B: {choice}");
+        if let Some(b) = before {
+            assert_eq!(k.decided_after, b.decided_after, "{choice}");
+        }
+    }
+    tx.drain().await.unwrap();
+    let a = tx.counters().auto;
+    assert_eq!(a.zero_copy_calls + a.small_calls + a.backoff_calls, total);
+    assert_eq!(
+        a.unmeasured_rounds, 0,
+        "one thread: every round measured: {a:?}"
+    );
+}
