@@ -32,8 +32,10 @@
 //!   smaller ones). A message size seen before is sent the way its class learned, at once.
 //! - **Copies.** After a completion flagged "copied" every class copies for [`BACKOFF_SENDS`]
 //!   sends; each back-off in a row doubles, up to [`BACKOFF_MAX`], and a completion not flagged
-//!   copied starts the count over. So a route where the kernel copies (loopback delivery) is
-//!   probed a round at a time, at most once per back-off, never explored beyond that.
+//!   copied starts the count over; where the profile says the route copies (every local
+//!   route in the built-in one) the first back-off is the longest at once. So a route where
+//!   the kernel copies (loopback delivery) is probed at most once per back-off, never
+//!   explored beyond that.
 //!
 //! [`Choice`] (`auto_choice()` of each sender) says where a sender started and what each
 //! class learned: its way, the median ratio and its spread, the pairs, the sends before it
