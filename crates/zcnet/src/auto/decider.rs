@@ -366,6 +366,15 @@ mod tests {
         ((gap / EXPLORE_COST).ceil() as u32).clamp(EVERY_MIN, super::super::learn::EVERY_MAX)
     }
 
+    /// Sends 9000 B until one goes by zero copy; returns how many copied before it.
+    fn copies_until_zero_copy(d: &mut Decider) -> u64 {
+        let mut n = 0;
+        while !d.zero_copy(9000) {
+            n += 1;
+        }
+        n
+    }
+
     #[test]
     fn the_decider_counts_each_reason() {
         let mut d = decider(Threshold::From(4096));
@@ -404,24 +413,17 @@ mod tests {
             d.copied();
             // Completions during a back-off do not lengthen it.
             d.copied();
-            let mut n = 0;
-            while !d.zero_copy(9000) {
-                n += 1;
-            }
-            lens.push(n);
+            lens.push(copies_until_zero_copy(&mut d));
         }
         assert_eq!(lens, [1, 2, 4, 8].map(|k| k * BACKOFF_SENDS));
         d.not_copied();
         d.copied();
-        let mut n = 0;
-        while !d.zero_copy(9000) {
-            n += 1;
-        }
+        let n = copies_until_zero_copy(&mut d);
         assert_eq!(n, BACKOFF_SENDS);
         assert_eq!(d.counters.backoffs, 5);
         for _ in 0..20 {
             d.copied();
-            while !d.zero_copy(9000) {}
+            copies_until_zero_copy(&mut d);
         }
         assert_eq!(d.backoff, BACKOFF_MAX);
     }
@@ -433,18 +435,12 @@ mod tests {
             ..decider(Threshold::Always).choice
         });
         d.copied();
-        let mut n = 0;
-        while !d.zero_copy(9000) {
-            n += 1;
-        }
+        let n = copies_until_zero_copy(&mut d);
         assert_eq!(n, BACKOFF_MAX);
         // A completion not flagged copied says the route changed: back-offs start short again.
         d.not_copied();
         d.copied();
-        let mut n = 0;
-        while !d.zero_copy(9000) {
-            n += 1;
-        }
+        let n = copies_until_zero_copy(&mut d);
         assert_eq!(n, BACKOFF_SENDS);
     }
 
