@@ -50,6 +50,13 @@ pub struct Stats {
     pub bytes: AtomicU64,
     /// Of those, bytes that left without a user copy.
     pub zero_copy_bytes: AtomicU64,
+    /// Of those, bytes zcnet's `Mode::Auto` chose to send by copy: the way its size class
+    /// learned, exploring, or backing off (zcnet's engine only; with `zero_copy_bytes` they
+    /// make up `bytes`).
+    pub auto_copied_bytes: AtomicU64,
+    /// Files `Mode::Auto` sent exploring the way it had not chosen, either way (one call per
+    /// file).
+    pub explore_files: AtomicU64,
     /// Answers other than 200.
     pub refused: AtomicU64,
     /// Connections that ended in an error (a peer that reset, ...).
@@ -218,6 +225,14 @@ async fn connection(
                     after.zero_copy_bytes() - before.zero_copy_bytes(),
                     Ordering::Relaxed,
                 );
+                let (a, b) = (after.auto, before.auto);
+                stats.auto_copied_bytes.fetch_add(
+                    (a.small_bytes + a.backoff_bytes) - (b.small_bytes + b.backoff_bytes),
+                    Ordering::Relaxed,
+                );
+                stats
+                    .explore_files
+                    .fetch_add(a.explore_calls - b.explore_calls, Ordering::Relaxed);
             }
             Writer::Tokio(w) => {
                 w.write_all(header.as_bytes()).await?;

@@ -216,10 +216,7 @@ fn remote_run(
     }
     let failed = server.stats.failed.load(Ordering::Relaxed);
     anyhow::ensure!(failed == 0, "{failed} server connections failed");
-    let (sent, zc) = (
-        server.stats.bytes.load(Ordering::Relaxed),
-        server.stats.zero_copy_bytes.load(Ordering::Relaxed),
-    );
+    let (sent, zc) = copies_accounted(&server.stats, engine)?;
     let run = measure::record(
         Work {
             bytes: far.bytes,
@@ -231,7 +228,7 @@ fn remote_run(
         cpu,
         machine,
     );
-    Ok(run.with_far(&far))
+    Ok(explored(run.with_far(&far), &server.stats, engine))
 }
 
 fn lab_run(
@@ -300,17 +297,16 @@ fn lab_run(
             .block_on(async { tokio::time::timeout(Duration::from_secs(60), t).await })
             .context("a client did not finish its last file within 60 s")???;
     }
+    // The server stops before its counters are read, so no connection is between updating
+    // one and the next; then the clients close.
     server.task.abort();
+    server.rt.shutdown_timeout(Duration::from_secs(5));
+    client_rt.shutdown_timeout(Duration::from_secs(5));
     // Every body the server finished in the run (the clients finished their last files).
-    let (sent, zc) = (
-        server.stats.bytes.load(Ordering::Relaxed),
-        server.stats.zero_copy_bytes.load(Ordering::Relaxed),
-    );
     let failed = server.stats.failed.load(Ordering::Relaxed);
     anyhow::ensure!(failed == 0, "{failed} server connections failed");
-    client_rt.shutdown_timeout(Duration::from_secs(5));
-    server.rt.shutdown_timeout(Duration::from_secs(5));
-    Ok(measure::record(
+    let (sent, zc) = copies_accounted(&server.stats, engine)?;
+    let run = measure::record(
         Work {
             bytes,
             requests: None,
@@ -321,7 +317,36 @@ fn lab_run(
         elapsed,
         cpu,
         machine,
-    ))
+    );
+    Ok(explored(run, &server.stats, engine))
+}
+
+/// The body bytes the server sent and how many of them without a user copy, once it is
+/// checked that zcnet copied no byte its `Mode::Auto` did not choose to copy (exploring, or the
+/// way a size class learned): a copy nothing accounts for would be a lie about zero copy.
+fn copies_accounted(stats: &Stats, engine: Engine) -> anyhow::Result<(u64, u64)> {
+    let sent = stats.bytes.load(Ordering::Relaxed);
+    let zc = stats.zero_copy_bytes.load(Ordering::Relaxed);
+    if engine == Engine::Zcnet {
+        let chosen = stats.auto_copied_bytes.load(Ordering::Relaxed);
+        anyhow::ensure!(
+            zc + chosen == sent,
+            "zcnet's counts do not add up: {zc} body bytes without a copy and {chosen} copied \
+             by Mode::Auto's choice, of {sent} sent"
+        );
+    }
+    Ok((sent, zc))
+}
+
+/// zcnet's run with the share of files its `Mode::Auto` senders sent exploring (one call a
+/// file; each connection's sender learns on its own).
+fn explored(mut run: Run, stats: &Stats, engine: Engine) -> Run {
+    let files = stats.files.load(Ordering::Relaxed);
+    if engine == Engine::Zcnet && files > 0 {
+        run.auto_explore_share =
+            Some(stats.explore_files.load(Ordering::Relaxed) as f64 / files as f64);
+    }
+    run
 }
 
 /// Makes sure this process may open the descriptors `clients` connections need (the client's
