@@ -6,7 +6,9 @@ use std::os::fd::AsFd;
 
 use serde::Serialize;
 
-use super::learn::{CLASSES, Class, Reading, SizeClass, Turn, class_of, read_clock};
+use super::learn::{
+    CLASSES, Class, Reading, SizeClass, Turn, class_of, count_thread_send, read_clock,
+};
 use super::{Route, SendPath, Threshold, active};
 
 /// Sends by copy after a completion flagged "copied", before zero copy is tried again; each
@@ -152,8 +154,11 @@ pub struct AutoCounters {
     pub explore_bytes: u64,
     /// Times a size class changed its way from what it learned.
     pub switches: u64,
-    /// Rounds not measured: a back-off cut them short, or the sender moved to another thread
-    /// (a tokio task on another worker) between their edges.
+    /// Rounds not measured: a back-off cut them short, the sender moved to another thread (a
+    /// tokio task on another worker) between their edges, or other auto senders sent on its
+    /// thread meanwhile (many connections on one runtime thread: the thread's CPU was theirs
+    /// too). A sender explores only after a measured round, so one whose rounds are never
+    /// measured keeps its prior and explores nothing.
     pub unmeasured_rounds: u64,
     /// Back-offs begun.
     pub backoffs: u64,
@@ -174,6 +179,8 @@ pub(crate) struct Decider {
     choice: Choice,
     classes: [Class; CLASSES],
     copy_for: u64,
+    /// Sends decided, every way (wrapping).
+    sends: u64,
     backoff: u64,
     pub(crate) counters: AutoCounters,
 }
@@ -191,6 +198,7 @@ impl Decider {
         };
         Decider {
             copy_for: 0,
+            sends: 0,
             backoff,
             classes: Default::default(),
             counters: AutoCounters::default(),
@@ -228,6 +236,11 @@ impl Decider {
         clock: impl FnOnce() -> Option<Reading>,
     ) -> bool {
         let len64 = len as u64;
+        // Every send this sender decided, counted with the thread's (which counts every
+        // sender's), so that a round sees whether other senders sent on its thread.
+        let own = self.sends;
+        self.sends = self.sends.wrapping_add(1);
+        count_thread_send();
         if self.copy_for > 0 {
             self.copy_for -= 1;
             self.counters.backoff_calls += 1;
@@ -237,6 +250,13 @@ impl Decider {
         let i = class_of(len);
         let prior = (!self.classes[i].started()).then(|| self.prior(i, len));
         let mut turn = Turn::default();
+        // The thread's count was taken after this send's increment, as was `own + 1`.
+        let clock = || {
+            clock().map(|r| Reading {
+                others: r.others.wrapping_sub(own.wrapping_add(1)),
+                ..r
+            })
+        };
         let (zero_copy, explore) =
             self.classes[i].send(len, || prior.unwrap_or(false), clock, &mut turn);
         let c = &mut self.counters;
@@ -294,7 +314,7 @@ impl Decider {
 #[cfg(test)]
 mod tests {
     use super::super::learn::{
-        EVERY_MIN, EXPLORE_COST, FIRST_PAIRS, PAIRS_KEPT, ROUND_BYTES, ROUND_SENDS,
+        EVERY_MIN, EXPLORE_COST, FIRST_PAIRS, PAIRS_KEPT, ROUND_BYTES, ROUND_SENDS, thread_sends,
     };
     use super::*;
 
@@ -332,7 +352,13 @@ mod tests {
             let mut zc = 0;
             for _ in 0..n {
                 let cpu_ns = self.cpu;
-                let z = d.zero_copy_with(len, || Some(Reading { cpu_ns, thread }));
+                let z = d.zero_copy_with(len, || {
+                    Some(Reading {
+                        cpu_ns,
+                        thread,
+                        others: thread_sends(),
+                    })
+                });
                 zc += u64::from(z);
                 self.seed = self
                     .seed
@@ -582,6 +608,55 @@ mod tests {
     }
 
     #[test]
+    fn senders_that_share_a_thread_explore_nothing_until_one_sends_alone() {
+        // Two connections' senders on one thread, sends interleaved: the thread's CPU over a
+        // round is both's, so no round is measured, no round explores, both keep the prior.
+        let (mut a, mut b) = (decider(Threshold::Always), decider(Threshold::Always));
+        let mut sim = Sim::new(0.0);
+        let cost = |zc: bool| if zc { 1.0 } else { 0.5 };
+        let bound = learning_bound(64000);
+        for _ in 0..4 * bound {
+            sim.send(&mut a, 1, 64000, cost);
+            sim.send(&mut b, 1, 64000, cost);
+        }
+        for d in [&a, &b] {
+            assert_eq!(d.counters.explore_calls, 0, "{:?}", d.counters);
+            assert_eq!(
+                d.counters.zero_copy_calls,
+                4 * bound,
+                "the prior, every send"
+            );
+            assert!(d.counters.unmeasured_rounds > 0, "{:?}", d.counters);
+            assert!(!class(d, 64000).learned);
+        }
+        // Alone on the thread, a learns where copy pays as a sender that never shared, once
+        // the round that began while b sent has ended.
+        let before = a.counters.zero_copy_calls + a.counters.small_calls;
+        let round = (bound - 1) / (2 * FIRST_PAIRS as u64 + 1);
+        sim.send(&mut a, round + bound, 64000, cost);
+        let c = class(&a, 64000);
+        assert!(c.learned && !c.zero_copy, "{c:?}");
+        assert!(c.decided_after.unwrap() <= before + round + bound, "{c:?}");
+    }
+
+    #[test]
+    fn one_sender_of_interleaved_sizes_measures_every_round() {
+        // Its own sends of another class are in its rounds' span, not another sender's.
+        let mut d = decider(Threshold::Always);
+        let mut sim = Sim::new(0.0);
+        let cost = |zc: bool| if zc { 1.0 } else { 0.5 };
+        for _ in 0..2 * learning_bound(64000) {
+            sim.send(&mut d, 1, 64000, cost);
+            sim.send(&mut d, 1, 40000, cost);
+        }
+        assert_eq!(d.counters.unmeasured_rounds, 0, "{:?}", d.counters);
+        for len in [64000, 40000] {
+            let c = class(&d, len);
+            assert!(c.learned && !c.zero_copy, "{c:?}");
+        }
+    }
+
+    #[test]
     fn a_round_across_threads_is_not_measured() {
         let mut d = decider(Threshold::Never);
         let here = std::thread::current().id();
@@ -595,6 +670,7 @@ mod tests {
                 Some(Reading {
                     cpu_ns: i * 1000,
                     thread,
+                    others: thread_sends(),
                 })
             });
         }

@@ -10,6 +10,10 @@
 //! pairs, zero copy's cost over copy's, decides: zero copy below `1 - HYSTERESIS`, copy above
 //! `1 + HYSTERESIS`, the current way in between.
 //!
+//! A round is not measured when its edges were read on two threads, or when other auto senders
+//! sent on its thread meanwhile (their work is in the thread's CPU too); a round explores only
+//! after a measured one, so senders that share a thread keep their prior.
+//!
 //! A class starts from the prior: the profile's threshold, unless a neighbour class has already
 //! learned (zero copy that pays for smaller messages pays for larger ones; copy that wins for
 //! larger ones wins for smaller ones). Its first [`FIRST_PAIRS`] pairs are measured back to back;
@@ -70,13 +74,38 @@ fn round_sends(len: usize) -> u32 {
 pub(crate) struct Reading {
     pub(crate) cpu_ns: u64,
     pub(crate) thread: ThreadId,
+    /// The auto sends this thread had decided for other senders than the one reading
+    /// ([`thread_sends`] less its own, wrapping): a round whose edges differ here shared its
+    /// thread's CPU with them.
+    pub(crate) others: u64,
 }
 
-/// The calling thread's CPU clock now.
+thread_local! {
+    /// Sends decided on this thread by every auto sender. A round whose thread also ran another
+    /// auto sender's sends (many connections on one runtime thread) cannot say what its own
+    /// bytes cost: the thread's CPU over it is theirs too.
+    static SENDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The auto sends decided on this thread so far.
+#[inline]
+pub(crate) fn thread_sends() -> u64 {
+    SENDS.with(std::cell::Cell::get)
+}
+
+/// Counts one auto send decided on this thread (after its round's edge read the clock).
+#[inline]
+pub(crate) fn count_thread_send() {
+    SENDS.with(|n| n.set(n.get().wrapping_add(1)));
+}
+
+/// The calling thread's CPU clock now; `others` counts every auto send on the thread (the
+/// sender subtracts its own).
 pub(crate) fn read_clock() -> Option<Reading> {
     crate::sys::thread_cpu_ns().map(|cpu_ns| Reading {
         cpu_ns,
         thread: std::thread::current().id(),
+        others: thread_sends(),
     })
 }
 
@@ -262,14 +291,22 @@ impl Class {
 
     fn close(&mut self, r: Round, now: Option<Reading>) -> Turn {
         let cost = match (r.start, now) {
-            (Some(a), Some(b)) if a.thread == b.thread && r.bytes > 0 && b.cpu_ns >= a.cpu_ns => {
+            (Some(a), Some(b))
+                if a.thread == b.thread
+                    && a.others == b.others
+                    && r.bytes > 0
+                    && b.cpu_ns >= a.cpu_ns =>
+            {
                 Some((b.cpu_ns - a.cpu_ns) as f64 / r.bytes as f64)
             }
             _ => None,
         };
         let mut turn = Turn::default();
         let Some(cost) = cost else {
-            // Another thread's clock, or none: this round and the pair it belonged to are lost.
+            // Another thread's clock, none, or a thread that sent for other auto senders too:
+            // this round and the pair it belonged to are lost. As an exploring round follows
+            // only a measured one, a sender that shares its thread with others explores little
+            // or not at all, and keeps its prior.
             turn.unmeasured = true;
             self.before = None;
             self.pending = None;
