@@ -16,7 +16,7 @@ fn probe_json_is_the_documented_document() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     assert_eq!(v["schema"], "zcnet-probe/1");
-    assert_eq!(v["checks"].as_array().unwrap().len(), 16);
+    assert_eq!(v["checks"].as_array().unwrap().len(), 18);
 }
 
 #[test]

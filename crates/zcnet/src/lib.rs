@@ -358,6 +358,7 @@ pub mod tcp_info;
 pub mod tcp_rx;
 #[cfg(feature = "tokio")]
 pub mod tokio;
+pub mod udp_gso;
 #[cfg(feature = "uring")]
 pub mod uring;
 #[cfg(feature = "xdp")]

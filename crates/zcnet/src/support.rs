@@ -85,6 +85,10 @@ pub enum CheckId {
     TxTcp,
     /// `SO_ZEROCOPY` + `MSG_ZEROCOPY` on UDP.
     TxUdp,
+    /// `UDP_SEGMENT`: a GSO train sent as its datagrams.
+    TxUdpGso,
+    /// `UDP_GRO`: a train read whole with its segment size.
+    RxUdpGro,
     /// `sendfile(2)` from a file to a TCP socket.
     FileSendfile,
     /// `splice(2)` file → pipe → TCP socket.
@@ -115,12 +119,14 @@ pub enum CheckId {
 
 impl CheckId {
     /// Every check, in report order.
-    pub(crate) const ALL: [CheckId; 16] = {
+    pub(crate) const ALL: [CheckId; 18] = {
         use CheckId::*;
         [
             RxTcpZerocopyReceive,
             TxTcp,
             TxUdp,
+            TxUdpGso,
+            RxUdpGro,
             FileSendfile,
             FileSplice,
             UringSetup,
@@ -142,7 +148,7 @@ impl CheckId {
         use CheckId::*;
         match self {
             RxTcpZerocopyReceive => MechanismId::TcpRx,
-            TxTcp | TxUdp => MechanismId::MsgZerocopy,
+            TxTcp | TxUdp | TxUdpGso | RxUdpGro => MechanismId::MsgZerocopy,
             FileSendfile | FileSplice => MechanismId::File,
             UringSetup
             | UringSendZc
@@ -162,6 +168,8 @@ impl CheckId {
             RxTcpZerocopyReceive => "rx.tcp_zerocopy_receive",
             TxTcp => "tx.msg_zerocopy_tcp",
             TxUdp => "tx.msg_zerocopy_udp",
+            TxUdpGso => "tx.udp_segment",
+            RxUdpGro => "rx.udp_gro",
             FileSendfile => "file.sendfile",
             FileSplice => "file.splice",
             UringSetup => "uring.setup",

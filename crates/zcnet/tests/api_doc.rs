@@ -123,6 +123,8 @@ fn every_mechanism_module_has_a_row() {
         "support",
         "tcp_info",
         "tokio",
+        // GSO trains are a way the UDP senders send (their `Config::segment`), not a mechanism.
+        "udp_gso",
     ];
     let lib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();
     let doc = doc();

@@ -525,6 +525,7 @@ fn a_completion_held_by_a_deferred_free_comes_back_in_drain() {
         mode: Mode::ZeroCopy,
         threshold: 0,
         policy: CopiedPolicy::Keep,
+        segment: None,
     };
     let mut tx: ZeroCopySender<_, Vec<u8>> = ZeroCopySender::new(tx, config).unwrap();
     for i in 0..rounds {

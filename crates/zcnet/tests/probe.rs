@@ -10,7 +10,7 @@ use zcnet::probe::{self, CheckId, Status};
 fn every_check_once_with_reason_and_method() {
     let f = probe::features();
     assert_eq!(f.schema, probe::SCHEMA);
-    assert_eq!(f.checks.len(), 16);
+    assert_eq!(f.checks.len(), 18);
     let mut ids: Vec<CheckId> = f.checks.iter().map(|c| c.id).collect();
     ids.sort();
     ids.dedup();

@@ -70,6 +70,7 @@ impl Mode {
                 mode: msg_zerocopy::Mode::ZeroCopy,
                 threshold: 0,
                 policy: CopiedPolicy::Keep,
+                segment: None,
             },
             Mode::ZcAdaptive => SenderConfig::default(),
             Mode::Auto => SenderConfig {

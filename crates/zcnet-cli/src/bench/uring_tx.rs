@@ -43,6 +43,7 @@ pub const CONFIG: Config = Config {
     stall_timeout: Duration::from_secs(10),
     // Each run's sender stays on its thread: set up as liburing's send-zerocopy.c does.
     setup: zcnet::uring::RingSetup::ONE_THREAD,
+    segment: None,
 };
 
 /// Sender mode, as the command line names it.
@@ -257,13 +258,42 @@ fn send_for<S: zcnet::uring::ExclusiveSocket>(
     // Every buffer of the pool, in its order; each goes out again as it comes back, in the order
     // it came back (as an application resends the buffers it gets back), so the sends cycle
     // through the whole pool without a trip through the pool's free list per request.
-    let mut spare: VecDeque<PoolBuf> = std::iter::from_fn(|| pool.acquire()).collect();
+    let spare: VecDeque<PoolBuf> = std::iter::from_fn(|| pool.acquire()).collect();
     let meter = Meter::start();
+    let (requests, failed) = cycle_pool(&mut tx, spare, seconds)?;
+    let c = tx.counters();
+    let run = meter
+        .finish(Work {
+            bytes: requests * size as u64,
+            requests: Some(requests),
+            zero_copy_share: Some(c.zero_copy_share().unwrap_or(0.0)),
+            verified: None,
+        })
+        .with_auto(tx.auto_choice(), c.auto, size);
+    if let Some(e) = failed {
+        bail!(
+            "{} of {requests} sends failed, the first with: {e}",
+            c.errors
+        );
+    }
+    Ok(run)
+}
+
+/// Sends the buffers of `spare` for `seconds`, each again as it comes back, in the order it
+/// came back (as an application resends the buffers it gets back), so the sends cycle through
+/// the whole pool without a trip through its free list per request; then waits for every
+/// notification. Returns the requests sent and the first error a returned buffer carried.
+///
+/// The clock is read once a batch, as the kernel's io_uring_zerocopy_tx.c reads it once per
+/// batch it submits: a read per request was a fifth of the sender's user time.
+pub(crate) fn cycle_pool<S: zcnet::uring::ExclusiveSocket>(
+    tx: &mut UringSender<S, PoolBuf>,
+    mut spare: VecDeque<PoolBuf>,
+    seconds: f64,
+) -> anyhow::Result<(u64, Option<std::io::Error>)> {
     let start = Instant::now();
     let mut requests = 0u64;
     let mut failed = None;
-    // The clock is read once a batch, as the kernel's io_uring_zerocopy_tx.c reads it once per
-    // batch it submits: a read per request was a fifth of the sender's user time.
     let check_every = CONFIG.batch.max(1) as u64;
     while requests % check_every != 0 || start.elapsed().as_secs_f64() < seconds {
         let buf = loop {
@@ -290,22 +320,7 @@ fn send_for<S: zcnet::uring::ExclusiveSocket>(
     for r in tx.returned() {
         failed = failed.or(r.error);
     }
-    let c = tx.counters();
-    let run = meter
-        .finish(Work {
-            bytes: requests * size as u64,
-            requests: Some(requests),
-            zero_copy_share: Some(c.zero_copy_share().unwrap_or(0.0)),
-            verified: None,
-        })
-        .with_auto(tx.auto_choice(), c.auto, size);
-    if let Some(e) = failed {
-        bail!(
-            "{} of {requests} sends failed, the first with: {e}",
-            c.errors
-        );
-    }
-    Ok(run)
+    Ok((requests, failed))
 }
 
 /// A page-aligned copy of `bytes` that lives as long as the process, made once per content: the

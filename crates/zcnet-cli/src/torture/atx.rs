@@ -63,6 +63,7 @@ fn zc_config(rng: &mut Rng) -> msg_zerocopy::Config {
             let retry = CopiedPolicy::RetryAfter(rng.range(1, 64));
             rng.pick(&[CopiedPolicy::Keep, CopiedPolicy::Disable, retry])
         },
+        segment: None,
     }
 }
 
@@ -71,7 +72,10 @@ async fn zerocopy<S>(ctx: &mut Ctx<'_>, sock: S, tcp: bool) -> anyhow::Result<()
 where
     S: ExclusiveSocket + IntoStdSocket<Std = S>,
 {
-    let config = zc_config(&mut ctx.rng);
+    let config = msg_zerocopy::Config {
+        segment: ctx.segment(),
+        ..zc_config(&mut ctx.rng)
+    };
     let window = ctx.rng.range(1, 128) as usize;
     let mut tx: zcnet::tokio::ZeroCopySender<S, Arc<[u8]>> =
         zcnet::tokio::ZeroCopySender::new(sock, config)?;
@@ -146,6 +150,7 @@ async fn uring(ctx: &mut Ctx<'_>, sock: Sock) -> anyhow::Result<()> {
         batch: ctx.rng.range(1, 32) as usize,
         stall_timeout: Duration::from_secs(10),
         setup: uring::RingSetup::default(),
+        segment: ctx.segment(),
     };
     let tcp = matches!(sock, Sock::Tcp(_));
     let mut tx: zcnet::tokio::UringSender<OwnedFd, Arc<[u8]>> =

@@ -64,6 +64,10 @@ pub struct Ctx<'a> {
     made_bytes: u64,
     /// The stream length the sender reports, where no ledger says it (file senders).
     pub stream_len: Option<u64>,
+    /// GSO trains: the next datagram's sequence, and the (first sequence, datagrams) of each
+    /// buffer made, in the ledger's order.
+    next_seq: u64,
+    trains: Vec<(u64, u64)>,
     pub report: TxReport,
 }
 
@@ -76,6 +80,8 @@ impl<'a> Ctx<'a> {
             off: 0,
             made_bytes: 0,
             stream_len: None,
+            next_seq: 0,
+            trains: Vec::new(),
             report: TxReport::default(),
         }
     }
@@ -93,6 +99,12 @@ impl<'a> Ctx<'a> {
     /// The size of the next call: 1 B to 1 MiB (TCP), a header to the largest datagram (UDP),
     /// at most `cap`.
     pub fn next_len(&mut self, cap: usize) -> usize {
+        if let Some(seg) = self.plan.segment.filter(|&s| s <= MAX_DATAGRAM.min(cap)) {
+            // A train of 1 to 64 datagrams, the last one a header to a whole segment long.
+            let most = (MAX_DATAGRAM.min(cap) / seg).clamp(1, zcnet::udp_gso::MAX_SEGMENTS);
+            let k = self.rng.range(1, most as u64) as usize;
+            return (k - 1) * seg + self.rng.size(HEADER, seg);
+        }
         if self.plan.udp {
             self.rng.size(HEADER, MAX_DATAGRAM.min(cap))
         } else {
@@ -104,12 +116,35 @@ impl<'a> Ctx<'a> {
     /// or the next datagram (UDP: its sequence is the ledger's next index).
     pub fn make(&mut self, len: usize) -> Vec<u8> {
         self.made_bytes += len as u64;
+        if let Some(seg) = self.plan.segment.filter(|_| self.plan.udp) {
+            // Each datagram of the train is one the receiver checks on its own.
+            let first = self.next_seq;
+            let mut d = Vec::with_capacity(len);
+            for at in (0..len).step_by(seg) {
+                let piece = seg.min(len - at);
+                d.extend(check::datagram(
+                    self.plan.stream,
+                    self.plan.base,
+                    self.next_seq,
+                    piece,
+                ));
+                self.next_seq += 1;
+            }
+            self.trains.push((first, self.next_seq - first));
+            return d;
+        }
         if self.plan.udp {
             let seq = self.ledger.fates().count() as u64;
             check::datagram(self.plan.stream, self.plan.base, seq, len)
         } else {
             check::pattern(self.plan.base, self.off, len)
         }
+    }
+
+    /// The round's GSO segment size, for a sender's `Config::segment`.
+    pub fn segment(&self) -> Option<zcnet::udp_gso::Segment> {
+        let seg = self.plan.segment.filter(|_| self.plan.udp)?;
+        Some(zcnet::udp_gso::Segment::new(seg).expect("a segment size drawn in range"))
     }
 
     /// Counts `len` bytes against the budget without making them (file senders).
@@ -171,7 +206,22 @@ impl<'a> Ctx<'a> {
         r.problems.append(&mut self.ledger.problems);
         r.loans_out = self.ledger.out;
         r.loans_back = self.ledger.back;
-        if self.plan.udp {
+        if self.plan.udp && self.plan.segment.is_some() {
+            let trains = &self.trains;
+            r.made = self.next_seq;
+            r.trains = self
+                .ledger
+                .fates()
+                .enumerate()
+                .filter(|(_, (_, f))| matches!(f, Fate::Back { error: None, .. }))
+                .filter_map(|(i, _)| trains.get(i).copied())
+                .collect();
+            r.sent_seqs = r
+                .trains
+                .iter()
+                .flat_map(|&(first, n)| first..first + n)
+                .collect();
+        } else if self.plan.udp {
             r.made = self.ledger.fates().count() as u64;
             r.sent_seqs = self
                 .ledger

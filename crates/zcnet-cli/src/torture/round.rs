@@ -87,6 +87,12 @@ impl Mechanism {
         )
     }
 
+    /// Whether it sends UDP GSO trains (`Config::segment`): every UDP sender but libzcnet's,
+    /// whose C config has no segment size.
+    pub(super) fn sends_trains(self) -> bool {
+        self.udp() && !matches!(self, Mechanism::FfiZc | Mechanism::FfiUring)
+    }
+
     pub(super) fn udp(self) -> bool {
         matches!(
             self,
@@ -253,6 +259,8 @@ pub struct Plan {
     pub sender: End,
     pub receiver: End,
     pub udp: bool,
+    /// UDP only: the sender sends GSO trains of datagrams of this size (`UDP_SEGMENT`).
+    pub segment: Option<usize>,
     pub link: Link,
     pub family: Family,
     pub faults: Faults,
@@ -271,12 +279,14 @@ pub struct Plan {
 impl Plan {
     pub(super) fn describe(&self) -> String {
         format!(
-            "round {} (seed {}): {} -> {}, {} over {} {}, faults: {}",
+            "round {} (seed {}): {} -> {}, {}{} over {} {}, faults: {}",
             self.round,
             self.seed,
             self.sender.name(),
             self.receiver.name(),
             if self.udp { "udp" } else { "tcp" },
+            self.segment
+                .map_or(String::new(), |s| format!(" in {s}-byte GSO trains")),
             self.link.name(),
             self.family.name(),
             self.faults.describe()
@@ -295,6 +305,8 @@ pub struct TxReport {
     pub loans_back: u64,
     /// Bytes the sender says it put on the stream, in order (TCP).
     pub stream_len: u64,
+    /// GSO trains the sender says it sent (UDP): (first sequence, datagrams).
+    pub trains: Vec<(u64, u64)>,
     /// Datagrams the sender says it sent (UDP), by sequence, and how many it made.
     pub sent_seqs: Vec<u64>,
     pub made: u64,
@@ -324,6 +336,9 @@ pub struct RxReport {
     pub first_bad: Option<String>,
     /// Datagrams received intact (UDP).
     pub got: std::collections::BTreeSet<u64>,
+    /// UDP: it read with `UDP_GRO`, so a GSO train reaches its socket as one skb, and the
+    /// kernel counts a train it drops as one drop.
+    pub gro: bool,
     /// Whether it reset (or closed) as the plan said.
     pub reset: bool,
     pub stalls: u64,

@@ -421,6 +421,9 @@ fn udp(plan: &Plan, s: UdpSocket, done: &AtomicBool) -> RxReport {
     if let Err(e) = s.set_read_timeout(Some(Duration::from_millis(50))) {
         rx.problem(format!("SO_RCVTIMEO: {e}"));
     }
+    // Half the time the kernel may coalesce: trains (and runs of equal datagrams) are read
+    // whole and cut with the library's helper, each datagram checked on its own.
+    let gro = rx.rng.chance(0.5) && zcnet::udp_gso::enable_gro(&s).is_ok();
     let mut buf = vec![0u8; 1 << 16];
     let mut idle = Instant::now();
     let limit = plan.deadline + GRACE;
@@ -433,9 +436,21 @@ fn udp(plan: &Plan, s: UdpSocket, done: &AtomicBool) -> RxReport {
         if let Some(d) = rx.stall_due(count) {
             std::thread::sleep(d);
         }
-        match s.recv(&mut buf) {
-            Ok(n) => {
-                check.check(&buf[..n]);
+        let read = if gro {
+            zcnet::udp_gso::recv_train(&s, &mut buf, 0).map(|t| {
+                if t.truncated {
+                    rx.problem(format!("a coalesced read of more than {} bytes", buf.len()));
+                }
+                (t.len, t.segment)
+            })
+        } else {
+            s.recv(&mut buf).map(|n| (n, None))
+        };
+        match read {
+            Ok((n, segment)) => {
+                for d in zcnet::udp_gso::datagrams(&buf[..n], segment) {
+                    check.check(d);
+                }
                 idle = Instant::now();
             }
             Err(e)
@@ -464,5 +479,6 @@ fn udp(plan: &Plan, s: UdpSocket, done: &AtomicBool) -> RxReport {
     r.wrong = check.wrong;
     r.first_bad = check.first_bad;
     r.got = check.got;
+    r.gro = gro;
     r
 }

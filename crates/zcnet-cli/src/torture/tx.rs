@@ -128,6 +128,7 @@ fn take(ctx: &mut Ctx<'_>, back: impl Iterator<Item = Returned<Arc<[u8]>>>) {
 /// `msg_zerocopy::ZeroCopySender` with a random configuration and window.
 fn msg_zerocopy<S: ExclusiveSocket>(ctx: &mut Ctx<'_>, sock: S, tcp: bool) -> anyhow::Result<()> {
     use msg_zerocopy::{Config, CopiedPolicy, Mode, SendFlags, ZeroCopySender};
+    let segment = ctx.segment();
     let rng = &mut ctx.rng;
     let config = Config {
         mode: rng.pick(&[
@@ -142,6 +143,7 @@ fn msg_zerocopy<S: ExclusiveSocket>(ctx: &mut Ctx<'_>, sock: S, tcp: bool) -> an
             let retry = CopiedPolicy::RetryAfter(rng.range(1, 64));
             rng.pick(&[CopiedPolicy::Keep, CopiedPolicy::Disable, retry])
         },
+        segment,
     };
     let window = rng.range(1, 256) as usize;
     let mut tx: ZeroCopySender<S, Arc<[u8]>> = ZeroCopySender::new(sock, config)?;
@@ -200,6 +202,7 @@ fn uring_config(rng: &mut Rng, mode: uring::Mode) -> uring::Config {
         } else {
             uring::RingSetup::default()
         },
+        segment: None,
     }
 }
 
@@ -212,7 +215,10 @@ fn uring_effects(ctx: &mut Ctx<'_>, c: uring::Counters) {
 
 /// `uring::UringSender` with owned buffers, in copy or zero-copy mode.
 fn uring(ctx: &mut Ctx<'_>, sock: Sock, mode: uring::Mode) -> anyhow::Result<()> {
-    let config = uring_config(&mut ctx.rng, mode);
+    let config = uring::Config {
+        segment: ctx.segment(),
+        ..uring_config(&mut ctx.rng, mode)
+    };
     let tcp = matches!(sock, Sock::Tcp(_));
     let mut tx: uring::UringSender<OwnedFd, Arc<[u8]>> =
         uring::UringSender::new(OwnedFd::from(sock), config)?;
@@ -253,7 +259,10 @@ fn uring_fixed(ctx: &mut Ctx<'_>, sock: Sock) -> anyhow::Result<()> {
     };
     let count = ((16usize << 20) / size).clamp(4, 64);
     let pool = Pool::new(count, size)?;
-    let config = uring_config(&mut ctx.rng, Mode::ZeroCopyFixed);
+    let config = uring::Config {
+        segment: ctx.segment(),
+        ..uring_config(&mut ctx.rng, Mode::ZeroCopyFixed)
+    };
     // The sender owns a second descriptor of the socket: a refused registration takes that one
     // down with it, and the fallback sender gets the first.
     let sock = OwnedFd::from(sock);

@@ -276,6 +276,13 @@ pub struct Config {
     pub threshold: usize,
     /// What to do about completions flagged copied.
     pub policy: CopiedPolicy,
+    /// UDP only: send each buffer as a GSO train of datagrams of this size
+    /// ([`crate::udp_gso`], `UDP_SEGMENT`, Linux 4.18), the last one shorter; a buffer of at
+    /// most one segment is one datagram. Set on the socket at [`ZeroCopySender::new`]; a buffer
+    /// of more than [`crate::udp_gso::MAX_SEGMENTS`] segments is refused before the kernel sees
+    /// it. Zero copy, the loan, the copied report and [`Mode::Auto`]'s choice are per train.
+    /// `None` (default): one datagram per buffer.
+    pub segment: Option<crate::udp_gso::Segment>,
 }
 
 impl Default for Config {
@@ -284,6 +291,7 @@ impl Default for Config {
             mode: Mode::ZeroCopy,
             threshold: DEFAULT_THRESHOLD,
             policy: CopiedPolicy::default(),
+            segment: None,
         }
     }
 }
@@ -433,6 +441,29 @@ pub(crate) enum Blocking {
     Return,
 }
 
+/// Sets [`Config::segment`] on a sender's socket (nothing when there is none).
+///
+/// # Errors
+/// [`ZeroCopyError::Unsupported`] for a socket that is not UDP or a kernel without
+/// `UDP_SEGMENT`; the `setsockopt` error.
+fn set_segment(
+    socket: &impl AsFd,
+    segment: Option<crate::udp_gso::Segment>,
+) -> Result<(), ZeroCopyError> {
+    use crate::udp_gso::GsoError;
+    let Some(segment) = segment else {
+        return Ok(());
+    };
+    crate::udp_gso::set_segment(socket, Some(segment)).map_err(|e| match e {
+        GsoError::Unsupported { feature, reason } => ZeroCopyError::Unsupported { feature, reason },
+        GsoError::Io { call, source } => ZeroCopyError::Io { call, source },
+        other => ZeroCopyError::Unsupported {
+            feature: "UDP_SEGMENT",
+            reason: other.to_string(),
+        },
+    })
+}
+
 /// Holds the socket of `fd` for one sender ([`crate::loan::Claim`]).
 ///
 /// # Errors
@@ -482,6 +513,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
     #[doc(alias = "SO_ZEROCOPY")]
     pub fn new(socket: S, config: Config) -> Result<Self, ZeroCopyError> {
         let claim = claim(socket.as_fd())?;
+        set_segment(&socket, config.segment)?;
         // ENOPROTOOPT (a kernel without SO_ZEROCOPY) reads as off; `enable` says why below.
         let on = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, abi::SO_ZEROCOPY)
             .is_ok_and(|v| v != 0);
@@ -515,6 +547,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
     /// `fstat` error.
     pub(crate) fn resume(socket: S, config: Config, next_id: u32) -> Result<Self, ZeroCopyError> {
         let claim = claim(socket.as_fd())?;
+        set_segment(&socket, config.segment)?;
         let zerocopy_on = config.mode != Mode::Copy;
         let disabled = (!zerocopy_on).then(|| "copy mode requested".to_owned());
         Ok(Self::with(
@@ -647,6 +680,9 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
         flags: SendFlags,
     ) -> io::Result<BorrowToken> {
         debug_assert!(self.current.is_none(), "no owned buffer in progress");
+        if let Some(segment) = self.config.segment {
+            segment.check_train(data.len())?;
+        }
         let token = BorrowToken(self.next_token);
         self.next_token += 1;
         // Zero copy wherever SO_ZEROCOPY is on (no threshold or policy); where it is not (copy
@@ -726,6 +762,13 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
             });
         }
         let len = buf.bytes().len();
+        if let Some(Err(e)) = self.config.segment.map(|s| s.check_train(len)) {
+            return Err(SendError {
+                error: e.into(),
+                sent: 0,
+                buf,
+            });
+        }
         // At an edge of a learning round a pair uses, the completions already queued are taken
         // first, so that their cost counts in the round that chose their way.
         if self.auto.as_ref().is_some_and(|d| d.edge_is_measured(len)) && !self.tracker.is_empty() {
@@ -995,12 +1038,17 @@ pub struct Support {
     pub tcp: Check,
     /// `tx.msg_zerocopy_udp` (Linux 5.0).
     pub udp: Check,
+    /// `tx.udp_segment` and `rx.udp_gro`: GSO trains, which the UDP senders send with a
+    /// [`Config::segment`] ([`crate::udp_gso::support`]).
+    pub gso: crate::udp_gso::Support,
 }
 
 impl Support {
     /// The checks, for a report.
     pub fn checks(&self) -> Vec<Check> {
-        vec![self.tcp.clone(), self.udp.clone()]
+        let mut v = vec![self.tcp.clone(), self.udp.clone()];
+        v.extend(self.gso.checks());
+        v
     }
 }
 
@@ -1011,6 +1059,7 @@ pub fn support() -> &'static Support {
     SUPPORT.get_or_init(|| Support {
         tcp: tx_tcp_check(),
         udp: tx_udp_check(),
+        gso: crate::udp_gso::support().clone(),
     })
 }
 

@@ -5,6 +5,14 @@
 //! The table names the kernel's values of a field whether or not zcnet reads every one.
 #![allow(dead_code)]
 
+/// `SOL_UDP` (`IPPROTO_UDP`): the level of the UDP socket options.
+pub const SOL_UDP: i32 = 17;
+/// `UDP_SEGMENT` (`linux/udp.h`, Linux 4.18): the GSO segment size, as a socket option or a
+/// `u16` control message.
+pub const UDP_SEGMENT: i32 = 103;
+/// `UDP_GRO` (`linux/udp.h`, Linux 5.0): receive coalesced trains, their segment size in an
+/// `int` control message.
+pub const UDP_GRO: i32 = 104;
 /// `SO_ZEROCOPY` (`asm-generic/socket.h`, Linux 4.14).
 pub const SO_ZEROCOPY: i32 = 60;
 /// `cachestat(2)` (Linux 6.5): one number on every architecture but alpha.

@@ -246,6 +246,30 @@ pub fn recv_vectored(
     cvt_size(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) })
 }
 
+/// `recvmsg(2)` of one message into `buf`, its ancillary data into `control`: the payload
+/// length, the control bytes written and the message flags (`MSG_TRUNC`, `MSG_CTRUNC`).
+pub fn recv_with_control(
+    fd: BorrowedFd<'_>,
+    buf: &mut [u8],
+    control: &mut [u8],
+    flags: i32,
+) -> io::Result<(usize, usize, i32)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data for which all-zero is valid.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control.len() as _;
+    // SAFETY: `iov` describes `buf` and `msg_control` `control`, both exclusively borrowed and
+    // valid for writes of their lengths for the whole call; `iov` outlives it.
+    let n = cvt_size(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) })?;
+    Ok((n, msg.msg_controllen as usize, msg.msg_flags))
+}
+
 /// Checks that `fd` is a TCP socket (`SO_PROTOCOL`, Linux 2.6.32): one call, as the discard
 /// path makes it for every consume. `IPPROTO_TCP` is only ever a stream socket's protocol
 /// (MPTCP reports `IPPROTO_MPTCP`, Unix sockets 0).

@@ -186,6 +186,12 @@ pub struct Config {
     pub stall_timeout: Duration,
     /// The ring's set-up flags and registrations.
     pub setup: RingSetup,
+    /// UDP only: send each buffer as a GSO train of datagrams of this size
+    /// ([`crate::udp_gso`], `UDP_SEGMENT` set on the socket, Linux 4.18), the last one shorter;
+    /// a buffer of more than [`crate::udp_gso::MAX_SEGMENTS`] segments is refused before the
+    /// kernel sees it. `SEND_ZC` with registered buffers sends a train as it sends a datagram.
+    /// `None` (default): one datagram per buffer.
+    pub segment: Option<crate::udp_gso::Segment>,
 }
 
 impl Default for Config {
@@ -197,6 +203,7 @@ impl Default for Config {
             batch: 16,
             stall_timeout: Duration::from_secs(10),
             setup: RingSetup::default(),
+            segment: None,
         }
     }
 }
@@ -395,6 +402,14 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             },
             Some(e) => UringError::Fstat(e),
         })?;
+        if let Some(segment) = config.segment {
+            crate::udp_gso::set_segment(&socket, Some(segment)).map_err(|e| {
+                UringError::Unsupported {
+                    feature: "UDP_SEGMENT",
+                    reason: e.reason(),
+                }
+            })?;
+        }
         let mut ring = open_ring(config.entries, config.setup)?;
         ring.register_file(socket.as_fd());
         let ty = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE).unwrap_or(0);
@@ -488,11 +503,15 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// Whether this buffer goes by zero copy (the mode, or auto's decision).
     ///
     /// # Errors
+    /// A train of more segments than the kernel takes ([`Config::segment`]).
     /// At an edge of a learning round a pair uses, what is queued goes to the kernel and what
     /// completed is taken first, so that their cost counts in the round that chose their way:
     /// that submission's error.
     fn zero_copy(&mut self, buf: &B) -> io::Result<bool> {
         let len = buf.bytes().len();
+        if let Some(segment) = self.config.segment {
+            segment.check_train(len)?;
+        }
         if self.mode == Mode::Auto && self.auto.as_ref().is_some_and(|d| d.edge_is_measured(len)) {
             self.reap()?;
         }
