@@ -743,6 +743,29 @@ impl SinkLab {
         Ok(lab)
     }
 
+    /// [`SinkLab::new`] with the device's UDP segmentation offload off (`ethtool -K sink0
+    /// tx-udp-segmentation off`, needs `ethtool`): a GSO train is cut into datagrams in
+    /// software before the device drops them, as on a NIC without UDP segmentation offload.
+    pub fn software_gso() -> Result<SinkLab, LabError> {
+        let lab = SinkLab::new()?;
+        let out = lab
+            .ns
+            .command("ethtool")
+            .args(["-K", Self::DEV, "tx-udp-segmentation", "off"])
+            .output()
+            .map_err(io_err("running ethtool (apt-get install ethtool)"))?;
+        if !out.status.success() {
+            return Err(LabError::Command {
+                cmd: format!(
+                    "ethtool -K {} tx-udp-segmentation off (Debian package ethtool)",
+                    Self::DEV
+                ),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        Ok(lab)
+    }
+
     /// The address to send to: routed into the sink device, where every packet is dropped.
     pub fn target(family: Family) -> IpAddr {
         match family {

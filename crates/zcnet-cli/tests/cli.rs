@@ -191,6 +191,7 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
         "tcp-tx",
         "file-tx",
         "uring-tx",
+        "udp-gso",
         "peek",
         "async-serve",
         "packet",
@@ -199,6 +200,19 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
             reports.iter().any(|r| r["bench"] == bench),
             "{bench} missing from the suite"
         );
+    }
+    // GSO trains into the sink: every mode at the acceptance's shape; what MSG_ZEROCOPY and
+    // SEND_ZC loaned went out uncopied, the copy mode's and the plain sends' was copied.
+    let gso = reports.iter().find(|r| r["bench"] == "udp-gso").unwrap();
+    for set in gso["results"].as_array().unwrap() {
+        assert_eq!(set["params"]["segments"], 42, "{set}");
+        let share = &set["median"]["zero_copy_share"];
+        match set["mode"].as_str().unwrap() {
+            "gso-zc" | "gso-zc-fixed" => assert_eq!(share, 1.0, "{set}"),
+            "gso-copy" => assert_eq!(share, 0.0, "{set}"),
+            "gso-auto" => assert!(share.as_f64().is_some(), "{set}"),
+            _ => assert!(share.is_null(), "{set}"),
+        }
     }
     // The relay never held more than the bound each condition names (how close it gets in a
     // 0.3 s run depends on the machine's load: a figure for the bench, not a test), and the

@@ -188,6 +188,28 @@ fn udp_tx_across_two_hosts() {
 }
 
 #[test]
+fn udp_gso_across_two_hosts() {
+    // Trains of 1200-byte datagrams over the veth's own MTU: the kernel cuts them on the way.
+    let Some(lab) = hosts() else { return };
+    let server = Server::start(lab.ns(Side::B), &[]);
+    let r = bench(
+        &lab,
+        &server,
+        "udp-gso",
+        "--runs 1 --seconds 0.3 --segment 1200 --train 8 --mode sendmsg --mode gso-copy \
+         --mode gso-zc",
+    );
+    assert_two_hosts(&r, &["sendmsg", "gso-copy", "gso-zc"], false);
+    for run in runs(&r) {
+        assert!(
+            run["remote_bytes"].as_u64() <= run["bytes"].as_u64(),
+            "{run}"
+        );
+        assert!(run["remote_bytes"].as_u64() > Some(0), "{run}");
+    }
+}
+
+#[test]
 fn tcp_tx_across_two_hosts_checks_every_byte() {
     let Some(lab) = hosts() else { return };
     let server = Server::start(lab.ns(Side::B), &[]);

@@ -23,6 +23,7 @@ pub mod sweep;
 pub mod tcp_rx;
 mod tcpdump;
 pub mod tx;
+pub mod udp_gso;
 pub mod uring_tx;
 
 use common::Common;
@@ -52,6 +53,10 @@ enum Name {
     /// io_uring SEND vs SEND_ZC vs SEND_ZC with registered buffers (UDP into the sink, TCP over
     /// loopback and veth).
     UringTx(uring_tx::Opt),
+    /// UDP GSO trains (UDP_SEGMENT) by copy, MSG_ZEROCOPY and io_uring SEND_ZC vs one send
+    /// per datagram and sendmmsg (sink, sink without segmentation offload, veth to a GRO
+    /// receiver); --reference PATH runs the kernel's udpgso_bench_tx beside it.
+    UdpGso(udp_gso::Opt),
     /// The SO_PEEK_OFF relay against the discard-buffer fallback, rate-limited veth lab.
     Peek(peek::Opt),
     /// Packet capture in the veth lab: the TPACKET_V3 RX ring vs recvfrom per packet vs
@@ -78,6 +83,7 @@ impl Opt {
             Some(Name::UdpTx(o) | Name::TcpTx(o)) => &o.common,
             Some(Name::FileTx(o)) => &o.common,
             Some(Name::UringTx(o)) => &o.common,
+            Some(Name::UdpGso(o)) => &o.common,
             Some(Name::Peek(o)) => &o.common,
             Some(Name::Packet(o)) => &o.common,
             Some(Name::PacketTx(o)) => &o.common,
@@ -98,6 +104,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         Some(Name::TcpTx(o)) => tx::run(sweep::Proto::Tcp, o),
         Some(Name::FileTx(o)) => file_tx::run(o),
         Some(Name::UringTx(o)) => uring_tx::run(o),
+        Some(Name::UdpGso(o)) => udp_gso::run(o),
         Some(Name::Peek(o)) => peek::run(o),
         Some(Name::Packet(o)) => packet::run(o),
         Some(Name::PacketTx(o)) => packet_tx::run(o),

@@ -48,8 +48,9 @@ impl Reference {
             && nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok();
         if !executable {
             bail!(
-                "--reference {}: not executable by this user (chmod +x, or build it: gcc -O2 -o \
-                 io_uring_zerocopy_tx io_uring_zerocopy_tx.c)",
+                "--reference {}: not executable by this user (chmod +x, or build it from the \
+                 kernel's tools/testing/selftests/net: gcc -O2 -o io_uring_zerocopy_tx \
+                 io_uring_zerocopy_tx.c, or udpgso_bench_tx)",
                 path.display()
             );
         }
@@ -106,32 +107,9 @@ impl Reference {
             mode.to_string(),
             "udp".to_owned(),
         ];
-        let machine = MachineCpu::now();
-        let before = children_cpu();
-        let start = Instant::now();
-        // Its run, plus ten seconds for a slow start and its last notifications.
-        let limit = Duration::from_secs(whole + 10);
-        let out = output_of(
-            Command::new(&self.path).args(&args).stdin(Stdio::null()),
-            limit,
-        )
-        .with_context(|| format!("running the reference {}", self.path.display()))?;
-        let seconds = start.elapsed().as_secs_f64();
-        let cpu = children_cpu().since(&before);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let said = match stderr.trim() {
-            "" => "nothing on stderr".to_owned(),
-            s => format!("it said {s:?}"),
-        };
-        if !out.status.success() {
-            bail!(
-                "the reference {} {} failed ({}): {said}",
-                self.path.display(),
-                args.join(" "),
-                out.status,
-            );
-        }
-        let Some((packets, mb)) = parse_uring_tx(&stderr) else {
+        let m = self.measured(&args, whole)?;
+        let (stderr, said) = (&m.stderr, &m.said);
+        let Some((packets, mb)) = parse_uring_tx(stderr) else {
             bail!(
                 "the reference {} printed no `tx=N (MB=M)` line (is it io_uring_zerocopy_tx?): \
                  {said}",
@@ -153,8 +131,152 @@ impl Reference {
             zero_copy_share: None,
             verified: None,
         };
-        Ok(record(work, seconds, cpu, MachineCpu::elapsed(machine)))
+        Ok(record(work, m.seconds, m.cpu, m.machine))
     }
+
+    /// Runs the program with `args` for its `whole` seconds (plus ten for a slow start and its
+    /// last notifications), measuring its CPU (`getrusage(RUSAGE_CHILDREN)`), the wall time
+    /// from its spawn to its exit and the machine's CPU.
+    ///
+    /// # Errors
+    /// It could not run, ran past its limit, or exited with a failure (what it said with it).
+    fn measured(&self, args: &[String], whole: u64) -> anyhow::Result<Measured> {
+        let machine = MachineCpu::now();
+        let before = children_cpu();
+        let start = Instant::now();
+        let limit = Duration::from_secs(whole + 10);
+        let out = output_of(
+            Command::new(&self.path).args(args).stdin(Stdio::null()),
+            limit,
+        )
+        .with_context(|| format!("running the reference {}", self.path.display()))?;
+        let seconds = start.elapsed().as_secs_f64();
+        let cpu = children_cpu().since(&before);
+        let machine = MachineCpu::elapsed(machine);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let said = match stderr.trim() {
+            "" => "nothing on stderr".to_owned(),
+            s => format!("it said {s:?}"),
+        };
+        if !out.status.success() {
+            bail!(
+                "the reference {} {} failed ({}): {said}",
+                self.path.display(),
+                args.join(" "),
+                out.status,
+            );
+        }
+        Ok(Measured {
+            stderr,
+            said,
+            seconds,
+            cpu,
+            machine,
+        })
+    }
+}
+
+/// A finished run of the reference program.
+struct Measured {
+    stderr: String,
+    /// What it printed on stderr, for a message.
+    said: String,
+    seconds: f64,
+    cpu: ThreadCpu,
+    /// The machine's CPU during the run (`/proc/stat`), where it could be read.
+    machine: Option<(f64, f64, f64)>,
+}
+
+/// One run of the kernel's `udpgso_bench_tx` ([`Reference::run_udpgso_tx`]).
+#[derive(Clone, Copy, Debug)]
+pub struct UdpGso {
+    /// Where to: the sink's address (port 9).
+    pub dest: IpAddr,
+    /// `-4` or `-6`.
+    pub family: Family,
+    /// `-s`: bytes per send (a train, or what its plain modes cut into 1472-byte datagrams).
+    pub len: usize,
+    /// `-S`: the GSO segment size; `None` for its plain and sendmmsg modes.
+    pub segment: Option<usize>,
+    /// `-m`: the datagrams of `len` in one `sendmmsg`.
+    pub sendmmsg: bool,
+    /// `-z`: `MSG_ZEROCOPY`.
+    pub zerocopy: bool,
+    /// The run's length (`-l` takes whole seconds: the nearest, at least 1).
+    pub seconds: f64,
+}
+
+impl Reference {
+    /// One run of `tools/testing/selftests/net/udpgso_bench_tx` in `run`'s mode, with `-a`
+    /// for its summary, whose `msgs` (sends of `-s` bytes) give the bytes. Call it on a thread
+    /// inside the lab's namespace, pinned to the sender's CPU: the program inherits both.
+    pub fn run_udpgso_tx(&self, run: UdpGso) -> anyhow::Result<Run> {
+        let whole = ((run.seconds).round().max(1.0)) as u64;
+        let mut args = vec![
+            match run.family {
+                Family::V4 => "-4".to_owned(),
+                Family::V6 => "-6".to_owned(),
+            },
+            "-D".to_owned(),
+            run.dest.to_string(),
+            "-p".to_owned(),
+            "9".to_owned(),
+            "-l".to_owned(),
+            whole.to_string(),
+            "-s".to_owned(),
+            run.len.to_string(),
+            "-a".to_owned(),
+        ];
+        if let Some(seg) = run.segment {
+            args.extend(["-S".to_owned(), seg.to_string()]);
+        }
+        if run.sendmmsg {
+            args.push("-m".to_owned());
+        }
+        if run.zerocopy {
+            args.push("-z".to_owned());
+        }
+        let m = self.measured(&args, whole)?;
+        let (stderr, said) = (&m.stderr, &m.said);
+        let Some((calls, msgs)) = parse_udpgso_sum(stderr) else {
+            bail!(
+                "the reference {} printed no `sum udp tx:` line (is it udpgso_bench_tx, run \
+                 with -a?): {said}",
+                self.path.display(),
+            );
+        };
+        if msgs == 0 {
+            bail!("the reference sent nothing ({said})");
+        }
+        // Datagrams: a train's segments, else one per send call (its plain mode cuts each
+        // `-s` into 1472-byte sends; sendmmsg counts the messages it sent).
+        let datagrams = match run.segment {
+            Some(seg) => msgs * run.len.div_ceil(seg) as u64,
+            None => calls,
+        };
+        let work = Work {
+            bytes: msgs * run.len as u64,
+            requests: Some(datagrams),
+            zero_copy_share: None,
+            verified: None,
+        };
+        Ok(record(work, m.seconds, m.cpu, m.machine))
+    }
+}
+
+/// The calls and msgs of `udpgso_bench_tx -a`'s summary line:
+/// `sum udp tx:  12345 MB/s      67890 calls (1234/s)      67890 msgs (1234/s)`.
+pub fn parse_udpgso_sum(stderr: &str) -> Option<(u64, u64)> {
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("sum udp tx:"))?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let before = |word: &str| {
+        let i = words.iter().position(|w| *w == word)?;
+        words.get(i.checked_sub(1)?)?.parse::<u64>().ok()
+    };
+    Some((before("calls")?, before("msgs")?))
 }
 
 /// Runs `cmd` to its end, at most `limit`: past it the program (this process's child, by its
@@ -258,6 +380,21 @@ pub fn parse_uring_tx(stderr: &str) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_udpgso_summary_line() {
+        let err = "udp tx:   1203 MB/s    20412 calls/s  20412 msg/s\n\
+                   Summary over 1.000 seconds...\n\
+                   sum udp tx:   1203 MB/s      20412 calls (20412/s)      20412 msgs (20412/s)\n\
+                   Zerocopy acks:               20412\n";
+        assert_eq!(parse_udpgso_sum(err), Some((20412, 20412)));
+        assert_eq!(parse_udpgso_sum("udp tx: 1 MB/s 2 calls/s 3 msg/s"), None);
+        assert_eq!(
+            parse_udpgso_sum("sum udp tx: 1 MB/s x calls (1/s) 3 msgs (1/s)"),
+            None
+        );
+        assert_eq!(parse_udpgso_sum(""), None);
+    }
 
     #[test]
     fn the_selftests_line() {

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::common::Common;
 use super::outcome::{Outcome, SummaryRow, render_summary, write_page};
-use super::{async_serve, file_tx, packet, packet_tx, peek, sweep, tcp_rx, tx, uring_tx};
+use super::{async_serve, file_tx, packet, packet_tx, peek, sweep, tcp_rx, tx, udp_gso, uring_tx};
 use crate::measure::Report;
 
 /// What `zcnet bench --json` prints: the probe, every bench's report, and the summary.
@@ -210,6 +210,29 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             Box::new(move || {
                 let pool = uring_tx::PoolSpec::Mib(uring_tx::COLD_MIB);
                 uring_sink(&[8000, 64000], pool, runs, seconds, quiet)
+            }),
+        ),
+        (
+            // UDP GSO trains of the acceptance (1472-byte segments, 42 to a train) into the
+            // sink: one send per datagram, sendmmsg, and the train by copy, MSG_ZEROCOPY,
+            // SEND_ZC from registered buffers and Mode::Auto.
+            "udp-gso (sink, 1472 B x 42)",
+            Box::new(move || {
+                udp_gso::bench(
+                    &udp_gso::Plan {
+                        labs: &["sink"],
+                        family: Family::V4,
+                        segments: &[1472],
+                        trains: &[42],
+                        modes: &udp_gso::Mode::ALL,
+                        runs,
+                        seconds,
+                        pool_kib: 256,
+                        quiet,
+                        reference: None,
+                    },
+                    None,
+                )
             }),
         ),
         (

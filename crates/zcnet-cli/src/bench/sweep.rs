@@ -59,7 +59,7 @@ impl Lab {
 
     /// (sender namespace, receiver namespace if any, destination address); `None` for the
     /// remote, whose far side is no namespace here.
-    fn ends(&self, family: Family) -> Option<(&Netns, Option<&Netns>, IpAddr)> {
+    pub(crate) fn ends(&self, family: Family) -> Option<(&Netns, Option<&Netns>, IpAddr)> {
         Some(match self {
             Lab::Loopback(l) => (&l.ns, Some(&l.ns), l.addr(family)),
             Lab::Veth(v) => (&v.a, Some(&v.b), VethLab::addr(Side::B, family)),
@@ -149,18 +149,20 @@ pub fn pool(mib: usize) -> &'static [u8] {
     pools
         .get_or_insert_with(HashMap::new)
         .entry(mib.max(1))
-        .or_insert_with(|| {
-            let len = mib.max(1) << 20;
-            let mut v = Vec::with_capacity(len);
-            while v.len() < len {
-                let off = v.len() as u64;
-                v.extend_from_slice(pattern::chunk_at(
-                    off,
-                    (len - v.len()).min(pattern::MAX_CHUNK),
-                ));
-            }
-            Box::leak(v.into_boxed_slice())
-        })
+        .or_insert_with(|| Box::leak(pattern_bytes(mib.max(1) << 20).into_boxed_slice()))
+}
+
+/// The first `len` bytes of the pattern stream.
+pub fn pattern_bytes(len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        let off = v.len() as u64;
+        v.extend_from_slice(pattern::chunk_at(
+            off,
+            (len - v.len()).min(pattern::MAX_CHUNK),
+        ));
+    }
+    v
 }
 
 /// MTU of the veth lab for UDP: the largest frame veth carries, so that no datagram is
