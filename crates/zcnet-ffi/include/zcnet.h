@@ -355,6 +355,19 @@ int zcnet_zc_sender_new(int fd_raw,
                         struct ZcnetZcSender **out);
 
 /**
+ * `zcnet_zc_sender_new` on a UDP socket that sends each buffer as a GSO train of datagrams of
+ * `segment` bytes (`UDP_SEGMENT`, Linux 4.18; the last datagram shorter), at most 64 of them:
+ * a longer buffer is refused at `zcnet_zc_send` with `-EINVAL` before the kernel sees it. The
+ * loan and the completion are per train. `-EINVAL` for `segment` 0 or over 65507, `-EOPNOTSUPP`
+ * for a socket that is not UDP or a kernel without `UDP_SEGMENT` (`zcnet_last_error` says
+ * which).
+ *
+ * # Safety
+ * As `zcnet_zc_sender_new`.
+ */
+int zcnet_zc_sender_new_gso(int fd_raw, int mode, uint16_t segment, struct ZcnetZcSender **out);
+
+/**
  * Sends `len` bytes at `ptr`, loaned to the kernel: they must stay valid and unmodified until
  * `zcnet_zc_reap` returns `user_data`. Blocks as the socket does. On an error return nothing of
  * the buffer was loaned (it is the caller's again at once); an error after part of it was
@@ -503,6 +516,19 @@ int zcnet_send_file(int sock_fd,
  * land between this sender's.
  */
 int zcnet_uring_sender_new(int fd_raw, int mode, struct ZcnetUringSender **out);
+
+/**
+ * `zcnet_uring_sender_new` on a UDP socket that sends each buffer as a GSO train of datagrams
+ * of `segment` bytes (`UDP_SEGMENT`), as `zcnet_zc_sender_new_gso`: at most 64 segments,
+ * `-EINVAL` for `segment` 0 or over 65507, `-EOPNOTSUPP` for a socket that is not UDP.
+ *
+ * # Safety
+ * As `zcnet_uring_sender_new`.
+ */
+int zcnet_uring_sender_new_gso(int fd_raw,
+                               int mode,
+                               uint16_t segment,
+                               struct ZcnetUringSender **out);
 
 /**
  * Queues `len` bytes at `ptr` (submitted in batches; `zcnet_uring_reap` submits the rest),

@@ -65,10 +65,42 @@ pub unsafe extern "C" fn zcnet_uring_sender_new(
     mode: c_int,
     out: *mut *mut ZcnetUringSender,
 ) -> c_int {
+    // SAFETY: the caller's contract, the same.
+    unsafe { uring_sender_new(fd_raw, mode, None, out) }
+}
+
+/// `zcnet_uring_sender_new` on a UDP socket that sends each buffer as a GSO train of datagrams
+/// of `segment` bytes (`UDP_SEGMENT`), as `zcnet_zc_sender_new_gso`: at most 64 segments,
+/// `-EINVAL` for `segment` 0 or over 65507, `-EOPNOTSUPP` for a socket that is not UDP.
+///
+/// # Safety
+/// As `zcnet_uring_sender_new`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_sender_new_gso(
+    fd_raw: c_int,
+    mode: c_int,
+    segment: u16,
+    out: *mut *mut ZcnetUringSender,
+) -> c_int {
+    // SAFETY: the caller's contract, the same.
+    unsafe { uring_sender_new(fd_raw, mode, Some(segment), out) }
+}
+
+/// The body of both constructors; `segment` `None`: no GSO.
+///
+/// # Safety
+/// As `zcnet_uring_sender_new`.
+unsafe fn uring_sender_new(
+    fd_raw: c_int,
+    mode: c_int,
+    segment: Option<u16>,
+    out: *mut *mut ZcnetUringSender,
+) -> c_int {
     guard(|| {
         use zc::uring::{Config, Mode, UringSender};
         // SAFETY: the caller's contract; NULL refused.
         let out = unsafe { arg(out, "out") }?;
+        let segment = super::msg_zerocopy::gso_segment(segment)?;
         let mode = match ZcnetMode::try_from(mode)? {
             ZcnetMode::ZeroCopy => Mode::ZeroCopy,
             ZcnetMode::Copy => Mode::Copy,
@@ -76,6 +108,7 @@ pub unsafe extern "C" fn zcnet_uring_sender_new(
         };
         let config = Config {
             mode,
+            segment,
             ..Config::default()
         };
         // SAFETY: the caller's contract above: the socket is this sender's alone until
@@ -84,6 +117,13 @@ pub unsafe extern "C" fn zcnet_uring_sender_new(
         let inner = UringSender::new(socket, config).map_err(|e| match e {
             zc::uring::UringError::SocketInUse { .. } => Fail {
                 errno: libc::EBUSY,
+                message: e.to_string(),
+            },
+            zc::uring::UringError::Unsupported {
+                feature: "UDP_SEGMENT",
+                ..
+            } => Fail {
+                errno: libc::EOPNOTSUPP,
                 message: e.to_string(),
             },
             e => Fail::from_error(&e),

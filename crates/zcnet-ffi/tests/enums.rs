@@ -81,7 +81,9 @@ fn the_header_takes_every_mode_as_int() {
             "zcnet_rx_new",
             "zcnet_send_file",
             "zcnet_uring_sender_new",
-            "zcnet_zc_sender_new"
+            "zcnet_uring_sender_new_gso",
+            "zcnet_zc_sender_new",
+            "zcnet_zc_sender_new_gso"
         ]
     );
     // The conversion knows each constant by its header value.
