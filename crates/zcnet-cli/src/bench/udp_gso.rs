@@ -785,7 +785,7 @@ fn summary_rows(lab: &str, segment: usize, n: usize, sets: &[ResultSet]) -> Vec<
             // Auto chooses between the two ways of its own sender: judged against the better.
             let own: Vec<ResultSet> = sets
                 .iter()
-                .filter(|s| matches!(s.mode.as_str(), "gso-copy" | "gso-zc" | "gso-auto"))
+                .filter(|s| matches!(s.mode.as_str(), "gso-copy" | "gso-zc"))
                 .cloned()
                 .collect();
             row(s, copy, super::outcome::auto_verdict(s, &own));
