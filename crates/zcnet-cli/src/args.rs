@@ -29,6 +29,19 @@ pub const MIN_BENCH_SECONDS: f64 = 0.01;
 /// The longest single benchmark run: one hour, in seconds.
 pub const MAX_BENCH_SECONDS: f64 = 3600.0;
 
+/// A percentage: finite, from 0 to 1000 (`--noise 5`, `--fail-on-regression 10`).
+pub fn percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("{s}: give a percentage, such as 5"))?;
+    if !(0.0..=1000.0).contains(&v) {
+        return Err(format!("{s} %: give 0 to 1000"));
+    }
+    Ok(v)
+}
+
 /// A bench run's length: finite, from [`MIN_BENCH_SECONDS`] to [`MAX_BENCH_SECONDS`].
 pub fn bench_seconds(s: &str) -> Result<f64, String> {
     let v = number_of_seconds(s)?;
@@ -93,6 +106,16 @@ pub fn host_port(s: &str) -> Result<std::net::SocketAddr, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percent_takes_what_a_user_types_and_refuses_the_rest() {
+        assert_eq!(percent("5"), Ok(5.0));
+        assert_eq!(percent("7.5%"), Ok(7.5));
+        assert_eq!(percent("0"), Ok(0.0));
+        for bad in ["-1", "nan", "inf", "1e9", "x", ""] {
+            assert!(percent(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn seconds_refuses_what_would_panic_later() {

@@ -138,6 +138,9 @@ fn main() -> ExitCode {
             });
             if missing {
                 ExitCode::from(2)
+            } else if e.chain().any(|c| c.is::<report::Regressed>()) {
+                // `report --fail-on-regression`: a verdict for a CI job, not a failure to run.
+                ExitCode::from(3)
             } else {
                 ExitCode::FAILURE
             }

@@ -372,3 +372,119 @@ fn oversized_inputs_are_refused_and_long_names_cut() {
         short.len()
     );
 }
+
+/// `zcnet report a.json b.json`, b being a with one cell's figures scaled by 0.7: that cell's
+/// throughput is flagged regressed (and its CPU per MB improved), every other figure is within
+/// noise; the changes open the page; `--fail-on-regression` exits 3 beyond its percentage and
+/// 0 below it.
+#[test]
+fn a_regressed_cell_is_flagged_and_fails_a_ci_job() {
+    let base = as_host("base");
+    let mut v: serde_json::Value = serde_json::from_str(SUITE).unwrap();
+    let udp = v["reports"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|r| r["bench"] == "udp-tx")
+        .unwrap();
+    let cell = &mut udp["results"][0];
+    let (lab, mode) = (cell["lab"].clone(), cell["mode"].clone());
+    for run in cell["runs"].as_array_mut().unwrap() {
+        for k in ["gbit", "requests_per_s", "cpu_us_per_mb"] {
+            run[k] = (run[k].as_f64().unwrap() * 0.7).into();
+        }
+    }
+    let new = temp("new.json");
+    std::fs::write(&new, v.to_string()).unwrap();
+    let page = temp("compare.html");
+    let run = |extra: &[&str]| {
+        zcnet()
+            .arg("report")
+            .args([&base, &new])
+            .arg("-o")
+            .arg(&page)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let changes = changes.as_array().unwrap();
+    assert!(
+        changes.len() > 50,
+        "every figure of every shared cell: {}",
+        changes.len()
+    );
+    for c in changes {
+        let this = c["bench"] == "udp-tx"
+            && c["mode"] == mode
+            && c["condition"]
+                .as_str()
+                .unwrap()
+                .starts_with(lab.as_str().unwrap());
+        let want = match (this, c["metric"].as_str().unwrap()) {
+            (true, "cpu_us_per_mb") => "improved",
+            (true, _) => "regressed",
+            (false, _) => "within_noise",
+        };
+        // Other udp-tx cells share lab and mode; only the first set was scaled.
+        if this && c["change"].as_f64().unwrap() == 0.0 {
+            continue;
+        }
+        assert_eq!(c["verdict"], want, "{c}");
+        if want != "within_noise" {
+            assert!((c["change"].as_f64().unwrap() + 0.3).abs() < 1e-9, "{c}");
+        }
+    }
+    let html = std::fs::read_to_string(&page).unwrap();
+    let first_h2 = html.find("<h2").unwrap();
+    assert!(
+        html[first_h2..].starts_with("<h2 id=\"changes\">"),
+        "the changes come first"
+    );
+    assert!(
+        html.contains("2 regressed, 1 improved"),
+        "the count of verdicts"
+    );
+    // A CI job's exit status.
+    let strict = run(&["--fail-on-regression", "20"]);
+    assert_eq!(
+        strict.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&strict.stderr)
+    );
+    let err = String::from_utf8_lossy(&strict.stderr);
+    assert!(err.contains("regressed by more than 20 %"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let lax = run(&["--fail-on-regression", "40"]);
+    assert!(
+        lax.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lax.stderr)
+    );
+    // The same file twice: nothing moved.
+    let same = zcnet()
+        .arg("report")
+        .args([&base, &base])
+        .arg("-o")
+        .arg(&page)
+        .args(["--fail-on-regression", "0"])
+        .output()
+        .unwrap();
+    assert!(same.status.success());
+    assert!(
+        std::fs::read_to_string(&page)
+            .unwrap()
+            .contains("No figure moved beyond the noise.")
+    );
+    for bad in ["nan", "-1", "x"] {
+        let out = run(&["--noise", bad]);
+        assert_eq!(out.status.code(), Some(2), "--noise {bad}");
+    }
+}

@@ -6,7 +6,12 @@
 //! the share without a copy where the bench reports it; lines against message size where a
 //! condition sweeps sizes; the table of every set under the charts. At the top: each file's
 //! machine, kernel, date and the probe's checks.
+//!
+//! With two files or more, the page opens with what changed from the first (the base) to the
+//! last ([`compare`]): each figure of each cell both have, with a bootstrap interval and a
+//! verdict; `--fail-on-regression PCT` makes a regression beyond PCT % exit 3.
 
+pub mod compare;
 pub mod input;
 pub mod plot;
 
@@ -34,7 +39,32 @@ pub struct Opt {
     /// $ZCNET_PROFILE, else ~/.config/zcnet/profile.toml if it exists (none: no marks).
     #[arg(long, value_name = "PATH")]
     pub profile: Option<PathBuf>,
+    /// With two files or more: the smallest change of a median, in %, that counts as a change
+    /// (beyond the 95 % interval too); the runs of this kind of machine move by about 10 %
+    /// between invocations.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0, value_parser = crate::args::percent)]
+    pub noise: f64,
+    /// With two files or more: exit 3 when a figure of the last file regressed by more than PCT %
+    /// against the first (a verdict "regressed"), after writing the page.
+    #[arg(long, value_name = "PCT", value_parser = crate::args::percent)]
+    pub fail_on_regression: Option<f64>,
+    /// With two files or more: print the changes as JSON on stdout (every figure of every cell
+    /// both files have, its interval and verdict).
+    #[arg(long)]
+    pub json: bool,
 }
+
+/// Figures that regressed beyond `--fail-on-regression` (exit 3).
+#[derive(Debug)]
+pub struct Regressed(pub String);
+
+impl std::fmt::Display for Regressed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Regressed {}
 
 /// A failure of the inputs (exit 2), apart from failing to write the page (exit 1).
 #[derive(Debug)]
@@ -74,8 +104,42 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         ),
         None => tuned_profile(),
     };
-    let page = page_with(&inputs, profile.as_ref())?;
-    write(out, &opt.output, &page)
+    let mut page = page_with(&inputs, profile.as_ref())?;
+    let noise = opt.noise / 100.0;
+    let changes = match inputs.as_slice() {
+        [base, .., new] => {
+            let changes = compare::compare(base, new, noise);
+            let section = compare::section(&base.label, &new.label, &changes, noise);
+            // What changed comes first, right under the title.
+            let at = page.find("</h1>\n").map_or(0, |i| i + "</h1>\n".len());
+            page.insert_str(at, &section);
+            changes
+        }
+        _ => Vec::new(),
+    };
+    write(out, &opt.output, &page)?;
+    if opt.json {
+        println!("{}", serde_json::to_string_pretty(&changes)?);
+    }
+    if let Some(pct) = opt.fail_on_regression {
+        let bad: Vec<&compare::Change> = changes
+            .iter()
+            .filter(|c| c.verdict == compare::Verdict::Regressed && c.worse_by() * 100.0 > pct)
+            .collect();
+        if let Some(first) = bad.first() {
+            return Err(Regressed(format!(
+                "{} figures regressed by more than {pct} %, the first: {} {} {} {} {:+.1} %",
+                bad.len(),
+                first.bench,
+                first.condition,
+                first.mode,
+                first.metric,
+                100.0 * first.change
+            ))
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// The profile `zcnet tune` wrote, where one is installed ($ZCNET_PROFILE, else the default

@@ -1,0 +1,276 @@
+//! Two runs of the same benches, cell by cell (bench, condition, mode): the change of each
+//! figure from the first file (the base) to the last, with a confidence interval, and a verdict
+//! as criterion.rs gives one: improved, regressed, or within noise.
+//!
+//! The interval is a percentile bootstrap of the ratio of medians: both sides' runs resampled
+//! with replacement, [`RESAMPLES`] times, from a fixed seed (the same files give the same
+//! page). A change is a verdict only when its 95 % interval excludes no change at all *and* its
+//! median moves by at least the noise floor (`--noise`, 5 % by default): this VM's runs move by
+//! ±10 % between invocations, which no interval from within one run sees. With one run a side
+//! there is no interval, and the floor alone decides.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::input::{Input, Run, Set};
+use super::{condition, esc};
+
+/// Bootstrap resamples per change.
+pub const RESAMPLES: usize = 2000;
+
+/// Which way is better for a figure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Better {
+    Higher,
+    Lower,
+}
+
+/// The figures compared: name, unit, which way is better, the value of a run.
+type Figure = (&'static str, &'static str, Better, fn(&Run) -> Option<f64>);
+
+const FIGURES: [Figure; 3] = [
+    ("gbit", "Gbit/s", Better::Higher, |r| Some(r.gbit)),
+    ("requests_per_s", "req/s", Better::Higher, |r| {
+        r.requests_per_s
+    }),
+    ("cpu_us_per_mb", "CPU µs/MB", Better::Lower, |r| {
+        Some(r.cpu_us_per_mb)
+    }),
+];
+
+/// What a change is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Better beyond the interval and the floor.
+    Improved,
+    /// Worse beyond the interval and the floor.
+    Regressed,
+    /// Not told apart from no change.
+    WithinNoise,
+}
+
+impl Verdict {
+    fn word(self) -> &'static str {
+        match self {
+            Verdict::Improved => "improved",
+            Verdict::Regressed => "regressed",
+            Verdict::WithinNoise => "within noise",
+        }
+    }
+}
+
+/// One figure of one cell, base against new.
+#[derive(Clone, Debug, Serialize)]
+pub struct Change {
+    /// The bench (`udp-tx`), with `#2` for its second report in a file.
+    pub bench: String,
+    /// Lab, family and parameters.
+    pub condition: String,
+    /// The mode.
+    pub mode: String,
+    /// The figure (`cpu_us_per_mb`).
+    pub metric: &'static str,
+    /// Medians of the base's and the new runs.
+    pub base: f64,
+    pub new: f64,
+    /// `new / base - 1`, and its 95 % interval.
+    pub change: f64,
+    pub low: f64,
+    pub high: f64,
+    /// Runs a side.
+    pub base_runs: usize,
+    pub new_runs: usize,
+    pub verdict: Verdict,
+}
+
+impl Change {
+    /// How much worse, as a fraction (0 when better): for `--fail-on-regression`.
+    pub fn worse_by(&self) -> f64 {
+        let higher_better = FIGURES
+            .iter()
+            .find(|f| f.0 == self.metric)
+            .is_some_and(|f| f.2 == Better::Higher);
+        if higher_better {
+            (-self.change).max(0.0)
+        } else {
+            self.change.max(0.0)
+        }
+    }
+}
+
+/// A small, fixed-seed generator (xorshift64*): the bootstrap needs no more.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The ratio of medians `new / base - 1` and its 95 % percentile-bootstrap interval.
+fn interval(base: &[f64], new: &[f64]) -> (f64, f64, f64) {
+    let point = median(&mut new.to_vec()) / median(&mut base.to_vec()) - 1.0;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut draws = Vec::with_capacity(RESAMPLES);
+    let (mut b, mut n) = (vec![0.0; base.len()], vec![0.0; new.len()]);
+    for _ in 0..RESAMPLES {
+        for x in b.iter_mut() {
+            *x = base[rng.below(base.len())];
+        }
+        for x in n.iter_mut() {
+            *x = new[rng.below(new.len())];
+        }
+        draws.push(median(&mut n) / median(&mut b) - 1.0);
+    }
+    draws.sort_by(f64::total_cmp);
+    let at = |q: f64| draws[((q * RESAMPLES as f64) as usize).min(RESAMPLES - 1)];
+    (point, at(0.025), at(0.975))
+}
+
+/// The cells of an input: (bench with its ordinal, condition, mode) and the set.
+fn cells(input: &Input) -> Vec<(String, String, String, &Set)> {
+    let mut seen: std::collections::BTreeMap<&str, usize> = Default::default();
+    let mut out = Vec::new();
+    for r in &input.reports {
+        let n = seen.entry(r.bench.as_str()).or_default();
+        *n += 1;
+        let bench = if *n == 1 {
+            r.bench.clone()
+        } else {
+            format!("{} #{n}", r.bench)
+        };
+        for s in &r.results {
+            out.push((bench.clone(), condition(s), s.mode.clone(), s));
+        }
+    }
+    out
+}
+
+/// Every figure of every cell the two inputs share, `noise` the floor (a fraction).
+pub fn compare(base: &Input, new: &Input, noise: f64) -> Vec<Change> {
+    let before = cells(base);
+    let mut out = Vec::new();
+    for (bench, cond, mode, n) in cells(new) {
+        let Some((_, _, _, b)) = before
+            .iter()
+            .find(|(bb, bc, bm, _)| *bb == bench && *bc == cond && *bm == mode)
+        else {
+            continue;
+        };
+        for (metric, _, better, get) in FIGURES {
+            let bv: Vec<f64> = b.runs.iter().filter_map(get).filter(|x| *x > 0.0).collect();
+            let nv: Vec<f64> = n.runs.iter().filter_map(get).filter(|x| *x > 0.0).collect();
+            if bv.is_empty() || nv.is_empty() {
+                continue;
+            }
+            let (change, low, high) = interval(&bv, &nv);
+            let beyond = (low > 0.0 || high < 0.0) && change.abs() >= noise;
+            let verdict = match (beyond, change > 0.0, better) {
+                (false, _, _) => Verdict::WithinNoise,
+                (true, true, Better::Higher) | (true, false, Better::Lower) => Verdict::Improved,
+                _ => Verdict::Regressed,
+            };
+            out.push(Change {
+                bench: bench.clone(),
+                condition: cond.clone(),
+                mode: mode.clone(),
+                metric,
+                base: median(&mut bv.clone()),
+                new: median(&mut nv.clone()),
+                change,
+                low,
+                high,
+                base_runs: bv.len(),
+                new_runs: nv.len(),
+                verdict,
+            });
+        }
+    }
+    out
+}
+
+/// The page's section: regressions first, then improvements, then a count of the rest.
+pub fn section(base: &str, new: &str, changes: &[Change], noise: f64) -> String {
+    let mut h = String::new();
+    let count = |v: Verdict| changes.iter().filter(|c| c.verdict == v).count();
+    let _ = write!(
+        h,
+        "<h2 id=\"changes\">Changes: {} → {}</h2>\n<p class=\"verdicts\">{} regressed, {} \
+         improved, {} within noise (95 % bootstrap interval of the ratio of medians, {} \
+         resamples; a verdict also needs a change of at least {:.0} %).</p>\n",
+        esc(base),
+        esc(new),
+        count(Verdict::Regressed),
+        count(Verdict::Improved),
+        count(Verdict::WithinNoise),
+        RESAMPLES,
+        noise * 100.0
+    );
+    let shown: Vec<&Change> = [Verdict::Regressed, Verdict::Improved]
+        .iter()
+        .flat_map(|v| changes.iter().filter(move |c| c.verdict == *v))
+        .collect();
+    if shown.is_empty() {
+        h.push_str("<p>No figure moved beyond the noise.</p>\n");
+        return h;
+    }
+    h.push_str(
+        "<table class=\"changes\"><tr><th>verdict</th><th>bench</th><th>condition</th>\
+         <th>mode</th><th>figure</th><th>base</th><th>new</th><th>change (95 % interval)</th>\
+         <th>runs</th></tr>\n",
+    );
+    for c in shown {
+        let unit = FIGURES.iter().find(|f| f.0 == c.metric).map_or("", |f| f.1);
+        let _ = writeln!(
+            h,
+            "<tr class=\"{cls}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{:.4}</td><td>{:.4}</td><td>{:+.1} % ({:+.1} to {:+.1})</td><td>{} / {}</td></tr>",
+            c.verdict.word(),
+            esc(&c.bench),
+            esc(&c.condition),
+            esc(&c.mode),
+            unit,
+            c.base,
+            c.new,
+            100.0 * c.change,
+            100.0 * c.low,
+            100.0 * c.high,
+            c.base_runs,
+            c.new_runs,
+            cls = c.verdict.word().replace(' ', "-"),
+        );
+    }
+    h.push_str("</table>\n");
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interval_holds_the_point_and_collapses_without_spread() {
+        let (c, lo, hi) = interval(&[10.0, 11.0, 9.0, 10.5, 9.5], &[7.0, 7.7, 6.3, 7.35, 6.65]);
+        assert!((c - (-0.3)).abs() < 1e-9, "{c}");
+        assert!(lo <= c && c <= hi && hi < 0.0, "{lo} {hi}");
+        assert_eq!(interval(&[5.0], &[5.0]), (0.0, 0.0, 0.0));
+        // The same every time: a fixed seed.
+        let a = interval(&[1.0, 2.0, 3.0], &[2.0, 3.0, 4.0]);
+        assert_eq!(a, interval(&[1.0, 2.0, 3.0], &[2.0, 3.0, 4.0]));
+    }
+}
