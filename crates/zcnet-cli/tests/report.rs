@@ -442,11 +442,12 @@ fn a_regressed_cell_is_flagged_and_fails_a_ci_job() {
         }
     }
     let html = std::fs::read_to_string(&page).unwrap();
-    let first_h2 = html.find("<h2").unwrap();
+    let h2: Vec<&str> = html.split("<h2").skip(1).take(2).collect();
     assert!(
-        html[first_h2..].starts_with("<h2 id=\"changes\">"),
-        "the changes come first"
+        h2[0].starts_with(" id=\"verdicts\">"),
+        "the verdicts come first"
     );
+    assert!(h2[1].starts_with(" id=\"changes\">"), "then what changed");
     assert!(
         html.contains("2 regressed, 1 improved"),
         "the count of verdicts"
@@ -486,5 +487,184 @@ fn a_regressed_cell_is_flagged_and_fails_a_ci_job() {
     for bad in ["nan", "-1", "x"] {
         let out = run(&["--noise", bad]);
         assert_eq!(out.status.code(), Some(2), "--noise {bad}");
+    }
+}
+
+/// The `<svg>` elements of a page, as text.
+fn svg_texts(page: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = page;
+    while let Some(start) = rest.find("<svg") {
+        let end = rest[start..].find("</svg>").unwrap() + start + 6;
+        out.push(&rest[start..end]);
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// A report of one bench with `n` conditions of long parameters and three modes.
+fn wide_report(n: usize) -> String {
+    let mut results = Vec::new();
+    for i in 0..n {
+        for (k, mode) in ["copy", "zc", "auto"].iter().enumerate() {
+            results.push(serde_json::json!({
+                "lab": "sink", "family": "ipv4", "congestion": null,
+                "params": {"proto": "udp", "segment": 1472, "segments": 42 + i,
+                           "a_long_parameter_name_without_spaces": format!("value-{i}-and-more")},
+                "mode": mode,
+                "runs": [{"gbit": 10.0 + i as f64 + k as f64, "cpu_us_per_mb": 50.0,
+                          "requests_per_s": 1000.0, "zero_copy_share": 1.0}],
+                "median": {}, "min": {}, "max": {}
+            }));
+        }
+    }
+    serde_json::json!({
+        "bench": "udp-gso", "zcnet_version": "0.1.0",
+        "host": {"hostname": "wide", "date": "2026-11-24T00:00:00Z", "kernel": "6.18",
+                 "cpus": 2, "page_size": 4096},
+        "settings": {"runs": 1, "pool": {"heat": "hot", "mib": 1}, "modes": ["copy", "zc", "auto"]},
+        "results": results, "comparisons": []
+    })
+    .to_string()
+}
+
+/// Issue 33: the page opens with the verdicts (MISSes first), each mode has one colour in every
+/// chart's legend and every table's swatch, no two labels of a chart overlap by their
+/// computed extents (the label font's widest characters), and settings are a table.
+#[test]
+fn the_page_reads_at_a_glance() {
+    let suite = as_host("glance");
+    let wide = temp("wide.json");
+    std::fs::write(&wide, wide_report(14)).unwrap();
+    for (input, hosts) in [(&suite, 1), (&wide, 1)] {
+        let page = temp("glance.html");
+        let out = zcnet()
+            .args(["report"])
+            .arg(input)
+            .arg("-o")
+            .arg(&page)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let html = std::fs::read_to_string(&page).unwrap();
+        let first = html.find("<h2").unwrap();
+        assert!(
+            html[first..].starts_with("<h2 id=\"verdicts\">"),
+            "verdicts first"
+        );
+        assert!(
+            !html.contains("<pre>"),
+            "settings as a table, not a JSON line"
+        );
+        assert!(html.contains("<table class=\"settings\">"));
+        if input == &suite {
+            // The suite's MISS rows come before its ok rows, each a link to its bench.
+            let summary = &html[html.find("<table class=\"summary\">").unwrap()..];
+            let miss = summary.find(">MISS").unwrap();
+            let ok = summary.find(">ok").unwrap();
+            assert!(miss < ok, "MISSes first");
+            assert!(summary.contains("<a href=\"#udp-tx\">"));
+            assert!(
+                html.contains("<table class=\"pays\">"),
+                "where zero copy pays"
+            );
+        }
+        // One colour per mode: in every legend (a swatch or a line sample on the text's row)
+        // and in the tables' swatches.
+        let mut colour: std::collections::BTreeMap<String, String> = Default::default();
+        let mut see = |mode: &str, c: &str, at: &str| {
+            let c = c.to_ascii_lowercase();
+            let was = colour.entry(mode.to_owned()).or_insert_with(|| c.clone());
+            assert_eq!(*was, c, "{mode} drawn in two colours ({at})");
+        };
+        let svgs = svg_texts(&html);
+        assert!(!svgs.is_empty());
+        for svg in &svgs {
+            let doc = roxmltree::Document::parse(svg).unwrap();
+            let nodes: Vec<roxmltree::Node> =
+                doc.descendants().filter(|n| n.is_element()).collect();
+            let num =
+                |n: &roxmltree::Node, a: &str| n.attribute(a).and_then(|v| v.parse::<f64>().ok());
+            for t in nodes.iter().filter(|n| n.has_tag_name("text")) {
+                let (Some(x), Some(y)) = (num(t, "x"), num(t, "y")) else {
+                    continue;
+                };
+                let name = t.text().unwrap_or("").trim();
+                // The legend's sample sits just left of its text, on its row.
+                let sample = nodes.iter().find_map(|n| {
+                    if n.has_tag_name("rect")
+                        && num(n, "y") == Some(y)
+                        && num(n, "x") == Some(x - 18.0)
+                    {
+                        return n.attribute("fill");
+                    }
+                    let points = n.attribute("points")?;
+                    let first = points.split_whitespace().next()?;
+                    let (px, py) = first.split_once(',')?;
+                    let (px, py): (f64, f64) = (px.parse().ok()?, py.parse().ok()?);
+                    (n.has_tag_name("polyline") && py == y + 6.0 && (x - 20.0..x).contains(&px))
+                        .then(|| n.attribute("stroke"))
+                        .flatten()
+                });
+                if let Some(c) = sample {
+                    let mode = name.rsplit(' ').next().unwrap();
+                    see(mode, c, "a legend");
+                }
+            }
+            // No two labels' boxes meet: width from the widest glyphs of their font size.
+            let mut boxes: Vec<(f64, f64, f64, f64, &str)> = Vec::new();
+            for t in nodes.iter().filter(|n| n.has_tag_name("text")) {
+                let (Some(x), Some(y), Some(size)) =
+                    (num(t, "x"), num(t, "y"), num(t, "font-size"))
+                else {
+                    continue;
+                };
+                let text = t.text().unwrap_or("").trim();
+                let w = text.chars().count() as f64 * size * 0.62;
+                let x0 = match t.attribute("text-anchor") {
+                    Some("middle") => x - w / 2.0,
+                    Some("end") => x - w,
+                    _ => x,
+                };
+                // Rotated axis titles run vertically: left out.
+                if t.attribute("transform").is_some() {
+                    continue;
+                }
+                boxes.push((x0, y, x0 + w, y + size, text));
+            }
+            let width: f64 = doc
+                .root_element()
+                .attribute("width")
+                .unwrap()
+                .parse()
+                .unwrap();
+            for (i, a) in boxes.iter().enumerate() {
+                assert!(
+                    a.0 >= -1.0 && a.2 <= width + 1.0,
+                    "{:?} leaves the chart",
+                    a.4
+                );
+                for b in &boxes[i + 1..] {
+                    let overlap = a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3;
+                    assert!(!overlap, "labels overlap: {:?} and {:?}", a.4, b.4);
+                }
+            }
+        }
+        for sw in html.split("<span class=\"sw\" style=\"background:").skip(1) {
+            let (c, rest) = sw.split_once("\"></span>").unwrap();
+            let mode: String = rest.chars().take_while(|ch| *ch != '<').collect();
+            see(mode.trim(), c, "a table");
+        }
+        assert!(colour.len() >= 3, "{colour:?} ({hosts} host)");
+        let distinct: std::collections::BTreeSet<&String> = colour.values().collect();
+        assert_eq!(
+            distinct.len(),
+            colour.len(),
+            "no two modes share a colour: {colour:?}"
+        );
     }
 }

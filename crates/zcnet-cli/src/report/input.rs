@@ -107,6 +107,23 @@ pub struct Input {
     pub probe: Option<Probe>,
     /// Its reports.
     pub reports: Vec<Report>,
+    /// The suite's summary rows (a verdict per seed experiment), when the file is a suite.
+    pub summary: Vec<SummaryRow>,
+}
+
+/// One row of a suite's summary: a seed experiment and its verdict.
+#[derive(Clone, Debug, Deserialize)]
+pub struct SummaryRow {
+    /// `udp-tx sink 64000 B zc`: the bench's name first.
+    pub experiment: String,
+    /// The figure compared.
+    pub metric: String,
+    /// The ratio of the medians.
+    pub ratio: f64,
+    /// The share zero-copied, where it applies.
+    pub zero_copy_share: Option<f64>,
+    /// `ok (...)`, `MISS (needs ...)`, `info`.
+    pub verdict: String,
 }
 
 /// The most bytes of one input file: a suite's JSON is well under 1 MiB (57 sets: 160 KiB).
@@ -161,16 +178,18 @@ pub fn parse(text: &str) -> Result<Input, String> {
 /// # Errors
 /// The field that did not fit and why.
 pub fn parse_value(value: Value) -> Result<Input, String> {
-    let (probe, reports) = if value.get("reports").is_some() {
+    let (probe, reports, summary) = if value.get("reports").is_some() {
         #[derive(Deserialize)]
         struct Suite {
             probe: Probe,
             reports: Vec<Report>,
+            #[serde(default)]
+            summary: Vec<SummaryRow>,
         }
         let s: Suite = typed(value)?;
-        (Some(s.probe), s.reports)
+        (Some(s.probe), s.reports, s.summary)
     } else {
-        (None, vec![typed::<Report>(value)?])
+        (None, vec![typed::<Report>(value)?], Vec::new())
     };
     if reports.is_empty() {
         return Err("reports: no bench report in it".into());
@@ -179,6 +198,7 @@ pub fn parse_value(value: Value) -> Result<Input, String> {
         label: String::new(),
         probe,
         reports,
+        summary,
     };
     input.check_counts()?;
     input.clip();
@@ -198,6 +218,7 @@ impl Input {
             }
         };
         over("reports", self.reports.len(), MAX_REPORTS)?;
+        over("summary", self.summary.len(), MAX_SETS)?;
         let sets = self.reports.iter().map(|r| r.results.len()).sum();
         over("sets (results of all reports)", sets, MAX_SETS)?;
         if let Some(p) = &self.probe {
@@ -217,6 +238,11 @@ impl Input {
 
     /// Cuts every string the page draws to its cap, with [`CUT`].
     fn clip(&mut self) {
+        for row in &mut self.summary {
+            clip(&mut row.experiment, MAX_LINE);
+            clip(&mut row.metric, MAX_NAME);
+            clip(&mut row.verdict, MAX_LINE);
+        }
         for c in self.probe.iter_mut().flat_map(|p| &mut p.checks) {
             clip(&mut c.id, MAX_NAME);
             clip(&mut c.status, MAX_NAME);

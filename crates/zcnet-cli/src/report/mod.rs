@@ -110,8 +110,11 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         [base, .., new] => {
             let changes = compare::compare(base, new, noise);
             let section = compare::section(&base.label, &new.label, &changes, noise);
-            // What changed comes first, right under the title.
-            let at = page.find("</h1>\n").map_or(0, |i| i + "</h1>\n".len());
+            // What changed comes right after the verdicts, before the hosts.
+            let at = page
+                .find(HOSTS_TABLE)
+                .or_else(|| page.find("</h1>\n").map(|i| i + "</h1>\n".len()))
+                .unwrap_or(0);
             page.insert_str(at, &section);
             changes
         }
@@ -348,9 +351,54 @@ fn benches(inputs: &[Input]) -> Vec<Bench<'_>> {
     out
 }
 
+/// One colour per mode on the whole page, in the order modes first appear, and lighter for the
+/// second and later host: the same mode is the same colour in every chart, legend and table.
+struct Palette {
+    modes: Vec<String>,
+    hosts: Vec<String>,
+}
+
+impl Palette {
+    fn of(inputs: &[Input]) -> Palette {
+        let mut modes: Vec<String> = Vec::new();
+        for set in inputs
+            .iter()
+            .flat_map(|i| &i.reports)
+            .flat_map(|r| &r.results)
+        {
+            if !modes.contains(&set.mode) {
+                modes.push(set.mode.clone());
+            }
+        }
+        Palette {
+            modes,
+            hosts: inputs.iter().map(|i| i.label.clone()).collect(),
+        }
+    }
+
+    fn color(&self, host: &str, mode: &str) -> plotters::style::RGBColor {
+        let m = self.modes.iter().position(|x| x == mode).unwrap_or(0);
+        let h = self.hosts.iter().position(|x| x == host).unwrap_or(0);
+        plot::color(m, h)
+    }
+
+    /// A swatch of the colour, for a table cell.
+    fn swatch(&self, host: &str, mode: &str) -> String {
+        format!(
+            "<span class=\"sw\" style=\"background:{}\"></span>",
+            plot::css(self.color(host, mode))
+        )
+    }
+}
+
 /// A bar chart of `figure` for one bench: a group per condition, a series per host and mode.
-fn bar_chart(b: &Bench<'_>, figure: Figure, hosts: usize) -> anyhow::Result<Option<String>> {
-    let mut series: Vec<String> = Vec::new();
+fn bar_chart(
+    b: &Bench<'_>,
+    figure: Figure,
+    hosts: usize,
+    palette: &Palette,
+) -> anyhow::Result<Option<String>> {
+    let mut series: Vec<plot::Series> = Vec::new();
     let mut groups: Vec<Group> = Vec::new();
     for (label, r, extra) in &b.reports {
         for set in &r.results {
@@ -362,10 +410,16 @@ fn bar_chart(b: &Bench<'_>, figure: Figure, hosts: usize) -> anyhow::Result<Opti
             } else {
                 set.mode.clone()
             };
-            let s = series.iter().position(|n| *n == name).unwrap_or_else(|| {
-                series.push(name);
-                series.len() - 1
-            });
+            let s = series
+                .iter()
+                .position(|n| n.name == name)
+                .unwrap_or_else(|| {
+                    series.push(plot::Series {
+                        name,
+                        color: palette.color(label, &set.mode),
+                    });
+                    series.len() - 1
+                });
             let cond = condition(set) + extra;
             let bar = Bar {
                 series: s,
@@ -396,8 +450,11 @@ fn sweep_chart(
     figure: Figure,
     hosts: usize,
     profile: Option<&zcnet::auto::Profile>,
+    palette: &Palette,
 ) -> anyhow::Result<Option<String>> {
-    let mut lines: BTreeMap<String, Vec<(f64, f64, f64, f64)>> = BTreeMap::new();
+    type Points = Vec<(f64, f64, f64, f64)>;
+    // Per line: its colour (the mode's), its condition (drawn solid, dashed, dotted, ...).
+    let mut lines: BTreeMap<String, (plotters::style::RGBColor, String, Points)> = BTreeMap::new();
     let mut marks: Vec<plot::Mark> = Vec::new();
     for (label, r, extra) in &b.reports {
         for set in &r.results {
@@ -415,24 +472,38 @@ fn sweep_chart(
                     });
                 }
             }
-            let name = if hosts > 1 {
-                format!(
-                    "{label}: {}{extra} {}",
-                    condition_without_size(set),
-                    set.mode
-                )
+            let cond = if hosts > 1 {
+                format!("{label}: {}{extra}", condition_without_size(set))
             } else {
-                format!("{}{extra} {}", condition_without_size(set), set.mode)
+                format!("{}{extra}", condition_without_size(set))
             };
-            lines.entry(name).or_default().push((size, m, lo, hi));
+            let name = format!("{cond} {}", set.mode);
+            lines
+                .entry(name)
+                .or_insert_with(|| (palette.color(label, &set.mode), cond, Vec::new()))
+                .2
+                .push((size, m, lo, hi));
         }
     }
+    let mut conditions: Vec<String> = Vec::new();
     let lines: Vec<Line> = lines
         .into_iter()
-        .filter(|(_, p)| p.len() >= 3)
-        .map(|(name, mut points)| {
+        .filter(|(_, (_, _, p))| p.len() >= 3)
+        .map(|(name, (color, cond, mut points))| {
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            Line { name, points }
+            let style = conditions
+                .iter()
+                .position(|c| *c == cond)
+                .unwrap_or_else(|| {
+                    conditions.push(cond);
+                    conditions.len() - 1
+                });
+            Line {
+                name,
+                color,
+                style,
+                points,
+            }
         })
         .collect();
     if lines.is_empty() {
@@ -442,7 +513,187 @@ fn sweep_chart(
     plot::lines(&format!("{title} against message size"), y, &lines, &marks).map(Some)
 }
 
-fn table(b: &Bench<'_>, hosts: usize) -> String {
+/// The reports' settings as a small table: a row per setting (nested objects one level down as
+/// `key.sub`, lists joined), a column per report.
+fn settings_table(b: &Bench<'_>) -> String {
+    let value = |v: &serde_json::Value| match v {
+        serde_json::Value::Array(items) => items
+            .iter()
+            .filter_map(shown)
+            .collect::<Vec<_>>()
+            .join(", "),
+        v => shown(v).unwrap_or_else(|| "-".into()),
+    };
+    // Every setting of every report, in first-seen order, flattened one level.
+    let mut keys: Vec<String> = Vec::new();
+    let mut columns: Vec<(String, BTreeMap<String, String>)> = Vec::new();
+    for (label, r, extra) in &b.reports {
+        let mut col = BTreeMap::new();
+        for (k, v) in r.settings.as_object().into_iter().flatten() {
+            let flat: Vec<(String, String)> = match v.as_object() {
+                Some(inner) => inner
+                    .iter()
+                    .map(|(k2, v2)| (format!("{k}.{k2}"), value(v2)))
+                    .collect(),
+                None => vec![(k.clone(), value(v))],
+            };
+            for (key, v) in flat {
+                if !keys.contains(&key) {
+                    keys.push(key.clone());
+                }
+                col.insert(key, v);
+            }
+        }
+        columns.push((format!("{label}{extra}"), col));
+    }
+    if keys.is_empty() {
+        return String::new();
+    }
+    let mut t = String::from("<table class=\"settings\"><tr><th>setting</th>");
+    for (name, _) in &columns {
+        let _ = write!(t, "<th>{}</th>", esc(name));
+    }
+    t.push_str("</tr>\n");
+    for key in &keys {
+        let _ = write!(t, "<tr><td>{}</td>", esc(key));
+        for (_, col) in &columns {
+            let _ = write!(
+                t,
+                "<td>{}</td>",
+                esc(col.get(key).map_or("-", String::as_str))
+            );
+        }
+        t.push_str("</tr>\n");
+    }
+    t.push_str("</table>\n");
+    t
+}
+
+/// Where zero copy pays in one sweep: the smallest size from which the mode's throughput is at
+/// least copy's at every larger size (`None`: it never does), and its gain at the largest size.
+fn break_even(points: &[(f64, f64, f64)]) -> (Option<f64>, f64) {
+    // (size, zero-copy median, copy median), by size.
+    let mut from = None;
+    for (i, p) in points.iter().enumerate() {
+        if points[i..].iter().all(|q| q.1 >= q.2) {
+            from = Some(p.0);
+            break;
+        }
+    }
+    let gain = points.last().map_or(f64::NAN, |p| p.1 / p.2);
+    (from, gain)
+}
+
+/// The page's opening: what a reader came for. Per bench, condition and zero-copy mode of the
+/// size sweeps, where zero copy pays against copy (throughput) and its gain at the largest
+/// size; then the suite's verdicts, MISSes first, each linking to its bench.
+fn verdicts(inputs: &[Input], palette: &Palette) -> String {
+    let mut h = String::from("<h2 id=\"verdicts\">Verdicts</h2>\n");
+    let mut rows = String::new();
+    for i in inputs {
+        for r in &i.reports {
+            let same: Vec<&Report> = i.reports.iter().filter(|o| o.bench == r.bench).collect();
+            let extra = distinguishing(&same, r);
+            // Per condition without its size: copy's and each mode's medians by size.
+            let mut by: BTreeMap<(String, String), Vec<(f64, f64)>> = BTreeMap::new();
+            for set in &r.results {
+                let (Some(size), Some((m, _, _))) = (size_of(set), spread(set, Figure::Gbit))
+                else {
+                    continue;
+                };
+                by.entry((condition_without_size(set), set.mode.clone()))
+                    .or_default()
+                    .push((size, m));
+            }
+            for ((cond, mode), points) in &by {
+                if mode == "copy" || points.len() < 2 {
+                    continue;
+                }
+                let Some(copy) = by.get(&(cond.clone(), "copy".to_owned())) else {
+                    continue;
+                };
+                let mut joined: Vec<(f64, f64, f64)> = points
+                    .iter()
+                    .filter_map(|&(size, m)| {
+                        let c = copy.iter().find(|c| c.0 == size)?.1;
+                        (c > 0.0).then_some((size, m, c))
+                    })
+                    .collect();
+                joined.sort_by(|a, b| a.0.total_cmp(&b.0));
+                if joined.len() < 2 {
+                    continue;
+                }
+                let (from, gain) = break_even(&joined);
+                let largest = joined.last().map_or(0.0, |p| p.0);
+                let _ = writeln!(
+                    rows,
+                    "<tr><td><a href=\"#{b}\">{b}</a></td><td>{}</td><td>{}{}</td><td>{}</td>\
+                     <td>{:.2}x at {largest} B</td></tr>",
+                    esc(&format!("{}: {cond}{extra}", i.label)),
+                    palette.swatch(&i.label, mode),
+                    esc(mode),
+                    from.map_or("never (in the sizes measured)".to_owned(), |f| {
+                        format!("from {f} B")
+                    }),
+                    gain,
+                    b = esc(&r.bench),
+                );
+            }
+        }
+    }
+    if !rows.is_empty() {
+        h.push_str(
+            "<p>Where zero copy pays against copy here, by throughput: the smallest size measured \
+             from which the mode is at least as fast at every larger size, and its gain at the \
+             largest.</p>\n<table class=\"pays\"><tr><th>bench</th><th>host: condition</th>\
+             <th>mode</th><th>pays</th><th>gain</th></tr>\n",
+        );
+        h.push_str(&rows);
+        h.push_str("</table>\n");
+    }
+    let mut summary: Vec<(&str, &input::SummaryRow)> = inputs
+        .iter()
+        .flat_map(|i| i.summary.iter().map(move |r| (i.label.as_str(), r)))
+        .collect();
+    // MISSes first, then the rest in the suite's order.
+    summary.sort_by_key(|(_, r)| !r.verdict.starts_with("MISS"));
+    if !summary.is_empty() {
+        h.push_str(
+            "<table class=\"summary\"><tr><th>verdict</th><th>host</th><th>experiment</th>\
+             <th>metric</th><th>ratio</th><th>zero-copied</th></tr>\n",
+        );
+        for (label, r) in summary {
+            let bench = r.experiment.split(' ').next().unwrap_or("");
+            let class = if r.verdict.starts_with("MISS") {
+                "miss"
+            } else if r.verdict.starts_with("ok") {
+                "ok"
+            } else {
+                "info"
+            };
+            let _ = writeln!(
+                h,
+                "<tr><td class=\"{class}\">{}</td><td>{}</td><td><a href=\"#{}\">{}</a></td>\
+                 <td>{}</td><td>{:.3}</td><td>{}</td></tr>",
+                esc(&r.verdict),
+                esc(label),
+                esc(bench),
+                esc(&r.experiment),
+                esc(&r.metric),
+                r.ratio,
+                r.zero_copy_share
+                    .map_or("-".to_owned(), |z| format!("{:.1} %", 100.0 * z)),
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    if rows.is_empty() && inputs.iter().all(|i| i.summary.is_empty()) {
+        h.push_str("<p>No size sweep against copy and no suite summary in these files.</p>\n");
+    }
+    h
+}
+
+fn table(b: &Bench<'_>, hosts: usize, palette: &Palette) -> String {
     let far = b.reports.iter().any(|(_, r, _)| r.remote_host.is_some());
     let mut t = String::from(
         "<table><tr><th>host</th><th>condition</th><th>mode</th><th>runs</th>\
@@ -468,7 +719,7 @@ fn table(b: &Bench<'_>, hosts: usize) -> String {
                     esc(&r.host.hostname)
                 },
                 esc(&(condition(set) + extra)),
-                esc(&set.mode),
+                palette.swatch(label, &set.mode) + &esc(&set.mode),
                 set.runs.len(),
                 cell(spread(set, Figure::Gbit), 2),
                 cell(spread(set, Figure::Cpu), 1),
@@ -485,12 +736,23 @@ fn table(b: &Bench<'_>, hosts: usize) -> String {
     t
 }
 
-const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1500px}\
+const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}\
 h1{font-size:22px}h2{font-size:18px;margin-top:36px;border-bottom:1px solid #ccc}\
 table{border-collapse:collapse;font-size:13px;margin:8px 0}\
-td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}th{background:#f3f3f3}\
-small{color:#666}.charts{display:flex;flex-wrap:wrap;gap:8px;margin:8px 0}pre{font-size:12px;background:#f7f7f7;padding:6px;\
-white-space:pre-wrap}.available{color:#070}.unavailable,.failed,.blocked{color:#a00}";
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f3f3f3}\
+small{color:#666}.charts{display:flex;flex-direction:column;gap:8px;margin:8px 0}\
+.charts svg{max-width:100%;height:auto}\
+.available,.ok,.improved{color:#070}.unavailable,.failed,.blocked,.miss,.regressed{color:#a00}\
+.sw{display:inline-block;width:10px;height:10px;margin-right:6px;vertical-align:baseline}\
+table.settings td{font-size:12px}a{color:#0060a0}\
+@media (prefers-color-scheme:dark){body{background:#111;color:#ddd}th{background:#222}\
+td,th{border-color:#444}small{color:#999}a{color:#6ab0ff}.charts svg{background:#fff}}\
+@media print{body{margin:0;max-width:none}h2{break-before:auto;break-after:avoid}\
+.charts>div,table{break-inside:avoid}}";
+
+/// The head of the table of the page's hosts.
+const HOSTS_TABLE: &str = "<table><tr><th>host</th><th>kernel</th><th>CPUs</th><th>date</th>\
+                           <th>zcnet</th><th>benches</th></tr>\n";
 
 /// The page, without break-even marks.
 ///
@@ -509,13 +771,16 @@ pub fn page_with(
     profile: Option<&zcnet::auto::Profile>,
 ) -> anyhow::Result<String> {
     let hosts = inputs.len();
+    let palette = Palette::of(inputs);
     let mut h = String::new();
     let _ = write!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width\">\
          <title>zcnet report</title><style>{STYLE}</style></head><body>\n<h1>zcnet report</h1>\n"
     );
-    h.push_str("<table><tr><th>host</th><th>kernel</th><th>CPUs</th><th>date</th><th>zcnet</th><th>benches</th></tr>\n");
+    h.push_str(&verdicts(inputs, &palette));
+    h.push_str(HOSTS_TABLE);
     for i in inputs {
         let r = &i.reports[0];
         let names: Vec<&str> = i.reports.iter().map(|r| r.bench.as_str()).collect();
@@ -585,10 +850,7 @@ pub fn page_with(
     }
     for b in benches(inputs) {
         let _ = writeln!(h, "<h2 id=\"{0}\">{0}</h2>", esc(&b.name));
-        for (label, r, _) in &b.reports {
-            let settings = serde_json::to_string(&r.settings).unwrap_or_default();
-            let _ = writeln!(h, "<pre>{}: {}</pre>", esc(label), esc(&settings));
-        }
+        h.push_str(&settings_table(&b));
         h.push_str("<div class=\"charts\">\n");
         let figures = [
             Figure::Cpu,
@@ -598,17 +860,17 @@ pub fn page_with(
             Figure::FarCpu,
         ];
         for figure in figures {
-            if let Some(svg) = bar_chart(&b, figure, hosts)? {
+            if let Some(svg) = bar_chart(&b, figure, hosts, &palette)? {
                 let _ = writeln!(h, "<div>{svg}</div>");
             }
         }
         for figure in [Figure::Cpu, Figure::Gbit] {
-            if let Some(svg) = sweep_chart(&b, figure, hosts, profile)? {
+            if let Some(svg) = sweep_chart(&b, figure, hosts, profile, &palette)? {
                 let _ = writeln!(h, "<div>{svg}</div>");
             }
         }
         h.push_str("</div>\n");
-        h.push_str(&table(&b, hosts));
+        h.push_str(&table(&b, hosts, &palette));
     }
     h.push_str("</body></html>\n");
     Ok(h)

@@ -30,14 +30,20 @@ pub struct Group {
 pub struct Line {
     /// Series name.
     pub name: String,
+    /// Its mode's colour ([`color`]).
+    pub color: RGBColor,
+    /// Its condition among the chart's: 0 solid, 1 dashed, 2 dotted, and so on.
+    pub style: usize,
     /// `(size, median, min, max)`, by size.
     pub points: Vec<(f64, f64, f64, f64)>,
 }
 
 const FONT: &str = "sans-serif";
 
-fn color(i: usize) -> RGBColor {
-    // Colour-blind-safe first (Okabe-Ito), then plotters' palette.
+/// The colour of mode number `mode` (in the page's order of first appearance), the same in every
+/// chart and table of the page: colour-blind-safe first (Okabe-Ito), then plotters' palette.
+/// The second and later host of a page draws its modes lighter (`host` 1, 2, ...).
+pub fn color(mode: usize, host: usize) -> RGBColor {
     const OKABE_ITO: [RGBColor; 7] = [
         RGBColor(0, 114, 178),
         RGBColor(230, 159, 0),
@@ -45,13 +51,38 @@ fn color(i: usize) -> RGBColor {
         RGBColor(204, 121, 167),
         RGBColor(86, 180, 233),
         RGBColor(213, 94, 0),
-        RGBColor(240, 228, 66),
+        RGBColor(120, 94, 240),
     ];
-    OKABE_ITO.get(i).copied().unwrap_or_else(|| {
-        let RGBAColor(r, g, b, _) = Palette99::pick(i).to_rgba();
+    let RGBColor(r, g, b) = OKABE_ITO.get(mode).copied().unwrap_or_else(|| {
+        let RGBAColor(r, g, b, _) = Palette99::pick(mode).to_rgba();
         RGBColor(r, g, b)
-    })
+    });
+    // Towards white by 45 % per host after the first, at most twice.
+    let k = 0.45 * host.min(2) as f64;
+    let mix = |c: u8| (f64::from(c) + (255.0 - f64::from(c)) * k).round() as u8;
+    RGBColor(mix(r), mix(g), mix(b))
 }
+
+/// The CSS `#rrggbb` of a colour, for the page's tables.
+pub fn css(c: RGBColor) -> String {
+    format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
+}
+
+/// A series of a chart: its name in the legend and its colour.
+#[derive(Clone, Debug)]
+pub struct Series {
+    /// The legend's text.
+    pub name: String,
+    /// Its colour ([`color`]).
+    pub color: RGBColor,
+}
+
+/// Width of every chart: the page's (its CSS caps it at the window).
+pub const WIDTH: u32 = 1360;
+
+/// Pixels of one character of the 11-pixel label font, as the page's fonts draw it at most
+/// (sans-serif averages 0.5-0.55 em; digits and capitals 0.6).
+pub const CHAR_PX: f64 = 6.6;
 
 /// A bar chart of `groups`, each bar with its min-max whisker.
 ///
@@ -60,12 +91,19 @@ fn color(i: usize) -> RGBColor {
 pub fn bars(
     title: &str,
     y_desc: &str,
-    series: &[String],
+    series: &[Series],
     groups: &[Group],
 ) -> anyhow::Result<String> {
     let per = series.len().max(1);
-    let width = (160 + groups.len() * (per * 26 + 24)).clamp(640, 1400) as u32;
-    let height = 380u32;
+    let width = WIDTH;
+    let legend_w = 240;
+    // The groups' labels, wrapped to the width of a group (a word longer than that is cut into
+    // pieces): the label area grows with the lines they need, so no two labels meet.
+    let group_px = f64::from(width - legend_w - 64 - 20) / groups.len().max(1) as f64;
+    let chars = ((group_px - 6.0) / CHAR_PX).floor().max(3.0) as usize;
+    let labels: Vec<Vec<String>> = groups.iter().map(|g| wrap(&g.label, chars)).collect();
+    let lines = labels.iter().map(Vec::len).max().unwrap_or(1).min(16);
+    let height = 320 + 14 * lines as u32;
     let top = groups
         .iter()
         .flat_map(|g| g.bars.iter().map(|b| b.max.max(b.median)))
@@ -76,11 +114,11 @@ pub fn bars(
     {
         let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
         root.fill(&WHITE)?;
-        let (plot, legend) = root.split_horizontally(width - 190);
+        let (plot, legend) = root.split_horizontally(width - legend_w);
         let mut chart = ChartBuilder::on(&plot)
             .caption(title, (FONT, 16))
             .margin(10)
-            .x_label_area_size(70)
+            .x_label_area_size(20 + 14 * lines as u32)
             .y_label_area_size(64)
             .build_cartesian_2d(0f64..groups.len().max(1) as f64, 0f64..top)?;
         chart
@@ -95,7 +133,7 @@ pub fn bars(
             for b in &group.bars {
                 let x0 = g as f64 + 0.1 + b.series as f64 * slot;
                 let x1 = x0 + slot * 0.9;
-                let c = color(b.series);
+                let c = series.get(b.series).map_or(BLACK, |s| s.color);
                 chart.draw_series(std::iter::once(Rectangle::new(
                     [(x0, 0.0), (x1, b.median.max(0.0))],
                     c.filled(),
@@ -114,9 +152,9 @@ pub fn bars(
                     ),
                 ])?;
             }
-            // The group's label under its bars, in two lines at most.
+            // The group's label under its bars, wrapped to its width.
             let (px, py) = chart.backend_coord(&(g as f64 + 0.5, 0.0));
-            for (k, line) in wrap(&group.label, 22).iter().take(3).enumerate() {
+            for (k, line) in labels[g].iter().take(lines).enumerate() {
                 plot.draw(&Text::new(
                     line.clone(),
                     (px, py + 8 + 14 * k as i32),
@@ -124,7 +162,7 @@ pub fn bars(
                 ))?;
             }
         }
-        draw_legend(&legend, series)?;
+        draw_legend(&legend, series, &[])?;
         root.present()?;
     }
     Ok(svg)
@@ -158,30 +196,50 @@ pub fn lines(title: &str, y_desc: &str, lines: &[Line], marks: &[Mark]) -> anyho
         .filter(|v| v.is_finite())
         .fold(0.0f64, f64::max);
     let top = if top > 0.0 { top * 1.12 } else { 1.0 };
-    let names: Vec<String> = lines.iter().map(|l| l.name.clone()).collect();
+    let names: Vec<Series> = lines
+        .iter()
+        .map(|l| Series {
+            name: l.name.clone(),
+            color: l.color,
+        })
+        .collect();
+    let styles: Vec<usize> = lines.iter().map(|l| l.style).collect();
+    // Ticks at the powers of 4 from 256 B (256 B, 1 KiB, 4 KiB, ...) inside the range.
+    let ticks: Vec<f64> = (4..=15)
+        .map(|k| 2f64.powi(2 * k))
+        .filter(|t| (lo..=hi).contains(t))
+        .collect();
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (900, 380)).into_drawing_area();
+        let legend_w = 420;
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, 400)).into_drawing_area();
         root.fill(&WHITE)?;
-        let (plot, legend) = root.split_horizontally(710);
+        let (plot, legend) = root.split_horizontally(WIDTH - legend_w);
         let mut chart = ChartBuilder::on(&plot)
             .caption(title, (FONT, 16))
             .margin(10)
-            .x_label_area_size(40)
+            .x_label_area_size(44)
             .y_label_area_size(64)
-            .build_cartesian_2d((lo..hi).log_scale(), 0f64..top)?;
+            .build_cartesian_2d((lo..hi).log_scale().with_key_points(ticks), 0f64..top)?;
         chart
             .configure_mesh()
-            .x_desc("message size, bytes")
+            .x_desc("message size (log scale)")
+            .x_label_formatter(&|x| bytes_label(*x))
             .y_desc(y_desc)
             .label_style((FONT, 12))
             .draw()?;
-        for (i, l) in lines.iter().enumerate() {
-            let c = color(i);
-            chart.draw_series(LineSeries::new(
-                l.points.iter().map(|p| (p.0, p.1)),
-                c.stroke_width(2),
-            ))?;
+        for l in lines {
+            let c = l.color;
+            let points = l.points.iter().map(|p| (p.0, p.1));
+            match l.style {
+                0 => chart.draw_series(LineSeries::new(points, c.stroke_width(2)))?,
+                k => chart.draw_series(DashedLineSeries::new(
+                    points,
+                    if k == 1 { 8 } else { 2 },
+                    if k == 1 { 5 } else { 4 },
+                    c.stroke_width(2),
+                ))?,
+            };
             chart.draw_series(
                 l.points
                     .iter()
@@ -211,10 +269,26 @@ pub fn lines(title: &str, y_desc: &str, lines: &[Line], marks: &[Mark]) -> anyho
                 (FONT, 11).into_font().color(&grey),
             ))?;
         }
-        draw_legend(&legend, &names)?;
+        draw_legend(&legend, &names, &styles)?;
         root.present()?;
     }
     Ok(svg)
+}
+
+/// A size as the sweeps' axis names it: `256 B`, `1 KiB`, `64 KiB`, `1 MiB`.
+pub fn bytes_label(x: f64) -> String {
+    let units = [("MiB", 1048576.0), ("KiB", 1024.0)];
+    for (unit, size) in units {
+        if x >= size {
+            let v = x / size;
+            return if (v - v.round()).abs() < 1e-9 {
+                format!("{} {unit}", v.round())
+            } else {
+                format!("{v:.1} {unit}")
+            };
+        }
+    }
+    format!("{} B", x.round())
 }
 
 fn text_center() -> plotters::style::text_anchor::Pos {
@@ -222,38 +296,65 @@ fn text_center() -> plotters::style::text_anchor::Pos {
     Pos::new(HPos::Center, VPos::Top)
 }
 
-/// The series names with their colours, in the right-hand column.
+/// The series names with their colours (and line styles, where given), in the right-hand
+/// column.
 fn draw_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
-    names: &[String],
+    series: &[Series],
+    styles: &[usize],
 ) -> anyhow::Result<()>
 where
     DB::ErrorType: 'static,
 {
-    for (i, name) in names.iter().enumerate() {
+    let err = |e| anyhow::anyhow!("{e:?}");
+    for (i, s) in series.iter().enumerate() {
         let y = 40 + 20 * i as i32;
-        area.draw(&Rectangle::new([(6, y), (18, y + 12)], color(i).filled()))
-            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        match styles.get(i) {
+            // A line's sample: its colour and dashes.
+            Some(&k) => {
+                let pieces: Vec<(i32, i32)> = match k {
+                    0 => vec![(4, 18)],
+                    1 => vec![(4, 10), (14, 18)],
+                    _ => vec![(4, 6), (9, 11), (14, 16)],
+                };
+                for (a, b) in pieces {
+                    area.draw(&PathElement::new(
+                        vec![(a, y + 6), (b, y + 6)],
+                        s.color.stroke_width(3),
+                    ))
+                    .map_err(err)?;
+                }
+            }
+            None => area
+                .draw(&Rectangle::new([(6, y), (18, y + 12)], s.color.filled()))
+                .map_err(err)?,
+        }
         area.draw(&Text::new(
-            name.clone(),
+            s.name.clone(),
             (24, y),
             (FONT, 12).into_font().color(&BLACK),
         ))
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        .map_err(err)?;
     }
     Ok(())
 }
 
-/// Splits `s` at spaces into lines of about `width` characters.
-fn wrap(s: &str, width: usize) -> Vec<String> {
+/// Splits `s` at spaces into lines of at most `width` characters; a longer word is cut into
+/// pieces of `width`.
+pub fn wrap(s: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
     let mut out: Vec<String> = Vec::new();
-    for word in s.split(' ') {
-        match out.last_mut() {
-            Some(l) if l.len() + 1 + word.len() <= width => {
-                l.push(' ');
-                l.push_str(word);
+    for word in s.split(' ').filter(|w| !w.is_empty()) {
+        let chars: Vec<char> = word.chars().collect();
+        for piece in chars.chunks(width) {
+            let piece: String = piece.iter().collect();
+            match out.last_mut() {
+                Some(l) if l.chars().count() + 1 + piece.chars().count() <= width => {
+                    l.push(' ');
+                    l.push_str(&piece);
+                }
+                _ => out.push(piece),
             }
-            _ => out.push(word.to_owned()),
         }
     }
     out
@@ -265,7 +366,16 @@ mod tests {
 
     #[test]
     fn charts_are_svg_with_their_labels() {
-        let series = vec!["a: copy".to_owned(), "a: zc".to_owned()];
+        let series = vec![
+            Series {
+                name: "a: copy".into(),
+                color: color(0, 0),
+            },
+            Series {
+                name: "a: zc".into(),
+                color: color(1, 0),
+            },
+        ];
         let groups = vec![Group {
             label: "sink ipv4 size=8000".into(),
             bars: vec![
@@ -288,6 +398,8 @@ mod tests {
         assert!(svg.contains("sink ipv4") && svg.contains("a: zc"));
         let l = vec![Line {
             name: "zc".into(),
+            color: color(1, 0),
+            style: 1,
             points: vec![(600.0, 1.0, 0.9, 1.1), (64000.0, 3.0, 2.0, 4.0)],
         }];
         let m = [Mark {
@@ -296,9 +408,25 @@ mod tests {
         }];
         let svg = lines("sweep", "Gbit", &l, &m).unwrap();
         assert!(svg.contains("message size") && svg.contains("tune: from 8000 B"));
+        assert!(
+            svg.contains("1 KiB") && svg.contains("16 KiB"),
+            "readable ticks"
+        );
+        assert!(!svg.contains("1000.0"), "no raw tick numbers");
         assert_eq!(
             wrap("veth ipv4 size=8000 mtu=1500", 12),
             ["veth ipv4", "size=8000", "mtu=1500"]
         );
+        assert_eq!(
+            wrap("proto=udp,segment=1472", 8),
+            ["proto=ud", "p,segmen", "t=1472"]
+        );
+        assert_eq!(bytes_label(65536.0), "64 KiB");
+        assert_eq!(bytes_label(256.0), "256 B");
+        assert_eq!(bytes_label(1536.0), "1.5 KiB");
+        // One colour per mode; a second host's is lighter, never another mode's.
+        assert_ne!(color(0, 0), color(1, 0));
+        assert_ne!(color(0, 0), color(0, 1));
+        assert_eq!(css(color(0, 0)), "#0072b2");
     }
 }
