@@ -668,3 +668,92 @@ fn the_page_reads_at_a_glance() {
         );
     }
 }
+
+/// `zcnet bench ... --baseline BASE.json`: a baseline that is not a report fails before any run
+/// (exit 2); against a baseline whose throughput is four times this run's, every throughput
+/// figure is a regression on stderr (stdout stays one JSON document), the page opens with them, and
+/// `--fail-on-regression` exits 3.
+#[test]
+fn a_bench_against_its_baseline() {
+    let bad = temp("not-a-report.json");
+    std::fs::write(&bad, "{}").unwrap();
+    let started = std::time::Instant::now();
+    let out = zcnet()
+        .args(["bench", "udp-tx", "--lab", "sink", "--baseline"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--baseline"));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "refused before the runs"
+    );
+    if let Err(e) = netlab::check_privileges() {
+        return netlab::skip::skip(&e.to_string());
+    }
+    let args = [
+        "bench",
+        "udp-tx",
+        "--lab",
+        "sink",
+        "--size",
+        "8000",
+        "--mode",
+        "copy",
+        "--mode",
+        "zc",
+        "--runs",
+        "2",
+        "--seconds",
+        "0.2",
+        "--json",
+    ];
+    let first = zcnet().args(args).output().unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let mut base: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    for set in base["results"].as_array_mut().unwrap() {
+        for run in set["runs"].as_array_mut().unwrap() {
+            for k in ["gbit", "requests_per_s"] {
+                run[k] = (run[k].as_f64().unwrap() * 4.0).into();
+            }
+        }
+    }
+    let base_path = temp("baseline.json");
+    std::fs::write(&base_path, base.to_string()).unwrap();
+    let page = temp("against.html");
+    let out = zcnet()
+        .args(args)
+        .arg("--baseline")
+        .arg(&base_path)
+        .args(["--fail-on-regression", "20", "--report"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    // The CPU figures were not scaled: whatever they did is this machine's noise.
+    for mode in ["copy", "zc"] {
+        for figure in ["gbit", "requests_per_s"] {
+            let line = format!("regressed: udp-tx sink ipv4 proto=udp size=8000 {mode} {figure}:");
+            assert!(err.contains(&line), "{line} in {err}");
+        }
+    }
+    assert!(err.contains("regressed by more than 20 %"), "{err}");
+    let _: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout is still the run's JSON");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<h2 id=\"changes\">Changes: baseline → "),
+        "the page compares"
+    );
+}

@@ -43,7 +43,25 @@ pub struct Common {
     /// With --remote: the shared token (the server's --token-file).
     #[arg(long, value_name = "PATH", requires = "remote")]
     pub token_file: Option<std::path::PathBuf>,
+    /// A saved `--json` of an earlier run: after the runs, what changed against it, cell by cell,
+    /// with a bootstrap interval and a verdict (as `zcnet report BASE.json NEW.json`), on stderr
+    /// and at the top of the `--report` page. Read before the runs.
+    #[arg(long, value_name = "BASE.json")]
+    pub baseline: Option<std::path::PathBuf>,
+    /// With --baseline: the smallest change of a median, in %, that counts as a change.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0, value_parser = crate::args::percent)]
+    pub noise: f64,
+    /// With --baseline: exit 3 when a figure regressed by more than PCT % against it.
+    #[arg(long, value_name = "PCT", value_parser = crate::args::percent, requires = "baseline")]
+    pub fail_on_regression: Option<f64>,
+    /// The `--baseline` file, read before the runs.
+    #[arg(skip)]
+    base: Base,
 }
+
+/// The `--baseline` file, read once before the runs and shared by the copies of [`Common`].
+#[derive(Clone, Debug, Default)]
+struct Base(Arc<Mutex<Option<crate::report::input::Input>>>);
 
 /// The opened `--report` file, shared by the copies of [`Common`] until the page is written.
 #[derive(Clone, Debug, Default)]
@@ -99,6 +117,29 @@ impl Common {
         self.remote
             .map(|addr| crate::remote::Remote::connect(addr, self.token_file.as_deref()))
             .transpose()
+    }
+
+    /// Reads `--baseline`, before the runs: a file that is not a zcnet report fails at once.
+    ///
+    /// # Errors
+    /// One line naming the file and the field that did not fit.
+    pub(super) fn read_baseline(&self) -> anyhow::Result<()> {
+        if let Some(path) = &self.baseline {
+            let mut input = crate::report::input::read(path)
+                .map_err(|e| crate::report::BadInput(format!("--baseline {e:#}")))?;
+            input.label = "baseline".into();
+            *self.base.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(input);
+        }
+        Ok(())
+    }
+
+    /// The baseline [`Common::read_baseline`] read, if any.
+    pub(super) fn baseline_input(&self) -> Option<crate::report::input::Input> {
+        self.base
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Installs `--profile` for the `auto` modes.

@@ -97,6 +97,7 @@ impl Opt {
 pub fn run(opt: Opt) -> anyhow::Result<()> {
     let common = opt.common();
     common.use_profile()?;
+    common.read_baseline()?;
     common.open_page()?;
     match opt.name {
         Some(Name::TcpRx(o)) => tcp_rx::run(o),

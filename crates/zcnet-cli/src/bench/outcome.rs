@@ -38,10 +38,7 @@ impl Outcome {
     /// Prints the report (see [`Outcome::print`]) and writes its page where `--report` asks.
     pub fn finish(&self, common: &Common) -> anyhow::Result<()> {
         self.print(common.json)?;
-        if let Some(path) = &common.report {
-            write_page(path, serde_json::to_value(&self.report)?, common)?;
-        }
-        Ok(())
+        finish_document(serde_json::to_value(&self.report)?, common)
     }
 
     /// Prints the report as JSON, or as the human table followed by the summary.
@@ -56,24 +53,49 @@ impl Outcome {
     }
 }
 
-/// Draws `document` (a report or the suite, as `--json` prints it) as the page of
-/// `zcnet report` at `path`.
-pub(super) fn write_page(
-    path: &std::path::Path,
-    document: serde_json::Value,
-    common: &Common,
-) -> anyhow::Result<()> {
+/// What a bench or the suite does with its printed `document` (a report or the suite, as
+/// `--json` prints it): against `--baseline`, what changed, on stderr (stdout keeps the one JSON
+/// document); the `--report` page; then `--fail-on-regression`'s verdict.
+///
+/// # Errors
+/// The page cannot be drawn or written; [`crate::report::Regressed`].
+pub(super) fn finish_document(document: serde_json::Value, common: &Common) -> anyhow::Result<()> {
     let mut input = crate::report::input::parse_value(document)
-        .map_err(|e| anyhow::anyhow!("drawing the report: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("reading back the report: {e}"))?;
     if input.label.is_empty() {
         input.label = "this machine".into();
     }
+    let base = common.baseline_input();
+    let noise = common.noise / 100.0;
+    let changes = match &base {
+        Some(b) => {
+            let changes = crate::report::compare::compare(b, &input, noise);
+            eprint!("{}", crate::report::compare::lines(&changes, noise));
+            changes
+        }
+        None => Vec::new(),
+    };
+    if let Some(path) = &common.report {
+        let mut inputs: Vec<crate::report::input::Input> = base.into_iter().collect();
+        inputs.push(input);
+        write_page(path, &inputs, common)?;
+    }
+    crate::report::fail_on_regression(&changes, common.fail_on_regression)
+}
+
+/// Draws `inputs` (a baseline first, where there is one) as the page of `zcnet report` at
+/// `path`.
+fn write_page(
+    path: &std::path::Path,
+    inputs: &[crate::report::input::Input],
+    common: &Common,
+) -> anyhow::Result<()> {
     // The break-even marks: the profile the auto modes used, where it was measured.
     let profile = match &common.profile {
         Some(p) => zcnet::auto::Profile::load(p).ok(),
         None => crate::report::tuned_profile(),
     };
-    let page = crate::report::page_with(&[input], profile.as_ref())?;
+    let (page, _) = crate::report::page_compared(inputs, profile.as_ref(), common.noise / 100.0)?;
     let out = match common.take_page() {
         Some(out) => out,
         None => crate::report::open_page(path)?,

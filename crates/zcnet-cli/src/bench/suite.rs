@@ -5,7 +5,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::common::Common;
-use super::outcome::{Outcome, SummaryRow, render_summary, write_page};
+use super::outcome::{Outcome, SummaryRow, finish_document, render_summary};
 use super::{async_serve, file_tx, packet, packet_tx, peek, sweep, tcp_rx, tx, udp_gso, uring_tx};
 use crate::measure::Report;
 
@@ -64,10 +64,7 @@ pub(super) fn run(common: Common) -> anyhow::Result<()> {
     if common.json {
         println!("{}", serde_json::to_string_pretty(&suite)?);
     }
-    if let Some(path) = &common.report {
-        write_page(path, serde_json::to_value(&suite)?, &common)?;
-    }
-    Ok(())
+    finish_document(serde_json::to_value(&suite)?, &common)
 }
 
 /// One bench of the suite, run in its short mode.

@@ -204,6 +204,36 @@ pub fn compare(base: &Input, new: &Input, noise: f64) -> Vec<Change> {
     out
 }
 
+/// What changed, as lines for a terminal: a count, then each regression and improvement.
+pub fn lines(changes: &[Change], noise: f64) -> String {
+    let count = |v: Verdict| changes.iter().filter(|c| c.verdict == v).count();
+    let mut out = format!(
+        "against the baseline: {} regressed, {} improved, {} within noise (95 % bootstrap \
+         interval, floor {:.0} %)\n",
+        count(Verdict::Regressed),
+        count(Verdict::Improved),
+        count(Verdict::WithinNoise),
+        noise * 100.0
+    );
+    for v in [Verdict::Regressed, Verdict::Improved] {
+        for c in changes.iter().filter(|c| c.verdict == v) {
+            let _ = writeln!(
+                out,
+                "  {}: {} {} {} {}: {:+.1} % ({:+.1} to {:+.1})",
+                c.verdict.word(),
+                c.bench,
+                c.condition,
+                c.mode,
+                c.metric,
+                100.0 * c.change,
+                100.0 * c.low,
+                100.0 * c.high
+            );
+        }
+    }
+    out
+}
+
 /// The page's section: regressions first, then improvements, then a count of the rest.
 pub fn section(base: &str, new: &str, changes: &[Change], noise: f64) -> String {
     let mut h = String::new();

@@ -68,7 +68,7 @@ impl std::error::Error for Regressed {}
 
 /// A failure of the inputs (exit 2), apart from failing to write the page (exit 1).
 #[derive(Debug)]
-pub struct BadInput(String);
+pub struct BadInput(pub String);
 
 impl std::fmt::Display for BadInput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -104,9 +104,26 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         ),
         None => tuned_profile(),
     };
-    let mut page = page_with(&inputs, profile.as_ref())?;
-    let noise = opt.noise / 100.0;
-    let changes = match inputs.as_slice() {
+    let (page, changes) = page_compared(&inputs, profile.as_ref(), opt.noise / 100.0)?;
+    write(out, &opt.output, &page)?;
+    if opt.json {
+        println!("{}", serde_json::to_string_pretty(&changes)?);
+    }
+    fail_on_regression(&changes, opt.fail_on_regression)
+}
+
+/// The page of `inputs` and, with two or more, what changed from the first to the last (at the
+/// top, after the verdicts), with the floor `noise` (a fraction).
+///
+/// # Errors
+/// A chart that cannot be drawn.
+pub fn page_compared(
+    inputs: &[Input],
+    profile: Option<&zcnet::auto::Profile>,
+    noise: f64,
+) -> anyhow::Result<(String, Vec<compare::Change>)> {
+    let mut page = page_with(inputs, profile)?;
+    let changes = match inputs {
         [base, .., new] => {
             let changes = compare::compare(base, new, noise);
             let section = compare::section(&base.label, &new.label, &changes, noise);
@@ -120,29 +137,34 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         }
         _ => Vec::new(),
     };
-    write(out, &opt.output, &page)?;
-    if opt.json {
-        println!("{}", serde_json::to_string_pretty(&changes)?);
+    Ok((page, changes))
+}
+
+/// [`Regressed`] when a figure regressed by more than `pct` %, naming the count and the first.
+///
+/// # Errors
+/// That [`Regressed`].
+pub fn fail_on_regression(changes: &[compare::Change], pct: Option<f64>) -> anyhow::Result<()> {
+    let Some(pct) = pct else {
+        return Ok(());
+    };
+    let bad: Vec<&compare::Change> = changes
+        .iter()
+        .filter(|c| c.verdict == compare::Verdict::Regressed && c.worse_by() * 100.0 > pct)
+        .collect();
+    match bad.first() {
+        Some(first) => Err(Regressed(format!(
+            "{} figures regressed by more than {pct} %, the first: {} {} {} {} {:+.1} %",
+            bad.len(),
+            first.bench,
+            first.condition,
+            first.mode,
+            first.metric,
+            100.0 * first.change
+        ))
+        .into()),
+        None => Ok(()),
     }
-    if let Some(pct) = opt.fail_on_regression {
-        let bad: Vec<&compare::Change> = changes
-            .iter()
-            .filter(|c| c.verdict == compare::Verdict::Regressed && c.worse_by() * 100.0 > pct)
-            .collect();
-        if let Some(first) = bad.first() {
-            return Err(Regressed(format!(
-                "{} figures regressed by more than {pct} %, the first: {} {} {} {} {:+.1} %",
-                bad.len(),
-                first.bench,
-                first.condition,
-                first.mode,
-                first.metric,
-                100.0 * first.change
-            ))
-            .into());
-        }
-    }
-    Ok(())
 }
 
 /// The profile `zcnet tune` wrote, where one is installed ($ZCNET_PROFILE, else the default
