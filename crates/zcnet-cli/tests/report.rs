@@ -757,3 +757,31 @@ fn a_bench_against_its_baseline() {
         "the page compares"
     );
 }
+
+/// A suite's summary row whose ratio had no median (serde_json writes NaN as `null`) reads,
+/// and is drawn as "-": the suite's own `--report` and `--baseline` take what `--json` printed.
+#[test]
+fn a_summary_ratio_of_null_reads() {
+    let mut v: serde_json::Value = serde_json::from_str(SUITE).unwrap();
+    v["summary"][0]["ratio"] = serde_json::Value::Null;
+    let input = temp("null-ratio.json");
+    std::fs::write(&input, v.to_string()).unwrap();
+    let page = temp("null-ratio.html");
+    let out = zcnet()
+        .arg("report")
+        .arg(&input)
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        std::fs::read_to_string(&page)
+            .unwrap()
+            .contains("<td>-</td>")
+    );
+}

@@ -42,6 +42,9 @@ fn over_veth_every_datagram_of_every_mode_is_checked_and_none_claimed_zero_copy(
         assert_eq!(set["params"]["segment"], 1200);
         for run in set["runs"].as_array().unwrap() {
             assert_eq!(run["verified"], true, "{mode}: {run}");
+            // What arrived was checked; how much arrived is said, not assumed.
+            let got = run["received_share"].as_f64().unwrap();
+            assert!(got > 0.0 && got <= 1.0, "{mode}: {run}");
             assert!(run["requests_per_s"].as_f64().unwrap() > 0.0, "{run}");
             match mode {
                 "sendmsg" | "sendmmsg" => assert!(run["zero_copy_share"].is_null(), "{run}"),

@@ -108,3 +108,46 @@ fn a_zero_segment_or_a_tcp_socket_is_refused_saying_why() {
         assert!(u.is_null());
     }
 }
+
+/// `UDP_SEGMENT` of `fd` (0: single datagrams).
+fn segment_of(fd: i32) -> i32 {
+    let mut v: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_UDP,
+            103,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0);
+    v
+}
+
+/// A sender refused (here: `SO_ZEROCOPY` on already, so its completion ids would not be its
+/// own) leaves the caller's socket as it was: a C program that falls back to `send` sends
+/// whole datagrams, not trains it never asked for.
+#[test]
+fn a_refused_sender_leaves_the_socket_sending_single_datagrams() {
+    let (tx, _rx) = udp_pair();
+    let one: libc::c_int = 1;
+    let rc = unsafe {
+        libc::setsockopt(
+            tx.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ZEROCOPY,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0);
+    unsafe {
+        let mut s = null_mut();
+        let rc = zcnet_zc_sender_new_gso(tx.as_raw_fd(), ZcnetMode::ZeroCopy.into(), 1200, &mut s);
+        assert_eq!(rc, -libc::EBUSY, "{}", last());
+        assert!(s.is_null());
+    }
+    assert_eq!(segment_of(tx.as_raw_fd()), 0, "UDP_SEGMENT left unset");
+}

@@ -463,6 +463,14 @@ fn one_run(lab: &Lab, family: Family, mode: Mode, shape: Shape) -> anyhow::Resul
         );
     };
     let done = Arc::new(AtomicBool::new(false));
+    // However the sender ends (an error included), the receiver stops once it is quiet.
+    struct Done(Arc<AtomicBool>);
+    impl Drop for Done {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let finished = Done(done.clone());
     let (dest, receiver) = match recv_ns {
         Some(ns) => {
             let sock = ns.run(move || UdpSocket::bind(SocketAddr::new(ip, 0)))??;
@@ -479,8 +487,9 @@ fn one_run(lab: &Lab, family: Family, mode: Mode, shape: Shape) -> anyhow::Resul
         })?;
         s.connect(dest)?;
         send_for(s, mode, shape)
-    })?;
-    done.store(true, Ordering::SeqCst);
+    });
+    drop(finished);
+    let sent = sent?;
     let seen = receiver
         .map(|h| {
             h.join()
@@ -499,7 +508,13 @@ fn one_run(lab: &Lab, family: Family, mode: Mode, shape: Shape) -> anyhow::Resul
         if seen.datagrams == 0 {
             bail!("the receiver got no datagram");
         }
+        // What arrived was checked, every datagram of it; UDP may lose some on the way (a full
+        // socket buffer), and the share received says how many.
         run.verified = Some(true);
+        let sent = run.requests_per_s.map_or(0.0, |r| r * run.seconds);
+        if sent > 0.0 {
+            run.received_share = Some((seen.datagrams as f64 / sent.round()).min(1.0));
+        }
     }
     Ok(run)
 }
@@ -764,18 +779,14 @@ fn summary_rows(lab: &str, segment: usize, n: usize, sets: &[ResultSet]) -> Vec<
         row(copy, one, v);
     }
     if let Some(copy) = find("gso-copy") {
-        let zc_ratio = find("gso-zc").map(|z| ratio(z, copy));
         for m in ["gso-zc", "gso-zc-fixed"] {
             let Some(s) = find(m) else { continue };
             let share_ok = s
                 .median_of(Metric::ZeroCopyShare)
                 .is_some_and(|x| x >= 0.999);
             let v = match (bound, m) {
-                (true, "gso-zc") => pass(ratio(s, copy) >= 1.3 && share_ok, ">= 1.3, 0 % copied"),
-                (true, _) => pass(
-                    ratio(s, copy) >= zc_ratio.unwrap_or(1.3).min(1.3) && share_ok,
-                    ">= gso-zc's, 0 % copied",
-                ),
+                // The acceptance's bound for both: 1.3x GSO by copy, nothing copied.
+                (true, _) => pass(ratio(s, copy) >= 1.3 && share_ok, ">= 1.3, 0 % copied"),
                 (false, _) if lab == "veth" => "info (veth delivery copies)".into(),
                 _ => "info".into(),
             };

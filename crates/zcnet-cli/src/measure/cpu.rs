@@ -247,6 +247,9 @@ pub struct Run {
     pub packets_dropped: Option<u64>,
     /// Packets captured / packets offered; `None` outside capture benches.
     pub capture_share: Option<f64>,
+    /// Datagrams a checking receiver got / datagrams sent (`udp-gso` over veth: UDP may lose
+    /// some, and what arrived was checked); `None` where nothing counts them.
+    pub received_share: Option<f64>,
     /// With `--remote`: the far host's CPU µs per MB of what it moved (its measured thread).
     pub remote_cpu_us_per_mb: Option<f64>,
     /// With `--remote`: the far host's user seconds.
@@ -425,6 +428,7 @@ pub fn record(work: Work, seconds: f64, cpu: ThreadCpu, machine: Option<(f64, f6
         packets_offered: None,
         packets_dropped: None,
         capture_share: None,
+        received_share: None,
         remote_cpu_us_per_mb: None,
         remote_cpu_user_s: None,
         remote_cpu_sys_s: None,

@@ -13,8 +13,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::input::{Input, Run, Set};
-use super::{condition, esc};
+use super::input::{Input, Report, Run, Set};
+use super::text::{condition, esc};
 
 /// Bootstrap resamples per change.
 pub const RESAMPLES: usize = 2000;
@@ -135,71 +135,114 @@ fn interval(base: &[f64], new: &[f64]) -> (f64, f64, f64) {
         for x in n.iter_mut() {
             *x = new[rng.below(new.len())];
         }
-        draws.push(median(&mut n) / median(&mut b) - 1.0);
+        let bm = median(&mut b);
+        // A resample whose base median is 0 has no ratio (a base of some zero runs).
+        if bm > 0.0 {
+            draws.push(median(&mut n) / bm - 1.0);
+        }
+    }
+    if draws.is_empty() {
+        return (point, point, point);
     }
     draws.sort_by(f64::total_cmp);
-    let at = |q: f64| draws[((q * RESAMPLES as f64) as usize).min(RESAMPLES - 1)];
+    let last = draws.len() - 1;
+    let at = |q: f64| draws[((q * draws.len() as f64) as usize).min(last)];
     (point, at(0.025), at(0.975))
 }
 
-/// The cells of an input: (bench with its ordinal, condition, mode) and the set.
-fn cells(input: &Input) -> Vec<(String, String, String, &Set)> {
-    let mut seen: std::collections::BTreeMap<&str, usize> = Default::default();
+/// How many top-level scalar settings two reports share with the same value: which of the
+/// base's reports of a bench (the suite runs some twice, a large and a small pool) a new one
+/// was run like.
+fn agreement(a: &Report, b: &Report) -> usize {
+    let (Some(a), Some(b)) = (a.settings.as_object(), b.settings.as_object()) else {
+        return 0;
+    };
+    a.iter()
+        .filter(|(k, v)| !v.is_object() && !v.is_array() && b.get(*k) == Some(*v))
+        .count()
+}
+
+/// Every figure of every cell the two inputs share, `noise` the floor (a fraction). A new
+/// report is compared with the base's report of the same bench run most alike (the most equal
+/// settings; the first on a tie), cell by cell (condition and mode).
+pub fn compare(base: &Input, new: &Input, noise: f64) -> Vec<Change> {
     let mut out = Vec::new();
-    for r in &input.reports {
-        let n = seen.entry(r.bench.as_str()).or_default();
-        *n += 1;
-        let bench = if *n == 1 {
+    let mut seen: std::collections::BTreeMap<&str, usize> = Default::default();
+    for r in &new.reports {
+        let nth = seen.entry(r.bench.as_str()).or_default();
+        *nth += 1;
+        let bench = if *nth == 1 {
             r.bench.clone()
         } else {
-            format!("{} #{n}", r.bench)
+            format!("{} #{nth}", r.bench)
         };
-        for s in &r.results {
-            out.push((bench.clone(), condition(s), s.mode.clone(), s));
+        let Some(b) =
+            base.reports
+                .iter()
+                .filter(|b| b.bench == r.bench)
+                .fold(None::<&Report>, |best, b| match best {
+                    Some(x) if agreement(x, r) >= agreement(b, r) => Some(x),
+                    _ => Some(b),
+                })
+        else {
+            continue;
+        };
+        for n in &r.results {
+            let cond = condition(n);
+            let Some(bs) = b
+                .results
+                .iter()
+                .find(|s| s.mode == n.mode && condition(s) == cond)
+            else {
+                continue;
+            };
+            out.extend(changes_of(&bench, &cond, bs, n, noise));
         }
     }
     out
 }
 
-/// Every figure of every cell the two inputs share, `noise` the floor (a fraction).
-pub fn compare(base: &Input, new: &Input, noise: f64) -> Vec<Change> {
-    let before = cells(base);
+/// The figures of one cell, base set `b` against new set `n`.
+fn changes_of(bench: &str, cond: &str, b: &Set, n: &Set, noise: f64) -> Vec<Change> {
     let mut out = Vec::new();
-    for (bench, cond, mode, n) in cells(new) {
-        let Some((_, _, _, b)) = before
+    for (metric, _, better, get) in FIGURES {
+        let bv: Vec<f64> = b
+            .runs
             .iter()
-            .find(|(bb, bc, bm, _)| *bb == bench && *bc == cond && *bm == mode)
-        else {
+            .filter_map(get)
+            .filter(|x| x.is_finite())
+            .collect();
+        let nv: Vec<f64> = n
+            .runs
+            .iter()
+            .filter_map(get)
+            .filter(|x| x.is_finite())
+            .collect();
+        // No base to measure a change against: nothing to say (a zero new figure is a change).
+        if bv.is_empty() || nv.is_empty() || median(&mut bv.clone()) <= 0.0 {
             continue;
-        };
-        for (metric, _, better, get) in FIGURES {
-            let bv: Vec<f64> = b.runs.iter().filter_map(get).filter(|x| *x > 0.0).collect();
-            let nv: Vec<f64> = n.runs.iter().filter_map(get).filter(|x| *x > 0.0).collect();
-            if bv.is_empty() || nv.is_empty() {
-                continue;
-            }
-            let (change, low, high) = interval(&bv, &nv);
-            let beyond = (low > 0.0 || high < 0.0) && change.abs() >= noise;
-            let verdict = match (beyond, change > 0.0, better) {
-                (false, _, _) => Verdict::WithinNoise,
-                (true, true, Better::Higher) | (true, false, Better::Lower) => Verdict::Improved,
-                _ => Verdict::Regressed,
-            };
-            out.push(Change {
-                bench: bench.clone(),
-                condition: cond.clone(),
-                mode: mode.clone(),
-                metric,
-                base: median(&mut bv.clone()),
-                new: median(&mut nv.clone()),
-                change,
-                low,
-                high,
-                base_runs: bv.len(),
-                new_runs: nv.len(),
-                verdict,
-            });
         }
+        let (change, low, high) = interval(&bv, &nv);
+        let beyond = (low > 0.0 || high < 0.0) && change.abs() >= noise;
+        let verdict = match (beyond, change > 0.0, better) {
+            (false, _, _) => Verdict::WithinNoise,
+            (true, true, Better::Higher) | (true, false, Better::Lower) => Verdict::Improved,
+            _ => Verdict::Regressed,
+        };
+        out.push(Change {
+            bench: bench.to_owned(),
+            condition: cond.to_owned(),
+            mode: n.mode.clone(),
+            metric,
+            base: median(&mut bv.clone()),
+            new: median(&mut nv.clone()),
+            change,
+            low,
+            high,
+            base_runs: bv.len(),
+            new_runs: nv.len(),
+            verdict,
+        });
     }
     out
 }
@@ -302,5 +345,11 @@ mod tests {
         // The same every time: a fixed seed.
         let a = interval(&[1.0, 2.0, 3.0], &[2.0, 3.0, 4.0]);
         assert_eq!(a, interval(&[1.0, 2.0, 3.0], &[2.0, 3.0, 4.0]));
+        // A collapse to zero is a change, not a gap: -100 %, the interval below zero.
+        let (c, _, hi) = interval(&[10.0, 10.0, 10.0], &[0.0, 0.0, 0.0]);
+        assert_eq!((c, hi), (-1.0, -1.0));
+        // A base of some zero runs: the resamples with a zero median are left out.
+        let (c, lo, hi) = interval(&[0.0, 10.0, 10.0], &[10.0, 10.0, 10.0]);
+        assert!(c == 0.0 && lo.is_finite() && hi.is_finite(), "{lo} {hi}");
     }
 }

@@ -118,8 +118,8 @@ pub struct SummaryRow {
     pub experiment: String,
     /// The figure compared.
     pub metric: String,
-    /// The ratio of the medians.
-    pub ratio: f64,
+    /// The ratio of the medians (`null` where a median was missing: serde_json writes NaN so).
+    pub ratio: Option<f64>,
     /// The share zero-copied, where it applies.
     pub zero_copy_share: Option<f64>,
     /// `ok (...)`, `MISS (needs ...)`, `info`.

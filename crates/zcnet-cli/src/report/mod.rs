@@ -14,6 +14,7 @@
 pub mod compare;
 pub mod input;
 pub mod plot;
+mod text;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -25,6 +26,7 @@ use crate::output::{self, Output};
 
 use input::{Input, Report, Set};
 use plot::{Bar, Group, Line};
+use text::{condition, esc, shown};
 
 /// Options of `zcnet report`.
 #[derive(Debug, clap::Args)]
@@ -223,33 +225,6 @@ pub fn unique_labels(inputs: &mut [Input]) {
             i.label = format!("{} ({n})", i.label);
         }
     }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// A value as a label shows it: strings without quotes; `None` for null (left out).
-fn shown(v: &serde_json::Value) -> Option<String> {
-    match v {
-        serde_json::Value::Null => None,
-        serde_json::Value::String(s) => Some(s.clone()),
-        v => Some(v.to_string()),
-    }
-}
-
-/// A condition: lab, family and parameters, as the page names it.
-fn condition(set: &Set) -> String {
-    let mut s = format!("{} {}", set.lab, set.family);
-    for (k, v) in &set.params {
-        if let Some(v) = shown(v) {
-            let _ = write!(s, " {k}={v}");
-        }
-    }
-    s
 }
 
 /// What tells apart reports of the same bench in one file (the suite runs udp-tx with a large
@@ -696,13 +671,13 @@ fn verdicts(inputs: &[Input], palette: &Palette) -> String {
             let _ = writeln!(
                 h,
                 "<tr><td class=\"{class}\">{}</td><td>{}</td><td><a href=\"#{}\">{}</a></td>\
-                 <td>{}</td><td>{:.3}</td><td>{}</td></tr>",
+                 <td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&r.verdict),
                 esc(label),
                 esc(bench),
                 esc(&r.experiment),
                 esc(&r.metric),
-                r.ratio,
+                r.ratio.map_or("-".to_owned(), |x| format!("{x:.3}")),
                 r.zero_copy_share
                     .map_or("-".to_owned(), |z| format!("{:.1} %", 100.0 * z)),
             );

@@ -698,9 +698,11 @@ fn judge(
     };
     let lost = |s: &u64| *s <= cut && !rxr.got.contains(s);
     let missing = txr.sent_seqs.iter().filter(|s| lost(s)).count() as u64;
-    // What the kernel counts as drops: datagrams, except that a GSO train a UDP_GRO socket
-    // would have queued whole is dropped whole, as one skb and one count.
-    let drops_needed = if rxr.gro && !txr.trains.is_empty() {
+    // What the kernel counts as drops: datagrams, except that a GSO train stays one skb until
+    // something cuts it (the receiving socket without UDP_GRO cuts it first; with it, it is
+    // queued whole), so a train lost whole on the way (a full backlog, a full socket with
+    // UDP_GRO) is one drop and one count.
+    let drops_needed = if !txr.trains.is_empty() {
         txr.trains
             .iter()
             .map(|&(first, n)| {

@@ -336,8 +336,7 @@ pub struct RxReport {
     pub first_bad: Option<String>,
     /// Datagrams received intact (UDP).
     pub got: std::collections::BTreeSet<u64>,
-    /// UDP: it read with `UDP_GRO`, so a GSO train reaches its socket as one skb, and the
-    /// kernel counts a train it drops as one drop.
+    /// UDP: it read with `UDP_GRO` (a GSO train then reaches it as one skb).
     pub gro: bool,
     /// Whether it reset (or closed) as the plan said.
     pub reset: bool,

@@ -281,7 +281,8 @@ pub struct Config {
     /// most one segment is one datagram. Set on the socket at [`ZeroCopySender::new`]; a buffer
     /// of more than [`crate::udp_gso::MAX_SEGMENTS`] segments is refused before the kernel sees
     /// it. Zero copy, the loan, the copied report and [`Mode::Auto`]'s choice are per train.
-    /// `None` (default): one datagram per buffer.
+    /// `None` (default): the socket's `UDP_SEGMENT` is left as it is (0, one datagram per
+    /// buffer, unless the caller set it).
     pub segment: Option<crate::udp_gso::Segment>,
 }
 
@@ -513,7 +514,6 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
     #[doc(alias = "SO_ZEROCOPY")]
     pub fn new(socket: S, config: Config) -> Result<Self, ZeroCopyError> {
         let claim = claim(socket.as_fd())?;
-        set_segment(&socket, config.segment)?;
         // ENOPROTOOPT (a kernel without SO_ZEROCOPY) reads as off; `enable` says why below.
         let on = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, abi::SO_ZEROCOPY)
             .is_ok_and(|v| v != 0);
@@ -529,6 +529,9 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
             Err(ZeroCopyError::Unsupported { reason, .. }) => Err(reason),
             Err(e) => return Err(e),
         };
+        // The last step that can fail: a refused sender leaves the caller's socket sending
+        // single datagrams as before.
+        set_segment(&socket, config.segment)?;
         let zerocopy_on = enabled.is_ok() && config.mode != Mode::Copy;
         let disabled = match enabled {
             _ if config.mode == Mode::Copy => Some("copy mode requested".to_owned()),

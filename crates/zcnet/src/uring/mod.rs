@@ -190,7 +190,8 @@ pub struct Config {
     /// ([`crate::udp_gso`], `UDP_SEGMENT` set on the socket, Linux 4.18), the last one shorter;
     /// a buffer of more than [`crate::udp_gso::MAX_SEGMENTS`] segments is refused before the
     /// kernel sees it. `SEND_ZC` with registered buffers sends a train as it sends a datagram.
-    /// `None` (default): one datagram per buffer.
+    /// `None` (default): the socket's `UDP_SEGMENT` is left as it is (0, one datagram per
+    /// buffer, unless the caller set it).
     pub segment: Option<crate::udp_gso::Segment>,
 }
 
@@ -402,14 +403,6 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             },
             Some(e) => UringError::Fstat(e),
         })?;
-        if let Some(segment) = config.segment {
-            crate::udp_gso::set_segment(&socket, Some(segment)).map_err(|e| {
-                UringError::Unsupported {
-                    feature: "UDP_SEGMENT",
-                    reason: e.reason(),
-                }
-            })?;
-        }
         let mut ring = open_ring(config.entries, config.setup)?;
         ring.register_file(socket.as_fd());
         let ty = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE).unwrap_or(0);
@@ -442,6 +435,16 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         let stream = ty == libc::SOCK_STREAM;
         if stream {
             ring.keep_order();
+        }
+        // The last step that can fail: a sender refused earlier (no io_uring, say) leaves the
+        // caller's socket sending single datagrams as before.
+        if let Some(segment) = config.segment {
+            crate::udp_gso::set_segment(&socket, Some(segment)).map_err(|e| {
+                UringError::Unsupported {
+                    feature: "UDP_SEGMENT",
+                    reason: e.reason(),
+                }
+            })?;
         }
         Ok(UringSender {
             fixed: mode == Mode::ZeroCopyFixed,
@@ -779,17 +782,25 @@ impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {
             )));
         }
         if tx.mode == Mode::ZeroCopyFixed {
-            memlock_check(pool.region_len() as u64)?;
-            tx.ring
-                .register(&pool.0)
-                .map_err(|source| match source.raw_os_error() {
-                    Some(libc::ENOMEM) => memlock_check_failed(pool.region_len() as u64),
-                    _ => UringError::Io {
-                        call: "io_uring_register(IORING_REGISTER_BUFFERS)",
-                        bytes: pool.region_len(),
-                        source,
-                    },
-                })?;
+            let registered = memlock_check(pool.region_len() as u64).and_then(|()| {
+                tx.ring
+                    .register(&pool.0)
+                    .map_err(|source| match source.raw_os_error() {
+                        Some(libc::ENOMEM) => memlock_check_failed(pool.region_len() as u64),
+                        _ => UringError::Io {
+                            call: "io_uring_register(IORING_REGISTER_BUFFERS)",
+                            bytes: pool.region_len(),
+                            source,
+                        },
+                    })
+            });
+            if let Err(e) = registered {
+                // Refused: the caller's socket sends single datagrams again, as before.
+                if tx.config.segment.is_some() {
+                    let _ = crate::udp_gso::set_segment(&tx.socket, None);
+                }
+                return Err(e);
+            }
         }
         Ok(tx)
     }
