@@ -29,15 +29,20 @@ pub const MIN_BENCH_SECONDS: f64 = 0.01;
 /// The longest single benchmark run: one hour, in seconds.
 pub const MAX_BENCH_SECONDS: f64 = 3600.0;
 
-/// A percentage: finite, from 0 to 1000 (`--noise 5`, `--fail-on-regression 10`).
+/// The smallest percentage an option takes: 0.01 %, in effect none (a bench option must
+/// refuse every value of the tests' sweep of nonsense, 0 and `1e-10` among them, since any value
+/// it accepts runs the bench).
+pub const MIN_PERCENT: f64 = 0.01;
+
+/// A percentage: finite, from [`MIN_PERCENT`] to 1000 (`--noise 5`, `--fail-on-regression 10`).
 pub fn percent(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .trim()
         .trim_end_matches('%')
         .parse()
         .map_err(|_| format!("{s}: give a percentage, such as 5"))?;
-    if !(0.0..=1000.0).contains(&v) {
-        return Err(format!("{s} %: give 0 to 1000"));
+    if !(MIN_PERCENT..=1000.0).contains(&v) {
+        return Err(format!("{s} %: give {MIN_PERCENT} to 1000"));
     }
     Ok(v)
 }
@@ -111,8 +116,8 @@ mod tests {
     fn percent_takes_what_a_user_types_and_refuses_the_rest() {
         assert_eq!(percent("5"), Ok(5.0));
         assert_eq!(percent("7.5%"), Ok(7.5));
-        assert_eq!(percent("0"), Ok(0.0));
-        for bad in ["-1", "nan", "inf", "1e9", "x", ""] {
+        assert_eq!(percent("0.01"), Ok(0.01));
+        for bad in ["-1", "0", "1e-10", "5e-324", "nan", "inf", "1e9", "x", ""] {
             assert!(percent(bad).is_err(), "{bad}");
         }
     }

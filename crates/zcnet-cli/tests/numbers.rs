@@ -142,6 +142,8 @@ fn every_numeric_option_refuses_nonsense_in_one_line() {
             "relay" => vec!["relay", "--listen", &taken, "--to", "127.0.0.1:9"],
             "send" => vec!["send", "/nonexistent/zcnet-test", "127.0.0.1:9"],
             "serve" => vec!["serve", "--listen", &taken],
+            // An input that is not there: a value it accepts ends in exit 2 at once.
+            "report" => vec!["report", "/nonexistent/zcnet-a.json", "-o", "/dev/null"],
             // Any value a bench or tune accepts would run it: every one must be refused.
             bench if bench.starts_with("bench") => bench.split(' ').collect(),
             "tune" => vec!["tune"],

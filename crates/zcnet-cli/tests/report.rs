@@ -475,7 +475,7 @@ fn a_regressed_cell_is_flagged_and_fails_a_ci_job() {
         .args([&base, &base])
         .arg("-o")
         .arg(&page)
-        .args(["--fail-on-regression", "0"])
+        .args(["--fail-on-regression", "0.01"])
         .output()
         .unwrap();
     assert!(same.status.success());
