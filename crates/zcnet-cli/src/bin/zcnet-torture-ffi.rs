@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use libzcnet::*;
 use zcnet_cli::torture::check::{HEADER, Rng, datagram, pattern};
+use zcnet_cli::torture::round::{DRAIN, Patience, SLICE};
 
 /// The helper's arguments, as `key=value` after the API's name.
 #[derive(Debug, Default)]
@@ -152,7 +153,7 @@ unsafe fn lend<S>(s: *mut S, api: Api<S>, a: &Args, r: &mut Report) {
     let mut rng = Rng::new(a.seed);
     let start = Instant::now();
     let deadline = start + Duration::from_millis(a.millis);
-    let hard = deadline + Duration::from_secs(15);
+    let hard = deadline + DRAIN;
     // Each buffer lives here, at the same address, until its cookie comes back.
     let mut loaned: HashMap<u64, Vec<u8>> = HashMap::new();
     let (mut made, mut off) = (0u64, 0u64);
@@ -196,14 +197,24 @@ unsafe fn lend<S>(s: *mut S, api: Api<S>, a: &Args, r: &mut Report) {
             unsafe { reap(s, &api, &mut loaned, r) };
         }
     }
-    let left = hard.saturating_duration_since(Instant::now()).as_millis() as u32;
-    // SAFETY: `s` is live.
-    let rc = unsafe { (api.drain)(s, left.max(1000)) };
-    if rc < 0 {
-        r.problems.push(format!("drain: {rc}: {}", last_error()));
+    // Drained while the loans keep coming back: a slow link is not a hang.
+    let mut patience = Patience::new(hard);
+    loop {
+        // SAFETY: `s` is live.
+        let rc = unsafe { (api.drain)(s, SLICE.as_millis() as u32) };
+        let why = (rc < 0).then(last_error);
+        // SAFETY: `s` is live.
+        unsafe { reap(s, &api, &mut loaned, r) };
+        let Some(why) = why else { break };
+        if rc != -libc::ETIMEDOUT {
+            r.problems.push(format!("drain: {rc}: {why}"));
+            break;
+        }
+        if let Err(gave_up) = patience.wait_on(loaned.len()) {
+            r.problems.push(format!("drain: {rc}: {why}: {gave_up}"));
+            break;
+        }
     }
-    // SAFETY: `s` is live.
-    unsafe { reap(s, &api, &mut loaned, r) };
     if !a.udp {
         // SAFETY: shutdown(2) on the inherited descriptor; no memory is passed.
         unsafe { libc::shutdown(a.fd, libc::SHUT_WR) };

@@ -12,13 +12,14 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zcnet::loan::ExclusiveSocket;
+use zcnet::loan::{ExclusiveSocket, OwnedBuf};
+use zcnet::mechanism::AsyncLoaningSender;
 use zcnet::tokio::IntoStdSocket;
 use zcnet::{msg_zerocopy, uring};
 
 use super::check::Rng;
 use super::ctx::{Ctx, Sock, TempFile, file_config, shut};
-use super::round::Mechanism;
+use super::round::{Mechanism, Patience, SLICE};
 
 /// Runs async sender `m` on a runtime of its own (current-thread or multi-threaded, drawn).
 pub fn run(ctx: &mut Ctx<'_>, m: Mechanism, sock: Sock) -> anyhow::Result<()> {
@@ -47,11 +48,19 @@ fn cancel_after(ctx: &mut Ctx<'_>) -> Option<Duration> {
         .then(|| Duration::from_micros(ctx.rng.range(1, 3000)))
 }
 
-/// The time left until the sender must have finished.
-fn left(ctx: &Ctx<'_>) -> Duration {
-    ctx.hard_limit()
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_secs(1))
+/// Drains an async sender with [`Patience`]: the drain's own result, or why the patience ran
+/// out. A drain future dropped at the end of a slice leaves every loan where it was.
+async fn drain_patiently<B: OwnedBuf, T: AsyncLoaningSender<B>>(
+    ctx: &Ctx<'_>,
+    tx: &mut T,
+) -> Result<std::io::Result<()>, String> {
+    let mut patience = Patience::new(ctx.hard_limit());
+    loop {
+        if let Ok(r) = tokio::time::timeout(SLICE, tx.drain()).await {
+            return Ok(r);
+        }
+        patience.wait_on(tx.in_flight())?;
+    }
 }
 
 fn zc_config(rng: &mut Rng) -> msg_zerocopy::Config {
@@ -116,11 +125,11 @@ where
             }
         }
     }
-    match tokio::time::timeout(left(ctx), tx.drain()).await {
+    match drain_patiently(ctx, &mut tx).await {
         Ok(Ok(())) => {}
         // The buffer a dropped send left part-way failed: it is back, with its error.
         Ok(Err(e)) => ctx.error(format!("flush: {e}")),
-        Err(_) => ctx.problem(format!("flush did not end ({} in flight)", tx.in_flight())),
+        Err(why) => ctx.problem(format!("flush did not end: {why}")),
     }
     for r in tx.returned().collect::<Vec<_>>() {
         ctx.back(r);
@@ -183,9 +192,9 @@ async fn uring(ctx: &mut Ctx<'_>, sock: Sock) -> anyhow::Result<()> {
             }
         }
     }
-    match tokio::time::timeout(left(ctx), tx.drain()).await {
+    match drain_patiently(ctx, &mut tx).await {
         Ok(r) => r?,
-        Err(_) => ctx.problem(format!("flush did not end ({} in flight)", tx.in_flight())),
+        Err(why) => ctx.problem(format!("flush did not end: {why}")),
     }
     for r in tx.returned().collect::<Vec<_>>() {
         ctx.back(r);

@@ -7,13 +7,13 @@ use std::io::Write as _;
 use std::net::{Shutdown, TcpStream, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use zcnet::file;
 use zcnet::loan::{Returned, SendError};
 
 use super::check::{self, Fate, HEADER, Ledger, Rng};
-use super::round::{Plan, TxReport};
+use super::round::{DRAIN, Patience, Plan, SLICE, TxReport};
 
 /// The sender's socket.
 pub enum Sock {
@@ -49,9 +49,25 @@ impl Sock {
 /// The largest UDP datagram.
 pub const MAX_DATAGRAM: usize = 65_507;
 
-/// How long a sender may go on past the round's deadline (draining, waiting for room) before
-/// it gives up and says so.
-pub const DRAIN: Duration = Duration::from_secs(15);
+/// Drains a synchronous sender with [`Patience`]; `Err` is the library's last error or why
+/// the patience ran out.
+pub fn drain_patiently<B: zcnet::loan::OwnedBuf, T: zcnet::mechanism::LoaningSender<B>>(
+    ctx: &Ctx<'_>,
+    tx: &mut T,
+) -> Result<(), String> {
+    let mut patience = Patience::new(ctx.hard_limit());
+    loop {
+        match tx.drain(SLICE) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                patience
+                    .wait_on(tx.in_flight())
+                    .map_err(|why| format!("{why} ({e})"))?;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
 
 /// A sender's state: the plan, its random source, the ledger of loans and the stream so far.
 pub struct Ctx<'a> {

@@ -76,7 +76,7 @@ pub fn run(ctx: &mut Ctx<'_>, m: Mechanism, sock: Sock, helper: &Path) -> anyhow
     let sock_fd = inheritable(&sock)?;
     // An mmap-zc file goes in one zcnet_send_file call (a second on the socket is refused),
     // which the round's time does not bound: 16 MiB to a slow receiver (peek behind an 8 KiB
-    // SO_SNDBUF, 0.6 MB/s under CI's load) outlasted the round's 15 s of grace. Smaller there.
+    // SO_SNDBUF, 0.6 MB/s under CI's load) outlasted the round's drain (15 s then). Smaller there.
     let cap = if mode == "mmap-zc" { 2 << 20 } else { 16 << 20 };
     let tmp = match m {
         Mechanism::FfiFile => Some(TempFile::new(plan, plan.budget.min(cap))?),
@@ -125,8 +125,9 @@ pub fn run(ctx: &mut Ctx<'_>, m: Mechanism, sock: Sock, helper: &Path) -> anyhow
     };
     let stdout_reader = drain(child.stdout.take().map(|p| Box::new(p) as _));
     let stderr_reader = drain(child.stderr.take().map(|p| Box::new(p) as _));
-    // Our own child, ended by its id if it outlives the round.
-    let limit = ctx.hard_limit();
+    // Our own child, ended by its id if it outlives the round. It gives up draining at the
+    // same hard limit, and then still reaps and reports: some seconds more.
+    let limit = ctx.hard_limit() + Duration::from_secs(10);
     let status = loop {
         if let Some(s) = child.try_wait()? {
             break Some(s);

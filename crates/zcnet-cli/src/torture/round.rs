@@ -294,8 +294,80 @@ impl Plan {
     }
 }
 
-/// How long a sender or receiver may run past the round's deadline before it counts as hung.
-pub const GRACE: Duration = Duration::from_secs(30);
+/// How long a sender or receiver may run past the round's deadline before it counts as hung:
+/// longer than a sender may drain ([`DRAIN`]), so that a sender says itself what it was waiting
+/// for.
+pub const GRACE: Duration = Duration::from_secs(DRAIN.as_secs() + 20);
+const _: () = assert!(GRACE.as_secs() > DRAIN.as_secs() + STALL.as_secs());
+
+/// The longest a sender may go on past the round's deadline (draining, waiting for room) while
+/// its loans keep coming back. A round can queue all of its budget (24 MiB at most) in an
+/// io_uring window before the deadline, and the slowest link here drains it at 0.6 MB/s: a peek
+/// receiver, which delays its ACKs, behind an 8 KiB `SO_SNDBUF` sends 47 KiB per 44 ms round trip
+/// on loopback (round 49 of seed 683213215444386 queued 10 MB and timed out after the 15 s this
+/// was, still draining). A sender that is stuck is caught by [`STALL`] long before this.
+pub const DRAIN: Duration = Duration::from_secs(60);
+
+/// How long a sender may wait without a single loan coming back before it counts as hung.
+pub const STALL: Duration = Duration::from_secs(10);
+
+/// How long one wait of a [`Patience`] drain lasts before it looks at the progress made.
+pub const SLICE: Duration = Duration::from_millis(250);
+
+/// A drain's patience: it waits on while loans keep coming back, and gives up when none came
+/// back for [`STALL`] or at the hard limit (the round's deadline + [`DRAIN`]). A slow link is not
+/// a hang; a link on which nothing moves is.
+pub struct Patience {
+    until: Instant,
+    stall: Duration,
+    out: usize,
+    moved: Instant,
+}
+
+impl Patience {
+    /// Gives up at `until`, or after [`STALL`] without progress.
+    pub fn new(until: Instant) -> Patience {
+        Patience::with_stall(until, STALL)
+    }
+
+    /// Gives up at `until`, or after `stall` without progress.
+    pub fn with_stall(until: Instant, stall: Duration) -> Patience {
+        Patience {
+            until,
+            stall,
+            out: usize::MAX,
+            moved: Instant::now(),
+        }
+    }
+
+    /// Given how many loans are still out: `Ok(true)` to wait on, `Ok(false)` when none is,
+    /// `Err` saying why it gives up.
+    pub fn wait_on(&mut self, out: usize) -> Result<bool, String> {
+        self.wait_on_at(out, Instant::now())
+    }
+
+    fn wait_on_at(&mut self, out: usize, now: Instant) -> Result<bool, String> {
+        if out == 0 {
+            return Ok(false);
+        }
+        if out < self.out {
+            self.out = out;
+            self.moved = now;
+        }
+        if now.duration_since(self.moved) >= self.stall {
+            return Err(format!(
+                "{out} loans out, none came back for {:?}",
+                self.stall
+            ));
+        }
+        if now >= self.until {
+            return Err(format!(
+                "{out} loans still out at the round's hard limit, though they were coming back"
+            ));
+        }
+        Ok(true)
+    }
+}
 
 /// What a sender reports.
 #[derive(Default)]
@@ -344,4 +416,49 @@ pub struct RxReport {
     /// Async receives cancelled by a timer (nothing may be lost).
     pub cancelled_receives: u64,
     pub problems: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_drain_that_keeps_moving_is_waited_for_past_the_stall_time() {
+        let mut p = Patience::with_stall(Instant::now() + Duration::from_secs(60), 30 * MS);
+        let t = Instant::now();
+        // One loan back every 20 ms, for longer than the stall time in all.
+        for (i, out) in (1..=8).rev().enumerate() {
+            let at = t + 20 * MS * i as u32;
+            assert_eq!(p.wait_on_at(out, at), Ok(true), "{out} out, still moving");
+        }
+        assert_eq!(p.wait_on_at(0, t + 200 * MS), Ok(false));
+    }
+
+    #[test]
+    fn a_drain_on_which_nothing_comes_back_gives_up_after_the_stall_time() {
+        let mut p = Patience::with_stall(Instant::now() + Duration::from_secs(60), 30 * MS);
+        let t = Instant::now();
+        assert_eq!(p.wait_on_at(5, t), Ok(true));
+        assert_eq!(p.wait_on_at(5, t + 29 * MS), Ok(true));
+        let why = p.wait_on_at(5, t + 30 * MS).unwrap_err();
+        assert!(why.contains("5 loans out, none came back"), "{why}");
+        // More loans out is no progress either.
+        let mut p = Patience::with_stall(Instant::now() + Duration::from_secs(60), 30 * MS);
+        let t = Instant::now();
+        assert_eq!(p.wait_on_at(5, t), Ok(true));
+        assert_eq!(p.wait_on_at(6, t + 20 * MS), Ok(true));
+        assert!(p.wait_on_at(6, t + 40 * MS).is_err());
+    }
+
+    #[test]
+    fn a_drain_still_moving_gives_up_at_the_hard_limit() {
+        let t = Instant::now();
+        let mut p = Patience::with_stall(t + 50 * MS, Duration::from_secs(60));
+        assert_eq!(p.wait_on_at(9, t), Ok(true));
+        assert_eq!(p.wait_on_at(8, t + 49 * MS), Ok(true));
+        let why = p.wait_on_at(7, t + 50 * MS).unwrap_err();
+        assert!(why.contains("hard limit"), "{why}");
+    }
 }

@@ -13,7 +13,7 @@ use zcnet::loan::{ExclusiveSocket, Returned};
 use zcnet::{file, msg_zerocopy, uring};
 
 use super::check::Rng;
-use super::ctx::{Ctx, MAX_DATAGRAM, Sock, TempFile, file_config, shut};
+use super::ctx::{Ctx, MAX_DATAGRAM, Sock, TempFile, drain_patiently, file_config, shut};
 use super::round::{End, Mechanism, Plan, TxReport};
 
 /// Runs the plan's sender on `sock`.
@@ -175,8 +175,7 @@ fn msg_zerocopy<S: ExclusiveSocket>(ctx: &mut Ctx<'_>, sock: S, tcp: bool) -> an
     if tcp {
         shut(tx.get_ref());
     }
-    let left = ctx.hard_limit().saturating_duration_since(Instant::now());
-    if let Err(e) = tx.drain(left.max(Duration::from_secs(1))) {
+    if let Err(e) = drain_patiently(ctx, &mut tx) {
         ctx.problem(format!("draining the MSG_ZEROCOPY sender: {e}"));
     }
     take(ctx, tx.returned());
@@ -234,8 +233,7 @@ fn uring(ctx: &mut Ctx<'_>, sock: Sock, mode: uring::Mode) -> anyhow::Result<()>
             take(ctx, tx.returned());
         }
     }
-    let left = ctx.hard_limit().saturating_duration_since(Instant::now());
-    if let Err(e) = tx.drain(left.max(Duration::from_secs(1))) {
+    if let Err(e) = drain_patiently(ctx, &mut tx) {
         ctx.problem(format!("draining the io_uring sender: {e}"));
     }
     take(ctx, tx.returned());
@@ -358,8 +356,7 @@ fn uring_fixed(ctx: &mut Ctx<'_>, sock: Sock) -> anyhow::Result<()> {
             }
         }
     }
-    let left = ctx.hard_limit().saturating_duration_since(Instant::now());
-    if let Err(e) = tx.drain(left.max(Duration::from_secs(1))) {
+    if let Err(e) = drain_patiently(ctx, &mut tx) {
         ctx.problem(format!("draining the io_uring sender: {e}"));
     }
     for r in tx.returned().collect::<Vec<_>>() {
