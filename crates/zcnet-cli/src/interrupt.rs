@@ -1,5 +1,6 @@
 //! SIGINT, SIGTERM and SIGHUP for the commands that write files and start no other program
-//! (`recv`, `capture`, `report`; issue 35 item 14).
+//! (`recv`, `capture`, `report`; issue 35 item 14), and for `torture`, which ends its run after
+//! the round in progress and removes its labs.
 //!
 //! Killed by one of them with the default action, a command left its temporary output behind
 //! (`recv -o new` stopped while waiting for its peer) or a capture without its pcap header. So
@@ -15,8 +16,9 @@
 //!
 //! The signal mask is inherited by the threads a thread starts, so [`watch`] must run before the
 //! command starts any; and by the programs it starts (`std::process::Command` passes it on),
-//! which would then not stop on SIGINT: a command that starts programs must not call it (a
-//! bench's tcpdump, stopped by SIGINT, hung). A signal the process started with
+//! which would then not stop on SIGINT: a command that starts programs it stops by a signal must
+//! not call it (a bench's tcpdump, stopped by SIGINT, hung). `torture` starts only programs that
+//! end by themselves or are ended by their id with SIGKILL. A signal the process started with
 //! ignored (`nohup`, `&` in a non-interactive shell) stays ignored: a blocked signal is kept
 //! pending even when ignored, so it is left out.
 

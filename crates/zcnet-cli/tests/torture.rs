@@ -121,3 +121,64 @@ fn json_is_one_document_with_the_same_counts() {
         "only the faults asked for: {faults:?}"
     );
 }
+
+/// The lab namespaces of process `pid` (netlab names them `zcnet-PID-N`).
+fn labs_of(pid: u32) -> Vec<String> {
+    let prefix = format!("zcnet-{pid}-");
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_signal_ends_the_run_after_its_round_with_the_summary_and_no_lab_left() {
+    use nix::sys::signal::{Signal, kill};
+    use std::time::{Duration, Instant};
+    if common::ignored_here().contains(&Signal::SIGTERM) {
+        eprintln!("skipping: SIGTERM is ignored here (nohup?), and so in the child");
+        return;
+    }
+    let mut child = zcnet()
+        .args(["torture", "--seconds", "600", "--seed", "3", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Rounds under way: its labs are up (where it can make them), and a moment more.
+    let start = Instant::now();
+    while labs_of(pid).is_empty() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let had_labs = !labs_of(pid).is_empty();
+    std::thread::sleep(Duration::from_secs(2));
+    kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGTERM).unwrap();
+    // The round in progress ends by itself: 2 s of time, then its drain (80 s at the very
+    // most, counted as hung).
+    let limit = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("torture went on 120 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["stopped_by"], "SIGTERM", "{v}");
+    assert_eq!(v["ok"], true, "{v}");
+    assert!(v["rounds"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["loans_out"], v["loans_back"]);
+    assert!(labs_of(pid).is_empty(), "labs left: {:?}", labs_of(pid));
+    if !had_labs {
+        eprintln!("note: no lab namespaces here (no privileges); only the summary was checked");
+    }
+}

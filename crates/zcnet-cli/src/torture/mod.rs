@@ -73,6 +73,8 @@ struct Summary {
     effects: BTreeMap<String, u64>,
     skipped: Vec<Skip>,
     failures: Vec<Failure>,
+    /// The signal that ended the run before its time (`SIGINT`, `SIGTERM`, `SIGHUP`), if one did.
+    stopped_by: Option<String>,
     ok: bool,
 }
 
@@ -115,6 +117,9 @@ impl Summary {
             self.fds_leaked
         );
         let _ = write!(s, ", skipped: {}", self.skipped.len());
+        if let Some(sig) = &self.stopped_by {
+            let _ = write!(s, ", stopped by {sig}");
+        }
         s.push_str(if self.ok { " -- ok" } else { " -- FAILED" });
         s
     }
@@ -333,6 +338,15 @@ fn plan(seed: u64, round: u64, setup: &Setup, links: &[Link], end: Instant, corr
 
 /// Runs the torture rounds and prints the summary.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
+    // SIGINT, SIGTERM or SIGHUP ends the run after the round it is in, with its summary and its
+    // labs removed (killed by the default action, the lab namespaces stayed until the next
+    // run). Taken before any thread starts. The programs a round starts inherit the blocked
+    // signals, which suits them: the libzcnet helper ends by itself or is ended by its id (not
+    // by a signal to the process group mid-round), and `ip` runs for a moment.
+    if let Err(e) = crate::interrupt::watch() {
+        eprintln!("torture: cannot take SIGINT and SIGTERM ({e}): they end the run at once");
+    }
+    let _graceful = crate::interrupt::graceful();
     let seed = opt.seed.unwrap_or_else(random_seed);
     eprintln!("torture: seed {seed} (replay: zcnet torture --seed {seed})");
     let start = Instant::now();
@@ -363,7 +377,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     }
     let links = labs.links();
     let mut round = 0u64;
-    while Instant::now() < end || round == 0 {
+    while (Instant::now() < end || round == 0) && crate::interrupt::stop_requested().is_none() {
         let plan = plan(
             seed,
             round,
@@ -413,6 +427,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         round += 1;
     }
     drop(labs);
+    summary.stopped_by = crate::interrupt::stop_requested().map(|sig| sig.as_str().to_owned());
     summary.ok = summary.failures.is_empty()
         && summary.wrong == 0
         && summary.missing == 0
