@@ -484,6 +484,14 @@ fn remove_stale() {
     }
 }
 
+/// Deletes every namespace of this process, for a process about to die by a signal: its labs
+/// would not be dropped. Whatever still uses them (a socket, a device) goes with them.
+pub fn remove_namespaces_of_this_process() {
+    for name in namespaces_of_this_process() {
+        let _ = ip(&["netns", "del", &name]);
+    }
+}
+
 /// Names of this process's live namespaces (for tests that check nothing is left behind).
 pub fn namespaces_of_this_process() -> Vec<String> {
     let mine = format!("{PREFIX}{}-", std::process::id());

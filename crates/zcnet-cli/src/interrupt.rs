@@ -22,8 +22,8 @@
 //! ignored (`nohup`, `&` in a non-interactive shell) stays ignored: a blocked signal is kept
 //! pending even when ignored, so it is left out.
 
-use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Mutex, Once};
 
 use nix::sys::signal::{SigSet, Signal};
 
@@ -32,6 +32,10 @@ const WATCHED: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 
 /// Whether a [`graceful`] section is running.
 static GRACEFUL: AtomicBool = AtomicBool::new(false);
+/// What a graceful section says when the first signal asks it to stop.
+static NOTICE: Mutex<Option<&'static str>> = Mutex::new(None);
+/// What runs before a signal ends the process (besides removing the temporaries).
+static ON_DEATH: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
 /// The signal that asked a graceful section to stop, 0 while none did.
 static STOP: AtomicI32 = AtomicI32::new(0);
 
@@ -78,9 +82,15 @@ fn wait_for(set: SigSet) {
                 .compare_exchange(0, sig as i32, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
         {
+            if let Some(notice) = *NOTICE.lock().unwrap_or_else(|p| p.into_inner()) {
+                eprintln!("{}: {notice}", sig.as_str());
+            }
             continue;
         }
         crate::output::remove_temporaries();
+        for f in ON_DEATH.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            f();
+        }
         die_of(sig);
     }
 }
@@ -122,6 +132,19 @@ pub fn graceful() -> Graceful {
     Graceful(())
 }
 
+/// A [`graceful`] section that says `notice` on stderr when the first signal asks it to stop
+/// (the work may take a while to reach a point where it can stop).
+pub fn graceful_saying(notice: &'static str) -> Graceful {
+    *NOTICE.lock().unwrap_or_else(|p| p.into_inner()) = Some(notice);
+    graceful()
+}
+
+/// Runs `f` before a signal ends the process, after the temporaries are removed: a command's
+/// own cleanup of what a signal would leave (`torture`'s lab namespaces).
+pub fn on_death(f: fn()) {
+    ON_DEATH.lock().unwrap_or_else(|p| p.into_inner()).push(f);
+}
+
 /// The signal that asked a [`Graceful`] section to stop, if one did.
 pub fn stop_requested() -> Option<Signal> {
     Signal::try_from(STOP.load(Ordering::SeqCst)).ok()
@@ -130,5 +153,6 @@ pub fn stop_requested() -> Option<Signal> {
 impl Drop for Graceful {
     fn drop(&mut self) {
         GRACEFUL.store(false, Ordering::SeqCst);
+        *NOTICE.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 }

@@ -10,7 +10,7 @@
 use std::net::TcpStream;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zcnet::loan::{ExclusiveSocket, OwnedBuf};
 use zcnet::mechanism::AsyncLoaningSender;
@@ -59,7 +59,9 @@ async fn drain_patiently<B: OwnedBuf, T: AsyncLoaningSender<B>>(
         if let Ok(r) = tokio::time::timeout(SLICE, tx.drain()).await {
             return Ok(r);
         }
-        patience.wait_on(tx.in_flight())?;
+        if !patience.wait_on(tx.in_flight())? {
+            return Err("the drain did not end with nothing in flight".into());
+        }
     }
 }
 
@@ -115,7 +117,10 @@ where
                 ctx.back(r);
             }
         }
-        while tx.in_flight() > window && Instant::now() < ctx.hard_limit() {
+        // A full window waits while loans come back; a stalled one goes on to the drain,
+        // which says what is out.
+        let mut patience = Patience::new(ctx.hard_limit());
+        while tx.in_flight() > window && patience.wait_on(tx.in_flight()).is_ok() {
             // Cancelled now and then too: nothing may be lost.
             let t = Duration::from_micros(ctx.rng.range(100, 20_000));
             if let Ok(r) = tokio::time::timeout(t, tx.next_returned()).await

@@ -60,9 +60,12 @@ pub fn drain_patiently<B: zcnet::loan::OwnedBuf, T: zcnet::mechanism::LoaningSen
         match tx.drain(SLICE) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                patience
+                let waiting = patience
                     .wait_on(tx.in_flight())
                     .map_err(|why| format!("{why} ({e})"))?;
+                if !waiting {
+                    return Err(format!("the drain timed out with nothing in flight ({e})"));
+                }
             }
             Err(e) => return Err(e.to_string()),
         }

@@ -34,7 +34,8 @@ use round::{End, Fault, Faults, GRACE, Mechanism, Plan, RxReport, TxReport};
 /// Options of `zcnet torture`.
 #[derive(Debug, clap::Args)]
 pub struct Opt {
-    /// How long to run rounds (the round running then finishes, a few seconds at most).
+    /// How long to run rounds (the round running then finishes: its 0.3-2 s, then its drain,
+    /// which a slow link can make last up to a minute).
     #[arg(long, default_value = "20", value_parser = crate::args::seconds)]
     seconds: f64,
     /// The seed of every random choice (default: a random one, printed so that a failure can
@@ -346,7 +347,12 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     if let Err(e) = crate::interrupt::watch() {
         eprintln!("torture: cannot take SIGINT and SIGTERM ({e}): they end the run at once");
     }
-    let _graceful = crate::interrupt::graceful();
+    // A second signal ends the process at once: its labs go with it.
+    crate::interrupt::on_death(netlab::remove_namespaces_of_this_process);
+    let _graceful = crate::interrupt::graceful_saying(
+        "torture stops after the round in progress (its drain can take a minute); a second \
+         signal ends it now",
+    );
     let seed = opt.seed.unwrap_or_else(random_seed);
     eprintln!("torture: seed {seed} (replay: zcnet torture --seed {seed})");
     let start = Instant::now();

@@ -314,14 +314,19 @@ pub const STALL: Duration = Duration::from_secs(10);
 /// How long one wait of a [`Patience`] drain lasts before it looks at the progress made.
 pub const SLICE: Duration = Duration::from_millis(250);
 
-/// A drain's patience: it waits on while loans keep coming back, and gives up when none came
-/// back for [`STALL`] or at the hard limit (the round's deadline + [`DRAIN`]). A slow link is not
-/// a hang; a link on which nothing moves is.
+/// A wait's patience (a full window's, a drain's): it waits on while loans keep coming back,
+/// and gives up when none came back for [`STALL`] (counted from its start) or at the hard limit
+/// (the round's deadline + [`DRAIN`]). A slow link is not a hang; a link on which nothing moves
+/// is.
 pub struct Patience {
     until: Instant,
     stall: Duration,
-    out: usize,
+    /// The fewest loans seen out, `None` before the first look.
+    out: Option<usize>,
+    /// When that fewest was first seen (the start, until a loan comes back).
     moved: Instant,
+    /// Whether a loan came back during the wait.
+    progressed: bool,
 }
 
 impl Patience {
@@ -335,8 +340,9 @@ impl Patience {
         Patience {
             until,
             stall,
-            out: usize::MAX,
+            out: None,
             moved: Instant::now(),
+            progressed: false,
         }
     }
 
@@ -350,19 +356,29 @@ impl Patience {
         if out == 0 {
             return Ok(false);
         }
-        if out < self.out {
-            self.out = out;
-            self.moved = now;
+        match self.out {
+            None => self.out = Some(out),
+            Some(fewest) if out < fewest => {
+                self.out = Some(out);
+                self.moved = now;
+                self.progressed = true;
+            }
+            Some(_) => {}
         }
-        if now.duration_since(self.moved) >= self.stall {
+        if now.saturating_duration_since(self.moved) >= self.stall {
             return Err(format!(
                 "{out} loans out, none came back for {:?}",
                 self.stall
             ));
         }
         if now >= self.until {
+            let moving = if self.progressed {
+                ", though they were coming back"
+            } else {
+                ""
+            };
             return Err(format!(
-                "{out} loans still out at the round's hard limit, though they were coming back"
+                "{out} loans still out at the round's hard limit{moving}"
             ));
         }
         Ok(true)
@@ -450,6 +466,20 @@ mod tests {
         assert_eq!(p.wait_on_at(5, t), Ok(true));
         assert_eq!(p.wait_on_at(6, t + 20 * MS), Ok(true));
         assert!(p.wait_on_at(6, t + 40 * MS).is_err());
+    }
+
+    #[test]
+    fn the_first_look_is_not_progress() {
+        // A wait that starts past the hard limit gives up at once, and does not claim that
+        // loans were coming back.
+        let t = Instant::now();
+        let mut p = Patience::with_stall(t, Duration::from_secs(60));
+        let why = p.wait_on_at(3, t + MS).unwrap_err();
+        assert_eq!(why, "3 loans still out at the round's hard limit");
+        // Nor does it restart the stall clock: a wait stalls counting from its start.
+        let mut p = Patience::with_stall(Instant::now() + Duration::from_secs(60), 30 * MS);
+        let t = Instant::now();
+        assert!(p.wait_on_at(3, t + 31 * MS).is_err());
     }
 
     #[test]

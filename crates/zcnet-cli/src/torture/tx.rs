@@ -7,14 +7,14 @@ use std::net::TcpStream;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zcnet::loan::{ExclusiveSocket, Returned};
 use zcnet::{file, msg_zerocopy, uring};
 
 use super::check::Rng;
 use super::ctx::{Ctx, MAX_DATAGRAM, Sock, TempFile, drain_patiently, file_config, shut};
-use super::round::{End, Mechanism, Plan, TxReport};
+use super::round::{End, Mechanism, Patience, Plan, TxReport};
 
 /// Runs the plan's sender on `sock`.
 pub fn run(plan: &Plan, sock: Sock, ffi_helper: Option<&Path>) -> TxReport {
@@ -163,7 +163,10 @@ fn msg_zerocopy<S: ExclusiveSocket>(ctx: &mut Ctx<'_>, sock: S, tcp: bool) -> an
             tx.reap()?;
             take(ctx, tx.returned());
         }
-        while tx.in_flight() > window && Instant::now() < ctx.hard_limit() {
+        // A full window waits while loans come back; a stalled one goes on to the drain,
+        // which says what is out.
+        let mut patience = Patience::new(ctx.hard_limit());
+        while tx.in_flight() > window && patience.wait_on(tx.in_flight()).is_ok() {
             // A short drain is a wait for the next completions.
             match tx.drain(Duration::from_millis(2)) {
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
@@ -305,12 +308,13 @@ fn uring_fixed(ctx: &mut Ctx<'_>, sock: Sock) -> anyhow::Result<()> {
         }
     };
     while ctx.more() && !(tcp && ctx.failed()) {
+        let mut patience = Patience::new(ctx.hard_limit());
         let buf = loop {
             if let Some(b) = pool.acquire() {
                 break Some(b);
             }
-            if Instant::now() > ctx.hard_limit() {
-                ctx.problem("no pool buffer came back to acquire".into());
+            if let Err(why) = patience.wait_on(tx.in_flight()) {
+                ctx.problem(format!("no pool buffer came back to acquire: {why}"));
                 break None;
             }
             match tx.drain(Duration::from_millis(2)) {
