@@ -106,17 +106,26 @@ fn die_of(sig: Signal) -> ! {
     std::process::exit(128 + sig as i32)
 }
 
-/// The watched signals this process was started with ignored, from `SigIgn` of
-/// /proc/self/status (reading a disposition any other way takes `sigaction`, an unsafe call).
+/// The watched signals this process was started with ignored.
 fn ignored_at_start() -> Vec<Signal> {
+    let ignored = ignored();
+    WATCHED
+        .into_iter()
+        .filter(|s| ignored.contains(s))
+        .collect()
+}
+
+/// The signals this process ignores, which a program it starts inherits ignored: `SigIgn` of
+/// /proc/self/status (reading a disposition any other way takes `sigaction`, an unsafe call).
+/// Nothing where /proc cannot be read.
+pub fn ignored() -> Vec<Signal> {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let mask = status
         .lines()
         .find_map(|l| l.strip_prefix("SigIgn:"))
         .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
         .unwrap_or(0);
-    WATCHED
-        .into_iter()
+    Signal::iterator()
         .filter(|&s| mask & (1 << (s as u32 - 1)) != 0)
         .collect()
 }

@@ -12,16 +12,11 @@
 use std::io;
 use std::os::fd::AsFd;
 
+use crate::cmsg::{self, read_u32};
 use crate::sys::{self, abi};
 
-/// Byte offsets of the structures read here.
+/// Byte offsets of `struct sock_extended_err`.
 mod field {
-    /// `struct cmsghdr` on this target: `size_t cmsg_len; int cmsg_level; int cmsg_type;`.
-    pub const CMSG_LEN: usize = 0;
-    pub const CMSG_LEVEL: usize = size_of::<usize>();
-    pub const CMSG_TYPE: usize = CMSG_LEVEL + 4;
-    pub const CMSG_HDR: usize = CMSG_TYPE + 4;
-    /// `struct sock_extended_err`.
     pub const EE_ERRNO: usize = 0;
     pub const EE_ORIGIN: usize = 4;
     pub const EE_CODE: usize = 6;
@@ -71,73 +66,42 @@ impl Completion {
     }
 }
 
-/// A malformed control buffer: the kernel never produces one, so this indicates a caller bug
-/// (a truncated buffer) or memory that is not what it claims.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ParseError {
-    /// A `cmsghdr` or its data does not fit in the buffer.
-    #[error("control message truncated at byte {offset} of {len}")]
-    Truncated {
-        /// Where the bad message starts.
-        offset: usize,
-        /// Length of the control buffer.
-        len: usize,
-    },
-}
-
-fn read_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn align(len: usize) -> usize {
-    let a = size_of::<usize>();
-    (len + a - 1) & !(a - 1)
-}
+pub use crate::cmsg::ParseError;
 
 /// Parses the control bytes of one error-queue `recvmsg`, returning its extended errors.
 ///
 /// Control messages other than `IP_RECVERR`/`IPV6_RECVERR` are skipped.
+///
+/// # Errors
+/// [`ParseError::Truncated`] for a message that does not fit, or a `sock_extended_err` cut
+/// short.
 pub fn parse(control: &[u8]) -> Result<Vec<Entry>, ParseError> {
     let mut out = Vec::new();
-    let mut off = 0;
-    while off + field::CMSG_HDR <= control.len() {
-        let len_bytes = &control[off + field::CMSG_LEN..off + field::CMSG_LEVEL];
-        let cmsg_len = usize::from_ne_bytes(len_bytes.try_into().expect("slice of usize size"));
-        let truncated = ParseError::Truncated {
-            offset: off,
-            len: control.len(),
-        };
-        let end = off.checked_add(cmsg_len).filter(|&e| e <= control.len());
-        let Some(end) = end.filter(|_| cmsg_len >= field::CMSG_HDR) else {
-            return Err(truncated);
-        };
-        let level = read_u32(control, off + field::CMSG_LEVEL) as i32;
-        let ty = read_u32(control, off + field::CMSG_TYPE) as i32;
-        let data = &control[off + field::CMSG_HDR..end];
-        let is_recverr = (level == abi::SOL_IP && ty == abi::IP_RECVERR)
-            || (level == abi::SOL_IPV6 && ty == abi::IPV6_RECVERR);
-        if is_recverr {
-            if data.len() < field::EE_LEN {
-                return Err(truncated);
-            }
-            let origin = data[field::EE_ORIGIN];
-            out.push(if origin == abi::SO_EE_ORIGIN_ZEROCOPY {
-                Entry::Zerocopy(Completion {
-                    first: read_u32(data, field::EE_INFO),
-                    last: read_u32(data, field::EE_DATA),
-                    copied: data[field::EE_CODE] & abi::SO_EE_CODE_ZEROCOPY_COPIED != 0,
-                })
-            } else {
-                Entry::Other {
-                    origin,
-                    errno: read_u32(data, field::EE_ERRNO),
-                }
-            });
+    cmsg::walk(control, |m| {
+        let is_recverr = (m.level == abi::SOL_IP && m.ty == abi::IP_RECVERR)
+            || (m.level == abi::SOL_IPV6 && m.ty == abi::IPV6_RECVERR);
+        if !is_recverr {
+            return Ok(());
         }
-        // The next header starts at the aligned end (at most one word past `end`, so no
-        // overflow: `end <= control.len()`).
-        off += align(cmsg_len);
-    }
+        let data = m.data;
+        if data.len() < field::EE_LEN {
+            return Err(m.truncated(control.len()));
+        }
+        let origin = data[field::EE_ORIGIN];
+        out.push(if origin == abi::SO_EE_ORIGIN_ZEROCOPY {
+            Entry::Zerocopy(Completion {
+                first: read_u32(data, field::EE_INFO),
+                last: read_u32(data, field::EE_DATA),
+                copied: data[field::EE_CODE] & abi::SO_EE_CODE_ZEROCOPY_COPIED != 0,
+            })
+        } else {
+            Entry::Other {
+                origin,
+                errno: read_u32(data, field::EE_ERRNO),
+            }
+        });
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -173,7 +137,7 @@ pub(crate) mod tests {
         data: u32,
     ) -> Vec<u8> {
         let mut b = Vec::new();
-        b.extend_from_slice(&(field::CMSG_HDR + field::EE_LEN + 16).to_ne_bytes());
+        b.extend_from_slice(&(cmsg::CMSG_HDR + field::EE_LEN + 16).to_ne_bytes());
         b.extend_from_slice(&level.to_ne_bytes());
         b.extend_from_slice(&ty.to_ne_bytes());
         b.extend_from_slice(&errno.to_ne_bytes());

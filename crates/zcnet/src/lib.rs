@@ -335,6 +335,7 @@ pub use counters::ZeroCopyCounters;
 
 #[cfg(any(feature = "msg_zerocopy", feature = "uring"))]
 pub mod auto;
+mod cmsg;
 pub mod counters;
 #[cfg(feature = "msg_zerocopy")]
 pub mod errqueue;

@@ -32,6 +32,7 @@ use std::os::fd::AsFd;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use crate::cmsg;
 use crate::support::{Check, CheckId, Probe, Status, TIMEOUT, loopback};
 use crate::sys::{self, abi};
 
@@ -151,12 +152,30 @@ impl From<GsoError> for io::Error {
     }
 }
 
-fn udp_option(
-    socket: &impl AsFd,
+/// A UDP socket option of this module: its name, number, the call that sets it and the
+/// kernel that brings it.
+struct UdpOption {
     name: &'static str,
     opt: i32,
-    value: i32,
-) -> Result<(), GsoError> {
+    call: &'static str,
+    since: &'static str,
+}
+
+const SEGMENT_OPTION: UdpOption = UdpOption {
+    name: "UDP_SEGMENT",
+    opt: abi::UDP_SEGMENT,
+    call: "setsockopt(UDP_SEGMENT)",
+    since: "Linux 4.18",
+};
+
+const GRO_OPTION: UdpOption = UdpOption {
+    name: "UDP_GRO",
+    opt: abi::UDP_GRO,
+    call: "setsockopt(UDP_GRO)",
+    since: "Linux 5.0",
+};
+
+fn udp_option(socket: &impl AsFd, o: &UdpOption, value: i32) -> Result<(), GsoError> {
     let fd = socket.as_fd();
     let ty = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL).map_err(|source| {
         GsoError::Io {
@@ -165,26 +184,17 @@ fn udp_option(
         }
     })?;
     if ty != libc::IPPROTO_UDP {
-        return Err(GsoError::NotUdp(name));
+        return Err(GsoError::NotUdp(o.name));
     }
-    sys::setsockopt(fd, abi::SOL_UDP, opt, &value).map_err(|source| {
+    sys::setsockopt(fd, abi::SOL_UDP, o.opt, &value).map_err(|source| {
         if source.raw_os_error() == Some(libc::ENOPROTOOPT) {
-            let since = if opt == abi::UDP_SEGMENT {
-                "Linux 4.18"
-            } else {
-                "Linux 5.0"
-            };
             GsoError::Unsupported {
-                feature: name,
-                reason: format!("{source}; needs {since}"),
+                feature: o.name,
+                reason: format!("{source}; needs {}", o.since),
             }
         } else {
             GsoError::Io {
-                call: if opt == abi::UDP_SEGMENT {
-                    "setsockopt(UDP_SEGMENT)"
-                } else {
-                    "setsockopt(UDP_GRO)"
-                },
+                call: o.call,
                 source,
             }
         }
@@ -199,7 +209,7 @@ fn udp_option(
 #[doc(alias = "UDP_SEGMENT")]
 pub fn set_segment(socket: &impl AsFd, segment: Option<Segment>) -> Result<(), GsoError> {
     let size = segment.map_or(0, |s| i32::from(s.0.get()));
-    udp_option(socket, "UDP_SEGMENT", abi::UDP_SEGMENT, size)
+    udp_option(socket, &SEGMENT_OPTION, size)
 }
 
 /// `setsockopt(SOL_UDP, UDP_GRO, 1)`: the kernel may queue datagrams of one flow coalesced, a
@@ -210,7 +220,7 @@ pub fn set_segment(socket: &impl AsFd, segment: Option<Segment>) -> Result<(), G
 /// [`GsoError::NotUdp`], [`GsoError::Unsupported`] before Linux 5.0, [`GsoError::Io`].
 #[doc(alias = "UDP_GRO")]
 pub fn enable_gro(socket: &impl AsFd) -> Result<(), GsoError> {
-    udp_option(socket, "UDP_GRO", abi::UDP_GRO, 1)
+    udp_option(socket, &GRO_OPTION, 1)
 }
 
 /// What one [`recv_train`] read.
@@ -259,58 +269,26 @@ pub fn recv_train(socket: &impl AsFd, buf: &mut [u8], flags: i32) -> io::Result<
     })
 }
 
-/// A malformed control buffer.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("control message truncated at byte {offset} of {len}")]
-pub struct ParseError {
-    offset: usize,
-    len: usize,
-}
-
-/// `struct cmsghdr` on this target: `size_t cmsg_len; int cmsg_level; int cmsg_type;`.
-const CMSG_HDR: usize = size_of::<usize>() + 8;
+pub use crate::cmsg::ParseError;
 
 /// The segment size in the `UDP_GRO` control message among `control` (an `int`; the kernel's
 /// `udp_cmsg_recv`), if there is one.
 ///
 /// # Errors
-/// A `cmsghdr` that does not fit.
+/// A `cmsghdr` that does not fit, or a `UDP_GRO` message without its `int`.
 pub fn parse_gro(control: &[u8]) -> Result<Option<usize>, ParseError> {
-    let word = size_of::<usize>();
-    let mut off = 0;
     let mut found = None;
-    while off + CMSG_HDR <= control.len() {
-        let mut len_bytes = [0u8; size_of::<usize>()];
-        len_bytes.copy_from_slice(&control[off..off + word]);
-        let cmsg_len = usize::from_ne_bytes(len_bytes);
-        let bad = ParseError {
-            offset: off,
-            len: control.len(),
-        };
-        let Some(end) = off
-            .checked_add(cmsg_len)
-            .filter(|&e| e <= control.len() && cmsg_len >= CMSG_HDR)
-        else {
-            return Err(bad);
-        };
-        let int = |at: usize| {
-            i32::from_ne_bytes([
-                control[at],
-                control[at + 1],
-                control[at + 2],
-                control[at + 3],
-            ])
-        };
-        let (level, ty) = (int(off + word), int(off + word + 4));
-        if level == abi::SOL_UDP && ty == abi::UDP_GRO {
-            if end - (off + CMSG_HDR) < 4 {
-                return Err(bad);
+    cmsg::walk(control, |m| {
+        if m.level == abi::SOL_UDP && m.ty == abi::UDP_GRO {
+            if m.data.len() < 4 {
+                return Err(m.truncated(control.len()));
             }
-            let size = int(off + CMSG_HDR);
-            found = usize::try_from(size).ok().filter(|&s| s > 0);
+            found = usize::try_from(cmsg::read_u32(m.data, 0) as i32)
+                .ok()
+                .filter(|&s| s > 0);
         }
-        off += cmsg_len.next_multiple_of(word);
-    }
+        Ok(())
+    })?;
     Ok(found)
 }
 
@@ -513,7 +491,7 @@ mod tests {
 
     fn cmsg(level: i32, ty: i32, data: &[u8]) -> Vec<u8> {
         let mut b = Vec::new();
-        b.extend_from_slice(&(CMSG_HDR + data.len()).to_ne_bytes());
+        b.extend_from_slice(&(cmsg::CMSG_HDR + data.len()).to_ne_bytes());
         b.extend_from_slice(&level.to_ne_bytes());
         b.extend_from_slice(&ty.to_ne_bytes());
         b.extend_from_slice(data);
@@ -542,15 +520,15 @@ mod tests {
             let r = parse_gro(&buf[..cut]);
             match cut {
                 // No whole header: nothing to read.
-                c if c < CMSG_HDR => assert_eq!(r, Ok(None), "cut {cut}"),
+                c if c < cmsg::CMSG_HDR => assert_eq!(r, Ok(None), "cut {cut}"),
                 // The header, but not all of the int it announces.
-                c if c < CMSG_HDR + 4 => assert!(r.is_err(), "cut {cut}: {r:?}"),
+                c if c < cmsg::CMSG_HDR + 4 => assert!(r.is_err(), "cut {cut}: {r:?}"),
                 // Only the alignment padding is missing.
                 _ => assert_eq!(r, Ok(Some(1200)), "cut {cut}"),
             }
         }
         let mut short = cmsg(abi::SOL_UDP, abi::UDP_GRO, &[]);
-        short.truncate(CMSG_HDR);
+        short.truncate(cmsg::CMSG_HDR);
         assert!(
             parse_gro(&short).is_err(),
             "a UDP_GRO message without its int"

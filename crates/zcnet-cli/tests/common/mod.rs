@@ -129,15 +129,7 @@ pub fn wait_bounded(mut child: std::process::Child, secs: u64) -> Output {
     child.wait_with_output().unwrap()
 }
 
-/// The signals this process ignores (`SigIgn` of /proc/self/status), which a child inherits.
+/// The signals this process ignores, which a child inherits.
 pub fn ignored_here() -> Vec<nix::sys::signal::Signal> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let mask = status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigIgn:"))
-        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-        .unwrap_or(0);
-    nix::sys::signal::Signal::iterator()
-        .filter(|&s| mask & (1 << (s as u32 - 1)) != 0)
-        .collect()
+    zcnet_cli::interrupt::ignored()
 }
