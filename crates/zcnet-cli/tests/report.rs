@@ -42,20 +42,24 @@ fn svgs(page: &str) -> usize {
     n
 }
 
+/// `zcnet report INPUTS... -o PAGE`, which must succeed: the page.
+fn render(inputs: &[&Path], page: &Path) -> String {
+    let r = zcnet()
+        .arg("report")
+        .args(inputs)
+        .arg("-o")
+        .arg(page)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    std::fs::read_to_string(page).unwrap()
+}
+
 #[test]
 fn two_hosts_in_one_page_of_well_formed_charts() {
     let (a, b) = (as_host("alpha"), as_host("beta"));
     let out = temp("two.html");
-    let r = zcnet()
-        .args(["report"])
-        .arg(&a)
-        .arg(&b)
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let page = std::fs::read_to_string(&out).unwrap();
+    let page = render(&[&a, &b], &out);
     let v: serde_json::Value = serde_json::from_str(SUITE).unwrap();
     let benches: Vec<&str> = v["reports"]
         .as_array()
@@ -144,14 +148,7 @@ fn the_page_renders_in_chromium_and_is_not_blank() {
     };
     let input = as_host("gamma");
     let out = temp("page.html");
-    let r = zcnet()
-        .args(["report"])
-        .arg(&input)
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    render(&[&input], &out);
     let png = temp("page.png");
     let shot = screenshot(chromium, &out, &png);
     assert!(
@@ -538,19 +535,7 @@ fn the_page_reads_at_a_glance() {
     std::fs::write(&wide, wide_report(14)).unwrap();
     for (input, hosts) in [(&suite, 1), (&wide, 1)] {
         let page = temp("glance.html");
-        let out = zcnet()
-            .args(["report"])
-            .arg(input)
-            .arg("-o")
-            .arg(&page)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let html = std::fs::read_to_string(&page).unwrap();
+        let html = render(&[input], &page);
         let first = html.find("<h2").unwrap();
         assert!(
             html[first..].starts_with("<h2 id=\"verdicts\">"),
@@ -767,21 +752,5 @@ fn a_summary_ratio_of_null_reads() {
     let input = temp("null-ratio.json");
     std::fs::write(&input, v.to_string()).unwrap();
     let page = temp("null-ratio.html");
-    let out = zcnet()
-        .arg("report")
-        .arg(&input)
-        .arg("-o")
-        .arg(&page)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        std::fs::read_to_string(&page)
-            .unwrap()
-            .contains("<td>-</td>")
-    );
+    assert!(render(&[&input], &page).contains("<td>-</td>"));
 }
