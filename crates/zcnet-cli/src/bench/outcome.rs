@@ -183,7 +183,7 @@ pub fn render_summary(rows: &[SummaryRow]) -> String {
     if rows.is_empty() {
         let _ = writeln!(
             out,
-            "(no benchmark is built yet: the probe above is the whole suite)"
+            "(nothing to compare: the modes run hold no copy and zero-copy pair)"
         );
     }
     for r in rows {
