@@ -218,8 +218,12 @@ fn changes_of(bench: &str, cond: &str, b: &Set, n: &Set, noise: f64) -> Vec<Chan
             .filter_map(get)
             .filter(|x| x.is_finite())
             .collect();
+        if bv.is_empty() || nv.is_empty() {
+            continue;
+        }
+        let (base, new) = (median(&mut bv.clone()), median(&mut nv.clone()));
         // No base to measure a change against: nothing to say (a zero new figure is a change).
-        if bv.is_empty() || nv.is_empty() || median(&mut bv.clone()) <= 0.0 {
+        if base <= 0.0 {
             continue;
         }
         let (change, low, high) = interval(&bv, &nv);
@@ -234,8 +238,8 @@ fn changes_of(bench: &str, cond: &str, b: &Set, n: &Set, noise: f64) -> Vec<Chan
             condition: cond.to_owned(),
             mode: n.mode.clone(),
             metric,
-            base: median(&mut bv.clone()),
-            new: median(&mut nv.clone()),
+            base,
+            new,
             change,
             low,
             high,
