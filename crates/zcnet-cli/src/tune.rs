@@ -578,6 +578,7 @@ fn print(profile: &Profile, json: bool, written: Option<&std::path::Path>) -> an
             "first_pairs": zcnet::auto::FIRST_PAIRS,
             "pairs_kept": zcnet::auto::PAIRS_KEPT,
             "hysteresis": zcnet::auto::HYSTERESIS,
+            "software_gso_margin": zcnet::auto::SOFTWARE_GSO_MARGIN,
             "explore_cost": zcnet::auto::EXPLORE_COST,
             "explore_every": [zcnet::auto::EVERY_MIN, zcnet::auto::EVERY_MAX],
             "backoff_sends": [zcnet::auto::BACKOFF_SENDS, zcnet::auto::BACKOFF_MAX],

@@ -255,6 +255,7 @@ impl<S: AsFd> FileSender<S> {
             crate::auto::Decider::new(crate::auto::Choice::for_socket(
                 crate::auto::SendPath::Sendfile,
                 &socket,
+                None,
             ))
         });
         Ok(FileSender {

@@ -345,6 +345,7 @@ pub mod loan;
 pub mod mechanism;
 #[cfg(feature = "msg_zerocopy")]
 pub mod msg_zerocopy;
+mod netdev;
 #[cfg(feature = "packet")]
 pub mod packet;
 #[cfg(feature = "peek")]

@@ -344,3 +344,132 @@ fn the_probe_reports_gso_and_gro() {
         );
     }
 }
+
+/// What an auto sender of 1472-byte trains into `lab` starts with: its choice after `trains`
+/// 42-segment trains and `singles` single datagrams, and the sends by zero copy of each kind.
+fn auto_into(lab: &SinkLab, uring: bool, trains: u32, singles: u32) -> (zcnet::auto::Choice, u64) {
+    let target = SocketAddr::new(SinkLab::target(Family::V4), 9);
+    // Built on the lab's thread: the route is looked up from the thread that makes the sender.
+    lab.ns
+        .run(move || {
+            let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+            s.connect(target).unwrap();
+            let segment = Some(Segment::new(1472).unwrap());
+            let mut tx = if uring {
+                Tx::Uring(
+                    UringSender::new(
+                        s,
+                        uring::Config {
+                            mode: uring::Mode::Auto,
+                            segment,
+                            ..uring::Config::default()
+                        },
+                    )
+                    .unwrap(),
+                )
+            } else {
+                Tx::Msg(
+                    ZeroCopySender::new(
+                        s,
+                        msg_zerocopy::Config {
+                            mode: msg_zerocopy::Mode::Auto,
+                            segment,
+                            ..msg_zerocopy::Config::default()
+                        },
+                    )
+                    .unwrap(),
+                )
+            };
+            for t in 0..trains {
+                tx.send(train(t, 1472, 42, 1472));
+            }
+            for t in 0..singles {
+                tx.send(train(t, 1472, 1, 1000));
+            }
+            let (choice, zc) = match &tx {
+                Tx::Msg(m) => (m.auto_choice(), m.counters().auto.zero_copy_calls),
+                Tx::Uring(u) => (u.auto_choice(), u.counters().auto.zero_copy_calls),
+                Tx::Fixed(..) => unreachable!(),
+            };
+            tx.finish();
+            (choice.expect("an auto sender has a choice"), zc)
+        })
+        .unwrap()
+}
+
+#[test]
+fn auto_copies_trains_a_device_cuts_in_software_and_says_why() {
+    require_lab!();
+    if !netlab::skip::on_path("ethtool") {
+        netlab::skip::skip("ethtool (Debian package ethtool) is not installed: no sink-swgso lab");
+        return;
+    }
+    let software = SinkLab::software_gso().unwrap();
+    let offload = SinkLab::new().unwrap();
+    let class_of = |c: &zcnet::auto::Choice, len: usize| {
+        c.classes
+            .iter()
+            .find(|k| k.from <= len && k.to.is_none_or(|t| len < t))
+            .cloned()
+            .unwrap_or_else(|| panic!("a class for {len} B in {c}"))
+    };
+    for uring in [false, true] {
+        if uring && !uring_works() {
+            netlab::skip::skip("io_uring SEND_ZC is not available: its auto is skipped");
+            continue;
+        }
+        let what = if uring { "uring" } else { "msg_zerocopy" };
+        // Fewer trains than a round: what the sender starts with, not what it measured.
+        let (c, zc) = auto_into(&software, uring, 10, 10);
+        let t = c
+            .trains
+            .clone()
+            .expect("a sender of trains says what its device does");
+        assert_eq!(
+            (t.device.as_deref(), t.offload),
+            (Some("sink0"), Some(false)),
+            "{what}: {t}"
+        );
+        assert!(t.software());
+        let text = c.to_string();
+        assert!(
+            text.contains("sink0, which cuts them in software (tx-udp-segmentation off)"),
+            "{what}: {text}"
+        );
+        let train_class = class_of(&c, 42 * 1472);
+        assert!(
+            !train_class.zero_copy,
+            "{what}: trains start at copy: {text}"
+        );
+        assert_eq!(train_class.margin, zcnet::auto::SOFTWARE_GSO_MARGIN);
+        // A single datagram is no train: the profile's prior and the usual bar.
+        let single = class_of(&c, 1000);
+        assert_eq!(single.margin, zcnet::auto::HYSTERESIS, "{what}");
+        assert_eq!(
+            single.zero_copy,
+            c.threshold.zero_copy(1000),
+            "{what}: {text}"
+        );
+        assert_eq!(
+            zc,
+            u64::from(single.zero_copy) * 10,
+            "{what}: only singles by zero copy, if any"
+        );
+
+        // With the offload on, the same trains start where the profile says, at the usual bar.
+        let (c, _) = auto_into(&offload, uring, 10, 0);
+        let t = c.trains.clone().unwrap();
+        assert_eq!(
+            (t.device.as_deref(), t.offload),
+            (Some("sink0"), Some(true)),
+            "{what}: {t}"
+        );
+        let train_class = class_of(&c, 42 * 1472);
+        assert_eq!(train_class.margin, zcnet::auto::HYSTERESIS, "{what}");
+        assert_eq!(
+            train_class.zero_copy,
+            c.threshold.zero_copy(42 * 1472),
+            "{what}"
+        );
+    }
+}

@@ -134,12 +134,14 @@ pub fn auto_learned(auto: &ResultSet) -> String {
     let f = |get: fn(&crate::measure::Run) -> Option<f64>| {
         crate::measure::stats::median(&runs.iter().filter_map(get).collect::<Vec<_>>())
     };
-    let mut ways: Vec<&str> = runs
-        .iter()
-        .filter_map(|r| r.auto_learned.as_deref())
-        .collect();
-    ways.sort_unstable();
-    ways.dedup();
+    // The distinct texts of a field over the runs.
+    let distinct = |get: fn(&crate::measure::Run) -> Option<&str>| {
+        let mut v: Vec<&str> = runs.iter().filter_map(get).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let ways = distinct(|r| r.auto_learned.as_deref());
     let decided = f(|r| r.auto_decided_after.map(|n| n as f64));
     // A class that never decided (too few sends, or backed off where the kernel copies) sends
     // its prior's way: say so rather than call it learned.
@@ -168,6 +170,11 @@ pub fn auto_learned(auto: &ResultSet) -> String {
     } else {
         ", from the profile"
     };
+    // Why, where a device fact set the start (trains cut in software).
+    for t in distinct(|r| r.auto_trains.as_deref()) {
+        out += "; ";
+        out += t;
+    }
     out
 }
 

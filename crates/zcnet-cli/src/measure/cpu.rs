@@ -269,6 +269,10 @@ pub struct Run {
     pub auto_decided_after: Option<u64>,
     /// `Mode::Auto`: that class's zero-copy CPU per byte over copy's (median of its pairs).
     pub auto_zc_over_copy: Option<f64>,
+    /// `Mode::Auto` sending GSO trains: what the route's device does with them
+    /// ([`zcnet::auto::Trains`]: `trains of 1472 B segments leave by sink0, which cuts them in
+    /// software ...`).
+    pub auto_trains: Option<String>,
 }
 
 impl Run {
@@ -290,6 +294,7 @@ impl Run {
         self.auto_learned = choice.learned_threshold().map(|t| t.to_string());
         self.auto_decided_after = class.and_then(|c| c.decided_after);
         self.auto_zc_over_copy = class.and_then(|c| c.zc_over_copy);
+        self.auto_trains = choice.trains.as_ref().map(ToString::to_string);
         self
     }
 }
@@ -438,6 +443,7 @@ pub fn record(work: Work, seconds: f64, cpu: ThreadCpu, machine: Option<(f64, f6
         auto_learned: None,
         auto_decided_after: None,
         auto_zc_over_copy: None,
+        auto_trains: None,
     }
 }
 

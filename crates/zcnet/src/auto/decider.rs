@@ -7,9 +7,10 @@ use std::os::fd::AsFd;
 use serde::Serialize;
 
 use super::learn::{
-    CLASSES, Class, Reading, SizeClass, Turn, class_of, count_thread_send, read_clock,
+    CLASSES, Class, Prior, Reading, SOFTWARE_GSO_MARGIN, SizeClass, Turn, class_of,
+    count_thread_send, read_clock,
 };
-use super::{Route, SendPath, Threshold, active};
+use super::{Route, SendPath, Threshold, Trains, active};
 
 /// Sends by copy after a completion flagged "copied", before zero copy is tried again; each
 /// back-off in a row doubles it, up to [`BACKOFF_MAX`]; a completion not flagged copied starts
@@ -34,13 +35,18 @@ pub struct Choice {
     pub copies: bool,
     /// The profile it came from ([`Profile::origin`](super::Profile::origin)).
     pub origin: String,
+    /// For a sender of GSO trains, what its route's device does with them: where the device
+    /// cuts them in software, a train's class starts at copy and needs zero copy
+    /// [`SOFTWARE_GSO_MARGIN`] cheaper to change.
+    pub trains: Option<Trains>,
     /// What each size class that sent has learned, smallest first.
     pub classes: Vec<SizeClass>,
 }
 
 impl Choice {
-    /// The choice for `path` on `socket` from the [`active`] profile.
-    pub fn for_socket(path: SendPath, socket: &impl AsFd) -> Choice {
+    /// The choice for `path` on `socket` from the [`active`] profile; `segment`, the size of a
+    /// GSO train's segments where the socket sends trains ([`Trains::of`]).
+    pub fn for_socket(path: SendPath, socket: &impl AsFd, segment: Option<usize>) -> Choice {
         let route = Route::of(socket).unwrap_or(Route::Device);
         let profile = active();
         let entry = profile.entry(path, route);
@@ -50,6 +56,7 @@ impl Choice {
             threshold: entry.threshold,
             copies: entry.copies,
             origin: profile.origin(),
+            trains: segment.map(|s| Trains::of(socket, s)),
             classes: Vec::new(),
         }
     }
@@ -89,6 +96,9 @@ impl fmt::Display for Choice {
             self.threshold,
             self.origin
         )?;
+        if let Some(t) = &self.trains {
+            write!(f, "; {t}")?;
+        }
         if self.classes.is_empty() {
             return Ok(());
         }
@@ -249,6 +259,7 @@ impl Decider {
         }
         let i = class_of(len);
         let prior = (!self.classes[i].started()).then(|| self.prior(i, len));
+        let prior = prior.unwrap_or(Prior::way(false));
         let mut turn = Turn::default();
         // The thread's count was taken after this send's increment, as was `own + 1`.
         let clock = || {
@@ -257,8 +268,7 @@ impl Decider {
                 ..r
             })
         };
-        let (zero_copy, explore) =
-            self.classes[i].send(len, || prior.unwrap_or(false), clock, &mut turn);
+        let (zero_copy, explore) = self.classes[i].send(len, || prior, clock, &mut turn);
         let c = &mut self.counters;
         c.unmeasured_rounds += u64::from(turn.unmeasured);
         c.switches += u64::from(turn.switched);
@@ -276,10 +286,22 @@ impl Decider {
         zero_copy
     }
 
-    /// The way a class that never sent starts: what a learned neighbour implies (zero copy
-    /// that pays for smaller messages pays for larger; copy that wins for larger messages wins
-    /// for smaller), else the profile's threshold.
-    fn prior(&self, i: usize, len: usize) -> bool {
+    /// The way a class that never sent starts: copy, with a higher bar, for a train the route's
+    /// device cuts in software (a device fact outweighs what other sizes learned); else what a
+    /// learned neighbour implies (zero copy that pays for smaller messages pays for larger; copy
+    /// that wins for larger messages wins for smaller), else the profile's threshold.
+    fn prior(&self, i: usize, len: usize) -> Prior {
+        let trains = self.choice.trains.as_ref();
+        if trains.is_some_and(|t| t.software() && t.is_train(len)) {
+            return Prior {
+                zero_copy: false,
+                margin: SOFTWARE_GSO_MARGIN,
+            };
+        }
+        Prior::way(self.way_of_neighbours(i, len))
+    }
+
+    fn way_of_neighbours(&self, i: usize, len: usize) -> bool {
         let below = self.classes[..i].iter().rev().find(|c| c.learned());
         let above = self.classes[i + 1..].iter().find(|c| c.learned());
         match (below.map(Class::zero_copy), above.map(Class::zero_copy)) {
@@ -325,6 +347,7 @@ mod tests {
             threshold,
             copies: false,
             origin: String::new(),
+            trains: None,
             classes: Vec::new(),
         })
     }

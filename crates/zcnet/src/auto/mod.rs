@@ -102,9 +102,9 @@ pub(crate) use decider::Decider;
 pub use decider::{AutoCounters, BACKOFF_MAX, BACKOFF_SENDS, Choice};
 pub use learn::{
     CLASSES, EVERY_MAX, EVERY_MIN, EXPLORE_COST, FIRST_PAIRS, HYSTERESIS, PAIRS_KEPT, ROUND_BYTES,
-    ROUND_SENDS, SizeClass,
+    ROUND_SENDS, SOFTWARE_GSO_MARGIN, SizeClass,
 };
 #[cfg(feature = "profile")]
 pub use load::{MAX_PROFILE, ProfileError};
 pub use profile::{Entry, Profile, SendPath, Threshold};
-pub use route::Route;
+pub use route::{Route, Trains};

@@ -1,5 +1,7 @@
-//! Where a socket's data goes: to a socket of this host, or out through a device.
+//! Where a socket's data goes: to a socket of this host, or out through a device, and for GSO
+//! trains, whether that device segments them.
 
+use std::fmt;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
 
@@ -47,6 +49,98 @@ impl Route {
     }
 }
 
+/// What a sender of GSO trains (a `Config::segment`, `UDP_SEGMENT`) found of the device its
+/// route leaves by: whether the device cuts the trains itself (`tx-udp-segmentation`, what
+/// `ethtool -k` prints) or the kernel cuts them in software before it
+/// (`Documentation/networking/segmentation-offloads.rst`, "UDP segmentation offload").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Trains {
+    /// The segment size, bytes: a message longer than it is a train.
+    pub segment: usize,
+    /// The device the route leaves by; `None` when it is not known (see `unknown`).
+    pub device: Option<String>,
+    /// Whether that device has `tx-udp-segmentation` on; `None` when not known.
+    pub offload: Option<bool>,
+    /// Why the device or its offload is not known: the socket is not connected, the route is
+    /// local, or the lookup failed (with the call and its error).
+    pub unknown: Option<String>,
+}
+
+impl Trains {
+    /// What the route of `socket` (connected, through a device) does with trains of `segment`
+    /// bytes: `RTM_GETROUTE` for its peer from the calling thread (rtnetlink(7); the socket must
+    /// share the thread's network namespace, checked with `SO_NETNS_COOKIE`, Linux 5.14), the
+    /// device's name by `SIOCGIFNAME` and its feature by `ETHTOOL_GFEATURES`
+    /// (netdevice(7), Linux 2.6.39).
+    pub fn of(socket: &impl AsFd, segment: usize) -> Trains {
+        let fd = socket.as_fd();
+        let unknown = |why: String| Trains {
+            segment,
+            device: None,
+            offload: None,
+            unknown: Some(why),
+        };
+        let peer = match sys::peer_addr(fd) {
+            Ok(Some(p)) => p.ip(),
+            Ok(None) => return unknown("the socket is not connected".into()),
+            Err(e) => return unknown(format!("getpeername: {e}")),
+        };
+        if Route::to(peer) == Route::Local {
+            return unknown("the route is local: no device segments the trains".into());
+        }
+        match crate::netdev::egress(fd, peer) {
+            Err(why) => unknown(why),
+            Ok((_, name)) => match crate::netdev::feature_of(fd, &name, "tx-udp-segmentation") {
+                Ok(on) => Trains {
+                    segment,
+                    device: Some(name),
+                    offload: Some(on),
+                    unknown: None,
+                },
+                Err(why) => Trains {
+                    segment,
+                    device: Some(name),
+                    offload: None,
+                    unknown: Some(why),
+                },
+            },
+        }
+    }
+
+    /// Whether the kernel cuts these trains in software: the route's device has its UDP
+    /// segmentation offload off.
+    pub fn software(&self) -> bool {
+        self.offload == Some(false)
+    }
+
+    /// Whether a message of `len` bytes is a train (more than one segment).
+    pub fn is_train(&self, len: usize) -> bool {
+        len > self.segment
+    }
+}
+
+impl fmt::Display for Trains {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "trains of {} B segments", self.segment)?;
+        match (&self.device, self.offload, &self.unknown) {
+            (Some(d), Some(false), _) => write!(
+                f,
+                " leave by {d}, which cuts them in software (tx-udp-segmentation off): they \
+                 copy unless zero copy measures {:.0} % cheaper",
+                100.0 * super::SOFTWARE_GSO_MARGIN
+            ),
+            (Some(d), Some(true), _) => {
+                write!(
+                    f,
+                    " leave by {d}, which segments them (tx-udp-segmentation on)"
+                )
+            }
+            (_, _, Some(why)) => write!(f, ": the device's segmentation is not known ({why})"),
+            _ => f.write_str(": the device's segmentation is not known"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,5 +153,30 @@ mod tests {
         assert_eq!(Route::of(&s), None);
         s.connect("127.0.0.1:9").unwrap();
         assert_eq!(Route::of(&s), Some(Route::Local));
+    }
+
+    #[test]
+    fn trains_say_why_their_device_is_not_known() {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let t = Trains::of(&s, 1472);
+        assert_eq!((t.device.as_deref(), t.offload), (None, None));
+        assert!(t.to_string().contains("not connected"), "{t}");
+        s.connect("127.0.0.1:9").unwrap();
+        let t = Trains::of(&s, 1472);
+        assert!(!t.software());
+        assert!(t.to_string().contains("local"), "{t}");
+        assert!(t.is_train(1473) && !t.is_train(1472));
+        let sw = Trains {
+            segment: 1200,
+            device: Some("sink0".into()),
+            offload: Some(false),
+            unknown: None,
+        };
+        assert!(sw.software());
+        assert_eq!(
+            sw.to_string(),
+            "trains of 1200 B segments leave by sink0, which cuts them in software \
+             (tx-udp-segmentation off): they copy unless zero copy measures 15 % cheaper"
+        );
     }
 }

@@ -584,7 +584,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
             } else {
                 SendPath::MsgZerocopyUdp
             };
-            crate::auto::Decider::new(Choice::for_socket(path, &socket))
+            let segment = config.segment.map(crate::udp_gso::Segment::get);
+            crate::auto::Decider::new(Choice::for_socket(path, &socket, segment))
         });
         ZeroCopySender {
             auto,

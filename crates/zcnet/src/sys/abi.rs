@@ -33,6 +33,12 @@ pub const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
 /// `SO_EE_CODE_ZEROCOPY_COPIED` (`linux/errqueue.h`).
 pub const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
 
+/// `SO_NETNS_COOKIE` (`asm-generic/socket.h`, Linux 5.14): the `u64` cookie of the socket's
+/// network namespace.
+pub const SO_NETNS_COOKIE: i32 = 71;
+/// `NETLINK_ROUTE` (`linux/netlink.h`).
+pub const NETLINK_ROUTE: i32 = 0;
+
 /// `SOL_IP`.
 pub const SOL_IP: i32 = 0;
 /// `SOL_IPV6`.
@@ -322,6 +328,8 @@ pub unsafe trait Pod: Copy {}
 unsafe impl Pod for i32 {}
 // SAFETY: primitive integers are valid for every bit pattern.
 unsafe impl Pod for u32 {}
+// SAFETY: primitive integers are valid for every bit pattern.
+unsafe impl Pod for u64 {}
 // SAFETY: repr(C) struct of integers only.
 unsafe impl Pod for TpacketReq3 {}
 // SAFETY: repr(C) struct of integers only.

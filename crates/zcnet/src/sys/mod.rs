@@ -7,6 +7,7 @@
 
 pub mod abi;
 pub mod defer;
+pub mod netdev;
 #[cfg(feature = "packet")]
 pub mod packet;
 #[cfg(feature = "tokio")]
@@ -23,7 +24,7 @@ use std::ffi::CString;
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 
 use abi::Pod;
@@ -107,6 +108,42 @@ pub fn file_id(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
     // SAFETY: `st` is writable for size_of::<stat>() bytes, all the kernel writes.
     cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
     Ok((st.st_dev, st.st_ino))
+}
+
+/// `getsockopt(SO_NETNS_COOKIE)` (Linux 5.14): the cookie of the network namespace `fd` lives
+/// in, the same for every socket of it.
+pub fn netns_cookie(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let mut v = 0u64;
+    getsockopt(
+        fd,
+        libc::SOL_SOCKET,
+        abi::SO_NETNS_COOKIE,
+        &mut v,
+        size_of::<u64>(),
+    )?;
+    Ok(v)
+}
+
+/// One request to rtnetlink (`netlink(7)`, `rtnetlink(7)`) from a new socket of the calling
+/// thread's network namespace: sends `request` and reads the reply into `reply`, which the
+/// kernel queues before `send` returns (it answers a `RTM_GET*` request in the sender's
+/// context), so nothing waits. Returns the reply's length and the namespace's cookie
+/// (`None` before Linux 5.14).
+pub fn rtnetlink_ask(request: &[u8], reply: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+    let fd = socket(libc::AF_NETLINK, libc::SOCK_RAW, abi::NETLINK_ROUTE)?;
+    let cookie = netns_cookie(fd.as_fd()).ok();
+    let sent = sendto(fd.as_fd(), request, 0, None)?;
+    if sent != request.len() {
+        return Err(io::Error::other("rtnetlink took part of the request"));
+    }
+    let n = recv(fd.as_fd(), reply, libc::MSG_DONTWAIT | libc::MSG_TRUNC)?;
+    if n > reply.len() {
+        return Err(io::Error::other(format!(
+            "rtnetlink's reply of {n} bytes is larger than {}",
+            reply.len()
+        )));
+    }
+    Ok((n, cookie))
 }
 
 /// Storage for a `sockaddr_in`/`sockaddr_in6` built from a [`SocketAddr`].
@@ -728,13 +765,17 @@ pub fn kernel_release() -> io::Result<String> {
     let mut u: libc::utsname = unsafe { zeroed() };
     // SAFETY: `u` is a valid utsname to fill.
     cvt(unsafe { libc::uname(&mut u) })?;
-    let bytes: Vec<u8> = u
-        .release
+    Ok(c_string(&u.release))
+}
+
+/// The text of a NUL-terminated (or full) C character array.
+pub(crate) fn c_string(chars: &[libc::c_char]) -> String {
+    let bytes: Vec<u8> = chars
         .iter()
         .take_while(|&&c| c != 0)
         .map(|&c| c as u8)
         .collect();
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// `clock_gettime(CLOCK_THREAD_CPUTIME_ID)` (clock_gettime(2)): CPU time of the calling thread,

@@ -430,8 +430,9 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
                 ),
             },
         };
+        let segment = config.segment.map(crate::udp_gso::Segment::get);
         let auto = (mode == Mode::Auto)
-            .then(|| Decider::new(Choice::for_socket(SendPath::UringZc, &socket)));
+            .then(|| Decider::new(Choice::for_socket(SendPath::UringZc, &socket, segment)));
         let stream = ty == libc::SOCK_STREAM;
         if stream {
             ring.keep_order();
@@ -779,6 +780,7 @@ impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {
             tx.auto = Some(Decider::new(Choice::for_socket(
                 SendPath::UringZcFixed,
                 &tx.socket,
+                tx.config.segment.map(crate::udp_gso::Segment::get),
             )));
         }
         if tx.mode == Mode::ZeroCopyFixed {

@@ -1,0 +1,289 @@
+//! The device a connected socket's packets leave by, and its offload features: a route lookup
+//! (`RTM_GETROUTE`, rtnetlink(7), the kernel's answer to `ip route get`) and the device's
+//! feature bits (`ETHTOOL_GFEATURES`, what `ethtool -k` prints).
+
+use std::net::IpAddr;
+use std::os::fd::BorrowedFd;
+
+use crate::sys;
+use crate::sys::netdev::ETH_GSTRING_LEN;
+
+/// `struct nlmsghdr` (`linux/netlink.h`): 16 bytes.
+const NLMSG_HDRLEN: usize = 16;
+/// `struct rtmsg` (`linux/rtnetlink.h`): 12 bytes.
+const RTMSG_LEN: usize = 12;
+const NLM_F_REQUEST: u16 = 1;
+const NLMSG_ERROR: u16 = 2;
+const RTM_NEWROUTE: u16 = 24;
+const RTM_GETROUTE: u16 = 26;
+const RTA_DST: u16 = 1;
+const RTA_OIF: u16 = 4;
+
+const fn align4(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+/// An `RTM_GETROUTE` request for the route to `dst` (`ip route get DST`).
+pub(crate) fn route_request(dst: IpAddr, seq: u32) -> Vec<u8> {
+    let (family, addr): (u8, Vec<u8>) = match dst.to_canonical() {
+        IpAddr::V4(a) => (libc::AF_INET as u8, a.octets().to_vec()),
+        IpAddr::V6(a) => (libc::AF_INET6 as u8, a.octets().to_vec()),
+    };
+    let attr_len = 4 + addr.len();
+    let len = NLMSG_HDRLEN + RTMSG_LEN + align4(attr_len);
+    let mut m = Vec::with_capacity(len);
+    m.extend_from_slice(&(len as u32).to_ne_bytes());
+    m.extend_from_slice(&RTM_GETROUTE.to_ne_bytes());
+    m.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    m.extend_from_slice(&seq.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    // rtmsg: family, dst_len (the whole address), then zeros (src_len, tos, table, protocol,
+    // scope, type, flags).
+    m.push(family);
+    m.push((addr.len() * 8) as u8);
+    m.extend_from_slice(&[0; RTMSG_LEN - 2]);
+    m.extend_from_slice(&(attr_len as u16).to_ne_bytes());
+    m.extend_from_slice(&RTA_DST.to_ne_bytes());
+    m.extend_from_slice(&addr);
+    m.resize(len, 0);
+    m
+}
+
+fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// The output device index (`RTA_OIF`) of the kernel's reply to [`route_request`] `seq`.
+pub(crate) fn parse_route_reply(reply: &[u8], seq: u32) -> Result<u32, String> {
+    let truncated = || format!("a truncated rtnetlink reply ({} bytes)", reply.len());
+    let len = u32_at(reply, 0).ok_or_else(truncated)? as usize;
+    if len < NLMSG_HDRLEN || len > reply.len() {
+        return Err(truncated());
+    }
+    let ty = u16_at(reply, 4).ok_or_else(truncated)?;
+    if u32_at(reply, 8) != Some(seq) {
+        return Err("an rtnetlink reply to another request".into());
+    }
+    let body = &reply[NLMSG_HDRLEN..len];
+    match ty {
+        NLMSG_ERROR => {
+            let errno = u32_at(body, 0).ok_or_else(truncated)? as i32;
+            Err(format!(
+                "RTM_GETROUTE failed: {}",
+                std::io::Error::from_raw_os_error(-errno)
+            ))
+        }
+        RTM_NEWROUTE => {
+            let mut at = RTMSG_LEN;
+            while at + 4 <= body.len() {
+                let alen = usize::from(u16_at(body, at).ok_or_else(truncated)?);
+                let aty = u16_at(body, at + 2).ok_or_else(truncated)?;
+                if alen < 4 || at + alen > body.len() {
+                    return Err(truncated());
+                }
+                if aty == RTA_OIF {
+                    return u32_at(body, at + 4)
+                        .filter(|_| alen >= 8)
+                        .ok_or_else(truncated);
+                }
+                at += align4(alen);
+            }
+            Err("the route names no output device".into())
+        }
+        other => Err(format!("an rtnetlink reply of type {other}, not a route")),
+    }
+}
+
+/// Whether the feature `name` (as `ethtool -k` spells it) is active, from the kernel's feature
+/// names and active words; `None` when the kernel has no such feature.
+pub(crate) fn feature(names: &[u8], active: &[u32], name: &str) -> Option<bool> {
+    let i = names.chunks(ETH_GSTRING_LEN).position(|n| {
+        let end = n.iter().position(|&b| b == 0).unwrap_or(n.len());
+        &n[..end] == name.as_bytes()
+    })?;
+    active.get(i / 32).map(|w| w >> (i % 32) & 1 == 1)
+}
+
+/// The device a connected socket's packets to `peer` leave by: its index and name. The route is
+/// looked up from the calling thread, so the socket must live in the thread's network namespace
+/// (checked by their cookies where the kernel has them, Linux 5.14).
+pub(crate) fn egress(socket: BorrowedFd<'_>, peer: IpAddr) -> Result<(u32, String), String> {
+    let seq = 1;
+    let mut reply = [0u8; 1024];
+    let (n, cookie) = sys::rtnetlink_ask(&route_request(peer, seq), &mut reply)
+        .map_err(|e| format!("RTM_GETROUTE: {e}"))?;
+    match (cookie, sys::netns_cookie(socket)) {
+        (Some(a), Ok(b)) if a != b => {
+            return Err(
+                "the socket lives in another network namespace than the thread that made the \
+                 sender"
+                    .into(),
+            );
+        }
+        (Some(_), Ok(_)) => {}
+        _ => {
+            return Err(
+                "the kernel cannot say whether the socket shares the thread's network namespace \
+                 (SO_NETNS_COOKIE needs Linux 5.14)"
+                    .into(),
+            );
+        }
+    }
+    let index = parse_route_reply(&reply[..n], seq)?;
+    let name = sys::netdev::if_name(socket, index)
+        .map_err(|e| format!("SIOCGIFNAME of device {index}: {e}"))?;
+    Ok((index, name))
+}
+
+/// Whether the device `iface` of the socket's namespace has the feature `name` on.
+pub(crate) fn feature_of(socket: BorrowedFd<'_>, iface: &str, name: &str) -> Result<bool, String> {
+    let f = sys::netdev::ethtool_features(socket, iface)
+        .map_err(|e| format!("ETHTOOL_GFEATURES of {iface}: {e}"))?;
+    feature(&f.names, &f.active, name)
+        .ok_or_else(|| format!("this kernel has no feature {name:?} (ethtool -k {iface})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_route_request_is_what_ip_route_get_sends() {
+        let m = route_request("198.19.0.2".parse().unwrap(), 7);
+        assert_eq!(m.len(), 36);
+        assert_eq!(u32_at(&m, 0), Some(36));
+        assert_eq!(u16_at(&m, 4), Some(RTM_GETROUTE));
+        assert_eq!(u16_at(&m, 6), Some(NLM_F_REQUEST));
+        assert_eq!(u32_at(&m, 8), Some(7));
+        assert_eq!(&m[16..18], &[libc::AF_INET as u8, 32]);
+        assert_eq!(u16_at(&m, 28), Some(8));
+        assert_eq!(u16_at(&m, 30), Some(RTA_DST));
+        assert_eq!(&m[32..36], &[198, 19, 0, 2]);
+        let m6 = route_request("2001:2:0:ff::2".parse().unwrap(), 1);
+        assert_eq!(m6.len(), 48);
+        assert_eq!(&m6[16..18], &[libc::AF_INET6 as u8, 128]);
+        // A v4-mapped peer of a v6 socket is routed as IPv4.
+        let mapped = route_request("::ffff:198.19.0.2".parse().unwrap(), 7);
+        assert_eq!(mapped, m);
+    }
+
+    /// `RTM_NEWROUTE` for 198.19.0.2 via device 2, as Linux 6.x answers (table, dst, oif,
+    /// prefsrc, uid, cacheinfo trimmed to the attributes' headers and values).
+    fn reply(seq: u32, attrs: &[(u16, &[u8])]) -> Vec<u8> {
+        let mut body = vec![libc::AF_INET as u8, 32, 0, 0, 254, 0, 0, 1, 0, 2, 0, 0];
+        for (ty, data) in attrs {
+            body.extend_from_slice(&((4 + data.len()) as u16).to_ne_bytes());
+            body.extend_from_slice(&ty.to_ne_bytes());
+            body.extend_from_slice(data);
+            body.resize(align4(body.len()), 0);
+        }
+        let mut m = Vec::new();
+        m.extend_from_slice(&((16 + body.len()) as u32).to_ne_bytes());
+        m.extend_from_slice(&RTM_NEWROUTE.to_ne_bytes());
+        m.extend_from_slice(&0u16.to_ne_bytes());
+        m.extend_from_slice(&seq.to_ne_bytes());
+        m.extend_from_slice(&4242u32.to_ne_bytes());
+        m.extend_from_slice(&body);
+        m
+    }
+
+    #[test]
+    fn a_route_reply_names_its_output_device() {
+        let r = reply(
+            3,
+            &[
+                (15, &254u32.to_ne_bytes()),
+                (RTA_DST, &[198, 19, 0, 2]),
+                (RTA_OIF, &2u32.to_ne_bytes()),
+                (7, &[198, 19, 0, 1]),
+            ],
+        );
+        assert_eq!(parse_route_reply(&r, 3), Ok(2));
+        // Another request's reply, none at all, a cut one, an attribute past the end.
+        assert!(
+            parse_route_reply(&r, 4)
+                .unwrap_err()
+                .contains("another request")
+        );
+        assert!(parse_route_reply(&[], 3).unwrap_err().contains("truncated"));
+        assert!(parse_route_reply(&r[..r.len() - 4], 3).is_err());
+        let mut long = r.clone();
+        long[16 + 12] = 200;
+        assert!(
+            parse_route_reply(&long, 3)
+                .unwrap_err()
+                .contains("truncated")
+        );
+        let none = reply(3, &[(RTA_DST, &[198, 19, 0, 2])]);
+        assert!(
+            parse_route_reply(&none, 3)
+                .unwrap_err()
+                .contains("no output")
+        );
+    }
+
+    #[test]
+    fn a_route_error_says_the_errno() {
+        let mut m = Vec::new();
+        m.extend_from_slice(&36u32.to_ne_bytes());
+        m.extend_from_slice(&NLMSG_ERROR.to_ne_bytes());
+        m.extend_from_slice(&0u16.to_ne_bytes());
+        m.extend_from_slice(&9u32.to_ne_bytes());
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        m.extend_from_slice(&(-libc::ENETUNREACH).to_ne_bytes());
+        m.extend_from_slice(&[0; 16]);
+        let e = parse_route_reply(&m, 9).unwrap_err();
+        assert!(e.contains("unreachable"), "{e}");
+    }
+
+    #[test]
+    fn features_are_found_by_name_and_bit() {
+        let mut names = Vec::new();
+        for n in [
+            "tx-scatter-gather",
+            "tx-checksum-ipv4",
+            "tx-udp-segmentation",
+        ] {
+            let mut b = n.as_bytes().to_vec();
+            b.resize(ETH_GSTRING_LEN, 0);
+            names.extend_from_slice(&b);
+        }
+        // 32 unnamed features first: the third name is bit 34, bit 2 of the second word.
+        let mut padded = vec![0u8; 32 * ETH_GSTRING_LEN];
+        padded.extend_from_slice(&names);
+        assert_eq!(
+            feature(&padded, &[0, 0b100], "tx-udp-segmentation"),
+            Some(true)
+        );
+        assert_eq!(
+            feature(&padded, &[0, 0b011], "tx-udp-segmentation"),
+            Some(false)
+        );
+        assert_eq!(feature(&padded, &[u32::MAX], "tx-udp-segmentation"), None);
+        assert_eq!(feature(&padded, &[0, 0b100], "tx-udp"), None);
+        assert_eq!(feature(&names, &[0b001], "tx-scatter-gather"), Some(true));
+    }
+
+    #[test]
+    fn loopback_is_found_and_segments_udp_trains() {
+        use std::os::fd::AsFd;
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        match egress(s.as_fd(), "127.0.0.1".parse().unwrap()) {
+            Ok((index, name)) => {
+                assert!(index > 0);
+                assert_eq!(sys::if_nametoindex(&name).unwrap(), index);
+                // Every kernel since 4.18 has the feature; lo has it on.
+                assert_eq!(
+                    feature_of(s.as_fd(), &name, "tx-udp-segmentation"),
+                    Ok(true)
+                );
+            }
+            Err(e) if e.contains("5.14") => eprintln!("skipped: {e}"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}

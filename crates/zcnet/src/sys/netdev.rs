@@ -1,0 +1,116 @@
+//! A device's name and offload features: `ioctl(SIOCGIFNAME)` and `ioctl(SIOCETHTOOL)` with
+//! `ETHTOOL_GSSET_INFO`, `ETHTOOL_GSTRINGS` and `ETHTOOL_GFEATURES` (`linux/ethtool.h`, the
+//! features since Linux 2.6.39), asked on a socket so that the names are its network
+//! namespace's.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+use super::cvt;
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const SIOCGIFNAME: libc::c_ulong = 0x8910;
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GSSET_INFO: u32 = 0x37;
+const ETHTOOL_GFEATURES: u32 = 0x3a;
+/// `ETH_SS_FEATURES` (`enum ethtool_stringset`).
+const ETH_SS_FEATURES: u32 = 4;
+/// `ETH_GSTRING_LEN`: each feature name is NUL-padded to this many bytes.
+pub const ETH_GSTRING_LEN: usize = 32;
+/// More feature bits than any kernel has (6.x has about 70): a reply beyond is not believed.
+const MAX_FEATURES: u32 = 4096;
+
+/// The features of a device, as the kernel reports them: the names (`ETH_GSTRING_LEN` bytes
+/// each, NUL-padded, in bit order) and one `active` word per 32 bits.
+#[derive(Debug)]
+pub struct Features {
+    pub names: Vec<u8>,
+    pub active: Vec<u32>,
+}
+
+/// `ifr` naming `iface`, or `InvalidInput` for a name the kernel cannot hold.
+fn ifreq(iface: &str) -> io::Result<libc::ifreq> {
+    let name = iface.as_bytes();
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "interface name",
+        ));
+    }
+    // SAFETY: ifreq is plain data for which all-zero is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, &b) in ifr.ifr_name.iter_mut().zip(name) {
+        *d = b as libc::c_char;
+    }
+    Ok(ifr)
+}
+
+/// One `SIOCETHTOOL` call on `fd` for `iface` with the command buffer `data`, whose first
+/// word is the command.
+fn ethtool(fd: BorrowedFd<'_>, iface: &str, data: &mut [u32]) -> io::Result<()> {
+    let mut ifr = ifreq(iface)?;
+    ifr.ifr_ifru.ifru_data = data.as_mut_ptr().cast();
+    // SAFETY: `ifr` names the interface (NUL-terminated, zeroed) and points at `data`, which
+    // the callers size for what the command writes (its header and the counts they passed in
+    // it); both live across the call.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL, &mut ifr) }).map(drop)
+}
+
+/// The features of `iface` in the namespace of the socket `fd`.
+pub fn ethtool_features(fd: BorrowedFd<'_>, iface: &str) -> io::Result<Features> {
+    // struct ethtool_sset_info { u32 cmd; u32 reserved; u64 sset_mask; u32 data[]; }: the
+    // kernel writes one count per bit of the mask, after the 16-byte header.
+    let mut info = [0u32; 6];
+    info[0] = ETHTOOL_GSSET_INFO;
+    let mask = 1u64 << ETH_SS_FEATURES;
+    info[2] = mask as u32;
+    info[3] = (mask >> 32) as u32;
+    ethtool(fd, iface, &mut info)?;
+    let answered = u64::from(info[2]) | (u64::from(info[3]) << 32);
+    if answered & mask == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "no feature names (ETHTOOL_GSSET_INFO)",
+        ));
+    }
+    let count = info[4];
+    if count == 0 || count > MAX_FEATURES {
+        return Err(io::Error::other(format!(
+            "ETHTOOL_GSSET_INFO says {count} features"
+        )));
+    }
+    let n = count as usize;
+    // struct ethtool_gstrings { u32 cmd; u32 string_set; u32 len; u8 data[]; }
+    let mut strings = vec![0u32; 3 + n * ETH_GSTRING_LEN / 4];
+    strings[0] = ETHTOOL_GSTRINGS;
+    strings[1] = ETH_SS_FEATURES;
+    strings[2] = count;
+    ethtool(fd, iface, &mut strings)?;
+    let got = (strings[2] as usize).min(n);
+    let names: Vec<u8> = strings[3..]
+        .iter()
+        .flat_map(|w| w.to_ne_bytes())
+        .take(got * ETH_GSTRING_LEN)
+        .collect();
+    // struct ethtool_gfeatures { u32 cmd; u32 size; struct { u32 available, requested,
+    // active, never_changed; } features[]; }: `size` blocks in, the kernel's count out.
+    let words = n.div_ceil(32);
+    let mut features = vec![0u32; 2 + 4 * words];
+    features[0] = ETHTOOL_GFEATURES;
+    features[1] = words as u32;
+    ethtool(fd, iface, &mut features)?;
+    let blocks = (features[1] as usize).min(words);
+    let active = (0..blocks).map(|b| features[2 + 4 * b + 2]).collect();
+    Ok(Features { names, active })
+}
+
+/// `ioctl(SIOCGIFNAME)`: the name of device `index` in the namespace of the socket `fd`.
+pub fn if_name(fd: BorrowedFd<'_>, index: u32) -> io::Result<String> {
+    // SAFETY: ifreq is plain data for which all-zero is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    ifr.ifr_ifru.ifru_ifindex = index as libc::c_int;
+    // SAFETY: `ifr` is a valid ifreq the kernel fills (its name) for SIOCGIFNAME; it lives
+    // across the call.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), SIOCGIFNAME, &mut ifr) })?;
+    Ok(super::c_string(&ifr.ifr_name))
+}
