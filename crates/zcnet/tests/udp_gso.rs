@@ -400,6 +400,10 @@ fn auto_into(lab: &SinkLab, uring: bool, trains: u32, singles: u32) -> (zcnet::a
 #[test]
 fn auto_copies_trains_a_device_cuts_in_software_and_says_why() {
     require_lab!();
+    if udp_gso::support().gso.status != zcnet::support::Status::Available {
+        netlab::skip::skip(&udp_gso::support().gso.reason);
+        return;
+    }
     if !netlab::skip::on_path("ethtool") {
         netlab::skip::skip("ethtool (Debian package ethtool) is not installed: no sink-swgso lab");
         return;
@@ -425,6 +429,10 @@ fn auto_copies_trains_a_device_cuts_in_software_and_says_why() {
             .trains
             .clone()
             .expect("a sender of trains says what its device does");
+        if t.unknown.as_deref().is_some_and(|w| w.contains("5.14")) {
+            netlab::skip::skip(&format!("the route's device cannot be read here: {t}"));
+            return;
+        }
         assert_eq!(
             (t.device.as_deref(), t.offload),
             (Some("sink0"), Some(false)),

@@ -7,8 +7,8 @@ use std::os::fd::AsFd;
 use serde::Serialize;
 
 use super::learn::{
-    CLASSES, Class, Prior, Reading, SOFTWARE_GSO_MARGIN, SizeClass, Turn, class_of,
-    count_thread_send, read_clock,
+    CLASSES, Class, HYSTERESIS, Prior, Reading, SOFTWARE_GSO_MARGIN, SizeClass, Turn, class_of,
+    class_range, count_thread_send, read_clock,
 };
 use super::{Route, SendPath, Threshold, Trains, active};
 
@@ -58,6 +58,21 @@ impl Choice {
             origin: profile.origin(),
             trains: segment.map(|s| Trains::of(socket, s)),
             classes: Vec::new(),
+        }
+    }
+
+    /// The same socket's choice for another `path`: the [`active`] profile's threshold for it,
+    /// the route and trains kept (not looked up again).
+    pub fn for_path(self, path: SendPath) -> Choice {
+        let profile = active();
+        let entry = profile.entry(path, self.route);
+        Choice {
+            path,
+            threshold: entry.threshold,
+            copies: entry.copies,
+            origin: profile.origin(),
+            classes: Vec::new(),
+            ..self
         }
     }
 
@@ -286,13 +301,13 @@ impl Decider {
         zero_copy
     }
 
-    /// The way a class that never sent starts: copy, with a higher bar, for a train the route's
-    /// device cuts in software (a device fact outweighs what other sizes learned); else what a
-    /// learned neighbour implies (zero copy that pays for smaller messages pays for larger; copy
-    /// that wins for larger messages wins for smaller), else the profile's threshold.
+    /// The way a class that never sent starts: copy, with a higher bar, for a class of trains
+    /// the route's device cuts in software (a device fact outweighs what other sizes learned);
+    /// else what a learned neighbour implies (zero copy that pays for smaller messages pays for
+    /// larger; copy that wins for larger messages wins for smaller), else the profile's
+    /// threshold.
     fn prior(&self, i: usize, len: usize) -> Prior {
-        let trains = self.choice.trains.as_ref();
-        if trains.is_some_and(|t| t.software() && t.is_train(len)) {
+        if self.software_trains(i) {
             return Prior {
                 zero_copy: false,
                 margin: SOFTWARE_GSO_MARGIN,
@@ -301,9 +316,24 @@ impl Decider {
         Prior::way(self.way_of_neighbours(i, len))
     }
 
+    /// Whether class `i` holds only trains (its smallest message is longer than one segment)
+    /// that the route's device cuts in software. A class that holds single datagrams too (1-2
+    /// KiB with 1472-byte segments) is not one: its bar cannot depend on which message came
+    /// first.
+    fn software_trains(&self, i: usize) -> bool {
+        let from = class_range(i).0;
+        self.choice
+            .trains
+            .as_ref()
+            .is_some_and(|t| t.software() && t.is_train(from))
+    }
+
+    /// What the learned neighbours of class `i` imply, else the prior. Classes of trains cut in
+    /// software learned under their own bar and say nothing of other sizes.
     fn way_of_neighbours(&self, i: usize, len: usize) -> bool {
-        let below = self.classes[..i].iter().rev().find(|c| c.learned());
-        let above = self.classes[i + 1..].iter().find(|c| c.learned());
+        let usual = |c: &&Class| c.learned() && c.margin() == HYSTERESIS;
+        let below = self.classes[..i].iter().rev().find(usual);
+        let above = self.classes[i + 1..].iter().find(usual);
         match (below.map(Class::zero_copy), above.map(Class::zero_copy)) {
             (Some(true), Some(false)) | (None, None) => self.choice.threshold.zero_copy(len),
             (Some(true), _) => true,
@@ -700,5 +730,63 @@ mod tests {
         assert!(d.counters.unmeasured_rounds >= 9, "{:?}", d.counters);
         assert!(!class(&d, 64000).learned);
         assert_eq!(d.counters.explore_calls, 0, "no pair could be made");
+    }
+
+    fn software_trains_decider() -> Decider {
+        Decider::new(Choice {
+            trains: Some(Trains {
+                segment: 1472,
+                device: Some("sink0".into()),
+                offload: Some(false),
+                unknown: None,
+            }),
+            ..decider(Threshold::Always).choice
+        })
+    }
+
+    #[test]
+    fn trains_cut_in_software_need_zero_copy_fifteen_percent_cheaper() {
+        let train = 42 * 1472;
+        // Zero copy 10 % cheaper: enough with the usual bar, not with the device's.
+        let mut d = software_trains_decider();
+        let mut sim = Sim::new(0.0);
+        sim.send(&mut d, 1, train, |_| 1.0);
+        assert_eq!(d.counters.small_calls, 1, "a train starts at copy");
+        sim.send(&mut d, 3 * learning_bound(train), train, |zc| {
+            if zc { 0.9 } else { 1.0 }
+        });
+        let c = class(&d, train);
+        assert!(c.learned && !c.zero_copy, "{c:?}");
+        assert_eq!(c.margin, SOFTWARE_GSO_MARGIN);
+        assert!(
+            c.zc_over_copy.is_some_and(|m| (m - 0.9).abs() < 0.01),
+            "{c:?}"
+        );
+        // The same traffic without the device fact goes zero copy.
+        let mut plain = decider(Threshold::Never);
+        sim.send(&mut plain, 3 * learning_bound(train), train, |zc| {
+            if zc { 0.9 } else { 1.0 }
+        });
+        assert!(class(&plain, train).zero_copy);
+        // What the trains learned under their bar says nothing of single datagrams: with the
+        // profile's "always", the first 1000 B message goes zero copy.
+        assert!(d.zero_copy(1000));
+        assert_eq!(class(&d, 1000).margin, HYSTERESIS);
+        // A class that holds single datagrams and trains (1-2 KiB, 1472 B segments) keeps the
+        // usual bar and the prior, whichever message comes first.
+        assert!(d.zero_copy(1600));
+        assert_eq!(class(&d, 1600).margin, HYSTERESIS);
+        // The first class of trains only (2-4 KiB) starts at copy.
+        assert!(!d.zero_copy(3000));
+        assert_eq!(class(&d, 3000).margin, SOFTWARE_GSO_MARGIN);
+
+        // Zero copy 20 % cheaper: it clears the bar.
+        let mut d = software_trains_decider();
+        sim.send(&mut d, 3 * learning_bound(train), train, |zc| {
+            if zc { 0.8 } else { 1.0 }
+        });
+        let c = class(&d, train);
+        assert!(c.learned && c.zero_copy, "{c:?}");
+        assert_eq!(c.switches, 1);
     }
 }

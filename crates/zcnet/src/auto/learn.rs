@@ -438,6 +438,10 @@ impl Class {
         self.zero_copy
     }
 
+    pub(crate) fn margin(&self) -> f64 {
+        self.margin
+    }
+
     pub(crate) fn report(&self, i: usize) -> SizeClass {
         let (from, to) = class_range(i);
         let v = self.kept_ratios();

@@ -50,9 +50,14 @@ impl Route {
 }
 
 /// What a sender of GSO trains (a `Config::segment`, `UDP_SEGMENT`) found of the device its
-/// route leaves by: whether the device cuts the trains itself (`tx-udp-segmentation`, what
+/// route leaves by: whether the device takes the trains whole (`tx-udp-segmentation`, what
 /// `ethtool -k` prints) or the kernel cuts them in software before it
 /// (`Documentation/networking/segmentation-offloads.rst`, "UDP segmentation offload").
+///
+/// Only the device the route names is read. A stacked device (a VLAN, bond, bridge or macvlan)
+/// reports the feature on and hands trains whole to the device below it, which may cut them in
+/// software after all; so `offload: Some(true)` says no more than that the first device takes
+/// them whole.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Trains {
     /// The segment size, bytes: a message longer than it is a train.
@@ -68,7 +73,8 @@ pub struct Trains {
 
 impl Trains {
     /// What the route of `socket` (connected, through a device) does with trains of `segment`
-    /// bytes: `RTM_GETROUTE` for its peer from the calling thread (rtnetlink(7); the socket must
+    /// bytes: `RTM_GETROUTE` for its peer, with the socket's own address, bound device (or the
+    /// peer's IPv6 scope) and mark, from the calling thread (rtnetlink(7); the socket must
     /// share the thread's network namespace, checked with `SO_NETNS_COOKIE`, Linux 5.14), the
     /// device's name by `SIOCGIFNAME` and its feature by `ETHTOOL_GFEATURES`
     /// (netdevice(7), Linux 2.6.39).
@@ -81,11 +87,11 @@ impl Trains {
             unknown: Some(why),
         };
         let peer = match sys::peer_addr(fd) {
-            Ok(Some(p)) => p.ip(),
+            Ok(Some(p)) => p,
             Ok(None) => return unknown("the socket is not connected".into()),
             Err(e) => return unknown(format!("getpeername: {e}")),
         };
-        if Route::to(peer) == Route::Local {
+        if Route::to(peer.ip()) == Route::Local {
             return unknown("the route is local: no device segments the trains".into());
         }
         match crate::netdev::egress(fd, peer) {
@@ -132,7 +138,7 @@ impl fmt::Display for Trains {
             (Some(d), Some(true), _) => {
                 write!(
                     f,
-                    " leave by {d}, which segments them (tx-udp-segmentation on)"
+                    " leave by {d}, which takes them whole (tx-udp-segmentation on)"
                 )
             }
             (_, _, Some(why)) => write!(f, ": the device's segmentation is not known ({why})"),

@@ -36,6 +36,11 @@ pub const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
 /// `SO_NETNS_COOKIE` (`asm-generic/socket.h`, Linux 5.14): the `u64` cookie of the socket's
 /// network namespace.
 pub const SO_NETNS_COOKIE: i32 = 71;
+/// `SO_BINDTOIFINDEX` (`asm-generic/socket.h`, Linux 5.0): the device a socket is bound to,
+/// by index (0: none).
+pub const SO_BINDTOIFINDEX: i32 = 62;
+/// `SO_MARK` (`asm-generic/socket.h`): the firewall mark routing may select on.
+pub const SO_MARK: i32 = 36;
 /// `NETLINK_ROUTE` (`linux/netlink.h`).
 pub const NETLINK_ROUTE: i32 = 0;
 

@@ -185,24 +185,39 @@ pub(crate) fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::sock
 /// `getpeername(2)`: the connected peer, `None` for an unconnected socket (`ENOTCONN`) or an
 /// address family other than IPv4/IPv6.
 pub fn peer_addr(fd: BorrowedFd<'_>) -> io::Result<Option<SocketAddr>> {
+    match socket_addr(fd, libc::getpeername) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => Ok(None),
+        r => r,
+    }
+}
+
+/// `getsockname(2)`: the socket's own address, `None` for an address family other than
+/// IPv4/IPv6.
+pub fn local_addr(fd: BorrowedFd<'_>) -> io::Result<Option<SocketAddr>> {
+    socket_addr(fd, libc::getsockname)
+}
+
+/// An address `call` (`getpeername` or `getsockname`) writes for `fd`.
+fn socket_addr(
+    fd: BorrowedFd<'_>,
+    call: unsafe extern "C" fn(
+        libc::c_int,
+        *mut libc::sockaddr,
+        *mut libc::socklen_t,
+    ) -> libc::c_int,
+) -> io::Result<Option<SocketAddr>> {
     // SAFETY: sockaddr_storage is plain data for which all-zero is a valid value.
     let mut storage: libc::sockaddr_storage = unsafe { zeroed() };
     let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: `storage` is writable for `len` bytes; the kernel writes at most that many.
-    let r = unsafe {
-        libc::getpeername(
+    // SAFETY: `call` is getpeername or getsockname; `storage` is writable for `len` bytes and
+    // the kernel writes at most that many.
+    cvt(unsafe {
+        call(
             fd.as_raw_fd(),
             (&mut storage as *mut libc::sockaddr_storage).cast(),
             &mut len,
         )
-    };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::ENOTCONN) => Ok(None),
-            _ => Err(e),
-        };
-    }
+    })?;
     Ok(match i32::from(storage.ss_family) {
         libc::AF_INET if len as usize >= size_of::<libc::sockaddr_in>() => {
             // SAFETY: the kernel wrote a sockaddr_in (family AF_INET, length checked);

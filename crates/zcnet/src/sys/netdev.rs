@@ -45,35 +45,49 @@ fn ifreq(iface: &str) -> io::Result<libc::ifreq> {
     Ok(ifr)
 }
 
-/// One `SIOCETHTOOL` call on `fd` for `iface` with the command buffer `data`, whose first
+/// One `SIOCETHTOOL` call on `fd` for `iface` with the command buffer at `data`, whose first
 /// word is the command.
-fn ethtool(fd: BorrowedFd<'_>, iface: &str, data: &mut [u32]) -> io::Result<()> {
+///
+/// # Safety
+/// `data` must be writable for everything the kernel writes for that command, which is the
+/// kernel's to size, not the caller's (`ETHTOOL_GSTRINGS` writes as many names as the kernel
+/// counts in the set, whatever `len` says): the callers size it from the kernel's own counts.
+pub unsafe fn ethtool<T>(fd: BorrowedFd<'_>, iface: &str, data: *mut T) -> io::Result<()> {
     let mut ifr = ifreq(iface)?;
-    ifr.ifr_ifru.ifru_data = data.as_mut_ptr().cast();
+    ifr.ifr_ifru.ifru_data = data.cast();
     // SAFETY: `ifr` names the interface (NUL-terminated, zeroed) and points at `data`, which
-    // the callers size for what the command writes (its header and the counts they passed in
-    // it); both live across the call.
+    // the caller guarantees holds what the command writes; both live across the call.
     cvt(unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL, &mut ifr) }).map(drop)
+}
+
+/// `struct ethtool_sset_info` with room for one count (`data[]`), asked for one string set.
+#[repr(C)]
+struct SsetInfo {
+    cmd: u32,
+    reserved: u32,
+    sset_mask: u64,
+    data: [u32; 1],
 }
 
 /// The features of `iface` in the namespace of the socket `fd`.
 pub fn ethtool_features(fd: BorrowedFd<'_>, iface: &str) -> io::Result<Features> {
-    // struct ethtool_sset_info { u32 cmd; u32 reserved; u64 sset_mask; u32 data[]; }: the
-    // kernel writes one count per bit of the mask, after the 16-byte header.
-    let mut info = [0u32; 6];
-    info[0] = ETHTOOL_GSSET_INFO;
     let mask = 1u64 << ETH_SS_FEATURES;
-    info[2] = mask as u32;
-    info[3] = (mask >> 32) as u32;
-    ethtool(fd, iface, &mut info)?;
-    let answered = u64::from(info[2]) | (u64::from(info[3]) << 32);
-    if answered & mask == 0 {
+    let mut info = SsetInfo {
+        cmd: ETHTOOL_GSSET_INFO,
+        reserved: 0,
+        sset_mask: mask,
+        data: [0],
+    };
+    // SAFETY: the kernel writes the header and one count per bit set in `sset_mask` (one),
+    // which `SsetInfo` holds.
+    unsafe { ethtool(fd, iface, &mut info) }?;
+    if info.sset_mask & mask == 0 {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "no feature names (ETHTOOL_GSSET_INFO)",
         ));
     }
-    let count = info[4];
+    let count = info.data[0];
     if count == 0 || count > MAX_FEATURES {
         return Err(io::Error::other(format!(
             "ETHTOOL_GSSET_INFO says {count} features"
@@ -85,7 +99,10 @@ pub fn ethtool_features(fd: BorrowedFd<'_>, iface: &str) -> io::Result<Features>
     strings[0] = ETHTOOL_GSTRINGS;
     strings[1] = ETH_SS_FEATURES;
     strings[2] = count;
-    ethtool(fd, iface, &mut strings)?;
+    // SAFETY: the kernel writes the 12-byte header and as many names as the set has, the
+    // count it gave just above (the features set is fixed when the kernel is built), which
+    // `strings` holds.
+    unsafe { ethtool(fd, iface, strings.as_mut_ptr()) }?;
     let got = (strings[2] as usize).min(n);
     let names: Vec<u8> = strings[3..]
         .iter()
@@ -98,7 +115,9 @@ pub fn ethtool_features(fd: BorrowedFd<'_>, iface: &str) -> io::Result<Features>
     let mut features = vec![0u32; 2 + 4 * words];
     features[0] = ETHTOOL_GFEATURES;
     features[1] = words as u32;
-    ethtool(fd, iface, &mut features)?;
+    // SAFETY: the kernel writes the 8-byte header and at most `size` (`words`) blocks of four
+    // words, which `features` holds.
+    unsafe { ethtool(fd, iface, features.as_mut_ptr()) }?;
     let blocks = (features[1] as usize).min(words);
     let active = (0..blocks).map(|b| features[2 + 4 * b + 2]).collect();
     Ok(Features { names, active })

@@ -72,28 +72,14 @@ pub fn rx_queues(iface: &str) -> io::Result<u32> {
         combined_count: u32,
     }
     const ETHTOOL_GCHANNELS: u32 = 0x3c;
-    const SIOCETHTOOL: libc::c_ulong = 0x8946;
-    let name = iface.as_bytes();
-    if name.len() >= libc::IFNAMSIZ || name.contains(&0) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "interface name",
-        ));
-    }
     let mut ch = EthtoolChannels {
         cmd: ETHTOOL_GCHANNELS,
         ..EthtoolChannels::default()
     };
-    // SAFETY: ifreq is plain data for which all-zero is valid.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, &b) in ifr.ifr_name.iter_mut().zip(name) {
-        *d = b as libc::c_char;
-    }
-    ifr.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
     let fd = super::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
-    // SAFETY: `ifr` names the interface (NUL-terminated, zeroed) and points at `ch`, which the
-    // kernel fills for ETHTOOL_GCHANNELS; both live across the call.
-    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL, &mut ifr) })?;
+    // SAFETY: for ETHTOOL_GCHANNELS the kernel writes one `struct ethtool_channels`, which
+    // `ch` is.
+    unsafe { super::netdev::ethtool(fd.as_fd(), iface, &mut ch) }?;
     Ok(ch.rx_count + ch.combined_count)
 }
 

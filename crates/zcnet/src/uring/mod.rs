@@ -777,11 +777,16 @@ impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {
             && tx.ring.register(&pool.0).is_ok()
         {
             tx.fixed = true;
-            tx.auto = Some(Decider::new(Choice::for_socket(
-                SendPath::UringZcFixed,
-                &tx.socket,
-                tx.config.segment.map(crate::udp_gso::Segment::get),
-            )));
+            // The route and its device as `build` found them, for the registered path.
+            let choice = match tx.auto.as_ref().map(Decider::choice) {
+                Some(c) => c.for_path(SendPath::UringZcFixed),
+                None => Choice::for_socket(
+                    SendPath::UringZcFixed,
+                    &tx.socket,
+                    tx.config.segment.map(crate::udp_gso::Segment::get),
+                ),
+            };
+            tx.auto = Some(Decider::new(choice));
         }
         if tx.mode == Mode::ZeroCopyFixed {
             let registered = memlock_check(pool.region_len() as u64).and_then(|()| {
