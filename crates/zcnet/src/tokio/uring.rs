@@ -40,6 +40,7 @@ fn async_setup(config: Config) -> Config {
     Config {
         setup: RingSetup {
             single_issuer: false,
+            defer_taskrun: false,
             registered_ring_fd: false,
             ..config.setup
         },

@@ -121,6 +121,15 @@ pub struct RingSetup {
     /// enabled then); sending from another thread afterwards fails with `EEXIST`. Default off:
     /// a sender that moves between threads (a work-stealing runtime) must not set it.
     pub single_issuer: bool,
+    /// `IORING_SETUP_DEFER_TASKRUN` (6.1), only with `single_issuer`: the kernel runs the work
+    /// that posts completions (every `SEND_ZC` notification) when the sending thread next
+    /// submits or waits, in one batch, instead of as task work at any kernel entry. Measured
+    /// into the sink (8000 and 64000 B, 2 × 5 alternating runs each way beside the kernel's
+    /// `io_uring_zerocopy_tx`): 0.4-1.5 % less CPU per byte in zc and zc-fixed. Completions
+    /// then show only after the sender enters the kernel (`reap`, `flush`, a send that submits
+    /// a batch, `drain`): a ring fd or eventfd polled by another thread does not see them
+    /// before. Default off.
+    pub defer_taskrun: bool,
     /// `IORING_REGISTER_RING_FDS` (5.18): `io_uring_enter` takes the ring's registered index,
     /// skipping the file lookup. The index belongs to the thread that sends first; default
     /// off for the same reason as `single_issuer`. That thread's io_uring context holds the
@@ -137,6 +146,7 @@ impl Default for RingSetup {
         RingSetup {
             coop_taskrun: true,
             single_issuer: false,
+            defer_taskrun: false,
             registered_ring_fd: false,
             registered_file: true,
         }
@@ -148,6 +158,7 @@ impl RingSetup {
         sys::uring::Setup {
             coop_taskrun: self.coop_taskrun,
             single_issuer: self.single_issuer,
+            defer_taskrun: self.defer_taskrun,
             registered_ring_fd: self.registered_ring_fd,
             registered_file: self.registered_file,
         }
@@ -157,6 +168,7 @@ impl RingSetup {
         RingSetup {
             coop_taskrun: s.coop_taskrun,
             single_issuer: s.single_issuer,
+            defer_taskrun: s.defer_taskrun,
             registered_ring_fd: s.registered_ring_fd,
             registered_file: s.registered_file,
         }
@@ -166,6 +178,7 @@ impl RingSetup {
     pub const ONE_THREAD: RingSetup = RingSetup {
         coop_taskrun: true,
         single_issuer: true,
+        defer_taskrun: true,
         registered_ring_fd: true,
         registered_file: true,
     };

@@ -30,6 +30,9 @@ pub struct Setup {
     pub coop_taskrun: bool,
     /// `IORING_SETUP_SINGLE_ISSUER`.
     pub single_issuer: bool,
+    /// `IORING_SETUP_DEFER_TASKRUN` (with `IORING_SETUP_TASKRUN_FLAG`); only with
+    /// `single_issuer`.
+    pub defer_taskrun: bool,
     /// `IORING_REGISTER_RING_FDS`.
     pub registered_ring_fd: bool,
     /// `IORING_REGISTER_FILES`.

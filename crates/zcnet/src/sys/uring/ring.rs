@@ -168,16 +168,24 @@ impl<B: StableBytes> SendRing<B> {
     /// entries (two CQEs per zero-copy request).
     ///
     /// `want` names the set-up flags to try, as liburing's examples set them
-    /// (`IORING_SETUP_COOP_TASKRUN`, 5.19; `IORING_SETUP_SINGLE_ISSUER`, 6.0): a kernel that
-    /// refuses them (`EINVAL`) gets a ring without, and [`SendRing::setup`] says what was
-    /// granted. The ring fd is registered at the first submission when asked.
+    /// (`IORING_SETUP_COOP_TASKRUN`, 5.19; `IORING_SETUP_SINGLE_ISSUER`, 6.0;
+    /// `IORING_SETUP_DEFER_TASKRUN`, 6.1, only with a single issuer): a kernel that refuses them
+    /// (`EINVAL`) gets a ring without, and [`SendRing::setup`] says what was granted. The ring
+    /// fd is registered at the first submission when asked.
+    ///
+    /// With `DEFER_TASKRUN` the kernel posts the completions that wait on task work (every
+    /// `SEND_ZC` notification) only when the issuer enters with `IORING_ENTER_GETEVENTS`: every
+    /// submission here asks for it ([`SendRing::submit`]), so a submission also brings in the
+    /// notifications that came meanwhile, in one batch.
     pub fn new(entries: u32, want: Setup) -> io::Result<SendRing<B>> {
-        let mut tries = vec![(want.coop_taskrun, want.single_issuer)];
-        tries.push((want.coop_taskrun, false));
-        tries.push((false, false));
+        let defer = want.single_issuer && want.defer_taskrun;
+        let mut tries = vec![(want.coop_taskrun, want.single_issuer, defer)];
+        tries.push((want.coop_taskrun, want.single_issuer, false));
+        tries.push((want.coop_taskrun, false, false));
+        tries.push((false, false, false));
         tries.dedup();
         let mut last = None;
-        for (coop, single) in tries {
+        for (coop, single, defer) in tries {
             let mut b = IoUring::builder();
             b.setup_cqsize(entries.saturating_mul(2));
             if coop {
@@ -185,6 +193,11 @@ impl<B: StableBytes> SendRing<B> {
             }
             if single {
                 b.setup_single_issuer().setup_r_disabled();
+            }
+            if defer {
+                // The flag makes the kernel say (IORING_SQ_TASKRUN) when deferred work waits,
+                // which io-uring's own submit reads to add GETEVENTS.
+                b.setup_defer_taskrun().setup_taskrun_flag();
             }
             match b.build(entries) {
                 Ok(ring) => {
@@ -205,6 +218,7 @@ impl<B: StableBytes> SendRing<B> {
                         granted: Setup {
                             coop_taskrun: coop,
                             single_issuer: single,
+                            defer_taskrun: defer,
                             registered_ring_fd: false,
                             registered_file: false,
                         },
@@ -214,7 +228,7 @@ impl<B: StableBytes> SendRing<B> {
                         issuer: None,
                     });
                 }
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && (coop || single) => {
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && (coop || single || defer) => {
                     last = Some(e);
                 }
                 Err(e) => return Err(e),
@@ -317,6 +331,8 @@ impl<B: StableBytes> SendRing<B> {
         };
         let (min_complete, flags) = match timeout {
             Some(_) => (1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG),
+            // Deferred task work runs only in an enter that asks for events.
+            None if self.granted.defer_taskrun => (0, IORING_ENTER_GETEVENTS),
             None => (0, 0),
         };
         // SAFETY: `arg` and the timespec it points at live across the call; the kernel reads
@@ -860,6 +876,7 @@ mod tests {
             Setup {
                 coop_taskrun: true,
                 single_issuer: false,
+                defer_taskrun: false,
                 registered_ring_fd: false,
                 registered_file: true,
             },
