@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use netlab::{Family, Side, SinkLab, VethLab, require_lab};
 use zcnet::ZeroCopyCounters as _;
+use zcnet::auto::Segmentation;
 use zcnet::msg_zerocopy::{self, CopiedPolicy, ZeroCopyError, ZeroCopySender};
 use zcnet::udp_gso::{self, Segment};
 use zcnet::uring::{self, Pool, UringSender};
@@ -200,6 +201,15 @@ fn sender(mode: &str, sock: UdpSocket, segment: Segment) -> Tx {
     }
 }
 
+/// Whether `check` is available here; else says so as a skip.
+fn available(check: &zcnet::support::Check) -> bool {
+    let ok = check.status == zcnet::support::Status::Available;
+    if !ok {
+        netlab::skip::skip(&check.reason);
+    }
+    ok
+}
+
 fn uring_works() -> bool {
     let s = zcnet::uring::support();
     s.send_zc.status == zcnet::support::Status::Available
@@ -208,8 +218,7 @@ fn uring_works() -> bool {
 #[test]
 fn trains_over_veth_arrive_whole_in_their_segment_size_from_every_sender() {
     require_lab!();
-    if udp_gso::support().gro.status != zcnet::support::Status::Available {
-        netlab::skip::skip(&udp_gso::support().gro.reason);
+    if !available(&udp_gso::support().gro) {
         return;
     }
     // The veth's own MTU (1500): every segment fits one frame, as on a real link.
@@ -400,8 +409,7 @@ fn auto_into(lab: &SinkLab, uring: bool, trains: u32, singles: u32) -> (zcnet::a
 #[test]
 fn auto_copies_trains_a_device_cuts_in_software_and_says_why() {
     require_lab!();
-    if udp_gso::support().gso.status != zcnet::support::Status::Available {
-        netlab::skip::skip(&udp_gso::support().gso.reason);
+    if !available(&udp_gso::support().gso) {
         return;
     }
     if !netlab::skip::on_path("ethtool") {
@@ -429,13 +437,15 @@ fn auto_copies_trains_a_device_cuts_in_software_and_says_why() {
             .trains
             .clone()
             .expect("a sender of trains says what its device does");
-        if t.unknown.as_deref().is_some_and(|w| w.contains("5.14")) {
+        if matches!(&t.segmentation, Segmentation::Unknown { why, .. } if why.contains("5.14")) {
             netlab::skip::skip(&format!("the route's device cannot be read here: {t}"));
             return;
         }
         assert_eq!(
-            (t.device.as_deref(), t.offload),
-            (Some("sink0"), Some(false)),
+            t.segmentation,
+            Segmentation::Software {
+                device: "sink0".into()
+            },
             "{what}: {t}"
         );
         assert!(t.software());
@@ -468,8 +478,10 @@ fn auto_copies_trains_a_device_cuts_in_software_and_says_why() {
         let (c, _) = auto_into(&offload, uring, 10, 0);
         let t = c.trains.clone().unwrap();
         assert_eq!(
-            (t.device.as_deref(), t.offload),
-            (Some("sink0"), Some(true)),
+            t.segmentation,
+            Segmentation::Offload {
+                device: "sink0".into()
+            },
             "{what}: {t}"
         );
         let train_class = class_of(&c, 42 * 1472);

@@ -46,7 +46,11 @@ pub struct Choice {
 impl Choice {
     /// The choice for `path` on `socket` from the [`active`] profile; `segment`, the size of a
     /// GSO train's segments where the socket sends trains ([`Trains::of`]).
-    pub fn for_socket(path: SendPath, socket: &impl AsFd, segment: Option<usize>) -> Choice {
+    pub fn for_socket(
+        path: SendPath,
+        socket: &impl AsFd,
+        segment: Option<crate::udp_gso::Segment>,
+    ) -> Choice {
         let route = Route::of(socket).unwrap_or(Route::Device);
         let profile = active();
         let entry = profile.entry(path, route);
@@ -273,8 +277,10 @@ impl Decider {
             return false;
         }
         let i = class_of(len);
-        let prior = (!self.classes[i].started()).then(|| self.prior(i, len));
-        let prior = prior.unwrap_or(Prior::way(false));
+        if !self.classes[i].started() {
+            let prior = self.prior(i, len);
+            self.classes[i].start(prior);
+        }
         let mut turn = Turn::default();
         // The thread's count was taken after this send's increment, as was `own + 1`.
         let clock = || {
@@ -283,7 +289,7 @@ impl Decider {
                 ..r
             })
         };
-        let (zero_copy, explore) = self.classes[i].send(len, || prior, clock, &mut turn);
+        let (zero_copy, explore) = self.classes[i].send(len, clock, &mut turn);
         let c = &mut self.counters;
         c.unmeasured_rounds += u64::from(turn.unmeasured);
         c.switches += u64::from(turn.switched);
@@ -736,9 +742,9 @@ mod tests {
         Decider::new(Choice {
             trains: Some(Trains {
                 segment: 1472,
-                device: Some("sink0".into()),
-                offload: Some(false),
-                unknown: None,
+                segmentation: super::super::Segmentation::Software {
+                    device: "sink0".into(),
+                },
             }),
             ..decider(Threshold::Always).choice
         })

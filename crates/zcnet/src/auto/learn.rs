@@ -261,22 +261,25 @@ impl Class {
         }
     }
 
-    /// The way for the next send of `len` bytes, its round ended and the next begun if due;
-    /// `prior` is what a class that never sent starts with. Returns (zero copy, exploring).
+    /// Starts a class that never sent from `prior`.
+    #[cold]
+    pub(crate) fn start(&mut self, prior: Prior) {
+        debug_assert!(!self.started, "a class starts once");
+        self.started = true;
+        self.zero_copy = prior.zero_copy;
+        self.margin = prior.margin;
+    }
+
+    /// The way for the next send of `len` bytes of a started class, its round ended and the
+    /// next begun if due. Returns (zero copy, exploring).
     #[inline]
     pub(crate) fn send(
         &mut self,
         len: usize,
-        prior: impl FnOnce() -> Prior,
         clock: impl FnOnce() -> Option<Reading>,
         turn: &mut Turn,
     ) -> (bool, bool) {
-        if !self.started {
-            self.started = true;
-            let p = prior();
-            self.zero_copy = p.zero_copy;
-            self.margin = p.margin;
-        }
+        debug_assert!(self.started, "a class starts before it sends");
         if self.at_edge() {
             *turn = self.turn(len, clock());
         }

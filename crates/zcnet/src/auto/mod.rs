@@ -107,4 +107,4 @@ pub use learn::{
 #[cfg(feature = "profile")]
 pub use load::{MAX_PROFILE, ProfileError};
 pub use profile::{Entry, Profile, SendPath, Threshold};
-pub use route::{Route, Trains};
+pub use route::{Route, Segmentation, Trains};

@@ -56,67 +56,57 @@ impl Route {
 ///
 /// Only the device the route names is read. A stacked device (a VLAN, bond, bridge or macvlan)
 /// reports the feature on and hands trains whole to the device below it, which may cut them in
-/// software after all; so `offload: Some(true)` says no more than that the first device takes
-/// them whole.
+/// software after all; so [`Segmentation::Offload`] says no more than that the first device
+/// takes them whole.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Trains {
     /// The segment size, bytes: a message longer than it is a train.
     pub segment: usize,
-    /// The device the route leaves by; `None` when it is not known (see `unknown`).
-    pub device: Option<String>,
-    /// Whether that device has `tx-udp-segmentation` on; `None` when not known.
-    pub offload: Option<bool>,
-    /// Why the device or its offload is not known: the socket is not connected, the route is
-    /// local, or the lookup failed (with the call and its error).
-    pub unknown: Option<String>,
+    /// What the route's device does with them.
+    pub segmentation: Segmentation,
+}
+
+/// Who cuts a sender's GSO trains into datagrams.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Segmentation {
+    /// The device the route leaves by takes them whole (`tx-udp-segmentation` on).
+    Offload {
+        /// The device.
+        device: String,
+    },
+    /// The kernel cuts them in software before the device (`tx-udp-segmentation` off).
+    Software {
+        /// The device.
+        device: String,
+    },
+    /// Not known: the socket is not connected, the route is local, or a lookup failed.
+    Unknown {
+        /// The device, when the route was found but its feature could not be read.
+        device: Option<String>,
+        /// Why, with the call and its error.
+        why: String,
+    },
 }
 
 impl Trains {
-    /// What the route of `socket` (connected, through a device) does with trains of `segment`
-    /// bytes: `RTM_GETROUTE` for its peer, with the socket's own address, bound device (or the
-    /// peer's IPv6 scope) and mark, from the calling thread (rtnetlink(7); the socket must
-    /// share the thread's network namespace, checked with `SO_NETNS_COOKIE`, Linux 5.14), the
-    /// device's name by `SIOCGIFNAME` and its feature by `ETHTOOL_GFEATURES`
-    /// (netdevice(7), Linux 2.6.39).
-    pub fn of(socket: &impl AsFd, segment: usize) -> Trains {
-        let fd = socket.as_fd();
-        let unknown = |why: String| Trains {
-            segment,
-            device: None,
-            offload: None,
-            unknown: Some(why),
-        };
-        let peer = match sys::peer_addr(fd) {
-            Ok(Some(p)) => p,
-            Ok(None) => return unknown("the socket is not connected".into()),
-            Err(e) => return unknown(format!("getpeername: {e}")),
-        };
-        if Route::to(peer.ip()) == Route::Local {
-            return unknown("the route is local: no device segments the trains".into());
-        }
-        match crate::netdev::egress(fd, peer) {
-            Err(why) => unknown(why),
-            Ok((_, name)) => match crate::netdev::feature_of(fd, &name, "tx-udp-segmentation") {
-                Ok(on) => Trains {
-                    segment,
-                    device: Some(name),
-                    offload: Some(on),
-                    unknown: None,
-                },
-                Err(why) => Trains {
-                    segment,
-                    device: Some(name),
-                    offload: None,
-                    unknown: Some(why),
-                },
-            },
+    /// What the route of `socket` (connected, through a device) does with trains of `segment`:
+    /// `RTM_GETROUTE` for its peer, with the socket's own address, bound device (or the peer's
+    /// IPv6 scope) and mark, from the calling thread (rtnetlink(7); the socket must share the
+    /// thread's network namespace, checked with `SO_NETNS_COOKIE`, Linux 5.14), the device's
+    /// name by `SIOCGIFNAME` and its feature by `ETHTOOL_GFEATURES` (netdevice(7), Linux
+    /// 2.6.39).
+    pub fn of(socket: &impl AsFd, segment: crate::udp_gso::Segment) -> Trains {
+        Trains {
+            segment: segment.get(),
+            segmentation: Segmentation::of(socket.as_fd()),
         }
     }
 
     /// Whether the kernel cuts these trains in software: the route's device has its UDP
     /// segmentation offload off.
     pub fn software(&self) -> bool {
-        self.offload == Some(false)
+        matches!(self.segmentation, Segmentation::Software { .. })
     }
 
     /// Whether a message of `len` bytes is a train (more than one segment).
@@ -125,24 +115,49 @@ impl Trains {
     }
 }
 
+impl Segmentation {
+    fn of(fd: std::os::fd::BorrowedFd<'_>) -> Segmentation {
+        let unknown = |why: String| Segmentation::Unknown { device: None, why };
+        let peer = match sys::peer_addr(fd) {
+            Ok(Some(p)) => p,
+            Ok(None) => return unknown("the socket is not connected".into()),
+            Err(e) => return unknown(format!("getpeername: {e}")),
+        };
+        if Route::to(peer.ip()) == Route::Local {
+            return unknown("the route is local: no device segments the trains".into());
+        }
+        let device = match crate::netdev::egress(fd, peer) {
+            Ok(name) => name,
+            Err(why) => return unknown(why),
+        };
+        match crate::netdev::feature_of(fd, &device, "tx-udp-segmentation") {
+            Ok(true) => Segmentation::Offload { device },
+            Ok(false) => Segmentation::Software { device },
+            Err(why) => Segmentation::Unknown {
+                device: Some(device),
+                why,
+            },
+        }
+    }
+}
+
 impl fmt::Display for Trains {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "trains of {} B segments", self.segment)?;
-        match (&self.device, self.offload, &self.unknown) {
-            (Some(d), Some(false), _) => write!(
+        match &self.segmentation {
+            Segmentation::Software { device } => write!(
                 f,
-                " leave by {d}, which cuts them in software (tx-udp-segmentation off): they \
-                 copy unless zero copy measures {:.0} % cheaper",
+                " leave by {device}, which cuts them in software (tx-udp-segmentation off): \
+                 they copy unless zero copy measures {:.0} % cheaper",
                 100.0 * super::SOFTWARE_GSO_MARGIN
             ),
-            (Some(d), Some(true), _) => {
-                write!(
-                    f,
-                    " leave by {d}, which takes them whole (tx-udp-segmentation on)"
-                )
+            Segmentation::Offload { device } => write!(
+                f,
+                " leave by {device}, which takes them whole (tx-udp-segmentation on)"
+            ),
+            Segmentation::Unknown { why, .. } => {
+                write!(f, ": the device's segmentation is not known ({why})")
             }
-            (_, _, Some(why)) => write!(f, ": the device's segmentation is not known ({why})"),
-            _ => f.write_str(": the device's segmentation is not known"),
         }
     }
 }
@@ -163,26 +178,34 @@ mod tests {
 
     #[test]
     fn trains_say_why_their_device_is_not_known() {
+        let segment = crate::udp_gso::Segment::new(1472).unwrap();
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let t = Trains::of(&s, 1472);
-        assert_eq!((t.device.as_deref(), t.offload), (None, None));
+        let t = Trains::of(&s, segment);
+        assert!(matches!(
+            t.segmentation,
+            Segmentation::Unknown { device: None, .. }
+        ));
         assert!(t.to_string().contains("not connected"), "{t}");
         s.connect("127.0.0.1:9").unwrap();
-        let t = Trains::of(&s, 1472);
+        let t = Trains::of(&s, segment);
         assert!(!t.software());
         assert!(t.to_string().contains("local"), "{t}");
         assert!(t.is_train(1473) && !t.is_train(1472));
         let sw = Trains {
             segment: 1200,
-            device: Some("sink0".into()),
-            offload: Some(false),
-            unknown: None,
+            segmentation: Segmentation::Software {
+                device: "sink0".into(),
+            },
         };
         assert!(sw.software());
         assert_eq!(
             sw.to_string(),
             "trains of 1200 B segments leave by sink0, which cuts them in software \
              (tx-udp-segmentation off): they copy unless zero copy measures 15 % cheaper"
+        );
+        assert_eq!(
+            serde_json::to_value(&sw.segmentation).unwrap(),
+            serde_json::json!({"kind": "software", "device": "sink0"})
         );
     }
 }

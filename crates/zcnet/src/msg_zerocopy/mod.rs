@@ -584,8 +584,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
             } else {
                 SendPath::MsgZerocopyUdp
             };
-            let segment = config.segment.map(crate::udp_gso::Segment::get);
-            crate::auto::Decider::new(Choice::for_socket(path, &socket, segment))
+            crate::auto::Decider::new(Choice::for_socket(path, &socket, config.segment))
         });
         ZeroCopySender {
             auto,

@@ -443,9 +443,13 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
                 ),
             },
         };
-        let segment = config.segment.map(crate::udp_gso::Segment::get);
-        let auto = (mode == Mode::Auto)
-            .then(|| Decider::new(Choice::for_socket(SendPath::UringZc, &socket, segment)));
+        let auto = (mode == Mode::Auto).then(|| {
+            Decider::new(Choice::for_socket(
+                SendPath::UringZc,
+                &socket,
+                config.segment,
+            ))
+        });
         let stream = ty == libc::SOCK_STREAM;
         if stream {
             ring.keep_order();
@@ -790,16 +794,12 @@ impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {
             && tx.ring.register(&pool.0).is_ok()
         {
             tx.fixed = true;
-            // The route and its device as `build` found them, for the registered path.
-            let choice = match tx.auto.as_ref().map(Decider::choice) {
-                Some(c) => c.for_path(SendPath::UringZcFixed),
-                None => Choice::for_socket(
-                    SendPath::UringZcFixed,
-                    &tx.socket,
-                    tx.config.segment.map(crate::udp_gso::Segment::get),
-                ),
-            };
-            tx.auto = Some(Decider::new(choice));
+            // The route and its device as `build` found them (an auto sender has a decider),
+            // for the registered path.
+            tx.auto = tx
+                .auto
+                .take()
+                .map(|d| Decider::new(d.choice().for_path(SendPath::UringZcFixed)));
         }
         if tx.mode == Mode::ZeroCopyFixed {
             let registered = memlock_check(pool.region_len() as u64).and_then(|()| {
