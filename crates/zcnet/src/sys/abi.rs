@@ -151,6 +151,20 @@ pub const IORING_NOTIF_USAGE_ZC_COPIED: u32 = 1 << 31;
 pub const IORING_CQE_F_MORE: u32 = 1 << 1;
 /// `IORING_CQE_F_NOTIF`: this CQE is a zero-copy notification.
 pub const IORING_CQE_F_NOTIF: u32 = 1 << 3;
+/// `IORING_OP_SENDMSG` (Linux 5.3).
+pub const IORING_OP_SENDMSG: u8 = 9;
+/// `IORING_OP_SEND` (5.6).
+pub const IORING_OP_SEND: u8 = 26;
+/// `IORING_OP_SEND_ZC` (6.0).
+pub const IORING_OP_SEND_ZC: u8 = 47;
+/// `IORING_OP_SENDMSG_ZC` (6.1).
+pub const IORING_OP_SENDMSG_ZC: u8 = 48;
+/// `IOSQE_FIXED_FILE`: `fd` is an index into the registered files.
+pub const IOSQE_FIXED_FILE: u8 = 1 << 0;
+/// `IOSQE_IO_LINK`: the next SQE starts only after this one completed.
+pub const IOSQE_IO_LINK: u8 = 1 << 2;
+/// `IORING_RECVSEND_FIXED_BUF` (in `ioprio`): the buffer lies in registered buffer `buf_index`.
+pub const IORING_RECVSEND_FIXED_BUF: u16 = 1 << 2;
 
 /// `struct tcp_zerocopy_receive` (`linux/tcp.h`) in its largest known form (Linux 5.12+).
 ///

@@ -67,7 +67,7 @@ use std::sync::OnceLock;
 
 use crate::loan::Claim;
 pub use crate::loan::{ExclusiveSocket, OwnedBuf, Returned, SendError};
-use crate::sys::uring::{Finished, SendOp};
+use crate::sys::uring::{Finish, Finished, SendOp};
 mod pool;
 
 pub use pool::{Pool, PoolBuf};
@@ -372,7 +372,6 @@ pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
     fallback: Option<String>,
     stream: bool,
     queued: usize,
-    finished: Vec<Finished<B>>,
     returned: VecDeque<Returned<B>>,
     counters: Counters,
     /// Zero-copy sends use the registered pool.
@@ -474,7 +473,6 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             fallback,
             stream,
             queued: 0,
-            finished: Vec::new(),
             returned: VecDeque::new(),
             counters: Counters::default(),
             kick: crate::loan::DeferredKick::default(),
@@ -713,38 +711,14 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     }
 
     fn collect(&mut self) -> io::Result<usize> {
-        let n = self.ring.complete(&mut self.finished)?;
-        for f in self.finished.drain(..) {
-            let c = &mut self.counters;
-            c.returned += 1;
-            c.bytes += f.sent as u64;
-            c.errors += u64::from(f.error.is_some());
-            c.memlock_fallbacks += u64::from(f.memlock_fallback);
-            match f.copied {
-                Some(true) => {
-                    c.copied += 1;
-                    if let Some(d) = &mut self.auto {
-                        d.copied();
-                    }
-                }
-                Some(false) => {
-                    c.not_copied += 1;
-                    c.not_copied_bytes += f.sent as u64;
-                    if let Some(d) = &mut self.auto {
-                        d.not_copied();
-                    }
-                }
-                None => {}
-            }
-            self.returned.push_back(Returned {
-                buf: f.buf,
-                sent: f.sent,
-                error: f.error,
-                zero_copy: f.zero_copy,
-                copied: f.copied,
-            });
-        }
-        Ok(n)
+        let before = self.counters.returned;
+        let mut back = Collect {
+            counters: &mut self.counters,
+            auto: &mut self.auto,
+            returned: &mut self.returned,
+        };
+        self.ring.complete(&mut back)?;
+        Ok((self.counters.returned - before) as usize)
     }
 
     /// Submits everything and waits until every buffer is back, at most `timeout`. When none
@@ -775,6 +749,48 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             }
         }
         Ok(())
+    }
+}
+
+/// What a sender does with each buffer the ring hands back: counts it, tells the decider what
+/// its notification said, and queues it for [`UringSender::returned`].
+struct Collect<'a, B> {
+    counters: &'a mut Counters,
+    auto: &'a mut Option<Decider>,
+    returned: &'a mut VecDeque<Returned<B>>,
+}
+
+impl<B> Finish<B> for Collect<'_, B> {
+    #[inline(always)]
+    fn finish(&mut self, f: Finished<B>) {
+        let c = &mut *self.counters;
+        c.returned += 1;
+        c.bytes += f.sent as u64;
+        c.errors += u64::from(f.error.is_some());
+        c.memlock_fallbacks += u64::from(f.memlock_fallback);
+        match f.copied {
+            Some(true) => {
+                c.copied += 1;
+                if let Some(d) = self.auto {
+                    d.copied();
+                }
+            }
+            Some(false) => {
+                c.not_copied += 1;
+                c.not_copied_bytes += f.sent as u64;
+                if let Some(d) = self.auto {
+                    d.not_copied();
+                }
+            }
+            None => {}
+        }
+        self.returned.push_back(Returned {
+            buf: f.buf,
+            sent: f.sent,
+            error: f.error,
+            zero_copy: f.zero_copy,
+            copied: f.copied,
+        });
     }
 }
 

@@ -9,10 +9,11 @@
 
 mod pool;
 mod ring;
+mod sq;
 pub mod state;
 
 pub use pool::{Slab, Slot};
-pub use ring::{Finished, SendOp, SendRequest, SendRing, last_close};
+pub use ring::{Finish, Finished, SendOp, SendRequest, SendRing, last_close};
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};

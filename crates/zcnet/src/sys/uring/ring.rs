@@ -6,10 +6,11 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use io_uring::{IoUring, opcode, squeue, types};
+use io_uring::{IoUring, types};
 
 use super::super::abi;
 use super::super::stable::StableBytes;
+use super::sq::{Sq, Sqe};
 use super::state::{Order, Request, State, Step};
 use super::{OpcodeSupport, Setup, Slab, probe_opcodes};
 
@@ -93,6 +94,25 @@ pub struct Finished<B> {
     pub copied: Option<bool>,
 }
 
+/// Where [`SendRing::complete`] hands the buffers the kernel is done with, one by one, in the
+/// order they finished.
+///
+/// A trait rather than a closure so that its one implementation on the sending path can be
+/// inlined where a buffer finishes, with `#[inline(always)]`: moved through a call instead, a
+/// finished buffer is written to the stack field by field and read back whole while those
+/// stores are still in flight (a store-forwarding stall per buffer, issue 34).
+pub trait Finish<B> {
+    /// Takes one finished buffer.
+    fn finish(&mut self, f: Finished<B>);
+}
+
+impl<B> Finish<B> for Vec<Finished<B>> {
+    #[inline(always)]
+    fn finish(&mut self, f: Finished<B>) {
+        self.push(f);
+    }
+}
+
 /// `msghdr` with its one `iovec` and the address, boxed so the pointers inside stay valid until
 /// the request's result CQE.
 struct MsgStorage {
@@ -105,10 +125,27 @@ struct MsgStorage {
 // alongside it); nothing is shared between threads through them.
 unsafe impl Send for MsgStorage {}
 
-/// What the ring keeps of a request beside its buffer. It stays in place from one request of its
-/// slot to the next (a request is written into it field by field, not moved in and out), and so
-/// does the boxed `msghdr` of the `SENDMSG` ops, which the next request of the slot reuses.
-struct Meta {
+/// One slot of the ring: the buffer of its request in flight and the rest of that request. It
+/// stays in place from one request of the slot to the next (a request is written into it field
+/// by field, not moved in and out), and so does the boxed `msghdr` of the `SENDMSG` ops, which
+/// the next request of the slot reuses.
+///
+/// Everything a request needs lies here, together: between two batches the kernel's work on the
+/// sends evicts the sender's memory from the nearest caches, and each place a request's state
+/// is spread over costs a miss per request.
+struct Held<B> {
+    /// The buffer; `None` when the slot is free.
+    buf: Option<B>,
+    /// `buf`'s bytes as `stable_bytes` gave them at push, which stay where they are while the
+    /// buffer lives ([`StableBytes`]): building a request reads them here instead of through
+    /// the buffer. Meaningful while `buf` is `Some`.
+    at: *const u8,
+    /// Their length (at most `u32::MAX`, checked at push).
+    len: u32,
+    /// The generation the slot's next submission gets (see [`State`]): a CQE names its
+    /// submission as `key | generation << 32` in `user_data`, so that a late CQE of an earlier
+    /// submission (or of the slot's previous buffer) is never taken for the current one's.
+    next_generation: u32,
     op: SendOp,
     fixed: bool,
     flags: i32,
@@ -120,6 +157,20 @@ struct Meta {
     state: State,
 }
 
+// SAFETY: `at` points into `buf`'s bytes, owned by this same slot (and `msg`'s pointers into its
+// own box and those bytes); nothing is shared between threads through them.
+unsafe impl<B: Send> Send for Held<B> {}
+
+impl<B> Held<B> {
+    /// The unsent rest of the buffer.
+    fn rest(&self) -> (*const u8, u32) {
+        let sent = self.state.sent.min(self.len as usize);
+        // SAFETY: `at` and `len` describe the buffer's bytes (taken at push, stable while it is
+        // held) and `sent <= len`, so the result stays inside them.
+        (unsafe { self.at.add(sent) }, self.len - sent as u32)
+    }
+}
+
 /// A ring whose send requests own their buffers: each buffer stays in the ring until its result
 /// CQE and, when `IORING_CQE_F_MORE` announced one, its notification CQE have both been seen (in
 /// either order), and only then is it handed back. Sends the kernel cut short are resubmitted
@@ -129,14 +180,10 @@ struct Meta {
 /// the kernel at a time ([`Order`]); elsewhere each request goes on its own.
 pub struct SendRing<B: StableBytes> {
     ring: IoUring,
-    /// Per slot, the buffer of its request in flight; `None` when the slot is free.
-    bufs: Vec<Option<B>>,
-    /// Per slot, the rest of its request (meaningful while its buffer is in `bufs`).
-    meta: Vec<Meta>,
-    /// Per slot, the generation its next submission gets (see [`State`]): a CQE names its
-    /// submission as `key | generation << 32` in `user_data`, so that a late CQE of an earlier
-    /// submission (or of the slot's previous buffer) is never taken for the current one's.
-    generations: Vec<u32>,
+    /// Its submission queue, written in place.
+    sq: Sq,
+    /// Per slot, its request and buffer.
+    held: Vec<Held<B>>,
     /// Stream order, where asked for.
     order: Option<Order>,
     /// Buffers finished while the ring looked at CQEs on its own (before launching a chain),
@@ -202,10 +249,9 @@ impl<B: StableBytes> SendRing<B> {
             match b.build(entries) {
                 Ok(ring) => {
                     return Ok(SendRing {
+                        sq: Sq::map(&ring)?,
                         ring,
-                        bufs: Vec::new(),
-                        meta: Vec::new(),
-                        generations: Vec::new(),
+                        held: Vec::new(),
                         order: None,
                         done: Vec::new(),
                         keys: Vec::new(),
@@ -318,7 +364,7 @@ impl<B: StableBytes> SendRing<B> {
     /// `io_uring_enter(2)` through the registered ring index: submits what is queued and, with
     /// `timeout`, waits for one CQE at most that long.
     fn enter_registered(&mut self, index: u32, timeout: Option<Duration>) -> io::Result<usize> {
-        let to_submit = self.ring.submission().len() as libc::c_uint;
+        let to_submit = self.sq.len() as libc::c_uint;
         let ts = timeout.map(|t| libc::timespec {
             tv_sec: t.as_secs() as libc::time_t,
             tv_nsec: t.subsec_nanos() as libc::c_long,
@@ -411,14 +457,15 @@ impl<B: StableBytes> SendRing<B> {
         buf: B,
         req: SendRequest,
     ) -> Result<(), (B, io::Error)> {
-        let len = buf.stable_bytes().len();
+        let bytes = buf.stable_bytes();
+        let (at, len) = (bytes.as_ptr(), bytes.len());
         if len > u32::MAX as usize {
             return Err((
                 buf,
                 io::Error::new(io::ErrorKind::InvalidInput, "buffer over 4 GiB"),
             ));
         }
-        if req.fixed && !(req.op == SendOp::SendZc && self.in_registered(buf.stable_bytes())) {
+        if req.fixed && !(req.op == SendOp::SendZc && self.in_registered(at, len)) {
             let what = "a fixed-buffer send needs SEND_ZC and a buffer inside the registered pool";
             return Err((buf, io::Error::new(io::ErrorKind::InvalidInput, what)));
         }
@@ -428,8 +475,11 @@ impl<B: StableBytes> SendRing<B> {
         let key = match self.free.pop() {
             Some(k) => k,
             None => {
-                self.bufs.push(None);
-                self.meta.push(Meta {
+                self.held.push(Held {
+                    buf: None,
+                    at: std::ptr::null(),
+                    len: 0,
+                    next_generation: 0,
                     op: SendOp::Send,
                     fixed: false,
                     flags: 0,
@@ -438,18 +488,19 @@ impl<B: StableBytes> SendRing<B> {
                     msg: None,
                     state: State::new(0),
                 });
-                self.generations.push(0);
-                (self.bufs.len() - 1) as u32
+                (self.held.len() - 1) as u32
             }
         };
         let k = key as usize;
-        let meta = &mut self.meta[k];
+        let meta = &mut self.held[k];
+        meta.at = at;
+        meta.len = len as u32;
         meta.op = req.op;
         meta.fixed = req.fixed;
         meta.flags = req.flags;
         meta.report_usage = req.report_usage;
         meta.fd = fd.as_raw_fd();
-        meta.state = State::new(self.generations[k]);
+        meta.state = State::new(meta.next_generation);
         if matches!(req.op, SendOp::SendMsg | SendOp::SendMsgZc) {
             let msg = meta.msg.get_or_insert_with(|| {
                 // SAFETY: all-zero is a valid msghdr, iovec and sockaddr_storage.
@@ -468,16 +519,15 @@ impl<B: StableBytes> SendRing<B> {
                 }
             }
         }
-        self.bufs[k] = Some(buf);
+        meta.buf = Some(buf);
         self.in_flight += 1;
         if let Some(order) = &mut self.order {
             // Its SQE is made when its chain is launched, at the next submission.
             order.push(key);
             return Ok(());
         }
-        let sqe = self.build(key);
-        if let Err(e) = self.push_sqe(&sqe) {
-            let buf = self.bufs[k].take().expect("just stored");
+        if let Err(e) = self.push_request(key) {
+            let buf = self.held[k].buf.take().expect("just stored");
             self.free.push(key);
             self.in_flight -= 1;
             return Err((buf, e));
@@ -485,88 +535,45 @@ impl<B: StableBytes> SendRing<B> {
         Ok(())
     }
 
-    fn in_registered(&self, bytes: &[u8]) -> bool {
+    fn in_registered(&self, at: *const u8, len: usize) -> bool {
         self.registered.as_ref().is_some_and(|p| {
-            let (start, len) = p.region();
-            let at = bytes.as_ptr() as usize;
-            at >= start && at + bytes.len() <= start + len
+            let (start, size) = p.region();
+            let at = at as usize;
+            at >= start && at + len <= start + size
         })
     }
 
-    /// The SQE for the unsent rest of the buffer of slot `key` (which holds one).
-    fn build(&mut self, key: u32) -> io_uring::squeue::Entry {
-        let k = key as usize;
-        let meta = &mut self.meta[k];
-        let buf = self.bufs[k]
-            .as_ref()
-            .expect("a request being built has its buffer");
-        let bytes = &buf.stable_bytes()[meta.state.sent..];
-        let (ptr, len) = (bytes.as_ptr(), bytes.len());
-        // The registered socket is fixed file 0: the SQE names the index, flagged FIXED_FILE.
-        let fixed_file = self.file == Some(meta.fd);
-        let fd = types::Fd(if fixed_file { 0 } else { meta.fd });
-        let file_flags = if fixed_file {
-            squeue::Flags::FIXED_FILE
-        } else {
-            squeue::Flags::empty()
-        };
-        let mut zc_flags = 0;
-        if meta.report_usage && !self.usage_refused && !meta.state.usage_retry {
-            zc_flags |= abi::IORING_SEND_ZC_REPORT_USAGE;
+    /// Queues the request of slot `key` (which holds a buffer): its SQE, for the unsent rest of
+    /// the buffer, written into the submission queue in place ([`Sq`]). `link` chains the next
+    /// SQE to it (`IOSQE_IO_LINK`). `false` when the queue is full.
+    #[inline]
+    fn queue_sqe(&mut self, key: u32, link: bool) -> bool {
+        let (held, file, usage_refused) =
+            (&mut self.held[key as usize], self.file, self.usage_refused);
+        // SAFETY: everything the SQE points at (the buffer, and for SENDMSG the boxed msghdr,
+        // iovec and address) is owned by a slot of this ring, which keeps it until the request's
+        // last CQE has been seen, and leaks it if the ring goes away first.
+        unsafe {
+            self.sq
+                .push(|sqe| fill(sqe, held, file, usage_refused, key, link))
         }
-        // A zero-copy request the kernel refused to pin goes again by copy (see `State`).
-        let op = match (meta.op, meta.state.copy_retry) {
-            (SendOp::SendZc, true) => SendOp::Send,
-            (SendOp::SendMsgZc, true) => SendOp::SendMsg,
-            (op, _) => op,
-        };
-        let sqe = match op {
-            SendOp::Send => opcode::Send::new(fd, ptr, len as u32)
-                .flags(meta.flags)
-                .build(),
-            SendOp::SendZc => opcode::SendZc::new(fd, ptr, len as u32)
-                .flags(meta.flags)
-                .zc_flags(zc_flags)
-                .buf_index(meta.fixed.then_some(0))
-                .build(),
-            SendOp::SendMsg | SendOp::SendMsgZc => {
-                let msg = meta
-                    .msg
-                    .as_mut()
-                    .expect("push makes the header of a SENDMSG request");
-                msg.iov = libc::iovec {
-                    iov_base: ptr as *mut libc::c_void,
-                    iov_len: len,
-                };
-                msg.hdr.msg_iov = &mut msg.iov;
-                msg.hdr.msg_iovlen = 1;
-                let hdr: *const libc::msghdr = &msg.hdr;
-                if op == SendOp::SendMsg {
-                    opcode::SendMsg::new(fd, hdr)
-                        .flags(meta.flags as u32)
-                        .build()
-                } else {
-                    // SENDMSG_ZC takes the zero-copy flags in `ioprio`, as SEND_ZC does.
-                    opcode::SendMsgZc::new(fd, hdr)
-                        .flags(meta.flags as u32)
-                        .ioprio(zc_flags)
-                        .build()
-                }
-            }
-        };
-        sqe.flags(file_flags)
-            .user_data(u64::from(key) | u64::from(meta.state.generation) << 32)
     }
 
-    fn push_sqe(&mut self, sqe: &io_uring::squeue::Entry) -> io::Result<()> {
-        for _ in 0..2 {
-            // SAFETY: everything the SQE points at (the buffer, and for SENDMSG the boxed msghdr,
-            // iovec and address) is owned by a slot of this ring, which keeps it until the
-            // request's last CQE has been seen, and leaks it if the ring goes away first.
-            if unsafe { self.ring.submission().push(sqe) }.is_ok() {
-                return Ok(());
-            }
-            self.submit()?;
+    /// Puts the SQE of slot `key`'s request in the submission queue, submitting first when the
+    /// queue is full.
+    #[inline]
+    fn push_request(&mut self, key: u32) -> io::Result<()> {
+        if self.queue_sqe(key, false) {
+            return Ok(());
+        }
+        self.push_when_full(key)
+    }
+
+    #[cold]
+    fn push_when_full(&mut self, key: u32) -> io::Result<()> {
+        self.submit()?;
+        if self.queue_sqe(key, false) {
+            return Ok(());
         }
         Err(io::Error::other("io_uring submission queue stays full"))
     }
@@ -592,23 +599,14 @@ impl<B: StableBytes> SendRing<B> {
         let Some(order) = &mut self.order else {
             return;
         };
-        let room = {
-            let sq = self.ring.submission();
-            sq.capacity() - sq.len()
-        };
+        let room = self.sq.capacity() - self.sq.len();
         let mut keys = std::mem::take(&mut self.keys);
         keys.clear();
         keys.extend_from_slice(order.launch(room));
         for (i, &key) in keys.iter().enumerate() {
-            let mut sqe = self.build(key);
-            if i + 1 < keys.len() {
-                sqe = sqe.flags(squeue::Flags::IO_LINK);
-            }
-            // SAFETY: as in `push_sqe`: the slot owns everything the SQE points at until the
-            // request's last CQE. There is room: `room` was counted above and nothing else is
-            // pushed in between.
-            let pushed = unsafe { self.ring.submission().push(&sqe) };
-            debug_assert!(pushed.is_ok(), "room was counted");
+            // There is room: `room` was counted above and nothing else is pushed in between.
+            let pushed = self.queue_sqe(key, i + 1 < keys.len());
+            debug_assert!(pushed, "room was counted");
         }
         self.keys = keys;
     }
@@ -652,17 +650,25 @@ impl<B: StableBytes> SendRing<B> {
         }
     }
 
-    /// Reads every CQE there is and appends the buffers the kernel is done with to `out`.
-    /// Returns how many were appended.
-    pub fn complete(&mut self, out: &mut Vec<Finished<B>>) -> io::Result<usize> {
-        let before = out.len();
-        out.append(&mut self.done);
-        self.take_cqes(out)?;
-        Ok(out.len() - before)
+    /// Reads every CQE there is and hands each buffer the kernel is done with to `out`, in the
+    /// order they finished.
+    pub fn complete(&mut self, out: &mut impl Finish<B>) -> io::Result<()> {
+        if !self.done.is_empty() {
+            self.hand_done(out);
+        }
+        self.take_cqes(out)
     }
 
-    /// Reads every CQE there is, appending the buffers the kernel is done with to `out`.
-    fn take_cqes(&mut self, out: &mut Vec<Finished<B>>) -> io::Result<()> {
+    /// Hands out the buffers that finished while a stream's next chain was launched.
+    #[cold]
+    fn hand_done(&mut self, out: &mut impl Finish<B>) {
+        for f in self.done.drain(..) {
+            out.finish(f);
+        }
+    }
+
+    /// Reads every CQE there is, handing the buffers the kernel is done with to `out`.
+    fn take_cqes(&mut self, out: &mut impl Finish<B>) -> io::Result<()> {
         self.cqes.clear();
         self.cqes.extend(
             self.ring
@@ -688,20 +694,19 @@ impl<B: StableBytes> SendRing<B> {
         generation: u32,
         res: i32,
         flags: u32,
-        out: &mut Vec<Finished<B>>,
+        out: &mut impl Finish<B>,
     ) -> io::Result<()> {
         let k = key as usize;
-        if self.bufs.get(k).is_none_or(Option::is_none) {
+        if self.held.get(k).is_none_or(|h| h.buf.is_none()) {
             // Not ours: a CQE for a slot already finished would be a kernel or bookkeeping bug;
             // dropping it is the only safe thing (no buffer is freed by it).
             return Ok(());
         }
         // The request is worked on where it lies: most CQEs leave it there (a result waiting
         // for its notification).
-        let len = self.bufs[k].as_ref().map_or(0, |b| b.stable_bytes().len());
-        let meta = &mut self.meta[k];
+        let meta = &mut self.held[k];
         let req = Request {
-            len,
+            len: meta.len as usize,
             zero_copy: meta.op.zero_copy(),
             report_usage: meta.report_usage,
             linked: self.order.is_some(),
@@ -712,10 +717,7 @@ impl<B: StableBytes> SendRing<B> {
         if self.order.is_none() {
             // Requests on their own (a datagram socket): nothing else depends on this one.
             return match step {
-                Step::Resubmit => {
-                    let sqe = self.build(key);
-                    self.push_sqe(&sqe)
-                }
+                Step::Resubmit => self.push_request(key),
                 Step::Done => {
                     self.finish(key, out);
                     Ok(())
@@ -742,10 +744,10 @@ impl<B: StableBytes> SendRing<B> {
         let errno = self.order.as_ref().and_then(Order::broken);
         for &k in &abandon {
             debug_assert!(
-                self.bufs[k as usize].is_some(),
+                self.held[k as usize].buf.is_some(),
                 "an abandoned request has a buffer"
             );
-            if self.meta[k as usize]
+            if self.held[k as usize]
                 .state
                 .abandon(errno.unwrap_or(libc::EIO))
                 == Step::Done
@@ -758,23 +760,25 @@ impl<B: StableBytes> SendRing<B> {
     }
 
     /// Hands back the buffer of a request whose every CQE was seen.
-    fn finish(&mut self, key: u32, out: &mut Vec<Finished<B>>) {
+    #[inline]
+    fn finish(&mut self, key: u32, out: &mut impl Finish<B>) {
         let k = key as usize;
-        let Some(buf) = self.bufs[k].take() else {
+        let held = &mut self.held[k];
+        let Some(buf) = held.buf.take() else {
             debug_assert!(false, "a finished request has its buffer");
             return;
         };
         self.in_flight -= 1;
         self.free.push(key);
-        let state = &self.meta[k].state;
-        self.generations[k] = state.generation.wrapping_add(1);
-        let zero_copy = self.meta[k].op.zero_copy();
+        held.next_generation = held.state.generation.wrapping_add(1);
+        let state = &held.state;
+        let zero_copy = held.op.zero_copy();
         let error = match (state.error, state.abandoned) {
             (Some(errno), _) => Some(io::Error::from_raw_os_error(errno)),
             (None, Some(errno)) => Some(broken_stream(errno)),
             (None, None) => None,
         };
-        out.push(Finished {
+        out.finish(Finished {
             // What was really done: a copy retry is not zero-copy.
             zero_copy: zero_copy && !state.copy_retry,
             memlock_fallback: state.copy_retry,
@@ -786,6 +790,80 @@ impl<B: StableBytes> SendRing<B> {
             buf,
         });
     }
+}
+
+/// Writes the SQE of `held`'s request (slot `key`), for the unsent rest of its buffer, as
+/// liburing's `io_uring_prep_send`, `_send_zc` (with `IORING_RECVSEND_FIXED_BUF` for a fixed
+/// buffer), `_sendmsg` and `_sendmsg_zc` make it: every member, those an op does not use zero,
+/// as the kernel asks. A socket registered as `file` is fixed file 0.
+#[inline]
+fn fill<B>(
+    sqe: &mut Sqe,
+    held: &mut Held<B>,
+    file: Option<RawFd>,
+    usage_refused: bool,
+    key: u32,
+    link: bool,
+) {
+    debug_assert!(held.buf.is_some(), "a request being built has its buffer");
+    let (ptr, len) = held.rest();
+    let fixed_file = file == Some(held.fd);
+    let mut zc_flags = 0;
+    if held.report_usage && !usage_refused && !held.state.usage_retry {
+        zc_flags |= abi::IORING_SEND_ZC_REPORT_USAGE;
+    }
+    // A zero-copy request the kernel refused to pin goes again by copy (see `State`).
+    let op = match (held.op, held.state.copy_retry) {
+        (SendOp::SendZc, true) => SendOp::Send,
+        (SendOp::SendMsgZc, true) => SendOp::SendMsg,
+        (op, _) => op,
+    };
+    let (opcode, ioprio, addr, len) = match op {
+        SendOp::Send => (abi::IORING_OP_SEND, 0, ptr as u64, len),
+        SendOp::SendZc if held.fixed => (
+            abi::IORING_OP_SEND_ZC,
+            zc_flags | abi::IORING_RECVSEND_FIXED_BUF,
+            ptr as u64,
+            len,
+        ),
+        SendOp::SendZc => (abi::IORING_OP_SEND_ZC, zc_flags, ptr as u64, len),
+        SendOp::SendMsg | SendOp::SendMsgZc => {
+            let msg = held
+                .msg
+                .as_mut()
+                .expect("push makes the header of a SENDMSG request");
+            msg.iov = libc::iovec {
+                iov_base: ptr as *mut libc::c_void,
+                iov_len: len as usize,
+            };
+            msg.hdr.msg_iov = &mut msg.iov;
+            msg.hdr.msg_iovlen = 1;
+            let hdr: *const libc::msghdr = &msg.hdr;
+            // SENDMSG_ZC takes the zero-copy flags in `ioprio`, as SEND_ZC does.
+            match op {
+                SendOp::SendMsg => (abi::IORING_OP_SENDMSG, 0, hdr as u64, 1),
+                _ => (abi::IORING_OP_SENDMSG_ZC, zc_flags, hdr as u64, 1),
+            }
+        }
+    };
+    // Member by member, into the queue: a whole `Sqe` made first and then copied in would be
+    // read back while its stores are still in flight (see `sq`).
+    sqe.opcode = opcode;
+    sqe.flags = if fixed_file { abi::IOSQE_FIXED_FILE } else { 0 }
+        | if link { abi::IOSQE_IO_LINK } else { 0 };
+    sqe.ioprio = ioprio;
+    sqe.fd = if fixed_file { 0 } else { held.fd };
+    sqe.off = 0;
+    sqe.addr = addr;
+    sqe.len = len;
+    sqe.op_flags = held.flags as u32;
+    sqe.user_data = u64::from(key) | u64::from(held.state.generation) << 32;
+    // Registered buffer 0 (the pool), read only with IORING_RECVSEND_FIXED_BUF.
+    sqe.buf_index = 0;
+    sqe.personality = 0;
+    sqe.file_index = 0;
+    sqe.addr3 = 0;
+    sqe.pad = 0;
 }
 
 /// The error of a buffer not sent because an earlier send on its stream failed with `errno`.
@@ -810,11 +888,11 @@ pub fn last_close() -> Option<Instant> {
 impl<B: StableBytes> Drop for SendRing<B> {
     fn drop(&mut self) {
         // Buffers still loaned must not be freed while the kernel may read them.
-        for (buf, meta) in self.bufs.drain(..).zip(self.meta.iter_mut()) {
-            if let Some(buf) = buf {
+        for held in &mut self.held {
+            if let Some(buf) = held.buf.take() {
                 std::mem::forget(buf);
                 // A SENDMSG request's header may still be read by the kernel too.
-                if let Some(msg) = meta.msg.take() {
+                if let Some(msg) = held.msg.take() {
                     Box::leak(msg);
                 }
             }
