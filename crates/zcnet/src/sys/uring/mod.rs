@@ -8,8 +8,8 @@
 //! completion logic is the pure state machine of `state`).
 
 mod pool;
+mod queue;
 mod ring;
-mod sq;
 pub mod state;
 
 pub use pool::{Slab, Slot};

@@ -10,7 +10,7 @@ use io_uring::{IoUring, types};
 
 use super::super::abi;
 use super::super::stable::StableBytes;
-use super::sq::{Sq, Sqe};
+use super::queue::{Cq, Sq, Sqe};
 use super::state::{Order, Request, State, Step};
 use super::{OpcodeSupport, Setup, Slab, probe_opcodes};
 
@@ -182,6 +182,8 @@ pub struct SendRing<B: StableBytes> {
     ring: IoUring,
     /// Its submission queue, written in place.
     sq: Sq,
+    /// Its completion queue, read in place.
+    cq: Cq,
     /// Per slot, its request and buffer.
     held: Vec<Held<B>>,
     /// Stream order, where asked for.
@@ -195,7 +197,6 @@ pub struct SendRing<B: StableBytes> {
     in_flight: usize,
     registered: Option<Slab>,
     usage_refused: bool,
-    cqes: Vec<(u64, i32, u32)>,
     /// What the set-up asked for, and what the kernel granted so far.
     want: Setup,
     granted: Setup,
@@ -250,6 +251,7 @@ impl<B: StableBytes> SendRing<B> {
                 Ok(ring) => {
                     return Ok(SendRing {
                         sq: Sq::map(&ring)?,
+                        cq: Cq::map(&ring)?,
                         ring,
                         held: Vec::new(),
                         order: None,
@@ -259,7 +261,6 @@ impl<B: StableBytes> SendRing<B> {
                         in_flight: 0,
                         registered: None,
                         usage_refused: false,
-                        cqes: Vec::new(),
                         want,
                         granted: Setup {
                             coop_taskrun: coop,
@@ -669,22 +670,15 @@ impl<B: StableBytes> SendRing<B> {
 
     /// Reads every CQE there is, handing the buffers the kernel is done with to `out`.
     fn take_cqes(&mut self, out: &mut impl Finish<B>) -> io::Result<()> {
-        self.cqes.clear();
-        self.cqes.extend(
-            self.ring
-                .completion()
-                .map(|c| (c.user_data(), c.result(), c.flags())),
-        );
-        let mut cqes = std::mem::take(&mut self.cqes);
+        // The CQEs there are now; those a resubmission below brings wait for the next call.
         let mut result = Ok(());
-        for &(user_data, res, flags) in &cqes {
-            let (key, generation) = (user_data as u32, (user_data >> 32) as u32);
-            if let Err(e) = self.on_cqe(key, generation, res, flags, out) {
+        for _ in 0..self.cq.ready() {
+            let c = self.cq.pop();
+            let (key, generation) = (c.user_data as u32, (c.user_data >> 32) as u32);
+            if let Err(e) = self.on_cqe(key, generation, c.res, c.flags, out) {
                 result = result.and(Err(e));
             }
         }
-        cqes.clear();
-        self.cqes = cqes;
         result
     }
 
@@ -847,7 +841,7 @@ fn fill<B>(
         }
     };
     // Member by member, into the queue: a whole `Sqe` made first and then copied in would be
-    // read back while its stores are still in flight (see `sq`).
+    // read back while its stores are still in flight (see `queue`).
     sqe.opcode = opcode;
     sqe.flags = if fixed_file { abi::IOSQE_FIXED_FILE } else { 0 }
         | if link { abi::IOSQE_IO_LINK } else { 0 };

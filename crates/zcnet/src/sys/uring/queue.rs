@@ -1,14 +1,18 @@
-//! The submission queue written in place: a send's SQE is filled where the kernel reads it, as
-//! liburing's `io_uring_prep_send_zc(3)` fills the entry `io_uring_get_sqe(3)` hands out.
+//! The submission and completion queues, read and written in place: a send's SQE is filled where
+//! the kernel reads it, as liburing's `io_uring_prep_send_zc(3)` fills the entry
+//! `io_uring_get_sqe(3)` hands out, and a CQE is read where the kernel wrote it, as
+//! `io_uring_for_each_cqe` reads it.
 //!
 //! The io-uring crate's `SubmissionQueue::push` copies a 64-byte entry made on the stack into
 //! the queue. The copy reads the entry back with wide loads while its narrow field stores are
 //! still on their way to the cache: a store-forwarding stall on every request, the largest
-//! single cost of the sender's user time (issue 34). The crate still sets the ring up, registers
-//! and enters; this is a second mapping of the same submission queue (`mmap(2)` of the ring fd
-//! at `IORING_OFF_SQ_RING` and `IORING_OFF_SQES`, as `io_uring_setup(2)` describes), through
-//! which this ring's requests are queued. Both read the tail from the shared ring, so pushes
-//! through either stay in order.
+//! single cost of the sender's user time (issue 34); its completion queue hands each CQE out
+//! through a call to the entry's `clone`, which is not inlined across the crate boundary. The
+//! crate still sets the ring up, registers and enters; this is a second mapping of the same
+//! queues (`mmap(2)` of the ring fd at `IORING_OFF_SQ_RING`, `IORING_OFF_SQES` and
+//! `IORING_OFF_CQ_RING`, as `io_uring_setup(2)` describes), through which this ring's requests
+//! are queued and completions read. Both sides read the indexes from the shared ring, so either
+//! may be used between the other's calls.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -20,6 +24,9 @@ use super::super::Mmap;
 
 /// `IORING_OFF_SQ_RING`: the mmap offset of the submission queue ring.
 const IORING_OFF_SQ_RING: u64 = 0;
+/// `IORING_OFF_CQ_RING`: the mmap offset of the completion queue ring (the same mapping as the
+/// submission queue ring where the kernel has `IORING_FEAT_SINGLE_MMAP`, 5.4).
+const IORING_OFF_CQ_RING: u64 = 0x0800_0000;
 /// `IORING_OFF_SQES`: the mmap offset of the submission queue entries.
 const IORING_OFF_SQES: u64 = 0x1000_0000;
 
@@ -198,5 +205,104 @@ impl Sq {
     /// Entries the queue holds.
     pub fn capacity(&self) -> usize {
         self.entries as usize
+    }
+}
+
+/// `struct io_uring_cqe` (without `IORING_SETUP_CQE32`).
+#[repr(C)]
+struct RawCqe {
+    user_data: u64,
+    res: i32,
+    flags: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<RawCqe>() == 16);
+
+/// One completion: the request's `user_data`, its result (`-errno` on failure) and flags.
+#[derive(Clone, Copy, Debug)]
+pub struct Cqe {
+    pub user_data: u64,
+    pub res: i32,
+    pub flags: u32,
+}
+
+/// The completion queue, mapped a second time for reading in place.
+pub struct Cq {
+    _ring: Mmap,
+    head: *const AtomicU32,
+    tail: *const AtomicU32,
+    mask: u32,
+    cqes: *const RawCqe,
+}
+
+// SAFETY: as for `Sq`: the pointers point into the mapping this value owns, used by one thread
+// at a time (`&mut self` to consume).
+unsafe impl Send for Cq {}
+
+impl Cq {
+    /// Maps the completion queue of `ring` (set up without `IORING_SETUP_CQE32`).
+    pub fn map(ring: &IoUring) -> io::Result<Cq> {
+        // SAFETY: as in `Sq::map`.
+        let p = unsafe { &*(ring.params() as *const io_uring::Parameters).cast::<Params>() };
+        // SAFETY: as in `Sq::map`.
+        let fd = unsafe { BorrowedFd::borrow_raw(ring.as_raw_fd()) };
+        let len = p.cq_off.cqes as usize + p.cq_entries as usize * std::mem::size_of::<RawCqe>();
+        let map = Mmap::shared_at(
+            fd,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            IORING_OFF_CQ_RING,
+        )?;
+        let base = map.addr() as *mut u8;
+        // SAFETY: the kernel's offsets lie inside the CQ ring mapping (`len` covers up to the
+        // end of the entries, which come after the other fields).
+        let (head, tail, mask, cqes) = unsafe {
+            (
+                base.add(p.cq_off.head as usize) as *const AtomicU32,
+                base.add(p.cq_off.tail as usize) as *const AtomicU32,
+                *(base.add(p.cq_off.ring_mask as usize) as *const u32),
+                base.add(p.cq_off.cqes as usize) as *const RawCqe,
+            )
+        };
+        Ok(Cq {
+            head,
+            tail,
+            mask,
+            cqes,
+            _ring: map,
+        })
+    }
+
+    /// How many completions there are now: what [`Cq::pop`] hands out before it says `None`,
+    /// whatever the kernel posts meanwhile.
+    #[inline]
+    pub fn ready(&self) -> u32 {
+        // SAFETY: `head` and `tail` point at the ring's u32 head and tail (see `map`); only this
+        // ring's one user writes the head, the kernel writes the tail (the acquire load makes
+        // the entries before it visible).
+        unsafe {
+            (*self.tail)
+                .load(Ordering::Acquire)
+                .wrapping_sub((*self.head).load(Ordering::Relaxed))
+        }
+    }
+
+    /// The oldest completion, consumed (its entry given back to the kernel); the caller knows
+    /// from [`Cq::ready`] that there is one.
+    #[inline]
+    pub fn pop(&mut self) -> Cqe {
+        // SAFETY: as in `ready`; the entry at `head & mask` was posted (the caller saw it in
+        // `ready`) and stays the kernel's to overwrite only after the release store of the head.
+        unsafe {
+            let head = (*self.head).load(Ordering::Relaxed);
+            let e = &*self.cqes.add((head & self.mask) as usize);
+            let cqe = Cqe {
+                user_data: e.user_data,
+                res: e.res,
+                flags: e.flags,
+            };
+            (*self.head).store(head.wrapping_add(1), Ordering::Release);
+            cqe
+        }
     }
 }
