@@ -578,6 +578,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// # Errors
     /// The buffer comes back if it could not be queued: the window stayed full for
     /// `stall_timeout`, or the ring failed.
+    #[inline]
     pub fn send(&mut self, buf: B) -> Result<(), SendError<B>> {
         let zc = match self.zero_copy(&buf) {
             Ok(zc) => zc,
@@ -613,6 +614,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         self.queue(buf, op, Some(dest), false)
     }
 
+    #[inline]
     fn queue(
         &mut self,
         buf: B,
