@@ -30,6 +30,24 @@ const IORING_OFF_CQ_RING: u64 = 0x0800_0000;
 /// `IORING_OFF_SQES`: the mmap offset of the submission queue entries.
 const IORING_OFF_SQES: u64 = 0x1000_0000;
 
+/// `IORING_SETUP_SQE128` (5.19), `IORING_SETUP_CQE32` (5.19), `IORING_SETUP_NO_SQARRAY` (6.6):
+/// set-ups whose queues are laid out otherwise than these mappings read them.
+const OTHER_LAYOUT: u32 = 1 << 10 | 1 << 11 | 1 << 16;
+
+/// The ring's parameters, checked to describe the layout read here.
+fn params(ring: &IoUring) -> io::Result<&Params> {
+    // SAFETY: `Parameters` is `repr(transparent)` over `io_uring_params`, whose layout `Params`
+    // repeats (sizes asserted above); the reference lives as long as `ring`.
+    let p = unsafe { &*(ring.params() as *const io_uring::Parameters).cast::<Params>() };
+    if p.flags & OTHER_LAYOUT != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "a ring with 128-byte SQEs, 32-byte CQEs or no SQ index array",
+        ));
+    }
+    Ok(p)
+}
+
 /// `struct io_sqring_offsets`.
 #[repr(C)]
 struct SqringOffsets {
@@ -125,9 +143,7 @@ impl Sq {
     /// Maps the submission queue of `ring` (its index array is the identity, as the crate set
     /// it up: entry `i` of the array names SQE `i`).
     pub fn map(ring: &IoUring) -> io::Result<Sq> {
-        // SAFETY: `Parameters` is `repr(transparent)` over `io_uring_params`, whose layout
-        // `Params` repeats (sizes asserted above); the reference lives as long as `ring`.
-        let p = unsafe { &*(ring.params() as *const io_uring::Parameters).cast::<Params>() };
+        let p = params(ring)?;
         // SAFETY: the ring fd is open for as long as `ring`, which outlives this call.
         let fd = unsafe { BorrowedFd::borrow_raw(ring.as_raw_fd()) };
         let rw = libc::PROT_READ | libc::PROT_WRITE;
@@ -242,8 +258,7 @@ unsafe impl Send for Cq {}
 impl Cq {
     /// Maps the completion queue of `ring` (set up without `IORING_SETUP_CQE32`).
     pub fn map(ring: &IoUring) -> io::Result<Cq> {
-        // SAFETY: as in `Sq::map`.
-        let p = unsafe { &*(ring.params() as *const io_uring::Parameters).cast::<Params>() };
+        let p = params(ring)?;
         // SAFETY: as in `Sq::map`.
         let fd = unsafe { BorrowedFd::borrow_raw(ring.as_raw_fd()) };
         let len = p.cq_off.cqes as usize + p.cq_entries as usize * std::mem::size_of::<RawCqe>();
@@ -273,8 +288,7 @@ impl Cq {
         })
     }
 
-    /// How many completions there are now: what [`Cq::pop`] hands out before it says `None`,
-    /// whatever the kernel posts meanwhile.
+    /// How many completions there are now (the kernel may post more meanwhile).
     #[inline]
     pub fn ready(&self) -> u32 {
         // SAFETY: `head` and `tail` point at the ring's u32 head and tail (see `map`); only this
@@ -287,12 +301,16 @@ impl Cq {
         }
     }
 
-    /// The oldest completion, consumed (its entry given back to the kernel); the caller knows
-    /// from [`Cq::ready`] that there is one.
+    /// The oldest completion, consumed (its entry given back to the kernel); `None` when there
+    /// is none.
     #[inline]
-    pub fn pop(&mut self) -> Cqe {
-        // SAFETY: as in `ready`; the entry at `head & mask` was posted (the caller saw it in
-        // `ready`) and stays the kernel's to overwrite only after the release store of the head.
+    pub fn pop(&mut self) -> Option<Cqe> {
+        if self.ready() == 0 {
+            return None;
+        }
+        // SAFETY: as in `ready`; the entry at `head & mask` was posted (`ready` saw the tail
+        // past it, with acquire) and is the kernel's to overwrite only after the release store
+        // of the head.
         unsafe {
             let head = (*self.head).load(Ordering::Relaxed);
             let e = &*self.cqes.add((head & self.mask) as usize);
@@ -302,7 +320,7 @@ impl Cq {
                 flags: e.flags,
             };
             (*self.head).store(head.wrapping_add(1), Ordering::Release);
-            cqe
+            Some(cqe)
         }
     }
 }

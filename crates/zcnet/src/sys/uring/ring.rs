@@ -163,11 +163,17 @@ unsafe impl<B: Send> Send for Held<B> {}
 
 impl<B> Held<B> {
     /// The unsent rest of the buffer.
+    ///
+    /// # Panics
+    /// If the slot holds no buffer: an SQE for it would point the kernel at memory freed or
+    /// reused since (a bookkeeping bug, caught here in every build).
     fn rest(&self) -> (*const u8, u32) {
+        assert!(self.buf.is_some(), "a request being queued has its buffer");
         let sent = self.state.sent.min(self.len as usize);
-        // SAFETY: `at` and `len` describe the buffer's bytes (taken at push, stable while it is
-        // held) and `sent <= len`, so the result stays inside them.
-        (unsafe { self.at.add(sent) }, self.len - sent as u32)
+        // `at` and `len` describe the buffer's bytes (taken at push, stable while it is held,
+        // which was just checked) and `sent <= len`: the pointer stays inside them. Rust never
+        // reads through it; the kernel does, while the slot holds the buffer.
+        (self.at.wrapping_add(sent), self.len - sent as u32)
     }
 }
 
@@ -195,6 +201,7 @@ pub struct SendRing<B: StableBytes> {
     keys: Vec<u32>,
     free: Vec<u32>,
     in_flight: usize,
+    /// The registered pool; declared after `ring`, `sq` and `cq` so that it drops after them.
     registered: Option<Slab>,
     usage_refused: bool,
     /// What the set-up asked for, and what the kernel granted so far.
@@ -429,7 +436,9 @@ impl<B: StableBytes> SendRing<B> {
             iov_len: pool.region().1,
         };
         // SAFETY: the region stays mapped while registered: `self.registered` holds the pool
-        // until the ring is dropped (the ring field is dropped first, which unregisters).
+        // for as long as the ring lives (declared after `ring`, `sq` and `cq`, it drops after
+        // them: the kernel drops the registration once the ring's fd and last mapping are gone,
+        // and keeps the pages pinned until then).
         unsafe { self.ring.submitter().register_buffers(&[iov])? };
         self.registered = Some(pool.clone());
         Ok(())
@@ -671,9 +680,11 @@ impl<B: StableBytes> SendRing<B> {
     /// Reads every CQE there is, handing the buffers the kernel is done with to `out`.
     fn take_cqes(&mut self, out: &mut impl Finish<B>) -> io::Result<()> {
         // The CQEs there are now; those a resubmission below brings wait for the next call.
+        // Each is consumed (its slot the kernel's again) before it is handled: a resubmission
+        // that has to enter the kernel finds the completion queue as empty as it can be.
         let mut result = Ok(());
         for _ in 0..self.cq.ready() {
-            let c = self.cq.pop();
+            let Some(c) = self.cq.pop() else { break };
             let (key, generation) = (c.user_data as u32, (c.user_data >> 32) as u32);
             if let Err(e) = self.on_cqe(key, generation, c.res, c.flags, out) {
                 result = result.and(Err(e));
@@ -711,7 +722,15 @@ impl<B: StableBytes> SendRing<B> {
         if self.order.is_none() {
             // Requests on their own (a datagram socket): nothing else depends on this one.
             return match step {
-                Step::Resubmit => self.push_request(key),
+                Step::Resubmit => self.push_request(key).inspect_err(|e| {
+                    // No SQE went in: the result it was due will never come. The request
+                    // ends with the submission's error, its buffer back once the
+                    // notifications already announced have come.
+                    let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                    if self.held[k].state.not_resubmitted(errno) == Step::Done {
+                        self.finish(key, out);
+                    }
+                }),
                 Step::Done => {
                     self.finish(key, out);
                     Ok(())
@@ -799,7 +818,6 @@ fn fill<B>(
     key: u32,
     link: bool,
 ) {
-    debug_assert!(held.buf.is_some(), "a request being built has its buffer");
     let (ptr, len) = held.rest();
     let fixed_file = file == Some(held.fd);
     let mut zc_flags = 0;

@@ -117,6 +117,16 @@ impl State {
         self.status()
     }
 
+    /// The resubmission [`State::on_cqe`] asked for could not be queued (the submission
+    /// failed with `errno`): the result it was due will not come, and the request ends with
+    /// that error once the notifications already announced have come.
+    pub fn not_resubmitted(&mut self, errno: i32) -> Step {
+        self.result_due = false;
+        self.early = None;
+        self.error.get_or_insert(errno);
+        self.status()
+    }
+
     /// Whether every CQE announced so far was seen (nothing of this request is in the kernel).
     pub fn settled(&self) -> bool {
         !self.result_due && !self.owed && self.early.is_none() && self.owed_old.is_empty()
@@ -352,6 +362,26 @@ mod tests {
         let (steps, s, _) = run(&[(0, 0, NOTIF), (0, 1000, MORE)]);
         assert_eq!(steps, [Step::Wait, Step::Done]);
         assert_eq!(s.copied, Some(false));
+    }
+
+    #[test]
+    fn a_resubmission_that_could_not_be_queued_ends_with_its_error_after_owed_notifications() {
+        // Refused for locked memory after its result announced a notification: sent again by
+        // copy, but the submission fails. The owed notification still holds the buffer.
+        let (steps, mut s, _) = run(&[(0, -libc::ENOBUFS, MORE)]);
+        assert_eq!(steps, [Step::Resubmit]);
+        assert_eq!(s.not_resubmitted(libc::EBADF), Step::Wait);
+        let mut refused = false;
+        assert_eq!(s.on_cqe(ZC, 0, 0, NOTIF, &mut refused), Step::Done);
+        assert_eq!((s.sent, s.error), (0, Some(libc::EBADF)));
+        // Without a notification owed, the buffer is free at once, with the error.
+        let (steps, mut s, _) = run(&[(0, -libc::ENOBUFS, 0)]);
+        assert_eq!(steps, [Step::Resubmit]);
+        assert_eq!(s.not_resubmitted(libc::EBADF), Step::Done);
+        assert_eq!(s.error, Some(libc::EBADF));
+        // A result for the submission that never went in is not taken for anything.
+        assert_eq!(s.on_cqe(ZC, 1, 1000, 0, &mut refused), Step::Done);
+        assert_eq!(s.sent, 0);
     }
 
     #[test]
