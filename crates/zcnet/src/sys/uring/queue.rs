@@ -48,6 +48,16 @@ fn params(ring: &IoUring) -> io::Result<&Params> {
     Ok(p)
 }
 
+/// `mmap(2)` of `len` bytes of `ring`'s queue memory at `offset` (one of the `IORING_OFF_*`),
+/// read and write; with the start of the mapping.
+fn map_queue(ring: &IoUring, len: usize, offset: u64) -> io::Result<(Mmap, *mut u8)> {
+    // SAFETY: the ring fd is open for as long as `ring`, which outlives this call.
+    let fd = unsafe { BorrowedFd::borrow_raw(ring.as_raw_fd()) };
+    let map = Mmap::shared_at(fd, len, libc::PROT_READ | libc::PROT_WRITE, offset)?;
+    let base = map.addr() as *mut u8;
+    Ok((map, base))
+}
+
 /// `struct io_sqring_offsets`.
 #[repr(C)]
 struct SqringOffsets {
@@ -92,8 +102,8 @@ struct Params {
 }
 
 // The crate documents `Parameters` as a transparent wrapper over `io_uring_params`.
-const _: () = assert!(std::mem::size_of::<Params>() == std::mem::size_of::<io_uring::Parameters>());
-const _: () = assert!(std::mem::size_of::<Params>() == 120);
+const _: () = assert!(size_of::<Params>() == size_of::<io_uring::Parameters>());
+const _: () = assert!(size_of::<Params>() == 120);
 
 /// `struct io_uring_sqe`, with the members a send names (its unions by the names the send ops
 /// give them).
@@ -120,7 +130,7 @@ pub struct Sqe {
     pub pad: u64,
 }
 
-const _: () = assert!(std::mem::size_of::<Sqe>() == 64);
+const _: () = assert!(size_of::<Sqe>() == 64);
 
 /// The submission queue, mapped a second time for in-place writes.
 pub struct Sq {
@@ -140,41 +150,54 @@ pub struct Sq {
 unsafe impl Send for Sq {}
 
 impl Sq {
-    /// Maps the submission queue of `ring` (its index array is the identity, as the crate set
-    /// it up: entry `i` of the array names SQE `i`).
+    /// Maps the submission queue of `ring` and makes its index array the identity (entry `i`
+    /// of the array names SQE `i`), which [`Sq::push`] relies on. The crate sets it up so too;
+    /// this does not depend on it.
     pub fn map(ring: &IoUring) -> io::Result<Sq> {
         let p = params(ring)?;
-        // SAFETY: the ring fd is open for as long as `ring`, which outlives this call.
-        let fd = unsafe { BorrowedFd::borrow_raw(ring.as_raw_fd()) };
-        let rw = libc::PROT_READ | libc::PROT_WRITE;
-        let ring_len = p.sq_off.array as usize + p.sq_entries as usize * 4;
-        let map = Mmap::shared_at(fd, ring_len, rw, IORING_OFF_SQ_RING)?;
-        let sqes = Mmap::shared_at(
-            fd,
-            p.sq_entries as usize * std::mem::size_of::<Sqe>(),
-            rw,
-            IORING_OFF_SQES,
+        let entries = p.sq_entries as usize;
+        let (map, base) = map_queue(
+            ring,
+            p.sq_off.array as usize + entries * 4,
+            IORING_OFF_SQ_RING,
         )?;
-        let base = map.addr() as *mut u8;
-        // SAFETY: the kernel's offsets lie inside the SQ ring mapping (`ring_len` covers up to
-        // the end of the index array, which comes after the other fields).
-        let (head, tail, mask, entries) = unsafe {
+        let (sqes, sqes_at) = map_queue(ring, entries * size_of::<Sqe>(), IORING_OFF_SQES)?;
+        // SAFETY: the kernel's offsets lie inside the SQ ring mapping, whose length covers up to
+        // the end of the index array (it comes after the other fields). Nothing is queued yet:
+        // the kernel reads no index before a tail store publishes it.
+        let (head, tail, mask) = unsafe {
+            let array = base.add(p.sq_off.array as usize).cast::<u32>();
+            for i in 0..p.sq_entries {
+                array.add(i as usize).write_volatile(i);
+            }
             (
                 base.add(p.sq_off.head as usize) as *const AtomicU32,
                 base.add(p.sq_off.tail as usize) as *const AtomicU32,
-                *(base.add(p.sq_off.ring_mask as usize) as *const u32),
-                *(base.add(p.sq_off.ring_entries as usize) as *const u32),
+                *base.add(p.sq_off.ring_mask as usize).cast::<u32>(),
             )
         };
         Ok(Sq {
             head,
             tail,
             mask,
-            entries,
-            sqes: sqes.addr() as *mut Sqe,
+            entries: p.sq_entries,
+            sqes: sqes_at.cast::<Sqe>(),
             _ring: map,
             _sqes: sqes,
         })
+    }
+
+    /// The queue's head (the kernel's) and tail (this side's).
+    #[inline]
+    fn indexes(&self) -> (u32, u32) {
+        // SAFETY: `head` and `tail` point at the ring's u32 head and tail (see `map`); only
+        // this ring's one user writes the tail, the kernel writes the head.
+        unsafe {
+            (
+                (*self.head).load(Ordering::Acquire),
+                (*self.tail).load(Ordering::Relaxed),
+            )
+        }
     }
 
     /// Has `fill` write the next free entry in place, and hands it to the kernel's next
@@ -185,14 +208,7 @@ impl Sq {
     /// Everything the entry points at must stay valid until the request's last CQE.
     #[inline]
     pub unsafe fn push(&mut self, fill: impl FnOnce(&mut Sqe)) -> bool {
-        // SAFETY: `head` and `tail` point at the ring's u32 head and tail (see `map`); only
-        // this ring's one user writes the tail, the kernel writes the head.
-        let (head, tail) = unsafe {
-            (
-                (*self.head).load(Ordering::Acquire),
-                (*self.tail).load(Ordering::Relaxed),
-            )
-        };
+        let (head, tail) = self.indexes();
         if tail.wrapping_sub(head) >= self.entries {
             return false;
         }
@@ -208,13 +224,7 @@ impl Sq {
 
     /// Entries queued and not yet consumed by the kernel.
     pub fn len(&self) -> usize {
-        // SAFETY: as in `push`.
-        let (head, tail) = unsafe {
-            (
-                (*self.head).load(Ordering::Acquire),
-                (*self.tail).load(Ordering::Relaxed),
-            )
-        };
+        let (head, tail) = self.indexes();
         tail.wrapping_sub(head) as usize
     }
 
@@ -224,17 +234,9 @@ impl Sq {
     }
 }
 
-/// `struct io_uring_cqe` (without `IORING_SETUP_CQE32`).
+/// `struct io_uring_cqe` (without `IORING_SETUP_CQE32`): the request's `user_data`, its result
+/// (`-errno` on failure) and flags.
 #[repr(C)]
-struct RawCqe {
-    user_data: u64,
-    res: i32,
-    flags: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<RawCqe>() == 16);
-
-/// One completion: the request's `user_data`, its result (`-errno` on failure) and flags.
 #[derive(Clone, Copy, Debug)]
 pub struct Cqe {
     pub user_data: u64,
@@ -242,13 +244,15 @@ pub struct Cqe {
     pub flags: u32,
 }
 
+const _: () = assert!(size_of::<Cqe>() == 16);
+
 /// The completion queue, mapped a second time for reading in place.
 pub struct Cq {
     _ring: Mmap,
     head: *const AtomicU32,
     tail: *const AtomicU32,
     mask: u32,
-    cqes: *const RawCqe,
+    cqes: *const Cqe,
 }
 
 // SAFETY: as for `Sq`: the pointers point into the mapping this value owns, used by one thread
@@ -259,24 +263,19 @@ impl Cq {
     /// Maps the completion queue of `ring` (set up without `IORING_SETUP_CQE32`).
     pub fn map(ring: &IoUring) -> io::Result<Cq> {
         let p = params(ring)?;
-        // SAFETY: as in `Sq::map`.
-        let fd = unsafe { BorrowedFd::borrow_raw(ring.as_raw_fd()) };
-        let len = p.cq_off.cqes as usize + p.cq_entries as usize * std::mem::size_of::<RawCqe>();
-        let map = Mmap::shared_at(
-            fd,
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
+        let (map, base) = map_queue(
+            ring,
+            p.cq_off.cqes as usize + p.cq_entries as usize * size_of::<Cqe>(),
             IORING_OFF_CQ_RING,
         )?;
-        let base = map.addr() as *mut u8;
-        // SAFETY: the kernel's offsets lie inside the CQ ring mapping (`len` covers up to the
-        // end of the entries, which come after the other fields).
+        // SAFETY: the kernel's offsets lie inside the CQ ring mapping, whose length covers up to
+        // the end of the entries (they come after the other fields).
         let (head, tail, mask, cqes) = unsafe {
             (
                 base.add(p.cq_off.head as usize) as *const AtomicU32,
                 base.add(p.cq_off.tail as usize) as *const AtomicU32,
-                *(base.add(p.cq_off.ring_mask as usize) as *const u32),
-                base.add(p.cq_off.cqes as usize) as *const RawCqe,
+                *base.add(p.cq_off.ring_mask as usize).cast::<u32>(),
+                base.add(p.cq_off.cqes as usize) as *const Cqe,
             )
         };
         Ok(Cq {
@@ -313,12 +312,7 @@ impl Cq {
         // of the head.
         unsafe {
             let head = (*self.head).load(Ordering::Relaxed);
-            let e = &*self.cqes.add((head & self.mask) as usize);
-            let cqe = Cqe {
-                user_data: e.user_data,
-                res: e.res,
-                flags: e.flags,
-            };
+            let cqe = self.cqes.add((head & self.mask) as usize).read();
             (*self.head).store(head.wrapping_add(1), Ordering::Release);
             Some(cqe)
         }

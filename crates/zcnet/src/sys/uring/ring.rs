@@ -502,17 +502,17 @@ impl<B: StableBytes> SendRing<B> {
             }
         };
         let k = key as usize;
-        let meta = &mut self.held[k];
-        meta.at = at;
-        meta.len = len as u32;
-        meta.op = req.op;
-        meta.fixed = req.fixed;
-        meta.flags = req.flags;
-        meta.report_usage = req.report_usage;
-        meta.fd = fd.as_raw_fd();
-        meta.state = State::new(meta.next_generation);
+        let held = &mut self.held[k];
+        held.at = at;
+        held.len = len as u32;
+        held.op = req.op;
+        held.fixed = req.fixed;
+        held.flags = req.flags;
+        held.report_usage = req.report_usage;
+        held.fd = fd.as_raw_fd();
+        held.state = State::new(held.next_generation);
         if matches!(req.op, SendOp::SendMsg | SendOp::SendMsgZc) {
-            let msg = meta.msg.get_or_insert_with(|| {
+            let msg = held.msg.get_or_insert_with(|| {
                 // SAFETY: all-zero is a valid msghdr, iovec and sockaddr_storage.
                 Box::new(unsafe { std::mem::zeroed::<MsgStorage>() })
             });
@@ -529,7 +529,7 @@ impl<B: StableBytes> SendRing<B> {
                 }
             }
         }
-        meta.buf = Some(buf);
+        held.buf = Some(buf);
         self.in_flight += 1;
         if let Some(order) = &mut self.order {
             // Its SQE is made when its chain is launched, at the next submission.
@@ -709,14 +709,14 @@ impl<B: StableBytes> SendRing<B> {
         }
         // The request is worked on where it lies: most CQEs leave it there (a result waiting
         // for its notification).
-        let meta = &mut self.held[k];
+        let held = &mut self.held[k];
         let req = Request {
-            len: meta.len as usize,
-            zero_copy: meta.op.zero_copy(),
-            report_usage: meta.report_usage,
+            len: held.len as usize,
+            zero_copy: held.op.zero_copy(),
+            report_usage: held.report_usage,
             linked: self.order.is_some(),
         };
-        let step = meta
+        let step = held
             .state
             .on_cqe(req, generation, res, flags, &mut self.usage_refused);
         if self.order.is_none() {
@@ -745,8 +745,8 @@ impl<B: StableBytes> SendRing<B> {
         {
             // A request that ends short of its buffer, with an error or without one, leaves a
             // gap that nothing after it may cross.
-            let failed = (step != Step::Resubmit && meta.state.sent < req.len)
-                .then(|| meta.state.error.unwrap_or(libc::EIO));
+            let failed = (step != Step::Resubmit && held.state.sent < req.len)
+                .then(|| held.state.error.unwrap_or(libc::EIO));
             order.on_result(key, step == Step::Resubmit, failed, &mut abandon);
         }
         match step {
@@ -832,13 +832,14 @@ fn fill<B>(
     };
     let (opcode, ioprio, addr, len) = match op {
         SendOp::Send => (abi::IORING_OP_SEND, 0, ptr as u64, len),
-        SendOp::SendZc if held.fixed => (
-            abi::IORING_OP_SEND_ZC,
-            zc_flags | abi::IORING_RECVSEND_FIXED_BUF,
-            ptr as u64,
-            len,
-        ),
-        SendOp::SendZc => (abi::IORING_OP_SEND_ZC, zc_flags, ptr as u64, len),
+        SendOp::SendZc => {
+            let fixed = if held.fixed {
+                abi::IORING_RECVSEND_FIXED_BUF
+            } else {
+                0
+            };
+            (abi::IORING_OP_SEND_ZC, zc_flags | fixed, ptr as u64, len)
+        }
         SendOp::SendMsg | SendOp::SendMsgZc => {
             let msg = held
                 .msg
