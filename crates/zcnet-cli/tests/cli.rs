@@ -53,8 +53,7 @@ fn bench_async_serve_rejects_what_it_cannot_run() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(common::error_line(&err).contains(says), "{args:?}: {err}");
     }
 }
 
@@ -185,6 +184,48 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
         .filter(|r| r["experiment"].as_str().unwrap().starts_with("tcp-rx"))
         .count();
     assert_eq!(tcp_rx_rows, 2, "one row per tcp-rx condition");
+    // Issue 46: every verdict says how sure it is. One run has no interval, so no verdict with a
+    // goal decides: each says so and how many runs would.
+    for r in rows {
+        let decision = r["decision"].as_str().unwrap();
+        let verdict = r["verdict"].as_str().unwrap();
+        assert!(
+            ["ok", "miss", "unsure", "info", "fail"].contains(&decision),
+            "{r}"
+        );
+        assert!(
+            verdict.to_lowercase().starts_with(decision),
+            "the word first: {r}"
+        );
+        assert!(r["ratio_low"].is_null() && r["runs"] == 1, "{r}");
+        if !r["goal"].is_null() && decision != "fail" {
+            assert!(
+                decision == "unsure" || verdict.contains(" copied") || verdict.contains("mapped"),
+                "one run decides nothing: {r}"
+            );
+        }
+    }
+    // And every report carries its machine: the CPU, the cache a copy finds, the virtualization,
+    // the load at the start and what others took during the runs.
+    for r in reports {
+        let host = &r["host"];
+        let llc = host["llc_measured_bytes"].as_u64().unwrap();
+        assert!(llc.is_power_of_two(), "{host}");
+        assert!(
+            host["virtualization"]
+                .as_str()
+                .is_some_and(|v| !v.is_empty())
+        );
+        assert!(host.get("cpu_model").is_some() && host.get("load_average").is_some());
+        let competing = &host["competing"];
+        let share = competing["others_share"].as_f64().unwrap();
+        assert!(share >= 0.0, "{competing}");
+        assert_eq!(
+            competing["busy"],
+            share + competing["steal_share"].as_f64().unwrap() > 0.10,
+            "{competing}"
+        );
+    }
     // Every bench of the suite reported.
     for bench in [
         "udp-tx",
@@ -837,7 +878,7 @@ fn bench_packet_tx_refuses_what_it_cannot_run() {
             "{args:?}: {out:?}"
         );
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        common::error_line(&err);
     }
 }
 

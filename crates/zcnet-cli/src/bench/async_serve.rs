@@ -19,9 +19,12 @@ use serde_json::json;
 
 use super::common::Common;
 use super::outcome::{Outcome, SummaryRow};
+use super::verdict::{Goal, Verdict};
 use crate::file_server::{Engine, Stats, fetch, serve};
 use crate::measure::cpu::{MachineCpu, ProcessCpu, ThreadCpu};
-use crate::measure::{self, Comparison, Metric, Progress, Report, ResultSet, Run, Work, pin};
+use crate::measure::{
+    self, Comparison, Metric, Progress, Report, ResultSet, Run, Work, pin, ratio_pairs,
+};
 use crate::remote::Remote;
 use crate::remote::proto::Role;
 
@@ -435,32 +438,30 @@ pub fn bench(
             for metric in [Metric::CpuUsPerMb, Metric::Gbit] {
                 report.comparisons.extend(Comparison::new(zc, copy, metric));
             }
-            let Some(c) = Comparison::new(zc, copy, Metric::CpuUsPerMb) else {
+            let pairs = ratio_pairs(&zc.runs, &copy.runs, Metric::CpuUsPerMb);
+            if pairs.is_empty() {
                 continue;
-            };
+            }
             // The goal: at most half the plain tokio server's CPU per MB at 16 MiB
             // (against `tokio::io::copy`; the 256 KiB variant is shown beside it).
-            let verdict = match size {
-                s if k == 1 && s >= 16 << 20 && c.ratio_median <= 0.5 => "ok (<= 0.5)",
-                s if k == 1 && s >= 16 << 20 => "MISS (needs <= 0.5)",
-                _ => "info",
-            };
-            summary.push(SummaryRow {
-                experiment: format!(
+            let goal = (k == 1 && size >= 16 << 20).then_some(Goal::AtMost(0.5));
+            summary.push(SummaryRow::new(
+                format!(
                     "async-serve {lab_name} {size} B x {clients}, zcnet vs {}",
                     copy.mode
                 ),
-                metric: "server us/MB".into(),
-                copy: copy.median_of(Metric::CpuUsPerMb).unwrap_or(f64::NAN),
-                zero_copy: zc.median_of(Metric::CpuUsPerMb).unwrap_or(f64::NAN),
-                ratio: c.ratio_median,
-                zero_copy_share: zc.median_of(Metric::ZeroCopyShare),
-                verdict: verdict.into(),
-            });
+                "server us/MB",
+                (
+                    copy.median_of(Metric::CpuUsPerMb).unwrap_or(f64::NAN),
+                    zc.median_of(Metric::CpuUsPerMb).unwrap_or(f64::NAN),
+                ),
+                zc.median_of(Metric::ZeroCopyShare),
+                &Verdict::judge(&pairs, goal),
+            ));
         }
         report.results.extend(sets);
     }
-    Ok(Outcome { report, summary })
+    Ok(Outcome::new(report, summary))
 }
 
 /// `zcnet bench async-serve`.

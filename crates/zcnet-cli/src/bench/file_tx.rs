@@ -18,8 +18,10 @@ use zcnet::file::{self, FileSender, Mode as Strategy};
 
 use super::common::Common;
 use super::outcome::{Outcome, SummaryRow};
+use super::verdict::{Goal, Verdict};
 use crate::measure::{
     self, Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, pin,
+    ratio_pairs,
 };
 use crate::remote::Remote;
 use crate::remote::client::received_all;
@@ -301,33 +303,31 @@ pub fn bench(
                     .comparisons
                     .extend(Comparison::new(other, copy, metric));
             }
-            let Some(c) = Comparison::new(other, copy, Metric::CpuUsPerMb) else {
+            let pairs = ratio_pairs(&other.runs, &copy.runs, Metric::CpuUsPerMb);
+            if pairs.is_empty() {
                 continue;
-            };
+            }
             // The bound: sendfile at most half the sender CPU of read + send.
-            let verdict = match mode.strategy {
-                Strategy::Sendfile if c.ratio_median <= 0.5 => "ok (<= 0.5)".to_owned(),
-                Strategy::Sendfile => "MISS (needs <= 0.5)".to_owned(),
-                _ => "info".to_owned(),
-            };
-            summary.push(SummaryRow {
-                experiment: format!(
+            let goal = (mode.strategy == Strategy::Sendfile).then_some(Goal::AtMost(0.5));
+            summary.push(SummaryRow::new(
+                format!(
                     "file-tx lo {size_mib} MiB {} vs {}",
                     other.mode,
                     copy_mode.name()
                 ),
-                metric: "sender us/MB".into(),
-                copy: med(copy, Metric::CpuUsPerMb).unwrap_or(f64::NAN),
-                zero_copy: med(other, Metric::CpuUsPerMb).unwrap_or(f64::NAN),
-                ratio: c.ratio_median,
-                zero_copy_share: med(other, Metric::ZeroCopyShare),
-                verdict,
-            });
+                "sender us/MB",
+                (
+                    med(copy, Metric::CpuUsPerMb).unwrap_or(f64::NAN),
+                    med(other, Metric::CpuUsPerMb).unwrap_or(f64::NAN),
+                ),
+                med(other, Metric::ZeroCopyShare),
+                &Verdict::judge(&pairs, goal),
+            ));
         }
     }
     let sets: Vec<ResultSet> = sets.into_iter().map(|(_, s)| s).collect();
     report.results = sets;
-    Ok(Outcome { report, summary })
+    Ok(Outcome::new(report, summary))
 }
 
 /// `zcnet bench file-tx`.

@@ -8,27 +8,14 @@
 //! alternating a few rounds, and [`Heat::classify`] compares the medians. The sysfs size stays in
 //! the report as information.
 
-use std::hint::black_box;
-use std::time::Instant;
-
 use serde::Serialize;
 
 use crate::measure::Pinned;
+pub use crate::measure::copy_cost::HOT_RATIO_MAX;
+use crate::measure::copy_cost::{
+    CHUNK, PASS_MIN, hot_pass, llc_sysfs as llc_bytes, median, pool_pass, sampled,
+};
 
-/// A pool is hot when copying from it costs at most this many times the same copy from one hot
-/// buffer. Measured on the 2-vCPU machines of design.md, with other builds running (debug
-/// build, medians of 5 rounds): pools of 1-4 MiB (in L2/L3) copied at 1.13-1.41x the hot
-/// buffer's cost, 16-256 MiB (in memory) at 2.5-4.2x, 8 MiB in between (1.45-1.7x: the other
-/// guests and processes evict part of the L3); on a guest told of a 260 MiB L3 a 256 MiB pool
-/// costs 2-3x. 1.6 sits between the two groups with room on both sides for the noise of a
-/// shared machine (1.3 would call a 2 MiB pool cold whenever a neighbour loads the L3).
-pub const HOT_RATIO_MAX: f64 = 1.6;
-
-/// Bytes of one copy, at most: a large send's size.
-const CHUNK: usize = 64 << 10;
-/// Bytes one timed pass copies, at least (a small pool is streamed through several times): about
-/// a millisecond from a hot buffer.
-const PASS_MIN: usize = 32 << 20;
 /// Bytes of the pool one pass reads, at most: a larger pool is sampled, every n-th chunk, spread
 /// over all of it (still far more than any cache, so the sample is no hotter than the pool).
 const PASS_MAX: usize = 512 << 20;
@@ -145,94 +132,9 @@ impl PoolHeat {
     }
 }
 
-/// Calls `copy` on every `stride`-th chunk (of at most [`CHUNK`] bytes) of `buffers`; returns
-/// the bytes passed.
-fn sampled(buffers: &[&[u8]], stride: usize, mut copy: impl FnMut(&[u8])) -> u64 {
-    let mut bytes = 0;
-    let mut i = 0usize;
-    for b in buffers {
-        for c in b.chunks(CHUNK) {
-            if i % stride == 0 {
-                copy(c);
-                bytes += c.len() as u64;
-            }
-            i += 1;
-        }
-    }
-    bytes
-}
-
-/// Copies the sample of the pool `passes` times into `dst`; ns per KiB.
-fn pool_pass(buffers: &[&[u8]], stride: usize, passes: usize, dst: &mut [u8]) -> f64 {
-    let start = Instant::now();
-    let mut bytes = 0;
-    for _ in 0..passes {
-        bytes += sampled(buffers, stride, |c| {
-            dst[..c.len()].copy_from_slice(c);
-            black_box(&mut *dst);
-        });
-    }
-    ns_per_kib(start, bytes)
-}
-
-/// Copies `src` (one hot buffer) into `dst` until [`PASS_MIN`] bytes are copied; ns per KiB.
-fn hot_pass(src: &[u8], dst: &mut [u8]) -> f64 {
-    let n = PASS_MIN.div_ceil(src.len());
-    let start = Instant::now();
-    for _ in 0..n {
-        dst[..src.len()].copy_from_slice(black_box(src));
-        black_box(&mut *dst);
-    }
-    ns_per_kib(start, (n * src.len()) as u64)
-}
-
-fn ns_per_kib(start: Instant, bytes: u64) -> f64 {
-    start.elapsed().as_nanos() as f64 / (bytes as f64 / 1024.0)
-}
-
-/// The median of `v` (the upper one of an even count); NaN when empty.
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-/// The largest cache of CPU 0 (index0..: L1d, L1i, L2, L3), as sysfs says.
-fn llc_bytes() -> Option<u64> {
-    static LLC: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
-    *LLC.get_or_init(|| {
-        (0..8)
-            .filter_map(|i| {
-                let path = format!("/sys/devices/system/cpu/cpu0/cache/index{i}/size");
-                std::fs::read_to_string(path).ok()
-            })
-            .filter_map(|s| parse_cache_size(s.trim()))
-            .max()
-    })
-}
-
-/// A sysfs cache size: `2048K`, `32M`, `512`.
-fn parse_cache_size(s: &str) -> Option<u64> {
-    let (num, mult) = match s.as_bytes().last()? {
-        b'K' => (&s[..s.len() - 1], 1 << 10),
-        b'M' => (&s[..s.len() - 1], 1 << 20),
-        b'G' => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<u64>().ok().map(|n| n * mult)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cache_sizes_as_sysfs_writes_them() {
-        assert_eq!(parse_cache_size("512K"), Some(512 << 10));
-        assert_eq!(parse_cache_size("32768K"), Some(32 << 20));
-        assert_eq!(parse_cache_size("1M"), Some(1 << 20));
-        assert_eq!(parse_cache_size("64"), Some(64));
-        assert_eq!(parse_cache_size("x"), None);
-    }
 
     #[test]
     fn pools_copying_near_the_hot_cost_are_hot() {

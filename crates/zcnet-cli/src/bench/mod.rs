@@ -25,6 +25,7 @@ mod tcpdump;
 pub mod tx;
 pub mod udp_gso;
 pub mod uring_tx;
+pub mod verdict;
 
 use common::Common;
 pub use heat::{Heat, PoolHeat};

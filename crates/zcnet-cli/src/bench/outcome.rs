@@ -5,9 +5,11 @@
 use serde::Serialize;
 
 use super::common::Common;
-use crate::measure::{Metric, Report, ResultSet};
+use super::verdict::{Decision, Goal, Verdict};
+use crate::measure::{Metric, Report, ResultSet, ratio_pairs};
 
-/// One row of the suite's summary: a seed experiment, copy vs zero-copy.
+/// One row of the suite's summary: a seed experiment, copy vs zero-copy, and its verdict with
+/// the 95 % interval it was judged on ([`Verdict`]).
 #[derive(Clone, Debug, Serialize)]
 pub struct SummaryRow {
     /// The experiment (`tcp-rx loopback ipv6 mtu 61512`, ...).
@@ -22,8 +24,53 @@ pub struct SummaryRow {
     pub ratio: f64,
     /// Share really zero-copied (median).
     pub zero_copy_share: Option<f64>,
-    /// Whether the acceptance bound of the issue holds.
+    /// The verdict as the table prints it, its word first (`ok (>= 1.6: ...)`, `MISS (...)`,
+    /// `unsure (...)`, `info`, `FAIL (...)`).
     pub verdict: String,
+    /// The verdict's word alone: `ok`, `miss`, `unsure`, `info` or `fail`.
+    pub decision: Decision,
+    /// What the ratio had to be (`>= 1.6`); `null` for information.
+    pub goal: Option<String>,
+    /// The ratio's 95 % bootstrap interval over the runs; `null` without one.
+    pub ratio_low: Option<f64>,
+    /// Its upper end.
+    pub ratio_high: Option<f64>,
+    /// Runs (pairs) the interval stands on.
+    pub runs: usize,
+    /// For `unsure`: about how many `--runs` would likely decide.
+    pub runs_to_decide: Option<usize>,
+    /// Where other processes or the hypervisor took a large share of the CPU during the
+    /// bench's runs ([`crate::measure::Competing`]), what they took.
+    pub load: Option<String>,
+}
+
+impl SummaryRow {
+    /// A row of `experiment`, judged by `verdict` (whose interval gives the ratio).
+    pub fn new(
+        experiment: String,
+        metric: &str,
+        (copy, zero_copy): (f64, f64),
+        zero_copy_share: Option<f64>,
+        verdict: &Verdict,
+    ) -> SummaryRow {
+        let interval = verdict.interval.filter(|_| verdict.runs >= 2);
+        SummaryRow {
+            experiment,
+            metric: metric.to_owned(),
+            copy,
+            zero_copy,
+            ratio: verdict.ratio(),
+            zero_copy_share,
+            verdict: verdict.text(),
+            decision: verdict.decision,
+            goal: verdict.goal.map(super::verdict::Goal::text),
+            ratio_low: interval.map(|i| i.low),
+            ratio_high: interval.map(|i| i.high),
+            runs: verdict.runs,
+            runs_to_decide: verdict.runs_to_decide,
+            load: None,
+        }
+    }
 }
 
 /// What one bench invocation measured: its report and its rows of the suite's summary.
@@ -35,6 +82,19 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The outcome of a bench whose runs are over: the report's host block closes its window
+    /// ([`Report::seal`]: what others took of the CPU meanwhile), and where that was a large
+    /// share, each summary row says so beside its verdict.
+    pub fn new(mut report: Report, mut summary: Vec<SummaryRow>) -> Outcome {
+        report.seal();
+        if let Some(load) = report.host.competing.as_ref().and_then(|c| c.busy_note()) {
+            for row in &mut summary {
+                row.load = Some(load.clone());
+            }
+        }
+        Outcome { report, summary }
+    }
+
     /// Prints the report (see [`Outcome::print`]) and writes its page where `--report` asks.
     pub fn finish(&self, common: &Common) -> anyhow::Result<()> {
         self.print(common.json)?;
@@ -105,25 +165,22 @@ fn write_page(
     Ok(())
 }
 
-/// The verdict of an `auto` result set (issue 17): its median throughput against the best median
-/// of the other modes in the same alternation; it must reach 0.97 of it.
-pub fn auto_verdict(auto: &ResultSet, sets: &[ResultSet]) -> String {
-    let med = |s: &ResultSet| s.median_of(Metric::RequestsPerS);
+/// The verdict of an `auto` result set (issue 17): its throughput against the mode with the best
+/// median among the others in the same alternation, pair by pair; it must reach 0.97 of it.
+pub fn auto_verdict(auto: &ResultSet, sets: &[ResultSet]) -> Verdict {
     let best = sets
         .iter()
-        .filter(|s| s.mode != "auto" && s.mode != "zc-adaptive")
-        .filter_map(|s| Some((med(s)?, s.mode.as_str())))
+        .filter(|s| s.mode != "auto" && s.mode != "zc-adaptive" && s.mode != auto.mode)
+        .filter_map(|s| Some((s.median_of(Metric::RequestsPerS)?, s)))
         .max_by(|a, b| a.0.total_cmp(&b.0));
-    match (med(auto), best) {
-        (Some(a), Some((b, mode))) if b > 0.0 => {
-            let r = a / b;
-            let verdict = if r >= 0.97 { "ok" } else { "MISS" };
-            format!(
-                "{verdict} ({r:.3} of {mode}, needs >= 0.97; {})",
-                auto_learned(auto)
-            )
+    match best {
+        Some((_, best)) => {
+            let pairs = ratio_pairs(&auto.runs, &best.runs, Metric::RequestsPerS);
+            Verdict::judge(&pairs, Some(Goal::AtLeast(0.97)))
+                .note(format!("of {}", best.mode))
+                .note(auto_learned(auto))
         }
-        _ => "info".into(),
+        None => Verdict::info(&[], &auto_learned(auto)),
     }
 }
 
@@ -181,7 +238,11 @@ pub fn auto_learned(auto: &ResultSet) -> String {
 /// The suite's closing table.
 pub fn render_summary(rows: &[SummaryRow]) -> String {
     use std::fmt::Write as _;
-    let mut out = String::from("summary (copy vs zero-copy, medians of alternating runs)\n");
+    let mut out = String::from(
+        "summary (copy vs zero-copy, medians of alternating runs; verdicts on the 95 % interval \
+         of the ratio: ok and MISS when it lies wholly on one side of the goal, unsure when it \
+         straddles it)\n",
+    );
     let _ = writeln!(
         out,
         "{:<52} {:<16} {:>10} {:>10} {:>7} {:>7}  verdict",
@@ -196,7 +257,7 @@ pub fn render_summary(rows: &[SummaryRow]) -> String {
     for r in rows {
         let _ = writeln!(
             out,
-            "{:<52} {:<16} {:>10.1} {:>10.1} {:>7.3} {:>7}  {}",
+            "{:<52} {:<16} {:>10.1} {:>10.1} {:>7.3} {:>7}  {}{}",
             r.experiment,
             r.metric,
             r.copy,
@@ -204,9 +265,25 @@ pub fn render_summary(rows: &[SummaryRow]) -> String {
             r.ratio,
             r.zero_copy_share
                 .map_or_else(|| "-".into(), |s| format!("{:.2}", s * 100.0)),
-            r.verdict
+            r.verdict,
+            r.load
+                .as_ref()
+                .map_or_else(String::new, |l| format!(" [busy: {l}]"))
         );
     }
+    let count = |d: Decision| rows.iter().filter(|r| r.decision == d).count();
+    let _ = writeln!(
+        out,
+        "{} ok, {} MISS, {} unsure, {} info{}",
+        count(Decision::Ok),
+        count(Decision::Miss),
+        count(Decision::Unsure),
+        count(Decision::Info),
+        match count(Decision::Fail) {
+            0 => String::new(),
+            n => format!(", {n} FAIL"),
+        }
+    );
     out
 }
 

@@ -43,9 +43,10 @@ use super::common::Common;
 use super::labs::spawn_in;
 use super::outcome::{Outcome, SummaryRow};
 use super::tcpdump::Tcpdump;
+use super::verdict::{Goal, Verdict};
 use crate::measure::{
     self, Comparison, Far, MachineCpu, Metric, Pinned, Progress, Report, ResultSet, Run, ThreadCpu,
-    Work, pin,
+    Work, pin, ratio_pairs,
 };
 use crate::remote::Remote;
 use crate::remote::proto::Role;
@@ -582,7 +583,7 @@ pub fn bench(
         }
         report.results.extend(sets);
     }
-    Ok(Outcome { report, summary })
+    Ok(Outcome::new(report, summary))
 }
 
 /// One line per run.
@@ -624,79 +625,76 @@ fn summary_rows(
     let judged = size == 64;
     let name = cond.name();
     let mut rows = Vec::new();
-    if let Some(r) = recvfrom
-        && let Some(c) = Comparison::new(ring, r, Metric::CpuNsPerRequest)
-    {
+    let pairs = |a: &ResultSet, b: &ResultSet, m: Metric| ratio_pairs(&a.runs, &b.runs, m);
+    if let Some(r) = recvfrom {
+        let p = pairs(ring, r, Metric::CpuNsPerRequest);
         let judged = judged && cond == Condition::RxOnGenerator;
         // Packets per CPU second is the inverse of CPU per packet: at least 2x means <= 0.5.
-        let verdict = match (judged, c.ratio_median <= 0.5) {
-            (false, _) => "-".to_owned(),
-            (true, true) => format!("ok ({:.1}x packets per CPU-s)", 1.0 / c.ratio_median),
-            (true, false) => format!(
-                "MISS ({:.1}x packets per CPU-s, needs 2x)",
-                1.0 / c.ratio_median
-            ),
-        };
-        rows.push(SummaryRow {
-            experiment: format!("packet {lab} {name} {size} B: recvfrom -> ring"),
-            metric: "CPU ns/packet".into(),
-            copy: median(r, Metric::CpuNsPerRequest),
-            zero_copy: median(ring, Metric::CpuNsPerRequest),
-            ratio: c.ratio_median,
-            zero_copy_share: None,
-            verdict,
-        });
+        let verdict = Verdict::judge(&p, judged.then_some(Goal::AtMost(0.5)));
+        let per_cpu_s = 1.0 / verdict.ratio();
+        let verdict = verdict.note(format!("{per_cpu_s:.1}x packets per CPU-s"));
+        if !p.is_empty() {
+            rows.push(SummaryRow::new(
+                format!("packet {lab} {name} {size} B: recvfrom -> ring"),
+                "CPU ns/packet",
+                (
+                    median(r, Metric::CpuNsPerRequest),
+                    median(ring, Metric::CpuNsPerRequest),
+                ),
+                None,
+                &verdict,
+            ));
+        }
     }
-    if let Some(t) = tcpdump
-        && let Some(c) = Comparison::new(ring, t, Metric::CaptureShare)
-    {
+    if let Some(t) = tcpdump {
+        let p = pairs(ring, t, Metric::CaptureShare);
         let drops = |s: &ResultSet| s.runs.iter().all(|r| r.packets_dropped.is_some());
         // The raw rates, shown beside the verdict: they follow the generator's rate.
         let rate =
             Comparison::new(ring, t, Metric::RequestsPerS).map_or(f64::NAN, |r| r.ratio_median);
-        let verdict = match (judged, c.ratio_median >= 1.0, drops(ring) && drops(t)) {
-            (false, _, _) => "-".to_owned(),
-            (true, true, true) => format!(
-                "ok (drops {:.0} / {:.0}, pkt/s ratio {rate:.2})",
+        let verdict = Verdict::judge(&p, judged.then_some(Goal::AtLeast(1.0)))
+            .require(drops(ring) && drops(t), "drops not reported")
+            .note(format!(
+                "drops {:.0} / {:.0}, pkt/s ratio {rate:.2}",
                 median(t, Metric::PacketsDropped),
                 median(ring, Metric::PacketsDropped),
-            ),
-            (true, false, _) => "MISS (needs >= tcpdump's)".to_owned(),
-            (true, true, false) => "MISS (drops not reported)".to_owned(),
-        };
-        rows.push(SummaryRow {
-            experiment: format!("packet {lab} {name} {size} B: tcpdump -> ring"),
-            metric: "captured %".into(),
-            copy: 100.0 * median(t, Metric::CaptureShare),
-            zero_copy: 100.0 * median(ring, Metric::CaptureShare),
-            ratio: c.ratio_median,
-            zero_copy_share: None,
-            verdict,
-        });
+            ));
+        if !p.is_empty() {
+            rows.push(SummaryRow::new(
+                format!("packet {lab} {name} {size} B: tcpdump -> ring"),
+                "captured %",
+                (
+                    100.0 * median(t, Metric::CaptureShare),
+                    100.0 * median(ring, Metric::CaptureShare),
+                ),
+                None,
+                &verdict,
+            ));
+        }
     }
     // Issue 18: AF_XDP's CPU per packet at most the ring's, its captured share at least the
     // ring's, in the same run (at 64 B, where per-packet costs show most).
-    if let Some(x) = xdp
-        && let Some(c) = Comparison::new(x, ring, Metric::CpuNsPerRequest)
-    {
-        let share =
-            Comparison::new(x, ring, Metric::CaptureShare).map_or(f64::NAN, |s| s.ratio_median);
+    if let Some(x) = xdp {
+        let p = pairs(x, ring, Metric::CpuNsPerRequest);
         let judged = judged && cond == Condition::RxOnGenerator;
-        let verdict = match (judged, c.ratio_median <= 1.0, share >= 1.0) {
-            (false, _, _) => format!("- (share ratio {share:.3})"),
-            (true, true, true) => format!("ok (share ratio {share:.3})"),
-            (true, false, _) => "MISS (CPU per packet above the ring's)".to_owned(),
-            (true, true, false) => format!("MISS (share ratio {share:.3}, needs >= 1)"),
-        };
-        rows.push(SummaryRow {
-            experiment: format!("packet {lab} {name} {size} B: ring -> xdp"),
-            metric: "CPU ns/packet".into(),
-            copy: median(ring, Metric::CpuNsPerRequest),
-            zero_copy: median(x, Metric::CpuNsPerRequest),
-            ratio: c.ratio_median,
-            zero_copy_share: None,
-            verdict,
-        });
+        let share = Verdict::judge(
+            &pairs(x, ring, Metric::CaptureShare),
+            judged.then_some(Goal::AtLeast(1.0)),
+        );
+        let verdict =
+            Verdict::judge(&p, judged.then_some(Goal::AtMost(1.0))).and("share ratio", share);
+        if !p.is_empty() {
+            rows.push(SummaryRow::new(
+                format!("packet {lab} {name} {size} B: ring -> xdp"),
+                "CPU ns/packet",
+                (
+                    median(ring, Metric::CpuNsPerRequest),
+                    median(x, Metric::CpuNsPerRequest),
+                ),
+                None,
+                &verdict,
+            ));
+        }
     }
     rows
 }
@@ -758,17 +756,19 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         netlab::check_privileges()
             .context("packet builds its veth lab in private network namespaces")?;
     }
-    let modes = available_modes(&opt.modes);
     let conditions = match (&remote, opt.conditions.is_empty()) {
         (Some(_), _) if opt.conditions.iter().any(|&c| c != Condition::AsConfigured) => {
             bail!(
-                "with --remote the capture device is this host's, measured as it is configured:                  --condition as-configured"
+                "with --remote the capture device is this host's, measured as it is configured: \
+                 --condition as-configured"
             )
         }
         (Some(_), _) => vec![Condition::AsConfigured],
         (None, true) => CONDITIONS.to_vec(),
         (None, false) => opt.conditions.clone(),
     };
+    // Said once the command is known to run: which modes this machine leaves out.
+    let modes = available_modes(&opt.modes);
     let out = bench(
         &conditions,
         &sizes,

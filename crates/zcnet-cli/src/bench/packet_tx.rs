@@ -27,8 +27,10 @@ use zcnet::packet::{TxConfig, TxRing};
 
 use super::common::Common;
 use super::outcome::{Outcome, SummaryRow};
+use super::verdict::{Goal, Verdict};
 use crate::measure::{
     self, Comparison, Metric, Pinned, Progress, Report, ResultSet, Run, ThreadCpu, Work, pin,
+    ratio_pairs,
 };
 
 /// Frame sizes of the issue: Ethernet header through payload.
@@ -424,7 +426,7 @@ pub fn bench(
             )?;
         }
     }
-    Ok(out)
+    Ok(Outcome::new(out.report, out.summary))
 }
 
 /// One lab and frame size: the modes alternated; their results, comparisons and summary rows
@@ -469,28 +471,29 @@ fn bench_size(
                 .comparisons
                 .extend(Comparison::new(other, base, metric));
         }
-        let Some(c) = Comparison::new(other, base, Metric::RequestsPerS) else {
+        let pairs = ratio_pairs(&other.runs, &base.runs, Metric::RequestsPerS);
+        if pairs.is_empty() {
             continue;
-        };
+        }
         // Issue 18: AF_XDP and the TX ring (with and without the bypass) each at least 1.7x
         // sendmmsg's packets per second at 64 B, the figure a C program reached into the sink
         // (design.md section 4). On veth B's stack receives every frame in the sending CPU's
         // softirq, a cost alike for all methods that narrows every ratio: reported, not judged.
-        let verdict = match (size, &lab.place, c.ratio_median >= 1.7) {
-            (64, Place::Sink(_), true) => "ok (>= 1.7x)",
-            (64, Place::Sink(_), false) => "MISS (needs >= 1.7x)",
-            (64, Place::Veth(_), _) => "info (receive on the sender's CPU)",
-            _ => "info",
+        let verdict = match (size, &lab.place) {
+            (64, Place::Sink(_)) => Verdict::judge(&pairs, Some(Goal::AtLeast(1.7))),
+            (64, Place::Veth(_)) => Verdict::info(&pairs, "receive on the sender's CPU"),
+            _ => Verdict::info(&pairs, ""),
         };
-        out.summary.push(SummaryRow {
-            experiment: format!("packet-tx {name} {size} B: {} -> {}", base.mode, other.mode),
-            metric: "pkts/s".into(),
-            copy: base.median_of(Metric::RequestsPerS).unwrap_or(f64::NAN),
-            zero_copy: other.median_of(Metric::RequestsPerS).unwrap_or(f64::NAN),
-            ratio: c.ratio_median,
-            zero_copy_share: None,
-            verdict: verdict.into(),
-        });
+        out.summary.push(SummaryRow::new(
+            format!("packet-tx {name} {size} B: {} -> {}", base.mode, other.mode),
+            "pkts/s",
+            (
+                base.median_of(Metric::RequestsPerS).unwrap_or(f64::NAN),
+                other.median_of(Metric::RequestsPerS).unwrap_or(f64::NAN),
+            ),
+            None,
+            &verdict,
+        ));
     }
     out.report.results.extend(sets);
     Ok(())

@@ -24,6 +24,7 @@ use zcnet::tcp_rx::{self, Config, Counters as RxStats, Release, TcpZeroCopyRecei
 
 use super::common::{Common, FamilyArg};
 use super::outcome::{Outcome, SummaryRow};
+use super::verdict::{Goal, Verdict};
 use crate::measure::{
     self, Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, pin,
 };
@@ -489,22 +490,26 @@ pub fn bench(conds: &[Condition], s: &Settings, quiet: bool) -> anyhow::Result<O
                 });
                 // A median of one or two runs says more about this machine's noise than about
                 // order: the verdict needs three of each (--runs 6).
-                let verdict = if n < 3 {
-                    format!("info ({n} run(s) each: --runs 6 or more to judge)")
-                } else if (ratio - 1.0).abs() <= 0.05 {
-                    "ok (within 5 %)".to_owned()
-                } else {
-                    "MISS (needs within 5 %)".to_owned()
+                let pick = |prev: usize| -> Vec<f64> {
+                    per_mode[0]
+                        .iter()
+                        .zip(&after[0])
+                        .filter(|(_, a)| **a == Some(prev))
+                        .filter_map(|(r, _)| Metric::CpuUsPerMb.of(r))
+                        .collect()
                 };
-                summary.push(SummaryRow {
-                    experiment: format!("tcp-rx {} {a} after {b} vs after {a}", c.label()),
-                    metric: "recv us/MB".into(),
-                    copy: same,
-                    zero_copy: other,
-                    ratio,
-                    zero_copy_share: None,
-                    verdict,
-                });
+                let goal = (n >= 3).then_some(Goal::NearOne(0.05));
+                let mut verdict = Verdict::judge_samples(&pick(0), &pick(1), goal);
+                if n < 3 {
+                    verdict = verdict.note(format!("{n} run(s) each: --runs 6 or more to judge"));
+                }
+                summary.push(SummaryRow::new(
+                    format!("tcp-rx {} {a} after {b} vs after {a}", c.label()),
+                    "recv us/MB",
+                    (same, other),
+                    None,
+                    &verdict,
+                ));
             }
         }
         let sets: Vec<ResultSet> = modes
@@ -535,40 +540,26 @@ pub fn bench(conds: &[Condition], s: &Settings, quiet: bool) -> anyhow::Result<O
         }
         report.results.extend(sets);
     }
-    Ok(Outcome { report, summary })
+    Ok(Outcome::new(report, summary))
 }
 
 fn summary_row(c: &Condition, copy: &ResultSet, zc: &ResultSet) -> SummaryRow {
     let med = |s: &ResultSet, k: Metric| s.median_of(k).unwrap_or(f64::NAN);
-    let ratio = Comparison::new(zc, copy, Metric::CpuUsPerMb).map_or(f64::NAN, |c| c.ratio_median);
+    let pairs = measure::ratio_pairs(&zc.runs, &copy.runs, Metric::CpuUsPerMb);
     let share = zc.median_of(Metric::ZeroCopyShare);
     let verified = [copy, zc].iter().all(|s| s.verified());
-    let verdict = if !verified {
-        "FAIL: wrong bytes".to_owned()
-    } else {
-        match c.bound() {
-            Some(b) => {
-                let mapped_ok = share.is_some_and(|s| s >= 0.999);
-                if ratio <= b && mapped_ok {
-                    format!("ok (<= {b})")
-                } else if !mapped_ok {
-                    "MISS: mapped < 99.9 %".to_owned()
-                } else {
-                    format!("MISS (needs <= {b})")
-                }
-            }
-            None => "info".to_owned(),
-        }
-    };
-    SummaryRow {
-        experiment: format!("tcp-rx {}", c.label()),
-        metric: "recv us/MB".into(),
-        copy: med(copy, Metric::CpuUsPerMb),
-        zero_copy: med(zc, Metric::CpuUsPerMb),
-        ratio,
-        zero_copy_share: share,
-        verdict,
+    let mut verdict = Verdict::judge(&pairs, c.bound().map(Goal::AtMost))
+        .require(share.is_some_and(|s| s >= 0.999), "mapped < 99.9 %");
+    if !verified {
+        verdict = verdict.fail("wrong bytes");
     }
+    SummaryRow::new(
+        format!("tcp-rx {}", c.label()),
+        "recv us/MB",
+        (med(copy, Metric::CpuUsPerMb), med(zc, Metric::CpuUsPerMb)),
+        share,
+        &verdict,
+    )
 }
 
 fn selected(opt: &Opt) -> anyhow::Result<Vec<Condition>> {
@@ -697,10 +688,7 @@ fn with_server(
     let family = Family::of(remote.addr().ip());
     let mut report = two_host_report(modes, per_mode, family, mss, s);
     super::labs::remote_lab(&mut report, Some(&remote), "remote");
-    Ok(Outcome {
-        report,
-        summary: Vec::new(),
-    })
+    Ok(Outcome::new(report, Vec::new()))
 }
 
 /// `--connect`: the sender of a two-host run, one connection per run and mode (`2 × runs`

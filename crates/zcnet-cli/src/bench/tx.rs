@@ -26,7 +26,8 @@ use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZeroCopySe
 use super::common::Common;
 use super::outcome::{Outcome, SummaryRow};
 use super::sweep::{Conn, Lab, Proto, SizeStep, pool, run_in_lab};
-use crate::measure::{Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work};
+use super::verdict::{Goal, Verdict};
+use crate::measure::{Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, ratio_pairs};
 use crate::remote::{Remote, proto::Check};
 
 /// The bench's name for `proto`.
@@ -239,7 +240,7 @@ pub fn bench(
             report.results.extend(sets);
         }
     }
-    Ok(Outcome { report, summary })
+    Ok(Outcome::new(report, summary))
 }
 
 fn summary_rows(
@@ -256,43 +257,40 @@ fn summary_rows(
     sets.iter()
         .filter(|s| s.mode != "copy")
         .filter_map(|s| {
-            let ratio = Comparison::new(s, copy, Metric::RequestsPerS)?.ratio_median;
+            let pairs = ratio_pairs(&s.runs, &copy.runs, Metric::RequestsPerS);
+            if pairs.is_empty() {
+                return None;
+            }
             let share = med(s, Metric::ZeroCopyShare);
             let verdict = match (proto, lab, size, s.mode.as_str()) {
                 (_, _, _, "auto") => super::outcome::auto_verdict(s, sets),
                 // The bound holds for a cold pool; a hot one is information.
                 (Proto::Udp, "sink", 64000, "zc") if !heat.is_hot() => {
-                    let ok = ratio >= 1.6 && share.is_some_and(|x| x >= 0.999);
-                    if ok {
-                        "ok (>= 1.6, 0 % copied)".into()
-                    } else {
-                        "MISS (needs >= 1.6, 0 % copied)".into()
-                    }
+                    Verdict::judge(&pairs, Some(Goal::AtLeast(1.6)))
+                        .require(share.is_some_and(|x| x >= 0.999), "copied > 0 %")
                 }
+                // Loopback copies: the adaptive policy must cost nothing against copy.
                 (Proto::Tcp, "loopback", _, "zc-adaptive") => {
-                    if ratio >= 0.95 {
-                        "ok (within 5 % of copy)".into()
-                    } else {
-                        "MISS (needs >= 0.95)".into()
-                    }
+                    Verdict::judge(&pairs, Some(Goal::AtLeast(0.95)))
                 }
-                (_, "loopback" | "veth", _, _) => "info (kernel copies)".into(),
-                _ => "info".into(),
+                (_, "loopback" | "veth", _, _) => Verdict::info(&pairs, "kernel copies"),
+                _ => Verdict::info(&pairs, ""),
             };
-            Some(SummaryRow {
-                experiment: format!(
+            Some(SummaryRow::new(
+                format!(
                     "{} {lab} {size} B{} {}",
                     bench_name(proto),
                     heat.suffix(),
                     s.mode
                 ),
-                metric: "req/s".into(),
-                copy: med(copy, Metric::RequestsPerS).unwrap_or(f64::NAN),
-                zero_copy: med(s, Metric::RequestsPerS).unwrap_or(f64::NAN),
-                ratio,
-                zero_copy_share: share,
-                verdict,
-            })
+                "req/s",
+                (
+                    med(copy, Metric::RequestsPerS).unwrap_or(f64::NAN),
+                    med(s, Metric::RequestsPerS).unwrap_or(f64::NAN),
+                ),
+                share,
+                &verdict,
+            ))
         })
         .collect()
 }

@@ -29,7 +29,10 @@ use zcnet::uring::{Config, Mode, Pool, PoolBuf, UringSender};
 use super::common::Common;
 use super::outcome::{Outcome, SummaryRow};
 use super::sweep::{self, Lab, Proto};
-use crate::measure::{Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work};
+use super::verdict::{Goal, Verdict};
+use crate::measure::{
+    Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, ratio_pairs,
+};
 
 /// The IO sizes of the patches' table.
 pub const SIZES: [usize; 9] = [600, 1000, 1200, 1500, 4000, 8000, 16000, 32000, 64000];
@@ -681,7 +684,7 @@ pub fn bench(plan: &Plan<'_>, remote: Option<crate::remote::Remote>) -> anyhow::
             println!("\n{t}");
         }
     }
-    Ok(Outcome { report, summary })
+    Ok(Outcome::new(report, summary))
 }
 
 /// Says, once per lab and size, that `SEND_ZC` will not pin everything it is asked to: each
@@ -900,7 +903,10 @@ fn summary_rows(
     sets.iter()
         .filter(|s| s.mode != "copy")
         .filter_map(|s| {
-            let ratio = Comparison::new(s, copy, Metric::RequestsPerS)?.ratio_median;
+            let pairs = ratio_pairs(&s.runs, &copy.runs, Metric::RequestsPerS);
+            if pairs.is_empty() {
+                return None;
+            }
             let share = med(s, Metric::ZeroCopyShare);
             // The bounds of the seed issue hold for a cold pool; a hot one is information.
             let bound = match (lab, size, s.mode.as_str()) {
@@ -910,21 +916,20 @@ fn summary_rows(
             };
             let verdict = match bound {
                 _ if s.mode == "auto" => super::outcome::auto_verdict(s, sets),
-                Some(b) if ratio >= b => format!("ok (>= {b})"),
-                Some(b) => format!("MISS (needs >= {b})"),
-                None if lab != "sink" => "info (kernel copies)".into(),
-                None if ratio >= 1.0 => "info (zc wins)".into(),
-                None => "info (copy wins)".into(),
+                Some(b) => Verdict::judge(&pairs, Some(Goal::AtLeast(b))),
+                None if lab != "sink" => Verdict::info(&pairs, "kernel copies"),
+                None => Verdict::info(&pairs, ""),
             };
-            Some(SummaryRow {
-                experiment: format!("uring-tx {lab} {size} B{hot} {}", s.mode),
-                metric: "req/s".into(),
-                copy: med(copy, Metric::RequestsPerS).unwrap_or(f64::NAN),
-                zero_copy: med(s, Metric::RequestsPerS).unwrap_or(f64::NAN),
-                ratio,
-                zero_copy_share: share,
-                verdict,
-            })
+            Some(SummaryRow::new(
+                format!("uring-tx {lab} {size} B{hot} {}", s.mode),
+                "req/s",
+                (
+                    med(copy, Metric::RequestsPerS).unwrap_or(f64::NAN),
+                    med(s, Metric::RequestsPerS).unwrap_or(f64::NAN),
+                ),
+                share,
+                &verdict,
+            ))
         })
         .collect()
 }

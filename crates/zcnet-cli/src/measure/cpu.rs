@@ -195,7 +195,7 @@ impl ProcessCpu {
 }
 
 /// `sysconf(_SC_CLK_TCK)`: the unit of `/proc/stat` and `/proc/PID/stat` times.
-fn ticks_per_second() -> f64 {
+pub fn ticks_per_second() -> f64 {
     use nix::unistd::{SysconfVar, sysconf};
     match sysconf(SysconfVar::CLK_TCK) {
         Ok(Some(t)) if t > 0 => t as f64,

@@ -9,11 +9,15 @@
 //!
 //! Three parts: [`cpu`] measures (thread, machine and process CPU, one [`Run`] per run, the far
 //! side's [`Far`]), [`stats`] repeats and compares (A/B alternation, medians, typed [`Metric`]s,
-//! ratio pairs), [`report`] presents (the JSON document and the human table). Beside them,
+//! ratio pairs), [`interval`] says how sure a figure is (bootstrap intervals), [`report`]
+//! presents (the JSON document and the human table). Beside them,
 //! [`affinity`] pins the ends of a run and [`progress`] draws the bar of a bench's runs.
 
 pub mod affinity;
+pub mod copy_cost;
 pub mod cpu;
+pub mod interval;
+pub mod machine;
 pub mod progress;
 pub mod report;
 pub mod stats;

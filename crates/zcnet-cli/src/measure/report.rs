@@ -3,9 +3,13 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use super::copy_cost::{self, CopyCost};
+use super::machine::{self, Competing, Window};
 use super::stats::{Comparison, Metric, ResultSet};
 
-/// The machine a report was made on.
+/// The machine a report was made on, with what makes its figures comparable to another
+/// machine's (issue 46): the CPU, the cache a copy really finds, the virtualization, and the
+/// load before and during the runs.
 #[derive(Clone, Debug, Serialize)]
 pub struct HostInfo {
     /// Host name (`/proc/sys/kernel/hostname`), which labels the machine in `zcnet report`.
@@ -18,6 +22,22 @@ pub struct HostInfo {
     pub cpus: usize,
     /// Page size.
     pub page_size: usize,
+    /// The CPU's model name (`/proc/cpuinfo`).
+    pub cpu_model: Option<String>,
+    /// The largest working set a copy finds in cache here, bytes, as measured
+    /// ([`CopyCost`]).
+    pub llc_measured_bytes: u64,
+    /// What a copy costs here from cache and from memory, and where the cache ends.
+    pub copy_cost: CopyCost,
+    /// The largest cache sysfs names (a guest may be told the host's, shared with others).
+    pub llc_sysfs_bytes: Option<u64>,
+    /// `kvm`, `kvm, docker`, `none`, as `systemd-detect-virt` tells.
+    pub virtualization: String,
+    /// The 1, 5 and 15 minute load averages when the bench started.
+    pub load_average: Option<[f64; 3]>,
+    /// What other processes and the hypervisor took of the CPU during the runs; set when the
+    /// runs are over ([`Report::seal`]).
+    pub competing: Option<Competing>,
 }
 
 impl HostInfo {
@@ -32,7 +52,41 @@ impl HostInfo {
             kernel: h.kernel.clone(),
             cpus: h.cpus,
             page_size: h.page_size,
+            cpu_model: machine::cpu_model(),
+            llc_measured_bytes: CopyCost::here().llc_bytes,
+            copy_cost: CopyCost::here(),
+            llc_sysfs_bytes: copy_cost::llc_sysfs(),
+            virtualization: machine::virtualization(),
+            load_average: machine::load_average(),
+            competing: None,
         }
+    }
+
+    /// `AMD EPYC, 2 CPUs, Linux 6.18.44, kvm; a copy finds 16 MiB of cache (sysfs: 32 MiB),
+    /// 2.8x dearer from memory; load 0.64 at the start`: the machine in one line.
+    pub fn machine_line(&self) -> String {
+        let size = |b: u64| {
+            if b >= 1 << 20 {
+                format!("{} MiB", b >> 20)
+            } else {
+                format!("{} KiB", b >> 10)
+            }
+        };
+        let c = &self.copy_cost;
+        format!(
+            "{}, {} CPUs, Linux {}, {}; a copy finds {} of cache{}, {:.1}x dearer from memory; \
+             load {} at the start",
+            self.cpu_model.as_deref().unwrap_or("unknown CPU"),
+            self.cpus,
+            self.kernel,
+            self.virtualization,
+            size(self.llc_measured_bytes),
+            self.llc_sysfs_bytes
+                .map_or(String::new(), |b| format!(" (sysfs: {})", size(b))),
+            c.memory_ns_per_kib / c.cache_ns_per_kib,
+            self.load_average
+                .map_or("unknown".to_owned(), |l| format!("{:.2}", l[0])),
+        )
     }
 }
 
@@ -58,6 +112,9 @@ pub struct Report {
     /// that (tcp-rx's mirrored rounds); omitted when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub order_effects: Vec<OrderEffect>,
+    /// Since when others' CPU is counted: from [`Report::new`] to [`Report::seal`].
+    #[serde(skip)]
+    window: Option<Window>,
 }
 
 impl Report {
@@ -72,6 +129,15 @@ impl Report {
             results: Vec::new(),
             comparisons: Vec::new(),
             order_effects: Vec::new(),
+            window: Some(Window::open()),
+        }
+    }
+
+    /// Closes the report's window: what others took of the CPU since it was made goes into the
+    /// host block. Once; later calls keep the first figures.
+    pub fn seal(&mut self) {
+        if let Some(w) = self.window.take() {
+            self.host.competing = Some(w.close(self.host.cpus));
         }
     }
 }
@@ -134,6 +200,22 @@ pub fn render(report: &Report) -> String {
         report.results.len(),
         report.settings
     );
+    let _ = writeln!(out, "machine: {}", report.host.machine_line());
+    if let Some(c) = &report.host.competing {
+        let _ = writeln!(
+            out,
+            "during the runs: {}{}",
+            c.text(),
+            if c.busy {
+                format!(
+                    " (busy: over {:.0} %; read the verdicts with that)",
+                    c.busy_if_share_above * 100.0
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
     let params: Vec<String> = report
         .results
         .iter()
@@ -257,7 +339,11 @@ mod tests {
             ),
         ];
         let table = render(&report);
-        let lines: Vec<&str> = table.lines().skip(1).take(3).collect();
+        let lines: Vec<&str> = table
+            .lines()
+            .skip_while(|l| !l.starts_with("lab "))
+            .take(3)
+            .collect();
         let col = |l: &str, word: &str| l.find(word).unwrap();
         // The mode column starts at the same place in the header and in both rows.
         assert_eq!(col(lines[0], "mode"), col(lines[1], " a ") + 1, "{table}");

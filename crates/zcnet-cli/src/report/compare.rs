@@ -15,9 +15,10 @@ use serde::Serialize;
 
 use super::input::{Input, Report, Run, Set};
 use super::text::{condition, esc};
+use crate::measure::interval;
 
 /// Bootstrap resamples per change.
-pub const RESAMPLES: usize = 2000;
+pub use crate::measure::interval::RESAMPLES;
 
 /// Which way is better for a figure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,18 +101,6 @@ impl Change {
     }
 }
 
-/// A small, fixed-seed generator (xorshift64*): the bootstrap needs no more.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
-    }
-}
-
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -122,32 +111,12 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// The ratio of medians `new / base - 1` and its 95 % percentile-bootstrap interval.
+/// The ratio of medians as a change, `new / base - 1`, and its 95 % percentile-bootstrap
+/// interval ([`interval::ratio_of_medians`]); no change where the base has no median above 0.
 fn interval(base: &[f64], new: &[f64]) -> (f64, f64, f64) {
-    let point = median(&mut new.to_vec()) / median(&mut base.to_vec()) - 1.0;
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let mut draws = Vec::with_capacity(RESAMPLES);
-    let (mut b, mut n) = (vec![0.0; base.len()], vec![0.0; new.len()]);
-    for _ in 0..RESAMPLES {
-        for x in b.iter_mut() {
-            *x = base[rng.below(base.len())];
-        }
-        for x in n.iter_mut() {
-            *x = new[rng.below(new.len())];
-        }
-        let bm = median(&mut b);
-        // A resample whose base median is 0 has no ratio (a base of some zero runs).
-        if bm > 0.0 {
-            draws.push(median(&mut n) / bm - 1.0);
-        }
-    }
-    if draws.is_empty() {
-        return (point, point, point);
-    }
-    draws.sort_by(f64::total_cmp);
-    let last = draws.len() - 1;
-    let at = |q: f64| draws[((q * draws.len() as f64) as usize).min(last)];
-    (point, at(0.025), at(0.975))
+    interval::ratio_of_medians(base, new).map_or((0.0, 0.0, 0.0), |i| {
+        (i.point - 1.0, i.low - 1.0, i.high - 1.0)
+    })
 }
 
 /// How many top-level scalar settings two reports share with the same value: which of the

@@ -45,6 +45,66 @@ pub struct Host {
     pub kernel: String,
     /// CPUs.
     pub cpus: usize,
+    /// The CPU's model name (reports before issue 46 have none).
+    #[serde(default)]
+    pub cpu_model: Option<String>,
+    /// The largest working set a copy found in cache, bytes, as measured.
+    #[serde(default)]
+    pub llc_measured_bytes: Option<u64>,
+    /// `kvm`, `kvm, docker`, `none`.
+    #[serde(default)]
+    pub virtualization: Option<String>,
+    /// Load averages at the start.
+    #[serde(default)]
+    pub load_average: Option<Vec<f64>>,
+    /// What others took of the CPU during the runs.
+    #[serde(default)]
+    pub competing: Option<Competing>,
+}
+
+/// What others took of the CPU during a report's runs.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Competing {
+    /// Other processes' CPU, a share of the machine's.
+    pub others_share: f64,
+    /// Steal, a share of the machine's CPU.
+    pub steal_share: f64,
+    /// Whether that was over the report's threshold.
+    pub busy: bool,
+    /// The busiest others.
+    #[serde(default)]
+    pub top: Vec<Other>,
+}
+
+/// A competing process.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Other {
+    /// Its command.
+    pub command: String,
+    /// Its CPU seconds.
+    pub cpu_s: f64,
+}
+
+impl Competing {
+    /// `others 49 % (sh 1.96 s), steal 0 %`.
+    pub fn text(&self) -> String {
+        let top: Vec<String> = self
+            .top
+            .iter()
+            .map(|o| format!("{} {:.2} s", o.command, o.cpu_s))
+            .collect();
+        format!(
+            "others {:.0} %{}, steal {:.0} %{}",
+            self.others_share * 100.0,
+            if top.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", top.join(", "))
+            },
+            self.steal_share * 100.0,
+            if self.busy { ": busy" } else { "" }
+        )
+    }
 }
 
 /// One bench's report.
@@ -122,8 +182,33 @@ pub struct SummaryRow {
     pub ratio: Option<f64>,
     /// The share zero-copied, where it applies.
     pub zero_copy_share: Option<f64>,
-    /// `ok (...)`, `MISS (needs ...)`, `info`.
+    /// `ok (...)`, `MISS (...)`, `unsure (...)`, `info`.
     pub verdict: String,
+    /// The verdict's word (`ok`, `miss`, `unsure`, `info`, `fail`; older files have none).
+    #[serde(default)]
+    pub decision: Option<String>,
+    /// The ratio's 95 % interval over the runs.
+    #[serde(default)]
+    pub ratio_low: Option<f64>,
+    /// Its upper end.
+    #[serde(default)]
+    pub ratio_high: Option<f64>,
+    /// What competed for the CPU during the runs, where that was much.
+    #[serde(default)]
+    pub load: Option<String>,
+}
+
+impl SummaryRow {
+    /// The verdict's word, lower case: from `decision`, else the verdict's first word.
+    pub fn word(&self) -> String {
+        self.decision.clone().unwrap_or_else(|| {
+            self.verdict
+                .split([' ', ':'])
+                .next()
+                .unwrap_or("")
+                .to_lowercase()
+        })
+    }
 }
 
 /// The most bytes of one input file: a suite's JSON is well under 1 MiB (57 sets: 160 KiB).
@@ -242,6 +327,9 @@ impl Input {
             clip(&mut row.experiment, MAX_LINE);
             clip(&mut row.metric, MAX_NAME);
             clip(&mut row.verdict, MAX_LINE);
+            for t in row.decision.iter_mut().chain(row.load.as_mut()) {
+                clip(t, MAX_LINE);
+            }
         }
         for c in self.probe.iter_mut().flat_map(|p| &mut p.checks) {
             clip(&mut c.id, MAX_NAME);
@@ -255,6 +343,18 @@ impl Input {
                 clip(&mut h.hostname, MAX_NAME);
                 clip(&mut h.date, MAX_NAME);
                 clip(&mut h.kernel, MAX_NAME);
+                for t in h.cpu_model.iter_mut().chain(h.virtualization.as_mut()) {
+                    clip(t, MAX_NAME);
+                }
+                if let Some(c) = &mut h.competing {
+                    c.top.truncate(3);
+                    for o in &mut c.top {
+                        clip(&mut o.command, MAX_NAME);
+                    }
+                }
+                if let Some(l) = &mut h.load_average {
+                    l.truncate(3);
+                }
             }
             clip_value(&mut r.settings);
             for set in &mut r.results {

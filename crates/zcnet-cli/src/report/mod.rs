@@ -541,6 +541,15 @@ fn settings_table(b: &Bench<'_>) -> String {
                 col.insert(key, v);
             }
         }
+        // What competed for the CPU while it ran (issue 46): a busy machine's figures are its
+        // load's as much as zcnet's.
+        if let Some(c) = &r.host.competing {
+            let key = "machine during the runs".to_owned();
+            if !keys.contains(&key) {
+                keys.push(key.clone());
+            }
+            col.insert(key, c.text());
+        }
         columns.push((format!("{label}{extra}"), col));
     }
     if keys.is_empty() {
@@ -652,34 +661,48 @@ fn verdicts(inputs: &[Input], palette: &Palette) -> String {
         .iter()
         .flat_map(|i| i.summary.iter().map(move |r| (i.label.as_str(), r)))
         .collect();
-    // MISSes first, then the rest in the suite's order.
-    summary.sort_by_key(|(_, r)| !r.verdict.starts_with("MISS"));
+    // FAILs and MISSes first, then the unsure, then the rest in the suite's order.
+    summary.sort_by_key(|(_, r)| match r.word().as_str() {
+        "fail" | "miss" => 0,
+        "unsure" => 1,
+        _ => 2,
+    });
     if !summary.is_empty() {
         h.push_str(
-            "<table class=\"summary\"><tr><th>verdict</th><th>host</th><th>experiment</th>\
-             <th>metric</th><th>ratio</th><th>zero-copied</th></tr>\n",
+            "<p>A verdict is judged on the 95 % bootstrap interval of its ratio over the runs: \
+             <b>ok</b> and <b>MISS</b> when the whole interval lies on one side of the goal, \
+             <b>unsure</b> when it straddles it (the verdict says how many runs would likely \
+             decide). A run whose machine was busy with other work says so.</p>\n\
+             <table class=\"summary\"><tr><th>verdict</th><th>host</th><th>experiment</th>\
+             <th>metric</th><th>ratio</th><th>95 % interval</th><th>zero-copied</th>\
+             <th>machine busy</th></tr>\n",
         );
         for (label, r) in summary {
             let bench = r.experiment.split(' ').next().unwrap_or("");
-            let class = if r.verdict.starts_with("MISS") {
-                "miss"
-            } else if r.verdict.starts_with("ok") {
-                "ok"
-            } else {
-                "info"
+            let class = match r.word().as_str() {
+                "fail" | "miss" => "miss",
+                "unsure" => "unsure",
+                "ok" => "ok",
+                _ => "info",
+            };
+            let interval = match (r.ratio_low, r.ratio_high) {
+                (Some(lo), Some(hi)) => format!("{lo:.3}-{hi:.3}"),
+                _ => "-".into(),
             };
             let _ = writeln!(
                 h,
                 "<tr><td class=\"{class}\">{}</td><td>{}</td><td><a href=\"#{}\">{}</a></td>\
-                 <td>{}</td><td>{}</td><td>{}</td></tr>",
+                 <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&r.verdict),
                 esc(label),
                 esc(bench),
                 esc(&r.experiment),
                 esc(&r.metric),
                 r.ratio.map_or("-".to_owned(), |x| format!("{x:.3}")),
+                interval,
                 r.zero_copy_share
                     .map_or("-".to_owned(), |z| format!("{:.1} %", 100.0 * z)),
+                esc(r.load.as_deref().unwrap_or("-")),
             );
         }
         h.push_str("</table>\n");
@@ -739,7 +762,7 @@ table{border-collapse:collapse;font-size:13px;margin:8px 0}\
 td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f3f3f3}\
 small{color:#666}.charts{display:flex;flex-direction:column;gap:8px;margin:8px 0}\
 .charts svg{max-width:100%;height:auto}\
-.available,.ok,.improved{color:#070}.unavailable,.failed,.blocked,.miss,.regressed{color:#a00}\
+.available,.ok,.improved{color:#070}.unavailable,.failed,.blocked,.miss,.regressed{color:#a00}.unsure{color:#a60}\
 .sw{display:inline-block;width:10px;height:10px;margin-right:6px;vertical-align:baseline}\
 table.settings td{font-size:12px}a{color:#0060a0}\
 @media (prefers-color-scheme:dark){body{background:#111;color:#ddd}th{background:#222}\
@@ -747,9 +770,30 @@ td,th{border-color:#444}small{color:#999}a{color:#6ab0ff}.charts svg{background:
 @media print{body{margin:0;max-width:none}h2{break-before:auto;break-after:avoid}\
 .charts>div,table{break-inside:avoid}}";
 
-/// The head of the table of the page's hosts.
-const HOSTS_TABLE: &str = "<table><tr><th>host</th><th>kernel</th><th>CPUs</th><th>date</th>\
-                           <th>zcnet</th><th>benches</th></tr>\n";
+/// The head of the table of the page's hosts: what makes their figures comparable (issue 46).
+const HOSTS_TABLE: &str = "<table><tr><th>host</th><th>kernel</th><th>CPUs</th><th>CPU</th>\
+                           <th>cache a copy finds</th><th>virtualization</th>\
+                           <th>load at start</th><th>date</th><th>zcnet</th><th>benches</th>\
+                           </tr>\n";
+
+/// The machine columns of a host's row (CPU, measured cache, virtualization, load).
+fn machine_cells(h: &input::Host) -> String {
+    let llc = match h.llc_measured_bytes {
+        Some(0) => "< 1 MiB".to_owned(),
+        Some(b) => format!("{} MiB", b >> 20),
+        None => "-".to_owned(),
+    };
+    format!(
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+        esc(h.cpu_model.as_deref().unwrap_or("-")),
+        llc,
+        esc(h.virtualization.as_deref().unwrap_or("-")),
+        h.load_average
+            .as_ref()
+            .and_then(|l| l.first())
+            .map_or("-".to_owned(), |l| format!("{l:.2}")),
+    )
+}
 
 /// The page, without break-even marks.
 ///
@@ -783,10 +827,11 @@ pub fn page_with(
         let names: Vec<&str> = i.reports.iter().map(|r| r.bench.as_str()).collect();
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td>{}<td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&i.label),
             esc(&r.host.kernel),
             r.host.cpus,
+            machine_cells(&r.host),
             esc(&r.host.date),
             esc(&r.zcnet_version),
             esc(&names.join(", "))
@@ -815,11 +860,12 @@ pub fn page_with(
             let _ = writeln!(
                 h,
                 "<tr><td>{} <small>(far host of {}: zcnet serve)</small></td><td>{}</td><td>{}</td>\
-                 <td>{}</td><td></td><td>{}</td></tr>",
+                 {}<td>{}</td><td></td><td>{}</td></tr>",
                 esc(&f.hostname),
                 esc(&i.label),
                 esc(&f.kernel),
                 f.cpus,
+                machine_cells(f),
                 esc(&f.date),
                 esc(&benches.join(", "))
             );
