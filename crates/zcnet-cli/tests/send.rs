@@ -364,14 +364,13 @@ fn a_receiver_that_resets_unread_is_an_error() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Issue 22 item 6: a sysfs file reports a size of 4096 for a few bytes; `send` sent them and
-/// then failed with "unexpected end of file". Its end is where its data ends.
+/// Issue 22 item 6: a sysfs file reports a size of a page for a few bytes; `send` sent them
+/// and then failed with "unexpected end of file". Its end is where its data ends.
 #[test]
 fn a_file_shorter_than_its_size_is_sent_to_its_end() {
     let path = "/sys/class/net/lo/address";
     let data = std::fs::read(path).unwrap();
-    assert_eq!(std::fs::metadata(path).unwrap().len(), 4096);
-    assert!(data.len() < 4096);
+    assert!((data.len() as u64) < std::fs::metadata(path).unwrap().len());
     for strategy in ["auto", "splice", "copy"] {
         let (v, got) = send_json(&[path, "--strategy", strategy], Stdio::null());
         assert_eq!(got, data, "{strategy}");

@@ -187,10 +187,13 @@ impl<S: AsFd> PeekCursor<S> {
             )
         };
         let (method, fallback) = match config.mode {
-            Mode::Copy => {
-                set(-1).map_err(io_err("setsockopt(SO_PEEK_OFF, -1)"))?;
-                (Mode::Copy, None)
-            }
+            Mode::Copy => match set(-1) {
+                // A kernel without SO_PEEK_OFF on TCP (before 6.9 for IPv4) has no offset in
+                // use: the discard buffer is all there is, and that is what was asked for.
+                Ok(()) => (Mode::Copy, None),
+                Err(e) if unsupported(&e) => (Mode::Copy, None),
+                Err(e) => return Err(io_err("setsockopt(SO_PEEK_OFF, -1)")(e)),
+            },
             Mode::ZeroCopy => match set(0) {
                 Ok(()) => (Mode::ZeroCopy, None),
                 Err(e) if unsupported(&e) => (

@@ -38,6 +38,9 @@ impl Queues {
                 "queue {q} is given twice: one socket per queue"
             )));
         }
+        // The interface first: a name that does not exist is the error to give, not the locked
+        // memory the UMEM would have needed.
+        super::ifindex(iface)?;
         let umem = Umem::new(config.frame_count * queues.len() as u32, config.frame_size)?;
         let sockets = queues
             .iter()
