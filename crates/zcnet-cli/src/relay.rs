@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use zcnet::peek;
-use zcnet::relay::{self, Config};
+use zcnet::relay::{self, Config, Event, Serve};
 
 /// Options of `zcnet relay`.
 #[derive(Debug, clap::Args)]
@@ -39,12 +39,18 @@ pub struct Opt {
     /// SO_SNDBUF of the destination sockets, KiB (the kernel doubles it); default: autotuned.
     #[arg(long, value_name = "KIB", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1048576))]
     pub sndbuf_kib: Option<usize>,
-    /// Connections relayed at once; more are closed at once.
-    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65536))]
+    /// Connections relayed at once, each counted until both its directions ended; more are
+    /// refused (reset at once).
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub max_connections: usize,
-    /// Relay this many connections, then exit (0: forever).
+    /// Relay this many connections (refused ones do not count), then stop accepting and exit
+    /// once they ended, both directions (0: forever).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub count: u64,
+    /// Once it stops accepting (--count reached, or SIGINT, SIGTERM, SIGHUP): how long the live
+    /// connections have to end, both directions, before they are reset, seconds.
+    #[arg(long, value_name = "S", default_value_t = 30.0, value_parser = crate::args::seconds)]
+    pub drain_timeout: f64,
     /// Print each finished connection as one JSON line on stdout.
     #[arg(long)]
     pub json: bool,
@@ -75,11 +81,29 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         dest_sndbuf: opt.sndbuf_kib.map(|k| k << 10),
         ..Config::new(targets)
     });
-    let listener = TcpListener::bind(opt.listen)
-        .with_context(|| format!("cannot listen on {}", opt.listen))?;
+    let listener =
+        listen(opt.listen).with_context(|| format!("cannot listen on {}", opt.listen))?;
+    // A server holds a crowd: every descriptor the hard limit allows (as nginx's
+    // worker_rlimit_nofile and Go's runtime do), before any thread starts.
+    let nofile = raise_nofile();
+    // SIGINT, SIGTERM, SIGHUP: no new connections, the live ones drain (a second one ends the
+    // process at once).
+    crate::interrupt::watch().context("taking over SIGINT, SIGTERM and SIGHUP")?;
+    let _graceful = crate::interrupt::graceful_saying(
+        "zcnet relay: stopping: no new connections; the live ones have --drain-timeout to end \
+         (again: now)",
+    );
     eprintln!("zcnet relay: listening on {}", listener.local_addr()?);
+    eprintln!(
+        "zcnet relay: {nofile}, {} a connection",
+        relay::DESCRIPTORS_PER_CONNECTION
+    );
     let json = opt.json;
-    let count = (opt.count > 0).then_some(opt.count);
+    let how = Serve {
+        max_connections: opt.max_connections,
+        count: (opt.count > 0).then_some(opt.count),
+    };
+    let drain = Duration::from_secs_f64(opt.drain_timeout);
     // Each connection is a task of one tokio runtime (`zcnet::tokio::relay`), not a thread.
     listener.set_nonblocking(true)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -88,15 +112,26 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         .context("starting the tokio runtime")?;
     let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
+        let stop = async {
+            while crate::interrupt::stop_requested().is_none() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
         let served =
-            zcnet::tokio::relay::serve(&listener, config, opt.max_connections, count, done(json))
-                .await?;
+            zcnet::tokio::relay::serve(&listener, config, &how, drain, stop, said(json)).await?;
         anyhow::Ok(served)
     })?;
     if served.refused > 0 {
         eprintln!(
             "zcnet relay: {} connection(s) refused: {} were being relayed",
             served.refused, opt.max_connections
+        );
+    }
+    if served.reset_at_drain > 0 {
+        bail!(
+            "{} connection(s) still live after the drain timeout ({} s) were reset",
+            served.reset_at_drain,
+            opt.drain_timeout
         );
     }
     if served.failed > 0 {
@@ -108,26 +143,50 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What is said as each connection ends.
-fn done(
-    json: bool,
-) -> impl Fn(std::net::SocketAddr, Result<relay::Report, relay::RelayError>) + Send + Sync + 'static
-{
-    move |from, r| match r {
-        Ok(report) => {
+/// A listener on `addr` with a listen queue for a crowd: the kernel's most (`somaxconn`, 4096 by
+/// default) rather than std's 128, so that a burst of clients waits in it instead of having its
+/// handshakes dropped and retried a second later.
+fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.bind(&addr.into())?;
+    s.listen(i32::MAX)?;
+    Ok(s.into())
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit; says what it is now.
+pub fn raise_nofile() -> String {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return "descriptors: limit unknown".into();
+    };
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return format!("descriptors: {hard}, raised from {soft}");
+    }
+    format!("descriptors: {soft}")
+}
+
+/// What is said as each connection ends, and of trouble accepting (one line a burst).
+fn said(json: bool) -> impl Fn(Event) + Send + Sync + 'static {
+    move |event| match event {
+        Event::Ended {
+            from,
+            result: Ok(report),
+        } => {
             if let Some(why) = &report.fallback_reason {
                 eprintln!("zcnet relay: {from}: {why}");
             }
             if report.ack_polling {
                 eprintln!(
                     "zcnet relay: {from}: no acknowledgement notifications (SO_TIMESTAMPING \
-                         TX_ACK, Linux 4.6): polled TCP_INFO every millisecond"
+                     TX_ACK, Linux 4.6): polled TCP_INFO every millisecond"
                 );
             }
             for f in &report.failovers {
                 eprintln!(
                     "zcnet relay: {from}: destination {} failed ({}) with {} bytes \
-                         acknowledged; resumed there on {}",
+                     acknowledged; resumed there on {}",
                     f.from, f.why, f.acknowledged, f.to
                 );
             }
@@ -136,13 +195,34 @@ fn done(
             }
             eprintln!(
                 "zcnet relay: {from}: {} bytes relayed and acknowledged ({}), {} failover(s), \
-                     {} B re-read",
+                 {} B re-read",
                 report.bytes,
                 report.method,
                 report.failovers.len(),
                 report.peek.reread_bytes
             );
         }
-        Err(e) => eprintln!("zcnet relay: {from}: {:#}", anyhow::Error::from(e)),
+        Event::Ended {
+            from,
+            result: Err(e),
+        } => eprintln!("zcnet relay: {from}: {:#}", anyhow::Error::from(e)),
+        Event::Refused { from } => {
+            eprintln!("zcnet relay: {from}: refused: --max-connections are being relayed")
+        }
+        Event::AcceptStalled { error, live } => eprintln!(
+            "zcnet relay: accept failed: {error}: the {live} live connection(s) go on; newcomers \
+             wait while it retries"
+        ),
+        Event::AcceptResumed { failures, waited } => eprintln!(
+            "zcnet relay: accepting again after {failures} failed accept(s) in {:.1} s",
+            waited.as_secs_f64()
+        ),
+        Event::DescriptorsFull { live, limit } => eprintln!(
+            "zcnet relay: {live} live connection(s) use the descriptors RLIMIT_NOFILE {limit} \
+             leaves: newcomers wait until one ends"
+        ),
+        Event::DrainTimedOut { live } => {
+            eprintln!("zcnet relay: drain timeout: {live} live connection(s) reset");
+        }
     }
 }

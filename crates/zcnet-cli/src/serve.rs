@@ -42,6 +42,9 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         .transpose()?;
     let listener =
         TcpListener::bind(opt.listen).with_context(|| format!("listening on {}", opt.listen))?;
+    // Every descriptor the hard limit allows, as `zcnet relay` does; out of them anyway, it
+    // pauses accepting and says so, the client being served goes on.
+    let _ = crate::relay::raise_nofile();
     let config = Config {
         limits: Limits {
             max_seconds: opt.max_seconds,

@@ -521,3 +521,149 @@ fn a_destination_reset_with_no_fallback_left_resets_the_source() {
         }
     });
 }
+
+/// An echo destination for one connection: every byte back as it comes, then its FIN after the
+/// client's. With `after_fin`, the echo comes only once the client's stream ended (an answer to
+/// a whole request).
+fn echo_once(after_fin: bool) -> (SocketAddr, JoinHandle<usize>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        let mut all = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        loop {
+            let n = c.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            if after_fin {
+                all.extend_from_slice(&buf[..n]);
+            } else {
+                c.write_all(&buf[..n]).unwrap();
+                all.extend_from_slice(&buf[..n]);
+            }
+        }
+        if after_fin {
+            c.write_all(&all).unwrap();
+        }
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        all.len()
+    });
+    (addr, h)
+}
+
+/// Issue 48 item 2: `--count 1` exited once the source's stream was acknowledged, before the
+/// reply was relayed: a client that sent 5,000,000 B and half-closed got 4,734,905 B back (0 B
+/// where the reply came after its half-close), with a clean end, and everyone exited 0. The
+/// connection now ends when both directions have, and the relay with it.
+#[test]
+fn count_waits_for_the_reply_to_its_end() {
+    let data = random_bytes(5_000_000, 48);
+    for after_fin in [false, true] {
+        let (dest, echoed) = echo_once(after_fin);
+        let relay = Relay::start(dest, None, &["--count", "1"]);
+        let mut c = TcpStream::connect(relay.addr).unwrap();
+        let writer = {
+            let mut c = c.try_clone().unwrap();
+            let data = data.clone();
+            std::thread::spawn(move || {
+                c.write_all(&data).unwrap();
+                c.shutdown(std::net::Shutdown::Write).unwrap();
+            })
+        };
+        let mut back = Vec::new();
+        c.read_to_end(&mut back).unwrap();
+        writer.join().unwrap();
+        assert_eq!(echoed.join().unwrap(), data.len(), "after_fin {after_fin}");
+        assert!(
+            back == data,
+            "after_fin {after_fin}: {} bytes back",
+            back.len()
+        );
+        assert!(relay.finish().1, "after_fin {after_fin}");
+    }
+}
+
+/// Issue 48 item 9: `--max-connections` counted a connection only until its source's stream
+/// was done (40 half-closed clients at once under a limit of 5), and `--count` counted the
+/// connections it refused. Now a connection counts until both its directions ended, and only
+/// the relayed ones count.
+#[test]
+fn max_connections_counts_until_both_directions_end() {
+    use std::sync::{Arc, Condvar, Mutex};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dest = l.local_addr().unwrap();
+    let relay = Relay::start(dest, None, &["--max-connections", "5", "--count", "6"]);
+    // The destination holds every connection (its reply not yet sent) until released, then
+    // echoes the request and ends; it counts the connections it got before the release.
+    let gate = Arc::new((Mutex::new(false), Condvar::new()));
+    let before = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    {
+        let (gate, before) = (gate.clone(), before.clone());
+        std::thread::spawn(move || {
+            for c in l.incoming() {
+                let Ok(mut c) = c else { return };
+                let (gate, before) = (gate.clone(), before.clone());
+                std::thread::spawn(move || {
+                    let (open, turn) = &*gate;
+                    if !*open.lock().unwrap() {
+                        before.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    let mut req = Vec::new();
+                    c.read_to_end(&mut req).unwrap();
+                    let mut open_now = open.lock().unwrap();
+                    while !*open_now {
+                        open_now = turn.wait(open_now).unwrap();
+                    }
+                    drop(open_now);
+                    c.write_all(&req).unwrap();
+                });
+            }
+        });
+    }
+    // A refused client may find its connection reset before it has written: its writes fail
+    // then, and its read says so below.
+    let ask = |i: u8| {
+        let mut c = TcpStream::connect(relay.addr).unwrap();
+        let _ = c.write_all(&[i; 1000]);
+        let _ = c.shutdown(std::net::Shutdown::Write);
+        c
+    };
+    // Eight clients, each half-closed at once: five are relayed (their replies held), three
+    // refused.
+    let mut clients = Vec::new();
+    for i in 0..8u8 {
+        clients.push((i, ask(i)));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        before.load(std::sync::atomic::Ordering::SeqCst),
+        5,
+        "live at the destination at once"
+    );
+    *gate.0.lock().unwrap() = true;
+    gate.1.notify_all();
+    let (mut served, mut refused) = (0, 0);
+    for (i, mut c) in clients {
+        let mut back = Vec::new();
+        match c.read_to_end(&mut back) {
+            Ok(_) if back == [i; 1000] => served += 1,
+            Ok(_) => panic!("client {i}: a clean end with {} bytes", back.len()),
+            Err(e) => {
+                assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "client {i}");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((served, refused), (5, 3));
+    // The refused ones did not count: a sixth is relayed, and that ends the run.
+    let mut last = ask(9);
+    let mut back = Vec::new();
+    last.read_to_end(&mut back).unwrap();
+    assert_eq!(back, [9; 1000]);
+    let (ok, log) = relay.finish_logged();
+    assert!(ok, "{log}");
+    assert!(log.contains("3 connection(s) refused"), "{log}");
+}

@@ -996,3 +996,98 @@ fn a_token_file_is_read_to_its_cap() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 48 item 3: a client that sent its hello one byte every 3 s held the server (each byte
+/// renewed a 10 s read timeout): every other client heard `busy` for the 47 s it took. The
+/// whole hello now has 10 s, and the next client is served right after.
+#[test]
+fn a_hello_that_trickles_in_is_cut_at_ten_seconds() {
+    let server = Server::loopback(&[]);
+    let addr = server.addr;
+    let slow = std::thread::spawn(move || {
+        let mut c = Raw::connect(addr);
+        let mut frame = (HELLO.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(HELLO.as_bytes());
+        let start = std::time::Instant::now();
+        // A byte every 1.5 s on a clone of the socket, until the server's answer is read here.
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut trickle = c.0.try_clone().unwrap();
+        let stop = done.clone();
+        let writer = std::thread::spawn(move || {
+            for b in frame {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                let _ = trickle.write_all(&[b]);
+                std::thread::sleep(Duration::from_millis(1500));
+            }
+        });
+        let e = c.error();
+        let took = start.elapsed();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        writer.join().unwrap();
+        (e, took)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    // A legitimate client, trying again while it hears busy, is served once the slow one is
+    // cut.
+    let start = std::time::Instant::now();
+    let served = loop {
+        let mut c = Raw::connect(addr);
+        c.message(HELLO);
+        match c.answer() {
+            Some(a) if a["welcome"].is_object() => break start.elapsed(),
+            _ => assert!(start.elapsed() < Duration::from_secs(20), "never served"),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let (e, took) = slow.join().unwrap();
+    assert!(e.starts_with("hello: no message in time"), "{e}");
+    assert!(
+        took < Duration::from_secs(12),
+        "the slow hello took {took:?}"
+    );
+    assert!(served < Duration::from_secs(12), "served after {served:?}");
+}
+
+/// Issue 48 item 1, `serve`'s part: out of descriptors it exited ("accept failed: Too many
+/// open files"). It now pauses accepting, says so once, and serves on: under 24 descriptors,
+/// 40 connections held open at once, then a client that says hello is welcome.
+#[test]
+fn serve_out_of_descriptors_pauses_and_serves_on() {
+    netlab::require_program!("prlimit");
+    let mut cmd = std::process::Command::new("prlimit");
+    cmd.args(["--nofile=24:24", env!("CARGO_BIN_EXE_zcnet")])
+        .args(["serve", "--listen", "127.0.0.1:0"]);
+    let mut server = Server::spawn(cmd);
+    let crowd: Vec<TcpStream> = (0..40)
+        .map(|_| TcpStream::connect(server.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(3000));
+    assert!(server.alive(), "the server exited");
+    drop(crowd);
+    // The waiting ones heard busy or were closed; a new client is served.
+    let start = std::time::Instant::now();
+    loop {
+        let mut c = Raw::connect(server.addr);
+        c.message(HELLO);
+        match c.answer() {
+            Some(a) if a["welcome"].is_object() => break,
+            _ => assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "never served again"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(server.alive());
+    let log = server.stop();
+    assert!(log.contains("accept failed: Too many open files"), "{log}");
+    // One line a burst: each pause said once, and ended by the line that says it accepts
+    // again before the next.
+    let (paused, resumed) = (
+        log.matches("accept failed").count(),
+        log.matches("accepting again").count(),
+    );
+    assert!(paused == resumed || paused == resumed + 1, "{log}");
+}

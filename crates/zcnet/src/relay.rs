@@ -16,29 +16,37 @@
 //! Ends are passed on as they came, so that a cut stream never looks whole: the source's FIN
 //! as a FIN once the destination acknowledged every byte; a source's reset (any end without its
 //! FIN) as a reset after those bytes ([`RelayError::SourceReset`]). Any other error, and the
-//! async relay's future dropped, reset both connections. The reverse direction (destination to
-//! source) is copied as it comes, without the guarantee; a destination's reset in it is a
-//! failure of that destination.
+//! async relay's future dropped, reset both connections. The reply (destination to source) is
+//! copied as it comes, without the guarantee, by the same session: a connection ends when both
+//! directions have ended, the destination's FIN passed to the source after the source's passed
+//! to the destination, or when either side resets. A destination's reset before the source's
+//! stream is acknowledged is a failure of that destination (failed over); after it, while only
+//! its reply was left, it ends the connection ([`RelayError::ReplyCut`], the source reset).
 //!
-//! Memory per connection: one 64 KiB buffer each way, plus, for the discard-buffer method only,
-//! up to [`Config::max_unacked`] bytes of discard buffer; unacknowledged bytes stay in the
-//! kernel and hold back the source through its receive window.
+//! Memory per connection: a 64 KiB buffer each way, allocated with the first bytes that way and
+//! freed once that way has ended, plus, for the discard-buffer method only, up to
+//! [`Config::max_unacked`] bytes of discard buffer; unacknowledged bytes stay in the kernel and
+//! hold back the source through its receive window. Descriptors per connection: three, the
+//! source, the destination and the epoll set (a failover closes the destination that failed
+//! before it connects the next); the async relay watches the same epoll set, without a
+//! duplicate.
 //!
 //! The unacknowledged bytes occupy the source socket's receive buffer, which autotuning sizes by
 //! what the application takes per round trip: a relay holding back more than a few hundred KiB
 //! needs a larger one (`net.ipv4.tcp_rmem`'s default, or the bound is never reached and the
 //! source's window, not [`Config::max_unacked`], limits the bytes in flight downstream).
 //!
-//! Each connection is one thread with one epoll: new source bytes (edge-triggered `EPOLLIN`),
-//! destination acknowledgements (`SO_TIMESTAMPING` `TX_ACK` notifications on its error queue,
-//! `EPOLLERR`) and room in its send buffer (`EPOLLOUT`) wake it, with a 2 ms backstop while bytes
-//! are unacknowledged (the kernel marks no byte of a write sent out whole at once); it never spins.
+//! Each connection is one thread (or task) with one epoll: new source bytes (edge-triggered
+//! `EPOLLIN`), destination acknowledgements (`SO_TIMESTAMPING` `TX_ACK` notifications on its
+//! error queue, `EPOLLERR`), room in either send buffer (`EPOLLOUT`) and reply bytes (the
+//! destination's `EPOLLIN`) wake it, with a 2 ms backstop while bytes are unacknowledged (the
+//! kernel marks no byte of a write sent out whole at once); it never spins.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 #[cfg(feature = "serde")]
@@ -87,6 +95,21 @@ pub enum RelayError {
         /// How it ended.
         #[source]
         source: io::Error,
+    },
+    /// The source's stream was relayed and acknowledged whole, and the destination's reply
+    /// ended without its FIN (a reset): the source was reset too, so that the part of the reply
+    /// it got does not pass for the whole.
+    #[error(
+        "destination {target} ended its reply without its FIN ({why}) after the source's {relayed} \
+         bytes were acknowledged: the source was reset"
+    )]
+    ReplyCut {
+        /// The destination.
+        target: SocketAddr,
+        /// Its error.
+        why: String,
+        /// Stream bytes relayed and acknowledged.
+        relayed: u64,
     },
     /// No destination accepted a connection in time.
     #[error("no destination accepted within {timeout:?} ({errors})")]
@@ -203,8 +226,6 @@ struct Dest {
     target: usize,
     /// Stream offset of the first byte sent on it.
     base: u64,
-    /// Marks the reverse-copy thread of the current destination.
-    generation: u64,
     /// The kernel reports the acknowledgement of each write on the error queue
     /// ([`ask_ack_notifications`]); without it the relay polls `TCP_INFO` every millisecond.
     ack_events: bool,
@@ -231,16 +252,30 @@ impl Dest {
     }
 
     /// Empties the error queue of acknowledgement notifications; then whether the connection
-    /// failed: its pending error, or the reset that a concurrent read already took.
-    fn failure(&self) -> io::Result<Option<String>> {
+    /// failed: its pending error, or a reset whose error another call took (closed although
+    /// the relay sent no FIN: `shut` says whether it did).
+    fn failure(&self, shut: bool) -> io::Result<Option<String>> {
         let mut control = [0u8; 256];
         while sys::recv_errqueue(self.stream.as_fd(), &mut control)?.is_some() {}
         if let Some(e) = self.stream.take_error()? {
             return Ok(Some(e.to_string()));
         }
-        let info = tcp_info(&self.stream)?;
-        Ok((info.state == TcpState::Close).then(|| "connection reset".to_owned()))
+        Ok((!shut && closed(&self.stream)).then(|| "connection reset".to_owned()))
     }
+}
+
+/// Whether `stream`'s connection is closed (`TCP_CLOSE`): after a reset, or after both FINs.
+fn closed(stream: &TcpStream) -> bool {
+    tcp_info(stream).is_ok_and(|i| i.state == TcpState::Close)
+}
+
+/// Whether the end a read of `stream` just returned (0 bytes) is the peer's FIN, to pass on.
+/// Not when the connection is closed although the relay sent no FIN (`shut` false): that end
+/// is a reset whose error another call took (`SO_ERROR`, a write), after which a read returns
+/// 0; passed on, it would close the other side as if the peer had finished. After the relay's
+/// own FIN, closed is the clean end of both.
+fn end_is_fin(stream: &TcpStream, shut: bool) -> bool {
+    shut || !closed(stream)
 }
 
 /// Data bytes of an actively opened TCP connection that the peer acknowledged
@@ -355,67 +390,15 @@ const ACK_BACKSTOP: Duration = Duration::from_millis(2);
 /// What a connection's destinations share across failovers.
 pub(crate) struct Link<'a> {
     s: &'a Config,
-    epoll: Epoll,
-    /// What the reverse copies share with the session.
-    backward: Arc<Backward>,
-    /// The source, for the reverse copy.
-    back: TcpStream,
-}
-
-/// What a session shares with its copies from destination back to source (a thread each in the
-/// synchronous relay, a task in the async one).
-#[derive(Default)]
-pub(crate) struct Backward {
-    /// Names the copy of the current destination; the others stop.
-    generation: AtomicU64,
-    /// Set before a copy passes its destination's FIN to the source: from then on the source's
-    /// connection may close without a reset (see [`Session::closed_without_fin`]).
-    source_shut: AtomicBool,
-    /// The same the other way: set by [`Session::finish`] before it passes the source's FIN on.
-    destination_shut: AtomicBool,
-}
-
-impl Backward {
-    /// Whether copy `mine` is the current destination's.
-    pub(crate) fn is_current(&self, mine: u64) -> bool {
-        self.generation.load(Ordering::SeqCst) == mine
-    }
-
-    /// Copy `mine` read the end of `destination`'s stream: whether it is a FIN to pass on (noted
-    /// before it is). Not when the copy is no longer current, nor when the connection is closed
-    /// (`TCP_CLOSE`) although the relay sent it no FIN: that end is a reset whose error another
-    /// call took (the session's `SO_ERROR`, a write), after which a read returns 0. Passed on,
-    /// it closed the source's side as if the destination had finished.
-    pub(crate) fn fin(&self, mine: u64, destination: &impl AsFd) -> bool {
-        let closed = tcp_info(destination).is_ok_and(|i| i.state == TcpState::Close);
-        let fin =
-            self.is_current(mine) && (!closed || self.destination_shut.load(Ordering::SeqCst));
-        if fin {
-            self.source_shut.store(true, Ordering::SeqCst);
-        }
-        fin
-    }
-
-    /// The name of the copy of a new destination.
-    fn next(&self) -> u64 {
-        self.generation.fetch_add(1, Ordering::SeqCst) + 1
-    }
-
-    /// Stops copy `generation` from passing anything on, before its destination is closed (so
-    /// that the end of its read is not taken for the destination's FIN).
-    fn retire(&self, generation: u64) {
-        let _ = self.generation.compare_exchange(
-            generation,
-            generation + 1_000_000,
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        );
-    }
+    /// The session's epoll set: its driver's (the blocking relay's, or the async relay's, which
+    /// watches it too), borrowed for the session's life.
+    epoll: &'a Epoll,
 }
 
 /// What a session asks of its driver after doing all it could without blocking.
 pub(crate) enum Next {
-    /// The source's stream is acknowledged end to end.
+    /// Both directions ended: the source's stream acknowledged end to end and its FIN passed on,
+    /// the destination's reply and its FIN passed back.
     Done,
     /// Connect to one of these targets (indices into [`Config::targets`]), tried in this order
     /// and in turn again until the connect timeout, then [`Session::adopt`].
@@ -425,12 +408,23 @@ pub(crate) enum Next {
     Wait(Option<Duration>),
 }
 
-/// Starts the copy from a new destination back to the source: a thread (synchronous relay) or
-/// a task (async relay), ending when [`Backward::is_current`] no longer holds for `mine`.
-pub(crate) type Reverse = fn(TcpStream, TcpStream, Arc<Backward>, u64);
+/// The reply: what the destination sends, copied to the source as it comes.
+#[derive(Default)]
+struct Reply {
+    /// Allocated with the first reply bytes: a connection whose destination never answers
+    /// costs none.
+    buf: Vec<u8>,
+    /// Bytes of `buf` read and not yet written to the source.
+    pending: std::ops::Range<usize>,
+    /// The destination's FIN was passed to the source: nothing more comes back.
+    done: bool,
+}
+
+/// Bytes of each direction's buffer.
+const BUF: usize = 64 * 1024;
 
 /// One relayed connection as a state machine, without a wait of its own: the blocking
-/// [`relay`] and the async `zcnet::tokio::relay` drive the same steps.
+/// [`relay`] and the async `zcnet::tokio::relay` drive the same steps, both directions.
 pub(crate) struct Session<'a> {
     link: Link<'a>,
     cur: PeekCursor<TcpStream>,
@@ -450,16 +444,20 @@ pub(crate) struct Session<'a> {
     given_up: Vec<SocketAddr>,
     /// Since when the destination has owed an answer and acknowledged nothing.
     stalled_since: Option<Instant>,
-    /// Ended with the source's FIN passed on: nothing to reset when dropped.
+    /// The source's FIN was passed to the destination: the source's stream is done.
+    destination_shut: bool,
+    /// The destination's FIN was passed to the source.
+    source_shut: bool,
+    reply: Reply,
+    /// Both directions ended cleanly: nothing to reset when dropped.
     finished: bool,
     events: Vec<(u32, u64)>,
-    reverse: Reverse,
 }
 
 impl<'a> Session<'a> {
-    /// A session for `src`, not yet connected: the driver connects to the targets from the first
-    /// and calls [`Session::adopt`].
-    pub(crate) fn new(src: TcpStream, s: &'a Config, reverse: Reverse) -> Result<Self, RelayError> {
+    /// A session for `src`, not yet connected, waiting on `epoll`: the driver connects to the
+    /// targets from the first and calls [`Session::adopt`].
+    pub(crate) fn new(src: TcpStream, s: &'a Config, epoll: &'a Epoll) -> Result<Self, RelayError> {
         if s.targets.is_empty() {
             return Err(RelayError::Config("no destination"));
         }
@@ -469,16 +467,12 @@ impl<'a> Session<'a> {
             ));
         }
         let peer = src.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-        let link = Link {
-            s,
-            epoll: Epoll::new().map_err(io_err("epoll_create1"))?,
-            backward: Arc::default(),
-            back: src.try_clone().map_err(io_err("dup"))?,
-        };
-        link.epoll
+        // New bytes (edge-triggered: the queue only grows at its tail, past the peek offset) and
+        // room for the reply.
+        epoll
             .add(
                 src.as_fd(),
-                (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+                (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLOUT | libc::EPOLLET) as u32,
                 SOURCE,
             )
             .map_err(io_err("epoll_ctl"))?;
@@ -490,11 +484,11 @@ impl<'a> Session<'a> {
             ..Report::default()
         };
         Ok(Session {
-            link,
+            link: Link { s, epoll },
             cur,
             dest: None,
             stats,
-            buf: vec![0u8; 64 * 1024],
+            buf: Vec::new(),
             pending: 0..0,
             eof: false,
             source_reset: None,
@@ -502,16 +496,12 @@ impl<'a> Session<'a> {
             failover: None,
             given_up: Vec::new(),
             stalled_since: None,
+            destination_shut: false,
+            source_shut: false,
+            reply: Reply::default(),
             finished: false,
             events: Vec::with_capacity(Epoll::MAX_EVENTS),
-            reverse,
         })
-    }
-
-    /// The session's epoll set (source and destination), for a driver that waits on it.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn epoll(&self) -> &Epoll {
-        &self.link.epoll
     }
 
     /// What to do first: connect to the targets, in order.
@@ -543,11 +533,9 @@ impl<'a> Session<'a> {
     /// Takes `stream`, connected to target `target`, as the destination.
     ///
     /// # Errors
-    /// `setsockopt`, `epoll_ctl` and `dup` errors.
+    /// `setsockopt` and `epoll_ctl` errors.
     pub(crate) fn adopt(&mut self, stream: TcpStream, target: usize) -> Result<(), RelayError> {
-        let dest = self
-            .link
-            .adopt(stream, target, self.cur.consumed(), self.reverse)?;
+        let dest = self.link.adopt(stream, target, self.cur.consumed())?;
         if !dest.ack_events {
             self.stats.ack_polling = true;
         }
@@ -569,15 +557,29 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Does all it can without blocking (consume what was acknowledged, write what it peeked,
-    /// peek more) and says what it waits for.
+    /// The source's stream is acknowledged end to end (all it sent, up to its FIN or its reset).
+    fn forward_complete(&self) -> bool {
+        self.eof && self.cur.outstanding() == 0
+    }
+
+    /// Does all it can without blocking, both ways (consume what was acknowledged, write what
+    /// it peeked, peek more; copy the reply) and says what it waits for.
     ///
     /// # Errors
-    /// The source's failure, or a call on the destination that is not the destination failing.
+    /// The source's failure, the destination's after the source's stream was acknowledged
+    /// whole, or a call on the destination that is not the destination failing.
     pub(crate) fn step(&mut self) -> Result<Next, RelayError> {
         let s = self.link.s;
         loop {
             if let Some(why) = self.failed.take() {
+                if self.destination_shut {
+                    // Only its reply was left: no other destination can give that one.
+                    return Err(RelayError::ReplyCut {
+                        target: s.targets[self.dest().target],
+                        why,
+                        relayed: self.cur.consumed(),
+                    });
+                }
                 return Ok(Next::Connect(self.failing_over(why)?));
             }
             let unanswered = self.observe()?;
@@ -586,13 +588,18 @@ impl<'a> Session<'a> {
                 self.failed = Some(why);
                 continue;
             }
-            if self.eof && self.cur.outstanding() == 0 {
-                return Ok(Next::Done);
+            if self.forward_complete() && !self.destination_shut {
+                self.pass_the_source_end()?;
             }
-            self.forward()?;
-            // A failure to handle, or the end just seen with nothing outstanding: no wait.
-            if self.failed.is_some() || (self.eof && self.cur.outstanding() == 0) {
+            if !self.destination_shut {
+                self.forward()?;
+            }
+            self.backward();
+            if self.failed.is_some() || (self.forward_complete() && !self.destination_shut) {
                 continue;
+            }
+            if self.destination_shut && self.reply.done {
+                return Ok(Next::Done);
             }
             // With nothing outstanding nothing can time out: only an event brings work.
             let backstop = if self.dest().ack_events {
@@ -602,6 +609,22 @@ impl<'a> Session<'a> {
             };
             return Ok(Next::Wait((self.cur.outstanding() > 0).then_some(backstop)));
         }
+    }
+
+    /// The source's stream is acknowledged end to end: passes its end on. Its FIN as a FIN, the
+    /// reply still to come; a reset as [`RelayError::SourceReset`] (both connections reset when
+    /// the session drops).
+    fn pass_the_source_end(&mut self) -> Result<(), RelayError> {
+        let relayed = self.cur.consumed();
+        if let Some(source) = self.source_reset.take() {
+            return Err(RelayError::SourceReset { relayed, source });
+        }
+        self.destination_shut = true;
+        let _ = self.dest().stream.shutdown(Shutdown::Write);
+        // Nothing more goes forward: its buffer goes (a crowd of connections waiting on their
+        // replies holds none).
+        self.buf = Vec::new();
+        Ok(())
     }
 
     /// Writes what was peeked and peeks more while there is room, until one side would block.
@@ -615,6 +638,9 @@ impl<'a> Session<'a> {
                 self.observe()?;
                 if self.eof || self.cur.outstanding() >= s.max_unacked {
                     return Ok(());
+                }
+                if self.buf.is_empty() {
+                    self.buf = vec![0u8; BUF];
                 }
                 let room = usize::try_from(s.max_unacked - self.cur.outstanding())
                     .unwrap_or(usize::MAX)
@@ -660,6 +686,60 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// Copies the destination's reply to the source until one side would block; passes the
+    /// destination's FIN on once read. A destination's error is its failure (`failed`); a
+    /// source that cannot be written to any more ended without its FIN (`source_reset`), which
+    /// the forward direction passes on once every byte its TCP took is acknowledged.
+    fn backward(&mut self) {
+        let Some(dest) = &self.dest else { return };
+        // Once the source has the destination's end, or its own connection is cut, nothing more
+        // can reach it.
+        if self.reply.done || self.source_reset.is_some() {
+            return;
+        }
+        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+        loop {
+            if self.reply.pending.is_empty() {
+                if self.reply.buf.is_empty() {
+                    self.reply.buf = vec![0u8; BUF];
+                }
+                match sys::recv(dest.stream.as_fd(), &mut self.reply.buf, libc::MSG_DONTWAIT) {
+                    Ok(0) => {
+                        if end_is_fin(&dest.stream, self.destination_shut) {
+                            self.source_shut = true;
+                            self.reply = Reply {
+                                done: true,
+                                ..Reply::default()
+                            };
+                            let _ = self.cur.get_ref().shutdown(Shutdown::Write);
+                        } else {
+                            self.failed = Some("connection reset".to_owned());
+                        }
+                        return;
+                    }
+                    Ok(n) => self.reply.pending = 0..n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        self.failed = Some(e.to_string());
+                        return;
+                    }
+                }
+            }
+            let data = &self.reply.buf[self.reply.pending.clone()];
+            match sys::sendto(self.cur.get_ref().as_fd(), data, flags, None) {
+                Ok(w) => self.reply.pending.start += w,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.source_reset = Some(e);
+                    self.reply.pending = 0..0;
+                    return;
+                }
+            }
+        }
+    }
+
     /// The source's stream ended at the peek offset: with its FIN, or cut (`error`, what the
     /// peek returned).
     fn source_ended(&mut self, error: Option<io::Error>) {
@@ -670,13 +750,11 @@ impl<'a> Session<'a> {
     }
 
     /// A plain end of the peeks can still be a reset: the kernel reports a connection's error to
-    /// one call only, and a reverse copy's write to the source may have taken it. The state
-    /// tells: closed (`TCP_CLOSE`) although no FIN went to the source is a reset or a timeout;
-    /// after the source's FIN alone it is `CLOSE_WAIT`.
+    /// one call only, and a write of the reply to the source may have taken it. The state tells:
+    /// closed (`TCP_CLOSE`) although no FIN went to the source is a reset or a timeout; after
+    /// the source's FIN alone it is `CLOSE_WAIT`.
     fn closed_without_fin(&self) -> Option<io::Error> {
-        let state = tcp_info(self.cur.get_ref()).ok()?.state;
-        let shut = self.link.backward.source_shut.load(Ordering::SeqCst);
-        (state == TcpState::Close && !shut).then(|| {
+        (!end_is_fin(self.cur.get_ref(), self.source_shut)).then(|| {
             io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 "closed by a reset or a timeout whose error a write took",
@@ -700,17 +778,18 @@ impl<'a> Session<'a> {
             .iter()
             .any(|&(ev, token)| token == DESTINATION && ev & err != 0)
         {
-            self.failed = self
+            let failure = self
                 .dest()
-                .failure()
+                .failure(self.destination_shut)
                 .map_err(io_err("recvmsg(MSG_ERRQUEUE) of the destination"))?;
+            self.failed = self.failed.take().or(failure);
         }
         Ok(self.events.len())
     }
 
     /// The destination failed: take its last acknowledgements, reset it, give it up, and rewind
     /// the cursor to the first unacknowledged byte; returns the targets left, in turn from the
-    /// next one.
+    /// next one. Its reply not yet written to the source is dropped with it.
     ///
     /// # Errors
     /// [`RelayError::DestinationFailed`] when none is left.
@@ -723,14 +802,11 @@ impl<'a> Session<'a> {
         let at = self.cur.consumed();
         let failed = old.target;
         let target = self.link.s.targets[failed];
-        self.link.backward.retire(old.generation);
-        // The reverse copy holds a duplicate of the descriptor: closing ours would leave the
-        // registration (it belongs to the open file) and its events.
-        let _ = self.link.epoll.delete(old.stream.as_fd());
-        // A reset, not a FIN: the part it got must not pass for the whole stream. It also wakes
-        // the reverse copy, which holds the other descriptor.
+        // A reset, not a FIN: the part it got must not pass for the whole stream. Closing it
+        // takes it out of the epoll set.
         reset(&old.stream);
         drop(old);
+        self.reply.pending = 0..0;
         self.given_up.push(target);
         let targets = &self.link.s.targets;
         let left: Vec<usize> = (1..=targets.len())
@@ -750,41 +826,55 @@ impl<'a> Session<'a> {
         Ok(left)
     }
 
-    /// Ends the session after [`Next::Done`]: every byte is acknowledged. Passes the source's
-    /// FIN on and returns the report.
-    ///
-    /// # Errors
-    /// [`RelayError::SourceReset`] when the source's connection ended without its FIN: the
-    /// destination is reset instead (when the session drops).
-    pub(crate) fn finish(mut self) -> Result<Report, RelayError> {
-        let relayed = self.cur.consumed();
-        if let Some(source) = self.source_reset.take() {
-            return Err(RelayError::SourceReset { relayed, source });
-        }
-        if let Some(dest) = &self.dest {
-            self.link
-                .backward
-                .destination_shut
-                .store(true, Ordering::SeqCst);
-            let _ = dest.stream.shutdown(Shutdown::Write);
-        }
+    /// Ends the session after [`Next::Done`]: both directions ended, every byte of the source's
+    /// stream acknowledged. Returns the report.
+    pub(crate) fn finish(mut self) -> Report {
         self.finished = true;
-        self.stats.bytes = relayed;
+        self.stats.bytes = self.cur.consumed();
         self.stats.peek = self.cur.counters();
-        Ok(std::mem::take(&mut self.stats))
+        std::mem::take(&mut self.stats)
+    }
+}
+
+impl Link<'_> {
+    /// Registers a new destination with the epoll: room for the source's bytes, its
+    /// acknowledgement notifications and errors, and its reply.
+    fn adopt(&self, stream: TcpStream, target: usize, base: u64) -> Result<Dest, RelayError> {
+        if let Some(b) = self.s.dest_sndbuf {
+            let b = i32::try_from(b).unwrap_or(i32::MAX);
+            // Past net.core.wmem_max with CAP_NET_ADMIN (SO_SNDBUFFORCE), else capped there.
+            let fd = stream.as_fd();
+            sys::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &b)
+                .or_else(|_| sys::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &b))
+                .map_err(io_err("setsockopt(SO_SNDBUF)"))?;
+        }
+        let ack_events = ask_ack_notifications(&stream).is_ok();
+        self.epoll
+            .add(
+                stream.as_fd(),
+                (libc::EPOLLOUT | libc::EPOLLERR | libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET)
+                    as u32,
+                DESTINATION,
+            )
+            .map_err(io_err("epoll_ctl"))?;
+        Ok(Dest {
+            stream,
+            target,
+            base,
+            ack_events,
+        })
     }
 }
 
 impl Drop for Session<'_> {
-    /// A session that did not end with the source's FIN passed on (an error, the source's reset,
-    /// the async relay's future dropped) resets both connections: a FIN would tell either side
-    /// that what it got was whole.
+    /// A session that did not end both ways cleanly (an error, the source's reset, the async
+    /// relay's future dropped, a drain that ran out of time) resets both connections: a FIN
+    /// would tell either side that what it got was whole.
     fn drop(&mut self) {
         if self.finished {
             return;
         }
         if let Some(dest) = &self.dest {
-            self.link.backward.retire(dest.generation);
             reset(&dest.stream);
         }
         reset(self.cur.get_ref());
@@ -797,28 +887,31 @@ fn reset(stream: &TcpStream) {
     let _ = sys::disconnect(stream.as_fd());
 }
 
-/// Relays one accepted connection until the source's stream is acknowledged end to end.
+/// Relays one accepted connection until both directions have ended: the source's stream
+/// acknowledged end to end and its FIN passed to the destination, the destination's reply
+/// copied back and its FIN passed to the source.
 ///
 /// One thread, one epoll: edge-triggered `EPOLLIN` on the source says bytes arrived (past the
 /// peek offset, as the queue only grows at its tail), `EPOLLERR` on the destination says an
-/// acknowledgement notification or an error arrived, `EPOLLOUT` that its send buffer has room
-/// again. After any wake the relay does all it can without blocking (consume what was
-/// acknowledged, write what it peeked, peek more) and waits again: with a backstop timer while
-/// bytes are outstanding, without one while none are (nothing can time out then).
+/// acknowledgement notification or an error arrived, `EPOLLOUT` on either that its send buffer
+/// has room again, `EPOLLIN` on the destination that its reply has bytes. After any wake the
+/// relay does all it can without blocking and waits again: with a backstop timer while bytes
+/// are outstanding, without one while none are (nothing can time out then).
 ///
 /// # Errors
 /// [`RelayError::NoDestination`] when no destination accepts within the connect timeout (at
 /// the start or after a failure), [`RelayError::DestinationFailed`] when the last destination
 /// left failed, [`RelayError::SourceReset`] when the source's connection ended without its FIN,
-/// [`RelayError::Io`] when a call fails. Bytes the last destination acknowledged are in
-/// [`Report`] only on success; on an error they were consumed from the source as far as
-/// acknowledged, and both connections are reset.
+/// [`RelayError::ReplyCut`] when the destination's reply did, [`RelayError::Io`] when a call
+/// fails. Bytes the last destination acknowledged are in [`Report`] only on success; on an error
+/// they were consumed from the source as far as acknowledged, and both connections are reset.
 pub fn relay(src: TcpStream, s: &Config) -> Result<Report, RelayError> {
-    let mut session = Session::new(src, s, spawn_reverse)?;
+    let epoll = Epoll::new().map_err(io_err("epoll_create1"))?;
+    let mut session = Session::new(src, s, &epoll)?;
     let mut next = session.start();
     loop {
         match next {
-            Next::Done => return session.finish(),
+            Next::Done => return Ok(session.finish()),
             Next::Connect(targets) => {
                 let (stream, target) = connect(s, &targets)?;
                 session.adopt(stream, target)?;
@@ -907,71 +1000,144 @@ impl<'a> Attempts<'a> {
     }
 }
 
-impl Link<'_> {
-    /// Registers a new destination with the epoll and starts its reverse copy (destination to
-    /// source).
-    fn adopt(
-        &self,
-        stream: TcpStream,
-        target: usize,
-        base: u64,
-        reverse: Reverse,
-    ) -> Result<Dest, RelayError> {
-        if let Some(b) = self.s.dest_sndbuf {
-            let b = i32::try_from(b).unwrap_or(i32::MAX);
-            // Past net.core.wmem_max with CAP_NET_ADMIN (SO_SNDBUFFORCE), else capped there.
-            let fd = stream.as_fd();
-            sys::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &b)
-                .or_else(|_| sys::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &b))
-                .map_err(io_err("setsockopt(SO_SNDBUF)"))?;
+/// How [`serve`] (and `zcnet::tokio::relay::serve`) takes connections.
+#[derive(Clone, Debug)]
+pub struct Serve {
+    /// Connections relayed at once, each counted until both its directions ended; a newcomer
+    /// beyond them is refused (closed at once, [`Event::Refused`]).
+    pub max_connections: usize,
+    /// Relay this many connections (refused ones do not count), then stop accepting and return
+    /// once they ended; `None`: until stopped.
+    pub count: Option<u64>,
+}
+
+impl Serve {
+    /// Up to `max_connections` at once, for as long as it runs.
+    pub fn new(max_connections: usize) -> Serve {
+        Serve {
+            max_connections,
+            count: None,
         }
-        let ack_events = ask_ack_notifications(&stream).is_ok();
-        self.epoll
-            .add(
-                stream.as_fd(),
-                (libc::EPOLLOUT | libc::EPOLLERR | libc::EPOLLET) as u32,
-                DESTINATION,
-            )
-            .map_err(io_err("epoll_ctl"))?;
-        let generation = self.backward.next();
-        reverse(
-            stream.try_clone().map_err(io_err("dup"))?,
-            self.back.try_clone().map_err(io_err("dup"))?,
-            self.backward.clone(),
-            generation,
-        );
-        Ok(Dest {
-            stream,
-            target,
-            base,
-            generation,
-            ack_events,
-        })
     }
 }
 
-/// Copies destination to source while copy `mine` is current; passes the destination's FIN on.
-fn spawn_reverse(mut from: TcpStream, mut to: TcpStream, backward: Arc<Backward>, mine: u64) {
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match from.read(&mut buf) {
-                Ok(0) => {
-                    if backward.fin(mine, &from) {
-                        let _ = to.shutdown(Shutdown::Write);
-                    }
-                    return;
-                }
-                Ok(n) => {
-                    if !backward.is_current(mine) || to.write_all(&buf[..n]).is_err() {
-                        return;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return,
-            }
+/// What a serving relay tells as it goes.
+#[derive(Debug)]
+pub enum Event {
+    /// A connection ended: its report, or why it was cut.
+    Ended {
+        /// The source's address.
+        from: SocketAddr,
+        /// What the relay did.
+        result: Result<Report, RelayError>,
+    },
+    /// A connection was refused: [`Serve::max_connections`] were being relayed.
+    Refused {
+        /// The source's address.
+        from: SocketAddr,
+    },
+    /// `accept` failed for want of descriptors or memory (`EMFILE`, `ENFILE`, `ENOMEM`,
+    /// `ENOBUFS`): the first failure of a burst. Live connections go on; newcomers wait in the
+    /// listen queue while the relay retries, backing off from 5 ms to 1 s (as Go's `net/http`
+    /// does), and sooner when a connection ends.
+    AcceptStalled {
+        /// The error.
+        error: io::Error,
+        /// Connections live at the time.
+        live: usize,
+    },
+    /// `accept` works again after a burst of failures.
+    AcceptResumed {
+        /// Failed accepts in the burst.
+        failures: u64,
+        /// How long it lasted.
+        waited: Duration,
+    },
+    /// Newcomers wait in the listen queue: the connections live use every descriptor
+    /// `RLIMIT_NOFILE` leaves (each needs [`DESCRIPTORS_PER_CONNECTION`]), so one more could not
+    /// be relayed whole. Told once per time it happens.
+    DescriptorsFull {
+        /// Connections live.
+        live: usize,
+        /// The soft `RLIMIT_NOFILE`.
+        limit: u64,
+    },
+    /// The drain after a stop ran out of time: these connections were reset.
+    DrainTimedOut {
+        /// Connections reset.
+        live: usize,
+    },
+}
+
+/// Descriptors a relayed connection holds at most: the source, the destination and the epoll
+/// set (a failover closes the destination that failed before it connects the next).
+pub const DESCRIPTORS_PER_CONNECTION: u64 = 3;
+
+/// Descriptors kept free for everything else a process does (the listener, a runtime, logs).
+const DESCRIPTORS_SPARE: u64 = 32;
+
+/// How many connections the descriptors `RLIMIT_NOFILE` leaves can hold, beyond those open now
+/// (read once, when a serve starts: counting them at each accept would cost as much as the
+/// descriptors open), and the limit; `None` without a limit to read or none set.
+pub(crate) fn descriptor_room() -> Option<(usize, u64)> {
+    let (Some(soft), _) = sys::nofile_limit().ok()? else {
+        return None;
+    };
+    let open = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+    let room = soft.saturating_sub(open + DESCRIPTORS_SPARE) / DESCRIPTORS_PER_CONNECTION;
+    Some((usize::try_from(room).unwrap_or(usize::MAX), soft))
+}
+
+/// Whether a failed `accept` is for want of resources, which pass (`EMFILE`, `ENFILE`,
+/// `ENOMEM`, `ENOBUFS`), rather than an error of the listener.
+pub(crate) fn out_of_resources(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)
+    )
+}
+
+/// Whether a failed `accept` concerns only the connection it would have returned (reset or
+/// aborted before it was taken, refused by a filter): take the next.
+pub(crate) fn lost_newcomer(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNABORTED | libc::ECONNRESET | libc::EPERM | libc::EPROTO | libc::EINTR)
+    )
+}
+
+/// The back-off of a burst of failed accepts: 5 ms, doubling, at most 1 s.
+pub(crate) struct Backoff {
+    failures: u64,
+    since: Option<Instant>,
+}
+
+impl Backoff {
+    pub(crate) fn new() -> Backoff {
+        Backoff {
+            failures: 0,
+            since: None,
         }
-    });
+    }
+
+    /// One more failure: the pause before the next try, and whether it starts a burst.
+    pub(crate) fn failed(&mut self) -> (Duration, bool) {
+        let first = self.since.is_none();
+        self.since.get_or_insert_with(Instant::now);
+        self.failures += 1;
+        let ms = 5u64 << (self.failures - 1).min(8);
+        (Duration::from_millis(ms.min(1000)), first)
+    }
+
+    /// An accept worked: the burst it ends, if there was one.
+    pub(crate) fn worked(&mut self) -> Option<Event> {
+        let since = self.since.take()?;
+        let failures = std::mem::take(&mut self.failures);
+        Some(Event::AcceptResumed {
+            failures,
+            waited: since.elapsed(),
+        })
+    }
 }
 
 /// [`RelayError::Config`] for a `serve` that could relay nothing.
@@ -987,50 +1153,98 @@ pub(crate) fn check_max_connections(max_connections: usize) -> Result<(), RelayE
 /// What [`serve`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Served {
-    /// Connections accepted.
-    pub accepted: u64,
-    /// Connections closed at once because `max_connections` were being relayed.
+    /// Connections relayed (accepted and not refused).
+    pub relayed: u64,
+    /// Connections closed at once because [`Serve::max_connections`] were being relayed.
     pub refused: u64,
     /// Connections that ended in an error.
     pub failed: u64,
+    /// Connections reset because the drain after a stop ran out of time (async relay only).
+    pub reset_at_drain: u64,
+    /// Failed accepts for want of descriptors or memory (each burst told by
+    /// [`Event::AcceptStalled`]).
+    pub accept_failures: u64,
 }
 
-/// Accepts connections on `listener` and relays each on its own thread, at most
-/// `max_connections` at once (more are closed at once), until `count` connections were
-/// accepted (`None`: forever). `done` is called on each connection's thread when it ends.
+/// Accepts connections on `listener` and relays each on its own thread (both directions, to
+/// their ends), as [`Serve`] says; `event` is told of each connection's end and of trouble
+/// accepting. Out of descriptors or memory it keeps every live connection and backs off
+/// ([`Event::AcceptStalled`]); it accepts no more connections at once than `RLIMIT_NOFILE`
+/// leaves descriptors for ([`DESCRIPTORS_PER_CONNECTION`] each; raise the soft limit to the hard
+/// one first, as `zcnet relay` does), so that every connection it takes it can relay whole.
+/// Returns once [`Serve::count`] connections were relayed and ended (it waits for each, however
+/// long: the async relay's serve bounds that with a drain timeout).
 ///
 /// # Errors
-/// [`RelayError::Io`] when `accept` fails, [`RelayError::Config`] for `max_connections` 0.
+/// [`RelayError::Io`] when `accept` fails for another reason than a lost newcomer or a want
+/// of resources, [`RelayError::Config`] for `max_connections` 0.
 pub fn serve(
     listener: &TcpListener,
     config: Arc<Config>,
-    max_connections: usize,
-    count: Option<u64>,
-    done: impl Fn(SocketAddr, Result<Report, RelayError>) + Send + Sync + 'static,
+    how: &Serve,
+    event: impl Fn(Event) + Send + Sync + 'static,
 ) -> Result<Served, RelayError> {
-    check_max_connections(max_connections)?;
-    let done = Arc::new(done);
-    let active = Arc::new(AtomicUsize::new(0));
+    check_max_connections(how.max_connections)?;
+    let event = Arc::new(event);
+    let live = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicU64::new(0));
-    let mut handles = Vec::new();
+    let mut handles: Vec<std::thread::JoinHandle<()>> = Vec::new();
     let mut served = Served::default();
-    while count.is_none_or(|c| served.accepted < c) {
-        let (src, from) = listener.accept().map_err(io_err("accept"))?;
-        served.accepted += 1;
-        if active.load(Ordering::SeqCst) >= max_connections {
-            served.refused += 1;
+    let mut backoff = Backoff::new();
+    let mut full = false;
+    let room = descriptor_room();
+    while how.count.is_none_or(|c| served.relayed < c) {
+        // Room for one more in the descriptors: else the newcomer waits in the listen queue.
+        if let Some((room, limit)) = room
+            && live.load(Ordering::SeqCst) >= room
+        {
+            if !full {
+                event(Event::DescriptorsFull {
+                    live: live.load(Ordering::SeqCst),
+                    limit,
+                });
+                full = true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            handles.retain(|h| !h.is_finished());
             continue;
         }
-        active.fetch_add(1, Ordering::SeqCst);
-        let (config, active, failed, done) =
-            (config.clone(), active.clone(), failed.clone(), done.clone());
+        full = false;
+        let (src, from) = match listener.accept() {
+            Ok(a) => a,
+            Err(e) if out_of_resources(&e) => {
+                served.accept_failures += 1;
+                let (pause, first) = backoff.failed();
+                if first {
+                    let live = live.load(Ordering::SeqCst);
+                    event(Event::AcceptStalled { error: e, live });
+                }
+                std::thread::sleep(pause);
+                continue;
+            }
+            Err(e) if lost_newcomer(&e) => continue,
+            Err(e) => return Err(io_err("accept")(e)),
+        };
+        if let Some(resumed) = backoff.worked() {
+            event(resumed);
+        }
+        if live.load(Ordering::SeqCst) >= how.max_connections {
+            served.refused += 1;
+            reset(&src);
+            event(Event::Refused { from });
+            continue;
+        }
+        served.relayed += 1;
+        live.fetch_add(1, Ordering::SeqCst);
+        let (config, live, failed, event) =
+            (config.clone(), live.clone(), failed.clone(), event.clone());
         handles.push(std::thread::spawn(move || {
-            let r = relay(src, &config);
-            active.fetch_sub(1, Ordering::SeqCst);
-            if r.is_err() {
+            let result = relay(src, &config);
+            live.fetch_sub(1, Ordering::SeqCst);
+            if result.is_err() {
                 failed.fetch_add(1, Ordering::SeqCst);
             }
-            done(from, r);
+            event(Event::Ended { from, result });
         }));
         handles.retain(|h| !h.is_finished());
     }
@@ -1044,6 +1258,7 @@ pub fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read as _;
 
     fn info(unacked: u32, probes: u8, last_ack_recv_ms: u32) -> TcpInfo {
         TcpInfo {
@@ -1078,43 +1293,33 @@ mod tests {
 
     #[test]
     fn an_end_read_after_a_reset_whose_error_was_taken_is_no_fin() {
-        let backward = Backward::default();
-        let mine = backward.next();
         let (ours, peer) = pair();
         socket2::SockRef::from(&peer)
             .set_linger(Some(Duration::ZERO))
             .unwrap();
         drop(peer);
         wait_for(&ours, TcpState::Close);
-        // The session's SO_ERROR (or a write) took the reset: a read now sees a plain end.
+        // A write (or SO_ERROR) took the reset: a read now sees a plain end.
         assert!(ours.take_error().unwrap().is_some());
         assert_eq!((&ours).read(&mut [0u8; 1]).unwrap(), 0);
-        assert!(!backward.fin(mine, &ours), "a reset passed on as a FIN");
-        assert!(!backward.source_shut.load(Ordering::SeqCst));
+        assert!(!end_is_fin(&ours, false), "a reset passed on as a FIN");
     }
 
     #[test]
     fn a_fin_is_passed_on_also_after_the_relays_own() {
-        let backward = Backward::default();
-        let mine = backward.next();
         let (ours, peer) = pair();
         peer.shutdown(Shutdown::Write).unwrap();
         assert_eq!((&ours).read(&mut [0u8; 1]).unwrap(), 0);
-        assert!(backward.fin(mine, &ours));
-        assert!(backward.source_shut.load(Ordering::SeqCst));
+        assert!(end_is_fin(&ours, false));
         // The relay sent its FIN first (the source's end passed on), then the peer's came: the
         // connection is closed, cleanly.
         let (ours, peer) = pair();
-        backward.destination_shut.store(true, Ordering::SeqCst);
         ours.shutdown(Shutdown::Write).unwrap();
         assert_eq!((&peer).read(&mut [0u8; 1]).unwrap(), 0);
         drop(peer);
         assert_eq!((&ours).read(&mut [0u8; 1]).unwrap(), 0);
         wait_for(&ours, TcpState::Close);
-        assert!(backward.fin(mine, &ours));
-        // A copy that is no longer current passes nothing on.
-        backward.retire(mine);
-        assert!(!backward.fin(mine, &ours));
+        assert!(end_is_fin(&ours, true));
     }
 
     const LIMIT: Duration = Duration::from_secs(1);

@@ -69,6 +69,9 @@ pub fn serve(listener: &TcpListener, config: &Config) -> std::io::Result<()> {
     let mut queue: VecDeque<Waiting> = VecDeque::new();
     let mut current: Option<std::thread::JoinHandle<()>> = None;
     let mut served = 0u64;
+    // Out of descriptors or memory, accepting pauses: the listener leaves the epoll set (its
+    // pending connections would wake it at once, again and again) until the back-off ends.
+    let mut stall = Stall::default();
     let done = |served: u64| config.sessions.is_some_and(|n| served >= n);
     loop {
         if current.is_none()
@@ -98,9 +101,18 @@ pub fn serve(listener: &TcpListener, config: &Config) -> std::io::Result<()> {
             let w = queue.pop_front().expect("a front");
             refuse(w.conn, w.peer, BUSY);
         }
-        // Until a client comes, the session ends, or the longest waiter's time is up.
-        let timeout = queue.front().map_or(EpollTimeout::NONE, |w| {
-            let left = TURN_WAIT.saturating_sub(w.since.elapsed());
+        if stall.until.is_some_and(|t| Instant::now() >= t) {
+            stall.until = None;
+            events.add(listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))?;
+        }
+        // Until a client comes, the session ends, the longest waiter's time is up, or a pause
+        // of accepting ends.
+        let deadline = [queue.front().map(|w| w.since + TURN_WAIT), stall.until]
+            .into_iter()
+            .flatten()
+            .min();
+        let timeout = deadline.map_or(EpollTimeout::NONE, |t| {
+            let left = t.saturating_duration_since(Instant::now());
             // Rounded up: woken a millisecond early, the loop would wait again for nothing.
             EpollTimeout::try_from(left + Duration::from_millis(1)).unwrap_or(EpollTimeout::MAX)
         });
@@ -119,7 +131,14 @@ pub fn serve(listener: &TcpListener, config: &Config) -> std::io::Result<()> {
                         let _ = h.join();
                     }
                 }
-                _ => accept_all(listener, &mut queue)?,
+                _ => {
+                    let live = queue.len() + usize::from(current.is_some());
+                    if let Some(e) = accept_all(listener, &mut queue, &mut stall)? {
+                        let pause = stall.failed(&e, live);
+                        events.delete(listener)?;
+                        stall.until = Some(Instant::now() + pause);
+                    }
+                }
             }
         }
     }
@@ -128,17 +147,67 @@ pub fn serve(listener: &TcpListener, config: &Config) -> std::io::Result<()> {
 /// The answer of a client that waited its turn in vain.
 const BUSY: &str = "busy: this server runs one client at a time; try again later";
 
-/// Takes every pending connection into the queue (a full queue refuses at once).
-fn accept_all(listener: &TcpListener, queue: &mut VecDeque<Waiting>) -> std::io::Result<()> {
+/// A pause of accepting for want of descriptors or memory, and its back-off: 5 ms, doubling,
+/// at most 1 s; one line a burst.
+#[derive(Default)]
+struct Stall {
+    until: Option<Instant>,
+    failures: u32,
+    since: Option<Instant>,
+}
+
+impl Stall {
+    /// One more failed accept: says so at the first of a burst; the pause before the next try.
+    fn failed(&mut self, e: &std::io::Error, live: usize) -> Duration {
+        if self.since.is_none() {
+            self.since = Some(Instant::now());
+            eprintln!(
+                "zcnet serve: accept failed: {e}: the {live} client(s) here go on; newcomers wait \
+                 while it retries"
+            );
+        }
+        self.failures += 1;
+        Duration::from_millis((5u64 << (self.failures - 1).min(8)).min(1000))
+    }
+
+    /// An accept worked: the end of a burst, said.
+    fn worked(&mut self) {
+        if let Some(since) = self.since.take() {
+            eprintln!(
+                "zcnet serve: accepting again after {} failed accept(s) in {:.1} s",
+                std::mem::take(&mut self.failures),
+                since.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+/// Takes every pending connection into the queue (a full queue refuses at once). Returns the
+/// error of an accept that failed for want of descriptors or memory (`EMFILE`, `ENFILE`,
+/// `ENOMEM`, `ENOBUFS`), which passes: the caller pauses accepting.
+fn accept_all(
+    listener: &TcpListener,
+    queue: &mut VecDeque<Waiting>,
+    stall: &mut Stall,
+) -> std::io::Result<Option<std::io::Error>> {
     loop {
         let (conn, peer) = match listener.accept() {
             Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNABORTED | libc::EINTR)) => {
                 continue;
             }
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)
+                ) =>
+            {
+                return Ok(Some(e));
+            }
             Err(e) => return Err(e),
         };
+        stall.worked();
         if queue.len() >= MAX_WAITING {
             refuse(conn, peer, BUSY);
         } else {
@@ -189,15 +258,48 @@ fn end(conn: &mut TcpStream, why: String) -> String {
     why
 }
 
+/// How long a client has to send its whole hello (docs/remote.md).
+pub const HELLO_WAIT: Duration = Duration::from_secs(10);
+
+/// Reads from a stream until a deadline, however the bytes trickle in: each read waits at most
+/// the time left, and past the deadline a read fails with `TimedOut`.
+struct Deadline<'a> {
+    conn: &'a mut TcpStream,
+    until: Instant,
+}
+
+impl<'a> Deadline<'a> {
+    fn new(conn: &'a mut TcpStream, wait: Duration) -> Deadline<'a> {
+        Deadline {
+            conn,
+            until: Instant::now() + wait,
+        }
+    }
+}
+
+impl std::io::Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no whole hello within {} s", HELLO_WAIT.as_secs()),
+            ));
+        }
+        self.conn.set_read_timeout(Some(left))?;
+        self.conn.read(buf)
+    }
+}
+
 /// One client: hello, then runs until `bye`, the end of the connection or an error.
 fn session(mut conn: TcpStream, config: &Config) -> Result<u64, String> {
     let local = conn.local_addr().map_err(|e| e.to_string())?.ip();
     let peer = conn.peer_addr().map_err(|e| e.to_string())?.ip();
     let _ = conn.set_nodelay(true);
     let _ = conn.set_write_timeout(Some(Duration::from_secs(10)));
-    // A client gets 10 s to say hello: a silent connection does not hold the server.
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
-    match proto::read(&mut conn) {
+    // A client gets 10 s to say hello, in all: neither a silent connection nor one that sends
+    // a byte every few seconds holds the server.
+    match proto::read(&mut Deadline::new(&mut conn, HELLO_WAIT)) {
         Ok(Message::Hello { version, token }) => {
             if version != VERSION {
                 return Err(end(

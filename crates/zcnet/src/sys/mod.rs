@@ -837,14 +837,34 @@ pub fn page_size() -> usize {
     }
 }
 
+/// Clears `O_NONBLOCK` of `fd` (`fcntl(F_GETFL)`, `fcntl(F_SETFL)`): a file opened without
+/// blocking (a FIFO without a writer would block `open` itself) read as any other.
+pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: F_GETFL takes no argument and reads nothing of ours.
+    let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: F_SETFL takes an int argument.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) })?;
+    Ok(())
+}
+
 /// `getrlimit(RLIMIT_MEMLOCK)`: (soft, hard); `None` is `RLIM_INFINITY`.
 pub fn memlock_limit() -> io::Result<(Option<u64>, Option<u64>)> {
+    rlimit(libc::RLIMIT_MEMLOCK)
+}
+
+/// `getrlimit(RLIMIT_NOFILE)`: (soft, hard); `None` is `RLIM_INFINITY`.
+pub fn nofile_limit() -> io::Result<(Option<u64>, Option<u64>)> {
+    rlimit(libc::RLIMIT_NOFILE)
+}
+
+/// `getrlimit(resource)`: (soft, hard); `None` is `RLIM_INFINITY`.
+fn rlimit(resource: libc::__rlimit_resource_t) -> io::Result<(Option<u64>, Option<u64>)> {
     let mut r = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: `r` is a valid rlimit to fill.
-    cvt(unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) })?;
+    cvt(unsafe { libc::getrlimit(resource, &mut r) })?;
     let f = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
     Ok((f(r.rlim_cur), f(r.rlim_max)))
 }
@@ -978,21 +998,6 @@ impl Epoll {
             libc::epoll_ctl(
                 self.0.as_raw_fd(),
                 libc::EPOLL_CTL_ADD,
-                fd.as_raw_fd(),
-                &mut ev,
-            )
-        })
-        .map(drop)
-    }
-
-    /// `epoll_ctl(EPOLL_CTL_DEL)` of `fd`.
-    pub fn delete(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events: 0, u64: 0 };
-        // SAFETY: `ev` is valid (ignored by EPOLL_CTL_DEL, required non-NULL before 2.6.9).
-        cvt(unsafe {
-            libc::epoll_ctl(
-                self.0.as_raw_fd(),
-                libc::EPOLL_CTL_DEL,
                 fd.as_raw_fd(),
                 &mut ev,
             )

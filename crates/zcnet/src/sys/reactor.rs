@@ -50,3 +50,28 @@ pub fn register<T: WatchedFd>(inner: T, interest: Interest) -> io::Result<AsyncF
     unsafe { AsyncFd::register_with_interest(Registered(inner, fd), interest) }
         .map_err(io::Error::from)
 }
+
+/// A descriptor watched through a borrow: no duplicate, the borrow keeps it open.
+#[derive(Debug)]
+pub struct Borrowed<'a>(BorrowedFd<'a>);
+
+impl AsRawFd for Borrowed<'_> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// Registers `fd` itself with the current runtime's reactor for `interest`, without a
+/// duplicate: for a descriptor whose owner never replaces it (the relay's epoll set, one per
+/// connection, where a duplicate was one descriptor a connection more).
+///
+/// # Panics
+/// Outside a tokio runtime with I/O enabled.
+pub fn register_borrowed(
+    fd: BorrowedFd<'_>,
+    interest: Interest,
+) -> io::Result<AsyncFd<Borrowed<'_>>> {
+    // SAFETY: the `AsyncFd` holds the borrow `fd` for its whole life, so the descriptor stays
+    // open and names the same file until it deregisters and drops.
+    unsafe { AsyncFd::register_with_interest(Borrowed(fd), interest) }.map_err(io::Error::from)
+}

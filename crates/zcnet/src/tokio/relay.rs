@@ -1,19 +1,20 @@
 //! The relay on tokio: see [`relay`].
 
-use std::net::SocketAddr;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ::tokio::io::unix::AsyncFd;
-use ::tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use ::tokio::io::Interest;
 use ::tokio::net::{TcpListener, TcpStream};
 
 use super::IntoStdSocket;
-use crate::relay::{Attempts, Backward, Config, Next, RelayError, Report, Served, Session};
+use crate::relay::{
+    Attempts, Backoff, Config, Event, Next, RelayError, Report, Serve, Served, Session,
+    descriptor_room, lost_newcomer, out_of_resources,
+};
 use crate::sys::Epoll;
-use crate::sys::reactor::{Registered, register};
+use crate::sys::reactor::register_borrowed;
 
 fn io_err(call: &'static str) -> impl FnOnce(std::io::Error) -> RelayError {
     move |source| RelayError::Io { call, source }
@@ -21,15 +22,16 @@ fn io_err(call: &'static str) -> impl FnOnce(std::io::Error) -> RelayError {
 
 /// [`crate::relay::relay`] on tokio: the same state machine (bytes dropped from the source's
 /// queue only once the destination's TCP acknowledged them, failover from the first
-/// unacknowledged byte, the same [`Report`]), whose waits are `.await`s: the session's epoll set
-/// (source `EPOLLIN`, destination `EPOLLOUT` and `EPOLLERR` for acknowledgement notifications)
-/// is itself watched by the reactor, connects are tokio's, and the copy from destination back to
-/// source is a task instead of a thread.
+/// unacknowledged byte, the reply copied back, both directions to their ends, the same
+/// [`Report`]), whose waits are `.await`s: the session's epoll set (source `EPOLLIN` and
+/// `EPOLLOUT`, destination `EPOLLIN`, `EPOLLOUT` and `EPOLLERR` for acknowledgement
+/// notifications) is itself watched by the reactor, without a duplicate descriptor, and
+/// connects are tokio's. Three descriptors a connection: the source, the destination, the
+/// epoll set.
 ///
 /// Cancellation: dropping the future resets the source and the destination (a FIN would tell
-/// the destination that the part it got was the whole stream); what the destination
-/// acknowledged was consumed from the source, the rest is lost with the connection. The reverse
-/// copy task ends with the reset.
+/// either that the part it got was the whole stream); what the destination acknowledged was
+/// consumed from the source, the rest is lost with the connection.
 ///
 /// # Errors
 /// As [`crate::relay::relay`].
@@ -41,18 +43,15 @@ where
     T: IntoStdSocket<Std = std::net::TcpStream>,
 {
     let src = src.into_std_socket().map_err(io_err("fcntl(O_NONBLOCK)"))?;
-    let mut session = Session::new(src, config, spawn_reverse)?;
-    // The session's epoll fd, duplicated, is what the reactor watches.
-    let events: AsyncFd<Registered<OwnedFd>> = session
-        .epoll()
-        .as_fd()
-        .try_clone_to_owned()
-        .and_then(|fd| register(fd, Interest::READABLE))
+    let epoll = Epoll::new().map_err(io_err("epoll_create1"))?;
+    let mut session = Session::new(src, config, &epoll)?;
+    // The session's epoll set itself is what the reactor watches.
+    let events = register_borrowed(epoll.as_fd(), Interest::READABLE)
         .map_err(io_err("epoll_ctl(EPOLL_CTL_ADD)"))?;
     let mut next = session.start();
     loop {
         match next {
-            Next::Done => return session.finish(),
+            Next::Done => return Ok(session.finish()),
             Next::Connect(targets) => {
                 let (stream, target) = connect(config, &targets).await?;
                 session.adopt(stream, target)?;
@@ -107,80 +106,117 @@ async fn connect(
     Err(attempts.no_destination())
 }
 
-/// Copies destination to source on a task while copy `mine` is current; passes the
-/// destination's FIN on.
-fn spawn_reverse(
-    from: std::net::TcpStream,
-    to: std::net::TcpStream,
-    backward: Arc<Backward>,
-    mine: u64,
-) {
-    ::tokio::spawn(async move {
-        let (Ok(mut from), Ok(mut to)) = (TcpStream::from_std(from), TcpStream::from_std(to))
-        else {
-            return;
-        };
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match from.read(&mut buf).await {
-                Ok(0) => {
-                    if backward.fin(mine, &from) {
-                        let _ = to.shutdown().await;
-                    }
-                    return;
-                }
-                Ok(n) => {
-                    if !backward.is_current(mine) || to.write_all(&buf[..n]).await.is_err() {
-                        return;
-                    }
-                }
-                Err(_) => return,
-            }
-        }
-    });
-}
-
 /// [`crate::relay::serve`] on tokio: accepts connections on `listener` and relays each on its
-/// own task, at most `max_connections` at once (more are closed at once), until `count`
-/// connections were accepted (`None`: forever); `done` is called as each ends. Returns after the
-/// last relay ended.
+/// own task, both directions to their ends, as [`Serve`] says, until [`Serve::count`]
+/// connections were relayed or `stop` completes (`std::future::pending()`: never); then it
+/// accepts no more and waits for the live connections to end, at most `drain_timeout`, after
+/// which it resets those left ([`Event::DrainTimedOut`]). `event` is told of each connection's
+/// end and of trouble accepting. Out of descriptors or memory it keeps every live connection,
+/// backs off and retries sooner when one ends; it takes no more connections at once than
+/// `RLIMIT_NOFILE` leaves descriptors for, so that each one it takes it can relay whole.
 ///
 /// # Errors
-/// [`RelayError::Io`] when `accept` fails, [`RelayError::Config`] for `max_connections` 0.
+/// [`RelayError::Io`] when `accept` fails for another reason than a lost newcomer or a want of
+/// resources, [`RelayError::Config`] for `max_connections` 0.
 pub async fn serve(
     listener: &TcpListener,
     config: Arc<Config>,
-    max_connections: usize,
-    count: Option<u64>,
-    done: impl Fn(SocketAddr, Result<Report, RelayError>) + Send + Sync + 'static,
+    how: &Serve,
+    drain_timeout: Duration,
+    stop: impl Future<Output = ()>,
+    event: impl Fn(Event) + Send + Sync + 'static,
 ) -> Result<Served, RelayError> {
-    crate::relay::check_max_connections(max_connections)?;
-    let done = Arc::new(done);
-    let active = Arc::new(AtomicUsize::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
+    crate::relay::check_max_connections(how.max_connections)?;
+    let event = Arc::new(event);
+    let live = Arc::new(AtomicUsize::new(0));
     let mut tasks = ::tokio::task::JoinSet::new();
     let mut served = Served::default();
-    while count.is_none_or(|c| served.accepted < c) {
-        let (src, from) = listener.accept().await.map_err(io_err("accept"))?;
-        served.accepted += 1;
-        if active.load(Ordering::SeqCst) >= max_connections {
+    let mut backoff = Backoff::new();
+    let mut full = false;
+    let mut stop = std::pin::pin!(stop);
+    let failed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let room = descriptor_room();
+    while how.count.is_none_or(|c| served.relayed < c) {
+        // Room for one more in the descriptors: else the newcomer waits in the listen queue
+        // until a connection ends.
+        if let Some((room, limit)) = room
+            && live.load(Ordering::SeqCst) >= room
+            && !tasks.is_empty()
+        {
+            if !full {
+                event(Event::DescriptorsFull {
+                    live: live.load(Ordering::SeqCst),
+                    limit,
+                });
+                full = true;
+            }
+            ::tokio::select! {
+                _ = tasks.join_next() => continue,
+                () = &mut stop => break,
+            }
+        }
+        full = false;
+        let accepted = ::tokio::select! {
+            a = listener.accept() => a,
+            () = &mut stop => break,
+        };
+        let (src, from) = match accepted {
+            Ok(a) => a,
+            Err(e) if out_of_resources(&e) => {
+                served.accept_failures += 1;
+                let (pause, first) = backoff.failed();
+                if first {
+                    let live = live.load(Ordering::SeqCst);
+                    event(Event::AcceptStalled { error: e, live });
+                }
+                // Sooner when a connection ends and gives its descriptors back.
+                ::tokio::select! {
+                    () = ::tokio::time::sleep(pause) => {}
+                    Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                    () = &mut stop => break,
+                }
+                continue;
+            }
+            Err(e) if lost_newcomer(&e) => continue,
+            Err(e) => return Err(io_err("accept")(e)),
+        };
+        if let Some(resumed) = backoff.worked() {
+            event(resumed);
+        }
+        if live.load(Ordering::SeqCst) >= how.max_connections {
             served.refused += 1;
+            if let Ok(std) = src.into_std() {
+                let _ = crate::sys::disconnect(std.as_fd());
+            }
+            event(Event::Refused { from });
             continue;
         }
-        active.fetch_add(1, Ordering::SeqCst);
-        let (config, active, failed, done) =
-            (config.clone(), active.clone(), failed.clone(), done.clone());
+        served.relayed += 1;
+        live.fetch_add(1, Ordering::SeqCst);
+        let (config, live, failed, event) =
+            (config.clone(), live.clone(), failed.clone(), event.clone());
         tasks.spawn(async move {
-            let r = relay(src, &config).await;
-            active.fetch_sub(1, Ordering::SeqCst);
-            if r.is_err() {
+            let result = relay(src, &config).await;
+            live.fetch_sub(1, Ordering::SeqCst);
+            if result.is_err() {
                 failed.fetch_add(1, Ordering::SeqCst);
             }
-            done(from, r);
+            event(Event::Ended { from, result });
         });
         while tasks.try_join_next().is_some() {}
     }
-    while tasks.join_next().await.is_some() {}
+    // The drain: every live connection to its end, or reset when the time is up (dropping a
+    // relay's future resets both its connections).
+    let drained = ::tokio::time::timeout(drain_timeout, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        let left = tasks.len();
+        served.reset_at_drain = left as u64;
+        tasks.shutdown().await;
+        event(Event::DrainTimedOut { live: left });
+    }
     served.failed = failed.load(Ordering::SeqCst);
     Ok(served)
 }
