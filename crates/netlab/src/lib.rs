@@ -218,6 +218,43 @@ fn add_named(name: &str) -> Result<(), LabError> {
     Ok(())
 }
 
+/// Starts, once per process, the reaper of its lab namespaces: a shell of its own process group
+/// (so that a Ctrl-C at the terminal does not reach it) that ignores SIGINT, SIGTERM, SIGHUP and
+/// SIGQUIT, waits for the end of a pipe this process holds the other end of, and then deletes
+/// every `zcnet-PID-*` namespace left. However this process ends (a signal's default action, a
+/// panic that aborts, SIGKILL), the kernel closes its end: its labs go with it, which drops do
+/// not do when a signal kills it (issue 48 item 11: `bench` ended by Ctrl-C left them behind
+/// until the next lab was built). A process that ends normally has dropped its labs already and
+/// the reaper finds none. Under a user namespace of the process's own the namespaces are
+/// mounted in its private mount namespace and vanish with it: no reaper.
+fn start_reaper() {
+    use std::process::{Command, Stdio};
+    static REAPER: std::sync::OnceLock<Option<std::process::ChildStdin>> =
+        std::sync::OnceLock::new();
+    REAPER.get_or_init(|| {
+        let initial = fs::read_to_string("/proc/self/uid_map")
+            .is_ok_and(|m| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"]);
+        if !initial {
+            return None;
+        }
+        let script = format!(
+            "trap '' INT TERM HUP QUIT; cat >/dev/null; \
+             for n in {NETNS_DIR}/{PREFIX}{pid}-*; do \
+             [ -e \"$n\" ] && ip netns del \"${{n##*/}}\" 2>/dev/null; done; exit 0",
+            pid = std::process::id()
+        );
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        // Its end of the pipe is close-on-exec: the programs this process starts do not hold
+        // it open after it ends.
+        cmd.spawn().ok()?.stdin.take()
+    });
+}
+
 /// Makes this process root of a user namespace of its own, with a mount namespace and a private
 /// `/run/netns`, so that an ordinary user can build labs: the network namespaces made after
 /// this are owned by the new user namespace, in which the caller holds every capability
@@ -297,6 +334,7 @@ impl Netns {
             SEQ.fetch_add(1, Ordering::Relaxed)
         );
         add_named(&name)?;
+        start_reaper();
         Ok(Netns { name })
     }
 
@@ -621,6 +659,34 @@ impl VethLab {
             ns.ip(&["addr", "add", &v4, "dev", dev])?;
             ns.ip(&["addr", "add", &v6, "dev", dev, "nodad"])?;
             ns.ip(&["link", "set", dev, "up"])?;
+        }
+        // Permanent neighbours both ways, so that no run waits on resolution: IPv6 neighbour
+        // discovery took 1.02-1.04 s here (the link-local addresses are still tentative), longer
+        // than a short run (issue 48 item 7).
+        let macs = [a.mac(Self::DEV_A)?, b.mac(Self::DEV_B)?];
+        for (ns, dev, peer, mac) in [
+            (&a, Self::DEV_A, Side::B, macs[1]),
+            (&b, Self::DEV_B, Side::A, macs[0]),
+        ] {
+            let lladdr = mac
+                .iter()
+                .map(|o| format!("{o:02x}"))
+                .collect::<Vec<_>>()
+                .join(":");
+            for family in Family::ALL {
+                let target = Self::addr(peer, family).to_string();
+                ns.ip(&[
+                    "neigh",
+                    "replace",
+                    &target,
+                    "lladdr",
+                    &lladdr,
+                    "dev",
+                    dev,
+                    "nud",
+                    "permanent",
+                ])?;
+            }
         }
         Ok(VethLab { a, b, mtu })
     }

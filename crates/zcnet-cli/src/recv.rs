@@ -51,6 +51,10 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     // Open the output before listening, so that a bad path fails before any peer connects;
     // an existing file is truncated only once a peer has connected.
     let mut file = match opt.output.as_str() {
+        "-" if stdout_was_closed() => anyhow::bail!(
+            "standard output is closed: -o - would write the stream nowhere (give a file, or \
+             redirect it)"
+        ),
         "-" => None,
         path => Some(
             Output::open(std::path::Path::new(path))
@@ -118,4 +122,27 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     }
     result.with_context(|| format!("receiving from {peer}"))?;
     Ok(())
+}
+
+/// Whether standard output was closed when the process started: Rust's start-up then opens
+/// `/dev/null` read-write in its place (a shell's `> /dev/null` opens it write-only), and what
+/// `-o -` wrote would be lost with exit 0 (issue 48 item 15).
+fn stdout_was_closed() -> bool {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    use std::os::unix::fs::MetadataExt as _;
+    let stdout = std::io::stdout();
+    let Ok(flags) = fcntl(&stdout, FcntlArg::F_GETFL) else {
+        return true;
+    };
+    let rdwr = OFlag::from_bits_truncate(flags) & OFlag::O_ACCMODE == OFlag::O_RDWR;
+    let fd = std::os::fd::AsFd::as_fd(&stdout);
+    let null = |m: &std::fs::Metadata| {
+        std::fs::metadata("/dev/null").is_ok_and(|n| n.rdev() == m.rdev() && m.rdev() != 0)
+    };
+    let meta = fd
+        .try_clone_to_owned()
+        .ok()
+        .map(std::fs::File::from)
+        .and_then(|f| f.metadata().ok());
+    rdwr && meta.is_some_and(|m| null(&m))
 }

@@ -79,15 +79,17 @@ pub struct Opt {
 
 /// What the input is, decided before connecting.
 enum Input {
-    /// A sized file (see the module docs): its size, after `--limit`.
-    File(File, u64),
+    /// A sized file (see the module docs): where to start (its offset: standard input may be
+    /// part-read already, as `cat` reads it from there) and the bytes from there, after
+    /// `--limit`.
+    File(File, u64, u64),
     /// A pipe or FIFO.
     Pipe(File),
     /// Anything else, read to its end.
     Stream(File),
 }
 
-fn classify(f: File, limit: Option<u64>, what: &str) -> anyhow::Result<Input> {
+fn classify(mut f: File, limit: Option<u64>, what: &str) -> anyhow::Result<Input> {
     let meta = f
         .metadata()
         .with_context(|| format!("cannot read {what}"))?;
@@ -97,7 +99,13 @@ fn classify(f: File, limit: Option<u64>, what: &str) -> anyhow::Result<Input> {
     }
     Ok(
         if ty.is_file() && meta.len() > 0 && !sizes_are_placeholders(&f) {
-            Input::File(f, limit.map_or(meta.len(), |l| l.min(meta.len())))
+            use std::io::Seek as _;
+            let at = f
+                .stream_position()
+                .with_context(|| format!("lseek({what})"))?
+                .min(meta.len());
+            let left = meta.len() - at;
+            Input::File(f, at, limit.map_or(left, |l| l.min(left)))
         } else if ty.is_fifo() {
             Input::Pipe(f)
         } else {
@@ -173,6 +181,13 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         (None, None) => unreachable!("addrs is not empty"),
     };
     let addr = stream.peer_addr().context("getpeername")?;
+    // Until the last byte is sent, the connection closes with a reset, whatever ends the
+    // command (an error, SIGINT, SIGTERM, SIGHUP, SIGKILL): a FIN would tell the receiver it has
+    // the whole file. Lifted at the clean end, before the half-close.
+    let linger = socket2::SockRef::from(&stream);
+    linger
+        .set_linger(Some(Duration::ZERO))
+        .context("setsockopt(SO_LINGER)")?;
     let mode = Strategy::from(opt.strategy);
     let mut tx = FileSender::new(
         &stream,
@@ -186,21 +201,25 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     }
     let start = Instant::now();
     let used = match input {
-        Input::File(f, len) => {
-            if let Err(e) = tx.send_file(&f, 0, len) {
+        Input::File(mut f, at, len) => {
+            let result = tx.send_file(&f, at, len);
+            // Standard input is left where the send ended, as a read of it would leave it.
+            use std::io::Seek as _;
+            let _ = f.seek(std::io::SeekFrom::Start(at + tx.counters().bytes));
+            if let Err(e) = result {
                 let file::FileError::Io { source, sent, .. } = &e else {
                     return Err(e.into());
                 };
                 // Ended short: the read found the end (sendfile, splice, copy), or the mmap
                 // window's pages were gone (EFAULT): either way the file is now shorter.
                 let short = source.kind() == std::io::ErrorKind::UnexpectedEof
-                    || f.metadata().is_ok_and(|m| m.len() < len);
+                    || f.metadata().is_ok_and(|m| m.len() < at + len);
                 if !short {
                     return Err(e.into());
                 }
                 if !opt.allow_short {
-                    // A clean end would tell the receiver it has the whole file.
-                    let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+                    // A clean end would tell the receiver it has the whole file: the error's
+                    // close resets the connection (SO_LINGER 0, set above).
                     bail!(
                         "{} ended after {sent} of the {len} bytes its size gave (it shrank while \
                          being sent); the connection is reset so that the receiver sees the \
@@ -229,6 +248,8 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         }
     };
     let sent = tx.counters();
+    // Every byte went out: from here on a close is a FIN.
+    linger.set_linger(None).context("setsockopt(SO_LINGER)")?;
     // Half-close and wait for the peer's end, so that "sent" means delivered to it.
     wait_for_close(&stream, sent.bytes)?;
     let seconds = start.elapsed().as_secs_f64();

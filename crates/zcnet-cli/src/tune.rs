@@ -66,8 +66,8 @@ impl From<PathArg> for SendPath {
 /// Options of `zcnet tune`.
 #[derive(Debug, clap::Args)]
 pub struct Opt {
-    /// The profile to write (or, with --show, to print). Default:
-    /// $XDG_CONFIG_HOME/zcnet/profile.toml (~/.config/zcnet/profile.toml).
+    /// The profile to write (or, with --show, to print). Default: the one `Mode::Auto` reads,
+    /// $ZCNET_PROFILE, else $XDG_CONFIG_HOME/zcnet/profile.toml (~/.config/zcnet/profile.toml).
     #[arg(long, value_name = "PATH")]
     pub profile: Option<PathBuf>,
     /// Print the profile (the file, else the one in use) and measure nothing.
@@ -197,7 +197,7 @@ impl Bench {
     fn source(&self, size: usize) -> anyhow::Result<Source> {
         Ok(match self.target.path {
             SendPath::MsgZerocopyUdp | SendPath::MsgZerocopyTcp => {
-                Source::Pool(sweep::pool(TX_POOL_MIB))
+                Source::Pool(sweep::pool(TX_POOL_MIB)?)
             }
             SendPath::UringZc | SendPath::UringZcFixed => Source::Uring(uring_tx::make_pool(
                 size,
@@ -457,7 +457,27 @@ pub fn learning_note() -> String {
 
 /// Runs `zcnet tune`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    let path = match opt.profile.clone().or_else(Profile::default_path) {
+    // Where Mode::Auto will read it: a profile written elsewhere while $ZCNET_PROFILE names
+    // another file would change nothing, with no word (issue 48 item 14).
+    let from_env = std::env::var_os("ZCNET_PROFILE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    if let (Some(asked), Some(env)) = (&opt.profile, &from_env)
+        && asked != env
+        && !opt.show
+    {
+        eprintln!(
+            "zcnet tune: note: $ZCNET_PROFILE names {}, which Mode::Auto reads instead of {}",
+            env.display(),
+            asked.display()
+        );
+    }
+    let path = match opt
+        .profile
+        .clone()
+        .or(from_env)
+        .or_else(Profile::default_path)
+    {
         Some(p) => p,
         None => anyhow::bail!("no HOME or XDG_CONFIG_HOME to keep the profile in: give --profile"),
     };

@@ -1061,3 +1061,86 @@ fn auto_started_from_its_prior(set: &serde_json::Value, size: u64, threshold: u6
         assert!(run["auto_learned"].as_str().is_some(), "{run}");
     }
 }
+
+/// Issue 48 item 10: under a small `ulimit -v` the bench died of an abort ("memory allocation
+/// of 268435456 bytes failed", SIGABRT). It is one line now, exit 1, saying how much memory it
+/// wanted.
+#[test]
+fn a_bench_without_the_memory_it_needs_says_so() {
+    if let Err(e) = netlab::check_privileges() {
+        return netlab::skip::skip(&e.to_string());
+    }
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            r#"ulimit -v 200000 && exec "$0" bench udp-tx --lab sink --size 64000 --mode copy --runs 1 --seconds 0.1"#,
+            env!("CARGO_BIN_EXE_zcnet"),
+        ])
+        .env_remove("ZCNET_PROFILE")
+        .output()
+        .unwrap();
+    let err = common::one_line_error(out);
+    assert!(err.contains("cannot allocate 256 MiB"), "{err}");
+}
+
+/// Issue 48 item 11: Ctrl-C, SIGTERM or SIGHUP to a bench left its `zcnet-PID-N` namespaces
+/// behind. It dies of the signal as before, and netlab's reaper removes them as it dies.
+#[test]
+fn a_bench_ended_by_a_signal_leaves_no_namespace() {
+    use nix::sys::signal::{Signal, kill};
+    if let Err(e) = netlab::check_privileges() {
+        return netlab::skip::skip(&e.to_string());
+    }
+    let ignored = common::ignored_here();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        if ignored.contains(&sig) {
+            netlab::skip::skip(&format!(
+                "{sig} is ignored by this test's process, so by the bench"
+            ));
+            continue;
+        }
+        let child = zcnet()
+            .args([
+                "bench", "udp-tx", "--lab", "sink", "--size", "64000", "--mode", "copy",
+            ])
+            .args(["--runs", "100", "--seconds", "1"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mine = format!("/run/netns/zcnet-{pid}-");
+        let has_lab = || {
+            std::fs::read_dir("/run/netns").is_ok_and(|d| {
+                d.flatten()
+                    .any(|e| e.path().to_string_lossy().starts_with(&mine))
+            })
+        };
+        let start = std::time::Instant::now();
+        while !has_lab() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(30),
+                "no lab built"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();
+        let out = common::wait_bounded(child, 30);
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(
+            out.status.signal(),
+            Some(sig as i32),
+            "{sig}: {:?}",
+            out.status
+        );
+        // Its reaper removes them as it dies, in a moment.
+        let gone = (0..250).any(|_| {
+            let gone = !has_lab();
+            if !gone {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            gone
+        });
+        assert!(gone, "{sig}: its namespaces were left behind");
+    }
+}

@@ -388,3 +388,55 @@ fn pages_are_opened_before_the_work_and_left_alone_when_it_fails() {
     assert_eq!(std::fs::read(&old).unwrap(), b"the last page");
     assert_eq!(dir.names(), ["bad.json", "old.html"]);
 }
+
+/// Issue 48 item 15: `recv -o -` with standard output closed exited 0, the stream written into
+/// the `/dev/null` Rust's start-up put in its place. It is refused at once now; standard
+/// output sent to `/dev/null` on purpose is still written.
+#[test]
+fn recv_to_a_closed_standard_output_is_refused() {
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            r#"exec "$0" recv --listen 127.0.0.1:0 -o - >&-"#,
+            env!("CARGO_BIN_EXE_zcnet"),
+        ])
+        .output()
+        .unwrap();
+    let err = one_line_error(out);
+    assert!(err.contains("standard output is closed"), "{err}");
+    // On purpose: `> /dev/null` (write-only) is a place to write.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = zcnet()
+        .args(["recv", "--listen", &format!("127.0.0.1:{port}"), "-o", "-"])
+        .stdout(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/null")
+                .unwrap(),
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let mut c = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(c) => break c,
+            Err(_) if start.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    c.write_all(&random_bytes(1000, 1)).unwrap();
+    drop(c);
+    let out = wait_bounded(child, 10);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -819,3 +819,70 @@ fn verdicts_carry_their_interval_and_hosts_their_machine() {
         "MISS, then unsure, then the rest"
     );
 }
+
+/// Issue 48 items 4 and 15: a regression gate that compared nothing (another bench, empty
+/// results) printed "No figure moved beyond the noise" and exited 0; one file with a gate
+/// ignored it; `-o` naming an input replaced it with the page. Each is refused now, exit 2, the
+/// input as it was.
+#[test]
+fn a_gate_that_compared_nothing_fails_and_no_page_replaces_its_input() {
+    let v: serde_json::Value = serde_json::from_str(SUITE).unwrap();
+    let reports = v["reports"].as_array().unwrap();
+    let (a, b) = (&reports[0], &reports[1]);
+    assert_ne!(a["bench"], b["bench"]);
+    let (fa, fb, fe) = (
+        temp("gate-a.json"),
+        temp("gate-b.json"),
+        temp("gate-e.json"),
+    );
+    std::fs::write(&fa, a.to_string()).unwrap();
+    std::fs::write(&fb, b.to_string()).unwrap();
+    let mut empty = a.clone();
+    empty["results"] = serde_json::json!([]);
+    std::fs::write(&fe, empty.to_string()).unwrap();
+    let run = |args: &[&Path]| {
+        let out = zcnet()
+            .arg("report")
+            .args(args)
+            .args(["-o"])
+            .arg(temp("gate.html"))
+            .args(["--fail-on-regression", "1"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for (base, new) in [(&fa, &fb), (&fa, &fe)] {
+        let (code, err) = run(&[base, new]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(
+            common::error_line(&err).contains("compared nothing"),
+            "{err}"
+        );
+    }
+    let (code, err) = run(&[&fa]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("give two files or more"), "{err}");
+    // The same file as input and page, by another path too.
+    let before = std::fs::read(&fa).unwrap();
+    let other_path = fa.parent().unwrap().join(".").join(fa.file_name().unwrap());
+    for page in [&fa, &other_path] {
+        let out = zcnet()
+            .arg("report")
+            .arg(&fa)
+            .arg("-o")
+            .arg(page)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("the page would replace it"), "{err}");
+        assert_eq!(
+            std::fs::read(&fa).unwrap(),
+            before,
+            "the input is as it was"
+        );
+    }
+}

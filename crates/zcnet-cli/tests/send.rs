@@ -521,3 +521,87 @@ fn a_file_that_shrinks_while_sent_is_an_error_the_receiver_sees() {
         }
     }
 }
+
+/// Issue 48 item 5: `send -` sent standard input from its first byte whatever its offset (with
+/// stdin at byte 1000 of a file, `cat` sent the rest and `zcnet send -` all of it). It now starts
+/// where standard input stands, and leaves it where the send ended, as a read would.
+#[test]
+fn standard_input_is_sent_from_its_offset() {
+    use std::io::{Seek, SeekFrom};
+    let dir = tmpdir("offset");
+    let path = dir.join("file");
+    let data = random_bytes(2_000_000, 48);
+    std::fs::write(&path, &data).unwrap();
+    for strategy in ["auto", "copy", "splice"] {
+        let mut f = std::fs::File::open(&path).unwrap();
+        f.seek(SeekFrom::Start(1000)).unwrap();
+        let shared = f.try_clone().unwrap();
+        let (v, got) = send_json(&["-", "--strategy", strategy], Stdio::from(shared));
+        assert!(got == data[1000..], "{strategy}: {} bytes", got.len());
+        assert_eq!(v["bytes"], data.len() as u64 - 1000, "{strategy}");
+        // The offset the shell's next command sees: the end.
+        assert_eq!(
+            f.stream_position().unwrap(),
+            data.len() as u64,
+            "{strategy}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 48 item 6: SIGINT, SIGTERM or SIGHUP during a send ended it by the signal, and the
+/// receiver got a FIN: a clean end holding part of the file. The connection is now reset
+/// unless every byte was sent, so the receiver sees the transfer cut.
+#[test]
+fn an_interrupted_send_resets_the_connection() {
+    use nix::sys::signal::{Signal, kill};
+    use std::io::Read as _;
+    let ignored = common::ignored_here();
+    let dir = tmpdir("interrupted");
+    let path = dir.join("big");
+    // Sparse: 2 GiB to send, nothing on disk.
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        if ignored.contains(&sig) {
+            netlab::skip::skip(&format!(
+                "{sig} is ignored by this test's process, so by send"
+            ));
+            continue;
+        }
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let mut child = zcnet()
+            .arg("send")
+            .arg(&path)
+            .arg(addr.to_string())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (mut c, _) = l.accept().unwrap();
+        // A slow reader: some bytes, then the signal while the send goes on.
+        let mut buf = vec![0u8; 1 << 20];
+        let mut got = 0usize;
+        while got < 8 << 20 {
+            got += c.read(&mut buf).unwrap();
+        }
+        kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "{sig}");
+        let end = loop {
+            match c.read(&mut buf) {
+                Ok(0) => break Ok(()),
+                Ok(n) => got += n,
+                Err(e) => break Err(e),
+            }
+        };
+        let e = end.expect_err(&format!(
+            "{sig}: a clean end after {got} of {} bytes",
+            2u64 << 30
+        ));
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{sig}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -230,3 +230,61 @@ fn a_profile_is_read_to_its_cap() {
         "{text}"
     );
 }
+
+/// Issue 48 item 12: a FIFO without a writer as the profile held `tune --show`, `bench` and
+/// `report` in `open` for good, with no word. It is opened without blocking now: read as an
+/// empty file, it is not a profile, one line naming it.
+#[test]
+fn a_fifo_without_a_writer_as_the_profile_is_an_error_at_once() {
+    let dir = std::env::temp_dir().join(format!("zcnet-tune-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("profile.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let input = dir.join("in.json");
+    std::fs::write(&input, include_str!("fixtures/suite.json")).unwrap();
+    let f = fifo.to_str().unwrap();
+    let page = dir.join("p.html");
+    let commands: [Vec<&str>; 3] = [
+        vec!["tune", "--show", "--profile", f],
+        vec!["bench", "udp-tx", "--profile", f],
+        vec![
+            "report",
+            input.to_str().unwrap(),
+            "-o",
+            page.to_str().unwrap(),
+            "--profile",
+            f,
+        ],
+    ];
+    for args in commands {
+        let mut cmd = zcnet();
+        cmd.args(&args);
+        let out = common::output_bounded(&cmd);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            matches!(out.status.code(), Some(1 | 2)),
+            "{args:?}: {:?} {err}",
+            out.status
+        );
+        assert!(common::error_line(&err).contains(f), "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 48 item 14: `tune` wrote its profile to the default path while `$ZCNET_PROFILE`, which
+/// `Mode::Auto` reads, named another file. It writes the file `$ZCNET_PROFILE` names: one it
+/// cannot write fails at once, naming it.
+#[test]
+fn tune_writes_the_profile_mode_auto_reads() {
+    let err = one_line_error(
+        zcnet()
+            .arg("tune")
+            .env("ZCNET_PROFILE", "/proc/zcnet-none/profile.toml")
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        err.contains("cannot write the profile /proc/zcnet-none/profile.toml"),
+        "{err}"
+    );
+}

@@ -279,13 +279,18 @@ pub fn parse_udpgso_sum(stderr: &str) -> Option<(u64, u64)> {
     Some((before("calls")?, before("msgs")?))
 }
 
+/// The most bytes kept of each of a program's outputs: its last ones, where its summary is (a
+/// chatty program took a bench to 2.3 GB in 11 s when all of it was kept; issue 48 item 13).
+const KEPT: usize = 256 << 10;
+
 /// Runs `cmd` to its end, at most `limit`: past it the program (this process's child, by its
-/// id) is killed and the run is an error. It stays in this process's group, so that a Ctrl-C
-/// at the terminal stops it with the bench. A program written a moment ago may still be open
-/// for writing in a child forked meanwhile by another thread (until that child execs):
-/// `ETXTBSY`, tried again for up to a second. Its output is read as it comes (a talkative
-/// program never blocks on a full pipe), and once it has ended for at most a second more: what
-/// it left running may hold its pipes open.
+/// id) and every process it started that is still running (by their ids, from `/proc`) are
+/// killed and the run is an error. It stays in this process's group, so that a Ctrl-C at the
+/// terminal stops it with the bench. A program written a moment ago may still be open for
+/// writing in a child forked meanwhile by another thread (until that child execs): `ETXTBSY`,
+/// tried again for up to a second. Its output is read as it comes (a talkative program never
+/// blocks on a full pipe), its last [`KEPT`] bytes kept, and once it has ended for at most a
+/// second more: what it left running may hold its pipes open.
 fn output_of(cmd: &mut Command, limit: Duration) -> anyhow::Result<std::process::Output> {
     use std::io::Read as _;
     use std::sync::mpsc;
@@ -300,21 +305,28 @@ fn output_of(cmd: &mut Command, limit: Duration) -> anyhow::Result<std::process:
             r => break r?,
         }
     };
-    // Each pipe's bytes as they come; `None` at its end.
+    // Each pipe's last KEPT bytes as they come, and a word at its end.
+    type Kept = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<u8>>>;
     let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-        let (tx, rx) = mpsc::channel::<Option<Vec<u8>>>();
+        let (tx, rx) = mpsc::channel::<()>();
+        let kept = Kept::default();
+        let mine = kept.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             if let Some(mut p) = pipe {
                 while let Ok(n) = p.read(&mut buf) {
-                    if n == 0 || tx.send(Some(buf[..n].to_vec())).is_err() {
+                    if n == 0 {
                         break;
                     }
+                    let mut kept = mine.lock().unwrap_or_else(|e| e.into_inner());
+                    kept.extend(&buf[..n]);
+                    let over = kept.len().saturating_sub(KEPT);
+                    kept.drain(..over);
                 }
             }
-            let _ = tx.send(None);
+            let _ = tx.send(());
         });
-        rx
+        (rx, kept)
     };
     let out = read(child.stdout.take().map(|p| Box::new(p) as Box<_>));
     let err = read(child.stderr.take().map(|p| Box::new(p) as Box<_>));
@@ -324,23 +336,28 @@ fn output_of(cmd: &mut Command, limit: Duration) -> anyhow::Result<std::process:
             break status;
         }
         if Instant::now() >= deadline {
+            // What it started first (found from its id while it still lives), then itself.
+            let started = crate::measure::machine::descendants(child.id());
+            for pid in started {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
             let _ = child.kill();
             let _ = child.wait();
             bail!(
-                "it did not end within {:.1} s and was killed",
+                "it did not end within {:.1} s and was killed, with what it had started",
                 limit.as_secs_f64()
             );
         }
         std::thread::sleep(Duration::from_millis(5));
     };
     let until = Instant::now() + Duration::from_secs(1);
-    let gather = |rx: mpsc::Receiver<Option<Vec<u8>>>| {
-        let mut all = Vec::new();
-        while let Ok(Some(chunk)) = rx.recv_timeout(until.saturating_duration_since(Instant::now()))
-        {
-            all.extend_from_slice(&chunk);
-        }
-        all
+    let gather = |(rx, kept): (mpsc::Receiver<()>, Kept)| {
+        let _ = rx.recv_timeout(until.saturating_duration_since(Instant::now()));
+        let kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.iter().copied().collect::<Vec<u8>>()
     };
     Ok(std::process::Output {
         status,
@@ -497,6 +514,57 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
+        // Issue 48 item 13: a chatty program is read to its end but only its last KEPT bytes are
+        // kept (its whole output took a bench to 2.3 GB), its summary among them.
+        let chatty = script(
+            "chatty",
+            "head -c 50000000 /dev/zero | tr '\\0' x >&2; \
+             echo 'tx=2048 (MB=2), tx/s=2048 (MB/s=2)' >&2",
+        );
+        let out = output_of(
+            Command::new(chatty.path()).stdin(Stdio::null()),
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        assert!(out.stderr.len() <= KEPT, "{} bytes kept", out.stderr.len());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).ends_with("tx=2048 (MB=2), tx/s=2048 (MB/s=2)\n")
+        );
+        // A hung one is killed with what it started (a `sleep` left behind outlived the kill).
+        let pidfile = dir.join("started");
+        let hangs_with_a_child = script(
+            "hangs-with-a-child",
+            &format!("sleep 30 & echo $! > {}; wait", pidfile.display()),
+        );
+        let e = output_of(
+            Command::new(hangs_with_a_child.path()).stdin(Stdio::null()),
+            Duration::from_millis(500),
+        )
+        .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("with what it had started"),
+            "{e:#}"
+        );
+        let started: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let gone = (0..100).any(|_| {
+            let state =
+                std::fs::read_to_string(format!("/proc/{started}/stat")).unwrap_or_default();
+            // Gone, or a zombie waiting for its new parent to reap it.
+            let dead = state.is_empty()
+                || state
+                    .rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'));
+            if !dead {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            dead
+        });
+        assert!(gone, "the program's child {started} outlived the kill");
         // Nothing sent, or more than a u64 of bytes: errors, not figures.
         let none = script("none", "echo 'tx=0 (MB=0), tx/s=0 (MB/s=0)' >&2");
         let e = format!(

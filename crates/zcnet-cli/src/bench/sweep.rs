@@ -141,20 +141,28 @@ fn receiver(
 
 /// A pool of `mib` MiB of pattern bytes, made once per size and kept for the process (the
 /// kernel may hold any part of it; `'static` makes that safe without tracking).
-pub fn pool(mib: usize) -> &'static [u8] {
+pub fn pool(mib: usize) -> anyhow::Result<&'static [u8]> {
     use std::collections::HashMap;
     use std::sync::Mutex;
     static POOLS: Mutex<Option<HashMap<usize, &'static [u8]>>> = Mutex::new(None);
     let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
-    pools
-        .get_or_insert_with(HashMap::new)
-        .entry(mib.max(1))
-        .or_insert_with(|| Box::leak(pattern_bytes(mib.max(1) << 20).into_boxed_slice()))
+    let pools = pools.get_or_insert_with(HashMap::new);
+    let mib = mib.max(1);
+    if let Some(&p) = pools.get(&mib) {
+        return Ok(p);
+    }
+    let p: &'static [u8] = Box::leak(pattern_bytes(mib << 20)?.into_boxed_slice());
+    pools.insert(mib, p);
+    Ok(p)
 }
 
 /// The first `len` bytes of the pattern stream.
-pub fn pattern_bytes(len: usize) -> Vec<u8> {
-    let mut v = Vec::with_capacity(len);
+///
+/// # Errors
+/// The memory cannot be had (`ulimit -v`, an overcommit policy): one line saying how much, not
+/// an abort (issue 48 item 10).
+pub fn pattern_bytes(len: usize) -> anyhow::Result<Vec<u8>> {
+    let mut v = crate::measure::copy_cost::buffer(len)?;
     while v.len() < len {
         let off = v.len() as u64;
         v.extend_from_slice(pattern::chunk_at(
@@ -162,7 +170,7 @@ pub fn pattern_bytes(len: usize) -> Vec<u8> {
             (len - v.len()).min(pattern::MAX_CHUNK),
         ));
     }
-    v
+    Ok(v)
 }
 
 /// MTU of the veth lab for UDP: the largest frame veth carries, so that no datagram is

@@ -194,7 +194,7 @@ pub fn bench(
     quiet: bool,
     remote: Option<Remote>,
 ) -> anyhow::Result<Outcome> {
-    let pool = pool(pool_mib);
+    let pool = pool(pool_mib)?;
     // Hot or cold, measured on the pool the sends come from.
     let heat = super::heat::PoolHeat::measure(pool_mib, &[pool]);
     let mut report = Report::new(bench_name(proto));

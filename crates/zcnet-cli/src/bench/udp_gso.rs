@@ -154,18 +154,21 @@ impl TrainPool {
     /// A pool of about `kib` KiB (at least two trains) of `train`-byte trains cut in
     /// `segment`-byte datagrams, made once per shape and kept for the process (the kernel may
     /// read any of it while a zero-copy send is in flight).
-    pub fn new(train: usize, segment: usize, kib: usize) -> TrainPool {
+    ///
+    /// # Errors
+    /// The memory cannot be had.
+    pub fn new(train: usize, segment: usize, kib: usize) -> anyhow::Result<TrainPool> {
         use std::collections::HashMap;
         use std::sync::Mutex;
         type Made = HashMap<(usize, usize, usize), &'static [u8]>;
         static MADE: Mutex<Option<Made>> = Mutex::new(None);
         let count = ((kib << 10) / train).max(2);
         let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
-        let data = *made
-            .get_or_insert_with(HashMap::new)
-            .entry((train, segment, count))
-            .or_insert_with(|| {
-                let mut v = super::sweep::pattern_bytes(train * count);
+        let made = made.get_or_insert_with(HashMap::new);
+        let data = match made.get(&(train, segment, count)) {
+            Some(&d) => d,
+            None => {
+                let mut v = super::sweep::pattern_bytes(train * count)?;
                 for t in 0..count {
                     for at in (0..train).step_by(segment) {
                         let off = t * train + at;
@@ -174,13 +177,16 @@ impl TrainPool {
                         }
                     }
                 }
-                Box::leak(v.into_boxed_slice())
-            });
-        TrainPool {
+                let d: &'static [u8] = Box::leak(v.into_boxed_slice());
+                made.insert((train, segment, count), d);
+                d
+            }
+        };
+        Ok(TrainPool {
             data,
             train,
             segment,
-        }
+        })
     }
 
     /// Trains in the pool.
@@ -620,13 +626,10 @@ pub fn bench(plan: &Plan<'_>, remote: Option<Remote>) -> anyhow::Result<Outcome>
         .into_iter()
         .map(|(segment, n)| {
             let train = segment.get() * n;
-            (
-                segment,
-                n,
-                TrainPool::new(train, segment.get(), plan.pool_kib),
-            )
+            let pool = TrainPool::new(train, segment.get(), plan.pool_kib)?;
+            anyhow::Ok((segment, n, pool))
         })
-        .collect();
+        .collect::<anyhow::Result<_>>()?;
     let heat = {
         let (_, _, p) = shapes[0];
         let trains: Vec<&[u8]> = (0..p.count() as u64).map(|i| p.train(i)).collect();
@@ -670,8 +673,25 @@ pub fn bench(plan: &Plan<'_>, remote: Option<Remote>) -> anyhow::Result<Outcome>
                 segment,
                 seconds: plan.seconds,
             };
+            // Registered buffers count against RLIMIT_MEMLOCK (8 MiB for an ordinary user):
+            // where the pool does not fit, gso-zc-fixed is left out with the limit and the way
+            // to raise it, and the other modes run (as uring-tx does).
+            let page = zcnet::probe::features().host.page_size;
+            let registered = ((pool.count() * pool.train).next_multiple_of(page)) as u64;
+            let modes: Vec<Mode> = match zcnet::uring::memlock_check(registered) {
+                Err(e) if plan.modes.contains(&Mode::GsoZcFixed) => {
+                    eprintln!(
+                        "udp-gso {lab_name} {} B x {n}: gso-zc-fixed left out: {}",
+                        segment.get(),
+                        crate::error_line::chain(&e)
+                    );
+                    let others = plan.modes.iter().copied();
+                    others.filter(|&m| m != Mode::GsoZcFixed).collect()
+                }
+                _ => plan.modes.to_vec(),
+            };
             let mut arms: Vec<Arm> = Vec::new();
-            for &m in plan.modes {
+            for &m in &modes {
                 arms.push(Arm::Zcnet(m));
                 if beside.is_some()
                     && let Some(t) = reference_twin(m, family, segment.get())
@@ -873,7 +893,7 @@ mod tests {
 
     #[test]
     fn the_pool_checks_every_datagram_by_its_offset() {
-        let pool = TrainPool::new(1000, 300, 64);
+        let pool = TrainPool::new(1000, 300, 64).unwrap();
         let t = pool.train(1);
         let parts: Vec<&[u8]> = udp_gso::datagrams(t, Some(300)).collect();
         assert_eq!(

@@ -109,12 +109,22 @@ impl CopyCost {
 
     fn measure() -> CopyCost {
         let _on = Pinned::to(0);
-        // One buffer, touched once; each set is a prefix of it.
-        let all = vec![0x3cu8; LLC_TO];
+        // One buffer, touched once; each set is a prefix of it. Where a process may not have
+        // that much (ulimit -v), the sets it can have.
+        let mut to = LLC_TO;
+        let mut all = buffer(to);
+        while all.is_err() && to > LLC_FROM {
+            to /= 2;
+            all = buffer(to);
+        }
+        let Ok(mut all) = all else {
+            return CopyCost::from_costs(&[]);
+        };
+        all.resize(to, 0x3c);
         let mut dst = vec![0xa5u8; CHUNK];
         let mut costs = Vec::new();
         let mut size = LLC_FROM;
-        while size <= LLC_TO {
+        while size <= to {
             let set = &all[..size];
             let passes = PASS_MIN.div_ceil(size).max(1);
             // A first pass brings the set into whatever cache holds it.
@@ -151,6 +161,23 @@ impl CopyCost {
             llc_bytes,
         }
     }
+}
+
+/// An empty vector with room for `len` bytes, or an error saying the memory cannot be had
+/// (`ulimit -v`, an overcommit policy) instead of the abort of an infallible allocation.
+///
+/// # Errors
+/// The allocation failed.
+pub fn buffer(len: usize) -> anyhow::Result<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| {
+        anyhow::anyhow!(
+            "cannot allocate {} MiB of buffers ({len} bytes): the memory this process may use is \
+             too small (ulimit -v, or the machine's overcommit policy)",
+            len.div_ceil(1 << 20)
+        )
+    })?;
+    Ok(v)
 }
 
 /// The largest cache of CPU 0 (index0..: L1d, L1i, L2, L3), as sysfs says.

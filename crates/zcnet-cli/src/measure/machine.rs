@@ -152,6 +152,14 @@ fn tree_of(root: u32, procs: &BTreeMap<u32, ProcStat>) -> BTreeSet<u32> {
     }
 }
 
+/// The processes descended from `pid` (not itself), by `/proc`: what a program started. A
+/// process whose parent ended was adopted elsewhere and is not found.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut tree = tree_of(pid, &processes());
+    tree.remove(&pid);
+    tree.into_iter().collect()
+}
+
 /// The start of a window over which [`Competing`] is measured.
 #[derive(Clone, Debug)]
 pub struct Window {

@@ -222,6 +222,11 @@ fn changes_of(bench: &str, cond: &str, b: &Set, n: &Set, noise: f64) -> Vec<Chan
 
 /// What changed, as lines for a terminal: a count, then each regression and improvement.
 pub fn lines(changes: &[Change], noise: f64) -> String {
+    if changes.is_empty() {
+        return "against the baseline: nothing compared: no cell (bench, condition, mode) of this \
+                run is in it\n"
+            .to_owned();
+    }
     let count = |v: Verdict| changes.iter().filter(|c| c.verdict == v).count();
     let mut out = format!(
         "against the baseline: {} regressed, {} improved, {} within noise (95 % bootstrap \
@@ -267,6 +272,13 @@ pub fn section(base: &str, new: &str, changes: &[Change], noise: f64) -> String 
         RESAMPLES,
         noise * 100.0
     );
+    if changes.is_empty() {
+        h.push_str(
+            "<p>Nothing compared: no cell (bench, condition, mode) of the last file is in the \
+             first.</p>\n",
+        );
+        return h;
+    }
     let shown: Vec<&Change> = [Verdict::Regressed, Verdict::Improved]
         .iter()
         .flat_map(|v| changes.iter().filter(move |c| c.verdict == *v))

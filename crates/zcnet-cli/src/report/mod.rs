@@ -87,6 +87,23 @@ impl std::error::Error for BadInput {}
 /// writing the page.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
     crate::interrupt::watch().context("taking SIGINT and SIGTERM")?;
+    // Refused before anything is read or written (issue 48 item 15): a gate with nothing to
+    // compare, and a page that would replace one of its own inputs.
+    if opt.fail_on_regression.is_some() && opt.inputs.len() < 2 {
+        return Err(BadInput(
+            "--fail-on-regression compares the last file with the first: give two files or more"
+                .into(),
+        )
+        .into());
+    }
+    if let Some(same) = opt.inputs.iter().find(|i| same_file(i, &opt.output)) {
+        return Err(BadInput(format!(
+            "-o {} is the input {}: the page would replace it",
+            opt.output.display(),
+            same.display()
+        ))
+        .into());
+    }
     let out = open_page(&opt.output)?;
     let mut inputs = Vec::new();
     for path in &opt.inputs {
@@ -112,6 +129,16 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&changes)?);
     }
     fail_on_regression(&changes, opt.fail_on_regression)
+}
+
+/// Whether `a` and `b` name the same file (device and inode), whatever the path; false where
+/// either does not exist.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 /// The page of `inputs` and, with two or more, what changed from the first to the last (at the
@@ -150,6 +177,16 @@ pub fn fail_on_regression(changes: &[compare::Change], pct: Option<f64>) -> anyh
     let Some(pct) = pct else {
         return Ok(());
     };
+    // A gate that compared nothing has not passed (issue 48 item 4): another bench, empty
+    // results, sizes or modes the base does not have.
+    if changes.is_empty() {
+        return Err(BadInput(
+            "--fail-on-regression compared nothing: no cell (bench, condition, mode) of the new \
+             run is in the base"
+                .into(),
+        )
+        .into());
+    }
     let bad: Vec<&compare::Change> = changes
         .iter()
         .filter(|c| c.verdict == compare::Verdict::Regressed && c.worse_by() * 100.0 > pct)

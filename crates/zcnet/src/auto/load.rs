@@ -50,7 +50,19 @@ impl Profile {
             source,
         };
         let mut bytes = Vec::new();
-        std::fs::File::open(path)
+        // Opened without blocking: a FIFO without a writer would hold `open` itself, with no
+        // word (issue 48 item 12); then read as any file (a FIFO's writer, if it has one, is
+        // waited for, and without one it reads as empty).
+        let open = || {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)?;
+            crate::sys::set_blocking(std::os::fd::AsFd::as_fd(&f))?;
+            Ok(f)
+        };
+        open()
             .and_then(|f| f.take(MAX_PROFILE + 1).read_to_end(&mut bytes))
             .map_err(read)?;
         if bytes.len() as u64 > MAX_PROFILE {
