@@ -185,9 +185,10 @@ pub async fn serve(
         }
         if live.load(Ordering::SeqCst) >= how.max_connections {
             served.refused += 1;
-            if let Ok(std) = src.into_std() {
-                let _ = crate::sys::disconnect(std.as_fd());
-            }
+            // A reset (`connect(AF_UNSPEC)`), then the close: taking the socket out of the
+            // reactor first (`into_std`) could fail and leave the drop a FIN.
+            let _ = crate::sys::disconnect(src.as_fd());
+            drop(src);
             event(Event::Refused { from });
             continue;
         }
