@@ -66,8 +66,8 @@ int main(int argc, char **argv) {
     ZcnetRxCounters c;
     zcnet_rx_counters(rx, &c);
     printf("received %llu bytes, mapped %llu, copied %llu\n",
-           (unsigned long long)(c.bytes_mapped + c.bytes_copied),
-           (unsigned long long)c.bytes_mapped, (unsigned long long)c.bytes_copied);
+           (unsigned long long)(c.mapped_bytes + c.copied_bytes),
+           (unsigned long long)c.mapped_bytes, (unsigned long long)c.copied_bytes);
     zcnet_rx_free(rx);
     fclose(out);
     close(conn);

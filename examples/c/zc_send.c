@@ -87,8 +87,8 @@ int main(int argc, char **argv) {
         zcnet_zc_counters(s, &c);
         printf("sent %llu bytes in %zu chunks, %zu back; zerocopy calls %llu, copied %llu, "
                "really zero-copy %llu bytes\n",
-               (unsigned long long)(c.zerocopy_bytes + c.copy_bytes), chunks, back,
-               (unsigned long long)c.zerocopy_calls, (unsigned long long)c.copied_calls,
+               (unsigned long long)(c.loaned_bytes + c.copy_bytes), chunks, back,
+               (unsigned long long)c.loaned_calls, (unsigned long long)c.copied_calls,
                (unsigned long long)c.zero_copy_bytes);
         zcnet_zc_sender_free(s);
         if (size)

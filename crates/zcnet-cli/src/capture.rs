@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::Serialize;
-use zcnet::packet::{self, FanoutMode, Filter, Frame, RxConfig, RxRing, Stats, pcap::Writer};
+use zcnet::packet::{self, FanoutMode, Filter, Frame, RxConfig, RxRing, Statistics, pcap::Writer};
 
 use crate::interrupt;
 use crate::output::{self, Output};
@@ -73,7 +73,7 @@ pub struct Summary {
     /// Packets written or printed.
     pub captured: u64,
     /// The kernel's counters, summed over the rings.
-    pub kernel: Stats,
+    pub kernel: Statistics,
     /// Blocks read.
     pub blocks: u64,
     /// Seconds captured.
@@ -240,7 +240,7 @@ fn capture_xdp(
     let summary = Summary {
         interface: opt.interface.clone(),
         captured,
-        kernel: Stats {
+        kernel: Statistics {
             packets: captured + no_fill + ring_full,
             drops: no_fill + ring_full,
             freezes: 0,
@@ -398,7 +398,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
                 // The other rings stop too: the capture ends with this error.
                 until.stop.store(true, Ordering::Relaxed);
             }
-            (read, ring.stats(), blocks)
+            (read, ring.statistics(), blocks)
         }));
     }
     let mut last = Instant::now();

@@ -9,6 +9,7 @@
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::time::Instant;
+use zcnet::ZeroCopyCounters as _;
 
 use anyhow::{Context, anyhow};
 use serde_json::json;
@@ -104,12 +105,12 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     };
     let summary = json!({
         "peer": peer.to_string(), "bytes": bytes, "seconds": seconds, "gbit": gbit,
-        "mapped_share": stats.mapped_share(), "bytes_mapped": stats.bytes_mapped,
-        "bytes_copied": stats.bytes_copied, "complete": result.is_ok(),
+        "mapped_share": stats.zero_copy_share().unwrap_or(0.0), "mapped_bytes": stats.mapped_bytes,
+        "copied_bytes": stats.copied_bytes, "complete": result.is_ok(),
     });
     let line = format!(
         "received {bytes} bytes ({:.2} % mmap'ed) in {seconds:.2} s, {gbit:.2} Gbit, from {peer}",
-        100.0 * stats.mapped_share()
+        100.0 * stats.zero_copy_share().unwrap_or(0.0)
     );
     if opt.json {
         if opt.output == "-" {

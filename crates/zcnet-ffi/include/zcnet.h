@@ -116,11 +116,11 @@ typedef struct ZcnetZcCounters {
   /**
    * Send calls with `MSG_ZEROCOPY`.
    */
-  uint64_t zerocopy_calls;
+  uint64_t loaned_calls;
   /**
    * Their bytes.
    */
-  uint64_t zerocopy_bytes;
+  uint64_t loaned_bytes;
   /**
    * Send calls by copy.
    */
@@ -198,19 +198,19 @@ typedef struct ZcnetRxCounters {
   /**
    * Bytes received by mapping the kernel's pages.
    */
-  uint64_t bytes_mapped;
+  uint64_t mapped_bytes;
   /**
    * Bytes received by copy.
    */
-  uint64_t bytes_copied;
+  uint64_t copied_bytes;
   /**
    * Pages mapped.
    */
-  uint64_t pages_mapped;
+  uint64_t mapped_pages;
   /**
    * `getsockopt(TCP_ZEROCOPY_RECEIVE)` calls.
    */
-  uint64_t zc_calls;
+  uint64_t zero_copy_calls;
   /**
    * `recv(2)` calls.
    */
@@ -242,7 +242,7 @@ typedef struct ZcnetUringCounters {
   /**
    * Of those, `SEND_ZC`/`SENDMSG_ZC`.
    */
-  uint64_t zc_requests;
+  uint64_t zero_copy_requests;
   /**
    * Buffers returned.
    */
@@ -328,6 +328,13 @@ int zcnet_probe_json(char **out);
 void zcnet_string_free(char *s);
 
 /**
+ * Buffers this process's senders left to the kernel when they were closed or freed while it
+ * still held them (the library's `zcnet::loan::leaked_buffers`): their memory was never freed
+ * by libzcnet and must not be by the caller while the socket lives.
+ */
+uint64_t zcnet_leaked_buffers(void);
+
+/**
  * Makes a MSG_ZEROCOPY sender on the connected socket `fd` (Linux 4.14 TCP, 5.0 UDP;
  * `send(2)`, `Documentation/networking/msg_zerocopy.rst`). `mode` is a `ZcnetMode` (another
  * value is `-EINVAL`): `ZCNET_MODE_ZERO_COPY` loans every
@@ -343,6 +350,8 @@ void zcnet_string_free(char *s);
  * a buffer could come back while the kernel still reads it. `-EBUSY` when another sender of
  * this process holds the same socket (through any descriptor of it) or `SO_ZEROCOPY` is on
  * already (another sender, here or in another process, or the caller turned it on).
+ * A constructor that fails leaves the socket as it found it (`SO_ZEROCOPY` and `UDP_SEGMENT`
+ * as they were); `-ENOTSOCK` for a descriptor that is not a socket.
  *
  * # Safety
  * `out` points at a writable pointer; `fd` stays open until `zcnet_zc_sender_free`. While
@@ -434,9 +443,30 @@ int zcnet_zc_counters(struct ZcnetZcSender *s, struct ZcnetZcCounters *out);
 int zcnet_zc_auto(struct ZcnetZcSender *s, struct ZcnetAutoCounters *out);
 
 /**
- * Frees the sender. Buffers still loaned are waited for briefly; any the kernel still holds
- * then stay the caller's responsibility (never free memory the kernel may read). NULL is
- * ignored.
+ * Ends the sender: waits up to `timeout_ms` for the kernel to give back every loaned buffer,
+ * writes the completions that came back and were not reaped into `out` (up to `cap`; how many
+ * in `*n`), frees the sender and returns how many buffers the kernel still held (0 when all
+ * came back). Those are the ones neither reaped before nor listed: their memory must stay
+ * valid and unmodified for as long as the socket lives, since the kernel may still read it
+ * (`zcnet_leaked_buffers` counts them). Every other buffer is the caller's again.
+ * `-ENOBUFS` when more completions are waiting than `cap`: nothing is freed, reap them and
+ * close again. `-EINVAL` for a NULL sender or `n`.
+ *
+ * # Safety
+ * `s` is a live sender, not used after a return of 0 or more; `out` has room for `cap`
+ * completions (NULL only with `cap` 0); `n` is writable.
+ */
+int zcnet_zc_sender_close(struct ZcnetZcSender *s,
+                          uint32_t timeout_ms,
+                          struct ZcnetCompletion *out,
+                          size_t cap,
+                          size_t *n);
+
+/**
+ * Frees the sender: `zcnet_zc_sender_close` with 500 ms to wait and no list. Buffers the kernel
+ * still holds then must stay valid (never free memory the kernel may read); they are counted
+ * in `zcnet_leaked_buffers`, and `zcnet_zc_sender_close` says how many and, by what it lists,
+ * which. NULL is ignored.
  *
  * # Safety
  * `s` is NULL or a live sender, not used afterwards.
@@ -583,8 +613,29 @@ int zcnet_uring_counters(struct ZcnetUringSender *s, struct ZcnetUringCounters *
 int zcnet_uring_auto(struct ZcnetUringSender *s, struct ZcnetAutoCounters *out);
 
 /**
- * Frees the io_uring sender; buffers the kernel may still read are never freed by it (see
- * `zcnet_zc_sender_free`). NULL is ignored.
+ * Ends the sender: waits up to `timeout_ms` for the kernel to give back every loaned buffer,
+ * writes the completions that came back and were not reaped into `out` (up to `cap`; how many
+ * in `*n`), frees the sender and returns how many buffers the kernel still held (0 when all
+ * came back). Those are the ones neither reaped before nor listed: their memory must stay
+ * valid and unmodified for as long as the socket lives, since the kernel may still read it
+ * (`zcnet_leaked_buffers` counts them). Every other buffer is the caller's again.
+ * `-ENOBUFS` when more completions are waiting than `cap`: nothing is freed, reap them and
+ * close again. `-EINVAL` for a NULL sender or `n`.
+ *
+ * # Safety
+ * `s` is a live sender, not used after a return of 0 or more; `out` has room for `cap`
+ * completions (NULL only with `cap` 0); `n` is writable.
+ */
+int zcnet_uring_sender_close(struct ZcnetUringSender *s,
+                             uint32_t timeout_ms,
+                             struct ZcnetCompletion *out,
+                             size_t cap,
+                             size_t *n);
+
+/**
+ * Frees the io_uring sender: `zcnet_uring_sender_close` with 500 ms to wait and no list;
+ * buffers the kernel may still read are never freed by it (see `zcnet_zc_sender_free`). NULL
+ * is ignored.
  *
  * # Safety
  * `s` is NULL or a live sender, not used afterwards.

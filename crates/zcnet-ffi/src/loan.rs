@@ -113,6 +113,10 @@ pub(super) trait Lender {
     fn wait_all(&mut self, timeout: Duration) -> io::Result<()>;
     /// Completions collected but not yet handed to C.
     fn ready(&mut self) -> &mut VecDeque<ZcnetCompletion>;
+    /// Ends the sender at once: the completions that came back and were not handed out, and
+    /// how many buffers the kernel still holds (left to it, counted in
+    /// `zcnet_leaked_buffers`).
+    fn close_now(self: Box<Self>) -> (VecDeque<ZcnetCompletion>, usize);
 }
 
 /// The two senders have the same loan API (`zcnet::loan`) over different kernel paths. Expanded
@@ -143,6 +147,13 @@ macro_rules! lender {
                 }
                 fn ready(&mut self) -> &mut VecDeque<ZcnetCompletion> {
                     &mut self.ready
+                }
+                fn close_now(self: Box<Self>) -> (VecDeque<ZcnetCompletion>, usize) {
+                    let this = *self;
+                    let mut ready = this.ready;
+                    let closed = this.inner.close(Duration::ZERO);
+                    ready.extend(closed.returned.iter().map(ZcnetCompletion::from));
+                    (ready, closed.still_loaned)
                 }
             }
         };
@@ -205,6 +216,63 @@ pub(super) unsafe fn drain_for<L: Lender>(s: *mut L, timeout_ms: u32) -> c_int {
         s.wait_all(Duration::from_millis(u64::from(timeout_ms)))
             .map_err(Fail::from)
     })
+}
+
+/// `zcnet_*_sender_close`.
+///
+/// # Safety
+/// As `zcnet_zc_sender_close`.
+pub(super) unsafe fn close<L: Lender>(
+    s: *mut L,
+    timeout_ms: u32,
+    out: *mut ZcnetCompletion,
+    cap: usize,
+    n: *mut usize,
+) -> c_int {
+    let mut held = 0usize;
+    let r = guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let n = unsafe { arg(n, "n") }?;
+        *n = 0;
+        if s.is_null() {
+            return Err(Fail::invalid("sender is NULL"));
+        }
+        if out.is_null() && cap > 0 {
+            return Err(Fail::invalid("out is NULL with a capacity above 0"));
+        }
+        {
+            // SAFETY: the caller's contract: a live sender.
+            let l = unsafe { &mut *s };
+            // Out of time is no failure here: what is still loaned is counted below.
+            let _ = l.wait_all(Duration::from_millis(u64::from(timeout_ms)));
+            l.collect()?;
+            let ready = l.ready().len();
+            if ready > cap {
+                return Err(Fail {
+                    errno: libc::ENOBUFS,
+                    message: format!(
+                        "{ready} completions to hand back and room for {cap}: reap them \
+                         (zcnet_*_reap) and close again; the sender is still open"
+                    ),
+                });
+            }
+        }
+        // SAFETY: the caller's contract: a live sender from Box::into_raw, not used afterwards
+        // (this call is its end).
+        let l = unsafe { Box::from_raw(s) };
+        let (mut ready, still_loaned) = l.close_now();
+        // What came back between the wait and the close and finds no room is counted with what
+        // the kernel still holds: its memory stays untouched, which is safe, if wasteful.
+        let overflow = ready.len().saturating_sub(cap);
+        // SAFETY: `out` has room for `cap` entries (the caller's contract).
+        *n = unsafe { hand_out(&mut ready, out, cap) }?;
+        held = still_loaned + overflow;
+        Ok(())
+    });
+    if r < 0 {
+        return r;
+    }
+    c_int::try_from(held).unwrap_or(c_int::MAX)
 }
 
 /// What a sender in `ZCNET_MODE_AUTO` did and learned (`zcnet_zc_auto`, `zcnet_uring_auto`;

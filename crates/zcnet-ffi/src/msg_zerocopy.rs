@@ -20,9 +20,9 @@ use super::loan::{
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ZcnetZcCounters {
     /// Send calls with `MSG_ZEROCOPY`.
-    pub zerocopy_calls: u64,
+    pub loaned_calls: u64,
     /// Their bytes.
-    pub zerocopy_bytes: u64,
+    pub loaned_bytes: u64,
     /// Send calls by copy.
     pub copy_calls: u64,
     /// Their bytes.
@@ -60,6 +60,8 @@ lender!(ZcnetZcSender);
 /// a buffer could come back while the kernel still reads it. `-EBUSY` when another sender of
 /// this process holds the same socket (through any descriptor of it) or `SO_ZEROCOPY` is on
 /// already (another sender, here or in another process, or the caller turned it on).
+/// A constructor that fails leaves the socket as it found it (`SO_ZEROCOPY` and `UDP_SEGMENT`
+/// as they were); `-ENOTSOCK` for a descriptor that is not a socket.
 ///
 /// # Safety
 /// `out` points at a writable pointer; `fd` stays open until `zcnet_zc_sender_free`. While
@@ -137,7 +139,7 @@ unsafe fn zc_sender_new(
         // SO_ZEROCOPY change through any descriptor of it) and `fd` stays open until then; what
         // can be checked (another sender here, SO_ZEROCOPY on already) `new` checks.
         let socket = unsafe { AssumeExclusive::new(fd(fd_raw, "fd")?) };
-        let inner = ZeroCopySender::new(socket, config).map_err(|e| match e {
+        let inner = ZeroCopySender::new(socket, config).map_err(|e| match e.error {
             ZeroCopyError::SocketInUse { .. } => Fail {
                 errno: libc::EBUSY,
                 message: e.to_string(),
@@ -279,8 +281,8 @@ pub unsafe extern "C" fn zcnet_zc_counters(
         read_counters(s, out, "sender", |h| {
             let c = h.inner.counters();
             ZcnetZcCounters {
-                zerocopy_calls: c.zerocopy_calls,
-                zerocopy_bytes: c.zerocopy_bytes,
+                loaned_calls: c.loaned_calls,
+                loaned_bytes: c.loaned_bytes,
                 copy_calls: c.copy_calls,
                 copy_bytes: c.copy_bytes,
                 completed_calls: c.completed_calls,
@@ -311,9 +313,34 @@ pub unsafe extern "C" fn zcnet_zc_auto(
     }
 }
 
-/// Frees the sender. Buffers still loaned are waited for briefly; any the kernel still holds
-/// then stay the caller's responsibility (never free memory the kernel may read). NULL is
-/// ignored.
+/// Ends the sender: waits up to `timeout_ms` for the kernel to give back every loaned buffer,
+/// writes the completions that came back and were not reaped into `out` (up to `cap`; how many
+/// in `*n`), frees the sender and returns how many buffers the kernel still held (0 when all
+/// came back). Those are the ones neither reaped before nor listed: their memory must stay
+/// valid and unmodified for as long as the socket lives, since the kernel may still read it
+/// (`zcnet_leaked_buffers` counts them). Every other buffer is the caller's again.
+/// `-ENOBUFS` when more completions are waiting than `cap`: nothing is freed, reap them and
+/// close again. `-EINVAL` for a NULL sender or `n`.
+///
+/// # Safety
+/// `s` is a live sender, not used after a return of 0 or more; `out` has room for `cap`
+/// completions (NULL only with `cap` 0); `n` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_zc_sender_close(
+    s: *mut ZcnetZcSender,
+    timeout_ms: u32,
+    out: *mut ZcnetCompletion,
+    cap: usize,
+    n: *mut usize,
+) -> c_int {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { super::loan::close(s, timeout_ms, out, cap, n) }
+}
+
+/// Frees the sender: `zcnet_zc_sender_close` with 500 ms to wait and no list. Buffers the kernel
+/// still holds then must stay valid (never free memory the kernel may read); they are counted
+/// in `zcnet_leaked_buffers`, and `zcnet_zc_sender_close` says how many and, by what it lists,
+/// which. NULL is ignored.
 ///
 /// # Safety
 /// `s` is NULL or a live sender, not used afterwards.

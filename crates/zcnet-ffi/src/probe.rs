@@ -36,3 +36,11 @@ pub unsafe extern "C" fn zcnet_string_free(s: *mut c_char) {
         drop(unsafe { CString::from_raw(s) });
     }
 }
+
+/// Buffers this process's senders left to the kernel when they were closed or freed while it
+/// still held them (the library's `zcnet::loan::leaked_buffers`): their memory was never freed
+/// by libzcnet and must not be by the caller while the socket lives.
+#[unsafe(no_mangle)]
+pub extern "C" fn zcnet_leaked_buffers() -> u64 {
+    zc::loan::leaked_buffers()
+}

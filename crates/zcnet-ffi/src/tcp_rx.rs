@@ -13,13 +13,13 @@ use super::handle::{Fd, ZcnetMode, arg, fd, free_handle, read_counters};
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ZcnetRxCounters {
     /// Bytes received by mapping the kernel's pages.
-    pub bytes_mapped: u64,
+    pub mapped_bytes: u64,
     /// Bytes received by copy.
-    pub bytes_copied: u64,
+    pub copied_bytes: u64,
     /// Pages mapped.
-    pub pages_mapped: u64,
+    pub mapped_pages: u64,
     /// `getsockopt(TCP_ZEROCOPY_RECEIVE)` calls.
-    pub zc_calls: u64,
+    pub zero_copy_calls: u64,
     /// `recv(2)` calls.
     pub recv_calls: u64,
 }
@@ -124,10 +124,10 @@ pub unsafe extern "C" fn zcnet_rx_counters(rx: *mut ZcnetRx, out: *mut ZcnetRxCo
         read_counters(rx, out, "receiver", |h| {
             let c = h.inner.counters();
             ZcnetRxCounters {
-                bytes_mapped: c.bytes_mapped,
-                bytes_copied: c.bytes_copied,
-                pages_mapped: c.pages_mapped,
-                zc_calls: c.zc_calls,
+                mapped_bytes: c.mapped_bytes,
+                copied_bytes: c.copied_bytes,
+                mapped_pages: c.mapped_pages,
+                zero_copy_calls: c.zero_copy_calls,
                 recv_calls: c.recv_calls,
             }
         })

@@ -20,7 +20,7 @@ pub struct ZcnetUringCounters {
     /// Requests queued.
     pub requests: u64,
     /// Of those, `SEND_ZC`/`SENDMSG_ZC`.
-    pub zc_requests: u64,
+    pub zero_copy_requests: u64,
     /// Buffers returned.
     pub returned: u64,
     /// Bytes the kernel accepted.
@@ -114,7 +114,7 @@ unsafe fn uring_sender_new(
         // SAFETY: the caller's contract above: the socket is this sender's alone until
         // zcnet_uring_sender_free; another sender of this process on it is refused by `new`.
         let socket = unsafe { AssumeExclusive::new(fd(fd_raw, "fd")?) };
-        let inner = UringSender::new(socket, config).map_err(|e| match e {
+        let inner = UringSender::new(socket, config).map_err(|e| match e.error {
             zc::uring::UringError::SocketInUse { .. } => Fail {
                 errno: libc::EBUSY,
                 message: e.to_string(),
@@ -195,7 +195,7 @@ pub unsafe extern "C" fn zcnet_uring_counters(
             let c = h.inner.counters();
             ZcnetUringCounters {
                 requests: c.requests,
-                zc_requests: c.zc_requests,
+                zero_copy_requests: c.zero_copy_requests,
                 returned: c.returned,
                 bytes: c.bytes,
                 copied: c.copied,
@@ -227,8 +227,33 @@ pub unsafe extern "C" fn zcnet_uring_auto(
     }
 }
 
-/// Frees the io_uring sender; buffers the kernel may still read are never freed by it (see
-/// `zcnet_zc_sender_free`). NULL is ignored.
+/// Ends the sender: waits up to `timeout_ms` for the kernel to give back every loaned buffer,
+/// writes the completions that came back and were not reaped into `out` (up to `cap`; how many
+/// in `*n`), frees the sender and returns how many buffers the kernel still held (0 when all
+/// came back). Those are the ones neither reaped before nor listed: their memory must stay
+/// valid and unmodified for as long as the socket lives, since the kernel may still read it
+/// (`zcnet_leaked_buffers` counts them). Every other buffer is the caller's again.
+/// `-ENOBUFS` when more completions are waiting than `cap`: nothing is freed, reap them and
+/// close again. `-EINVAL` for a NULL sender or `n`.
+///
+/// # Safety
+/// `s` is a live sender, not used after a return of 0 or more; `out` has room for `cap`
+/// completions (NULL only with `cap` 0); `n` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_sender_close(
+    s: *mut ZcnetUringSender,
+    timeout_ms: u32,
+    out: *mut ZcnetCompletion,
+    cap: usize,
+    n: *mut usize,
+) -> c_int {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { super::loan::close(s, timeout_ms, out, cap, n) }
+}
+
+/// Frees the io_uring sender: `zcnet_uring_sender_close` with 500 ms to wait and no list;
+/// buffers the kernel may still read are never freed by it (see `zcnet_zc_sender_free`). NULL
+/// is ignored.
 ///
 /// # Safety
 /// `s` is NULL or a live sender, not used afterwards.

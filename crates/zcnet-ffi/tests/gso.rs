@@ -98,7 +98,7 @@ fn a_zero_segment_or_a_tcp_socket_is_refused_saying_why() {
         assert!(s.is_null());
         let rc = zcnet_zc_sender_new_gso(tcp.as_raw_fd(), mode, 1200, &mut s);
         assert_eq!(rc, -libc::EOPNOTSUPP, "{}", last());
-        assert!(last().contains("not UDP"), "{}", last());
+        assert!(last().contains("not a UDP socket"), "{}", last());
         assert!(s.is_null());
         let mut u = null_mut();
         assert_eq!(

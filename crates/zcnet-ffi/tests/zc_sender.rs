@@ -46,7 +46,7 @@ fn flags_from_c_are_checked_not_passed_through() {
         }
         let mut c = ZcnetZcCounters::default();
         assert_eq!(zcnet_zc_counters(s, &mut c), 0);
-        assert_eq!((c.zerocopy_calls, c.copy_calls), (0, 0), "nothing sent");
+        assert_eq!((c.loaned_calls, c.copy_calls), (0, 0), "nothing sent");
         // The allowed ones: a header ending a record, then its payload (loaned).
         let r = zcnet_zc_send_flags(s, header.as_ptr(), header.len(), 1, libc::MSG_EOR);
         assert_eq!(r, 0, "{}", last());
@@ -215,4 +215,66 @@ fn auto_senders_say_what_they_learned() {
         assert!(last().contains("not in ZCNET_MODE_AUTO"), "{}", last());
         zcnet_uring_sender_free(s);
     }
+}
+
+/// A GSO sender on a TCP socket is `-EOPNOTSUPP` saying why, and leaves the socket as it was:
+/// a plain sender takes it after (issue 49 item 1; it was `-EBUSY`, SO_ZEROCOPY left on).
+#[test]
+fn a_refused_constructor_leaves_the_socket_as_it_was() {
+    let (client, _server) = tcp_pair();
+    unsafe {
+        let mut s = null_mut();
+        let r =
+            zcnet_zc_sender_new_gso(client.as_raw_fd(), ZcnetMode::ZeroCopy.into(), 1200, &mut s);
+        assert_eq!(r, -libc::EOPNOTSUPP);
+        assert!(last().contains("not a UDP socket"), "{}", last());
+        assert!(s.is_null());
+        let r = zcnet_zc_sender_new(client.as_raw_fd(), ZcnetMode::ZeroCopy.into(), &mut s);
+        assert_eq!(r, 0, "{}", last());
+        zcnet_zc_sender_free(s);
+    }
+}
+
+/// `zcnet_zc_sender_close` lists what came back and was not reaped, refuses to drop
+/// completions it has no room for, and says how many buffers the kernel still holds (issue 49
+/// item 5).
+#[test]
+fn close_lists_what_came_back_and_counts_what_is_held() {
+    let (client, mut server) = tcp_pair();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).unwrap();
+        got
+    });
+    let bufs: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 64 * 1024]).collect();
+    unsafe {
+        let mut s = null_mut();
+        let r = zcnet_zc_sender_new(client.as_raw_fd(), ZcnetMode::ZeroCopy.into(), &mut s);
+        assert_eq!(r, 0, "{}", last());
+        for (i, b) in bufs.iter().enumerate() {
+            assert_eq!(
+                zcnet_zc_send(s, b.as_ptr(), b.len(), i as u64 + 1),
+                0,
+                "{}",
+                last()
+            );
+        }
+        let mut out = [ZcnetCompletion::default(); 8];
+        let mut n = 99;
+        // Room for one of three: refused, the sender still open.
+        let r = zcnet_zc_sender_close(s, 5000, out.as_mut_ptr(), 1, &mut n);
+        assert_eq!(r, -libc::ENOBUFS, "{}", last());
+        assert_eq!(n, 0);
+        let r = zcnet_zc_sender_close(s, 5000, out.as_mut_ptr(), out.len(), &mut n);
+        assert_eq!(r, 0, "none still loaned: {}", last());
+        let mut ids: Vec<u64> = out[..n].iter().map(|c| c.user_data).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [1, 2, 3], "each buffer listed once");
+        assert_eq!(
+            zcnet_zc_sender_close(null_mut::<ZcnetZcSender>(), 0, out.as_mut_ptr(), 8, &mut n),
+            -libc::EINVAL
+        );
+    }
+    drop(client);
+    assert_eq!(reader.join().unwrap(), bufs.concat());
 }

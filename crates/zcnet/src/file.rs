@@ -125,7 +125,7 @@ pub struct Counters {
     /// copy, and for mmap-zc those whose completion was not flagged copied.
     pub zero_copy_bytes: u64,
     /// For mmap-zc, the `MSG_ZEROCOPY` sender's counters of the last file.
-    pub zerocopy: Option<msg_zerocopy::Counters>,
+    pub mmap_window: Option<msg_zerocopy::Counters>,
     /// [`Mode::Auto`]: files sent each way and why (one call per file; zeros in other modes).
     pub auto: crate::auto::AutoCounters,
 }
@@ -146,7 +146,7 @@ impl crate::ZeroCopyCounters for Counters {
     }
     /// `ENOBUFS` fallbacks and copied-policy switches of the mmap-zc sender.
     fn fallbacks(&self) -> u64 {
-        self.zerocopy.map_or(0, |c| c.fallbacks())
+        self.mmap_window.map_or(0, |c| c.fallbacks())
     }
 }
 
@@ -163,6 +163,16 @@ pub enum FileError {
         /// Bytes of this send that went out before it.
         sent: u64,
         /// The kernel's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The socket is not a stream this sender can send a file on: not a socket (`ENOTSOCK`),
+    /// or not TCP (a datagram socket would take a file as one datagram, or refuse it).
+    #[error("{what}")]
+    Socket {
+        /// What is wrong with it.
+        what: &'static str,
+        /// The error that says so.
         #[source]
         source: io::Error,
     },
@@ -205,7 +215,7 @@ impl FileError {
     pub fn sent(&self) -> u64 {
         match self {
             FileError::Io { sent, .. } => *sent,
-            FileError::Unsupported { .. } => 0,
+            FileError::Unsupported { .. } | FileError::Socket { .. } => 0,
         }
     }
 }
@@ -238,6 +248,13 @@ impl<S: AsFd> FileSender<S> {
     /// ([`ZeroCopyError::SocketInUse`](crate::msg_zerocopy::ZeroCopyError::SocketInUse)): the
     /// windows are given back by their completions, which must be this sender's alone.
     pub fn new(socket: S, config: Config) -> Result<Self, FileError> {
+        sys::check_tcp(socket.as_fd()).map_err(|source| FileError::Socket {
+            what: match source.kind() {
+                io::ErrorKind::InvalidInput => "not a TCP socket: a file is sent on a stream",
+                _ => "getsockopt(SO_PROTOCOL) failed",
+            },
+            source,
+        })?;
         let (mode, fallback) = config.mode.resolve();
         let s = support();
         for (want, check, feature) in [
@@ -367,8 +384,8 @@ impl<S: AsFd> FileSender<S> {
         }
         .map_err(|e| self.count_failed(e))?;
         self.counters.add(c.bytes, c.zero_copy_bytes);
-        if c.zerocopy.is_some() {
-            self.counters.zerocopy = c.zerocopy;
+        if c.mmap_window.is_some() {
+            self.counters.mmap_window = c.mmap_window;
         }
         Ok(c.bytes)
     }
@@ -425,7 +442,7 @@ fn send_file(
             Ok(Counters {
                 bytes: sent,
                 zero_copy_bytes: sent,
-                zerocopy: None,
+                mmap_window: None,
                 auto: Default::default(),
             })
         }
@@ -465,7 +482,7 @@ fn send_file(
             Ok(Counters {
                 bytes: sent,
                 zero_copy_bytes: sent,
-                zerocopy: None,
+                mmap_window: None,
                 auto: Default::default(),
             })
         }
@@ -487,7 +504,7 @@ fn send_file(
             Ok(Counters {
                 bytes: sent,
                 zero_copy_bytes: 0,
-                zerocopy: None,
+                mmap_window: None,
                 auto: Default::default(),
             })
         }
@@ -536,7 +553,7 @@ fn send_mmap_zc(
     let err = |op: &'static str, sent: u64| FileError::at("mmap-zc", op, sent);
     let config = msg_zerocopy::Config::default();
     let mut tx: ZeroCopySender<Held<'_>, FileRegion> = match *next_id {
-        None => ZeroCopySender::new(Held(socket), config),
+        None => ZeroCopySender::new(Held(socket), config).map_err(|e| e.error),
         Some(id) => ZeroCopySender::resume(Held(socket), config, id),
     }
     .map_err(|e| err("setsockopt(SO_ZEROCOPY)", 0)(io::Error::other(e)))?;
@@ -604,7 +621,7 @@ fn mmap_zc_windows(
     Ok(Counters {
         bytes: sent,
         zero_copy_bytes: (sent as f64 * c.zero_copy_share().unwrap_or(0.0)) as u64,
-        zerocopy: Some(c),
+        mmap_window: Some(c),
         auto: Default::default(),
     })
 }
@@ -663,7 +680,7 @@ fn send_pipe(socket: BorrowedFd<'_>, pipe: BorrowedFd<'_>) -> Result<Counters, F
                 return Ok(Counters {
                     bytes: sent,
                     zero_copy_bytes: sent,
-                    zerocopy: None,
+                    mmap_window: None,
                     auto: Default::default(),
                 });
             }
@@ -689,7 +706,7 @@ fn send_reader(
                 return Ok(Counters {
                     bytes: sent,
                     zero_copy_bytes: 0,
-                    zerocopy: None,
+                    mmap_window: None,
                     auto: Default::default(),
                 });
             }

@@ -8,12 +8,12 @@
 //! | trait | verbs | implemented by |
 //! |---|---|---|
 //! | [`Mechanism`] | `mode`, `counters`, `fallback_reason` | every sender, receiver and capture |
-//! | [`LoaningSender`] | `send` (loan a buffer), `flush` (submit), `reap`, `returned`, `in_flight`, `drain(timeout)` (wait for every loan) | `msg_zerocopy::ZeroCopySender`, `uring::UringSender` |
+//! | [`LoaningSender`] | `send` (loan a buffer), `flush` (submit), `reap`, `returned`, `in_flight`, `drain(timeout)` (wait for every loan), `wait_returned(timeout)` (wait for one), `close(timeout)` (end, saying what the kernel kept) | `msg_zerocopy::ZeroCopySender`, `uring::UringSender` |
 //! | [`LendingReceiver`] | `recv` (lend the next bytes until the next call) | `tcp_rx::TcpZeroCopyReceiver`, `peek::PeekCursor` |
 //! | [`FrameSource`] | `recv_frames` (lend each frame to a closure) | `packet::Capture`, `xdp::XdpSocket` |
 //! | [`FrameSink`] | `push` (queue a copy of a frame), `flush` (submit) | `packet::TxRing`, `xdp::XdpSocket` |
 //!
-//! Under the feature `tokio`, [`AsyncLoaningSender`] and [`AsyncLendingReceiver`] are the same
+//! Under the feature `tokio`, `AsyncLoaningSender` and `AsyncLendingReceiver` are the same
 //! shapes with the waiting verbs `async` (`drain().await` waits for every loan).
 //!
 //! What is left out on purpose: `file::FileSender` is a [`Mechanism`] but no loaning sender (the
@@ -68,6 +68,17 @@ pub trait LoaningSender<B: OwnedBuf>: Mechanism {
     /// # Errors
     /// `TimedOut` with buffers still loaned, or the kernel's error.
     fn drain(&mut self, timeout: Duration) -> io::Result<()>;
+    /// Submits and waits up to `timeout` for one loan to come back; the oldest buffer back
+    /// (`None`: none came in time, or nothing is loaned).
+    ///
+    /// # Errors
+    /// The kernel's.
+    fn wait_returned(&mut self, timeout: Duration) -> io::Result<Option<Returned<B>>>;
+    /// Ends the sender after waiting up to `timeout` for its loans: the buffers back, and how
+    /// many the kernel still held (left to it: [`crate::loan::leaked_buffers`]).
+    fn close(self, timeout: Duration) -> crate::loan::Closed<B>
+    where
+        Self: Sized;
 }
 
 /// Bytes a receiver lends until its next call, in stream order, in at most two parts (a
@@ -217,6 +228,15 @@ macro_rules! loaning_sender {
             }
             fn drain(&mut self, timeout: std::time::Duration) -> std::io::Result<()> {
                 <$ty>::drain(self, timeout)
+            }
+            fn wait_returned(
+                &mut self,
+                timeout: std::time::Duration,
+            ) -> std::io::Result<Option<$crate::loan::Returned<B>>> {
+                <$ty>::wait_returned(self, timeout)
+            }
+            fn close(self, timeout: std::time::Duration) -> $crate::loan::Closed<B> {
+                <$ty>::close(self, timeout)
             }
         }
     };

@@ -905,7 +905,8 @@ fn reset(stream: &TcpStream) {
 /// [`RelayError::ReplyCut`] when the destination's reply did, [`RelayError::Io`] when a call
 /// fails. Bytes the last destination acknowledged are in [`Report`] only on success; on an error
 /// they were consumed from the source as far as acknowledged, and both connections are reset.
-pub fn relay(src: TcpStream, s: &Config) -> Result<Report, RelayError> {
+pub fn relay(src: TcpStream, config: Config) -> Result<Report, RelayError> {
+    let s = &config;
     let epoll = Epoll::new().map_err(io_err("epoll_create1"))?;
     let mut session = Session::new(src, s, &epoll)?;
     let mut next = session.start();
@@ -1239,7 +1240,7 @@ pub fn serve(
         let (config, live, failed, event) =
             (config.clone(), live.clone(), failed.clone(), event.clone());
         handles.push(std::thread::spawn(move || {
-            let result = relay(src, &config);
+            let result = relay(src, Config::clone(&config));
             live.fetch_sub(1, Ordering::SeqCst);
             if result.is_err() {
                 failed.fetch_add(1, Ordering::SeqCst);

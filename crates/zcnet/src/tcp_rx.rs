@@ -136,13 +136,13 @@ pub enum RxError {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Counters {
     /// Bytes received by page mapping.
-    pub bytes_mapped: u64,
+    pub mapped_bytes: u64,
     /// Bytes received by copy (`copybuf`, `recv`).
-    pub bytes_copied: u64,
+    pub copied_bytes: u64,
     /// Pages mapped.
-    pub pages_mapped: u64,
+    pub mapped_pages: u64,
     /// `getsockopt(TCP_ZEROCOPY_RECEIVE)` calls.
-    pub zc_calls: u64,
+    pub zero_copy_calls: u64,
     /// `recv(2)` calls.
     pub recv_calls: u64,
 }
@@ -150,24 +150,16 @@ pub struct Counters {
 impl Counters {
     /// All bytes received.
     pub fn bytes(&self) -> u64 {
-        self.bytes_mapped + self.bytes_copied
-    }
-
-    /// Fraction of bytes received by mapping (0 when nothing was received).
-    pub fn mapped_share(&self) -> f64 {
-        match self.bytes() {
-            0 => 0.0,
-            n => self.bytes_mapped as f64 / n as f64,
-        }
+        self.mapped_bytes + self.copied_bytes
     }
 }
 
 impl crate::ZeroCopyCounters for Counters {
     fn zero_copy_bytes(&self) -> u64 {
-        self.bytes_mapped
+        self.mapped_bytes
     }
     fn copied_bytes(&self) -> u64 {
-        self.bytes_copied
+        self.copied_bytes
     }
     /// `recv(2)` calls: bytes that could not be mapped, or the whole stream in copy mode.
     fn fallbacks(&self) -> u64 {
@@ -249,6 +241,16 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
     /// [`RxError::Config`] for a window over [`MAX_WINDOW`], [`RxError::Io`] when `SO_RCVLOWAT` cannot be set. A socket that cannot be mapped is
     /// not an error: the receiver falls back to copying and says why.
     pub fn new(socket: S, config: Config) -> Result<Self, RxError> {
+        // Checked before anything is set on it: TCP_ZEROCOPY_RECEIVE maps TCP streams only.
+        sys::check_tcp(socket.as_fd()).map_err(|source| match source.kind() {
+            io::ErrorKind::InvalidInput => RxError::Config(
+                "not a TCP socket: TCP_ZEROCOPY_RECEIVE maps the pages of TCP streams".into(),
+            ),
+            _ => RxError::Io {
+                call: "getsockopt(SO_PROTOCOL)",
+                source,
+            },
+        })?;
         let page = sys::page_size();
         if config.window > MAX_WINDOW {
             return Err(RxError::Config(format!(
@@ -417,7 +419,7 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
                 None => None,
                 Some(_) if self.pending_error.is_some() => None,
                 Some(window) => {
-                    self.counters.zc_calls += 1;
+                    self.counters.zero_copy_calls += 1;
                     let copybuf = &mut self.buf[..self.kernel.copybuf_len];
                     match window.receive(self.socket.as_fd(), copybuf, self.kernel.optlen) {
                         Ok(out) => Some(out),
@@ -451,7 +453,7 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
                         };
                     }
                     Ok(Some(n)) => {
-                        self.counters.bytes_copied += n as u64;
+                        self.counters.copied_bytes += n as u64;
                         self.last = (false, n);
                         return Ok(Step::Got);
                     }
@@ -488,9 +490,9 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
                 }
                 return Ok(Step::WouldBlock);
             }
-            self.counters.bytes_mapped += out.mapped as u64;
-            self.counters.pages_mapped += (out.mapped / self.kernel.page) as u64;
-            self.counters.bytes_copied += copied as u64;
+            self.counters.mapped_bytes += out.mapped as u64;
+            self.counters.mapped_pages += (out.mapped / self.kernel.page) as u64;
+            self.counters.copied_bytes += copied as u64;
             self.last = (true, copied);
             return Ok(Step::Got);
         }

@@ -175,17 +175,23 @@ const GRO_OPTION: UdpOption = UdpOption {
     since: "Linux 5.0",
 };
 
+/// That `fd` is a UDP socket, for the option `o`.
+fn require_udp(fd: std::os::fd::BorrowedFd<'_>, o: &UdpOption) -> Result<(), GsoError> {
+    sys::check_protocol(fd, libc::IPPROTO_UDP, "not UDP").map_err(|source| {
+        if source.kind() == std::io::ErrorKind::InvalidInput {
+            GsoError::NotUdp(o.name)
+        } else {
+            GsoError::Io {
+                call: "getsockopt(SO_PROTOCOL)",
+                source,
+            }
+        }
+    })
+}
+
 fn udp_option(socket: &impl AsFd, o: &UdpOption, value: i32) -> Result<(), GsoError> {
     let fd = socket.as_fd();
-    let ty = sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL).map_err(|source| {
-        GsoError::Io {
-            call: "getsockopt(SO_PROTOCOL)",
-            source,
-        }
-    })?;
-    if ty != libc::IPPROTO_UDP {
-        return Err(GsoError::NotUdp(o.name));
-    }
+    require_udp(fd, o)?;
     sys::setsockopt(fd, abi::SOL_UDP, o.opt, &value).map_err(|source| {
         if source.raw_os_error() == Some(libc::ENOPROTOOPT) {
             GsoError::Unsupported {
@@ -199,6 +205,30 @@ fn udp_option(socket: &impl AsFd, o: &UdpOption, value: i32) -> Result<(), GsoEr
             }
         }
     })
+}
+
+/// Whether `socket` can send trains of `segment`-byte datagrams, asked without changing it: a
+/// UDP socket (`SO_PROTOCOL`) on a kernel with `UDP_SEGMENT` (`getsockopt`, Linux 4.18).
+///
+/// # Errors
+/// [`GsoError::NotUdp`], [`GsoError::Unsupported`], [`GsoError::Io`].
+pub(crate) fn check_segment(socket: &impl AsFd, _segment: Segment) -> Result<(), GsoError> {
+    let fd = socket.as_fd();
+    let o = &SEGMENT_OPTION;
+    require_udp(fd, o)?;
+    match sys::getsockopt_int(fd, abi::SOL_UDP, o.opt) {
+        Ok(_) => Ok(()),
+        Err(source) if source.raw_os_error() == Some(libc::ENOPROTOOPT) => {
+            Err(GsoError::Unsupported {
+                feature: o.name,
+                reason: format!("{source}; needs {}", o.since),
+            })
+        }
+        Err(source) => Err(GsoError::Io {
+            call: "getsockopt(UDP_SEGMENT)",
+            source,
+        }),
+    }
 }
 
 /// `setsockopt(SOL_UDP, UDP_SEGMENT, size)`: every later send of more than `size` bytes on

@@ -142,3 +142,162 @@ fn every_mechanism_module_has_a_row() {
         );
     }
 }
+
+/// One vocabulary (issue 49): the crate's public names spell zero copy `zero_copy` (or
+/// `ZeroCopy`), never `zerocopy` or `zc`, name kernel statistics `statistics`, and put the
+/// counted thing last (`mapped_bytes`, not `bytes_mapped`). What is sent with the kernel's
+/// zero-copy flag is `loaned`; what the kernel really did not copy is `zero_copy`. The kernel's
+/// own names are kept where a field mirrors one (listed below with the kernel's name).
+#[test]
+fn public_names_keep_one_vocabulary() {
+    // (file, name): fields named as the kernel names them.
+    let kernel_names = [
+        ("tcp_info.rs", "bytes_received"), // tcpi_bytes_received
+        ("tcp_info.rs", "bytes_sent"),     // tcpi_bytes_sent
+        ("uring/mod.rs", "send_zc"),       // IORING_OP_SEND_ZC
+        ("uring/mod.rs", "sendmsg_zc"),    // IORING_OP_SENDMSG_ZC
+    ];
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut broken = Vec::new();
+    for file in rust_files(&src) {
+        let rel = file
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        // The kernel's ABI, named as in its headers, is crate-private.
+        if rel.starts_with("sys/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            for name in public_names(line) {
+                if kernel_names.contains(&(rel.as_str(), name.as_str())) {
+                    continue;
+                }
+                if let Some(why) = breaks_vocabulary(&name) {
+                    broken.push(format!("src/{rel}:{}: `{name}`: {why}", i + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "names that break the vocabulary:\n{}",
+        broken.join("\n")
+    );
+}
+
+/// Why `name` breaks the vocabulary, or `None`.
+fn breaks_vocabulary(name: &str) -> Option<&'static str> {
+    let words: Vec<&str> = name.split('_').collect();
+    if name != "msg_zerocopy" && name.contains("zerocopy") || name.contains("Zerocopy") {
+        return Some("spell it zero_copy / ZeroCopy");
+    }
+    if words.contains(&"zc") || camel_words(name).contains(&"Zc") {
+        return Some("spell it zero_copy / ZeroCopy, not zc");
+    }
+    if words.contains(&"stats") || camel_words(name).contains(&"Stats") {
+        return Some("kernel statistics are `statistics` / `Statistics`");
+    }
+    let counted = ["bytes", "pages", "calls"];
+    let how = ["mapped", "copied", "sent", "received", "loaned", "returned"];
+    if words
+        .windows(2)
+        .any(|w| counted.contains(&w[0]) && how.contains(&w[1]))
+    {
+        return Some("the counted thing goes last: mapped_bytes, not bytes_mapped");
+    }
+    None
+}
+
+/// The words of a CamelCase name.
+fn camel_words(name: &str) -> Vec<&str> {
+    let mut words = Vec::new();
+    let mut start = 0;
+    for (i, c) in name.char_indices().skip(1) {
+        if c.is_ascii_uppercase() {
+            words.push(&name[start..i]);
+            start = i;
+        }
+    }
+    words.push(&name[start..]);
+    words
+}
+
+/// The public names a line declares: `pub fn`, `pub` fields, types, traits and constants.
+fn public_names(line: &str) -> Vec<String> {
+    let Some(mut rest) = line.trim_start().strip_prefix("pub ") else {
+        return Vec::new();
+    };
+    let ident = |s: &str| {
+        let end = s
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(s.len());
+        s[..end].to_owned()
+    };
+    for q in ["async ", "const fn ", "unsafe "] {
+        if let Some(r) = rest.strip_prefix(q) {
+            rest = if q == "const fn " { &rest[6..] } else { r };
+        }
+    }
+    for kw in [
+        "fn ", "struct ", "enum ", "trait ", "type ", "const ", "static ", "mod ",
+    ] {
+        if let Some(r) = rest.strip_prefix(kw) {
+            return vec![ident(r)];
+        }
+    }
+    // A field: `pub name: Type`.
+    let name = ident(rest);
+    if !name.is_empty() && rest[name.len()..].starts_with(':') {
+        return vec![name];
+    }
+    Vec::new()
+}
+
+fn rust_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(rust_files(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn the_vocabulary_check_catches_what_it_should() {
+    for bad in [
+        "zerocopy_bytes",
+        "zc_calls",
+        "send_zc_x",
+        "Stats",
+        "stats",
+        "bytes_mapped",
+        "ZcCounters",
+    ] {
+        assert!(breaks_vocabulary(bad).is_some(), "{bad}");
+    }
+    for good in [
+        "zero_copy_bytes",
+        "loaned_calls",
+        "mapped_bytes",
+        "msg_zerocopy",
+        "ZeroCopySender",
+        "statistics",
+    ] {
+        assert!(breaks_vocabulary(good).is_none(), "{good}");
+    }
+    assert_eq!(public_names("    pub mapped_bytes: u64,"), ["mapped_bytes"]);
+    assert_eq!(
+        public_names("    pub async fn next_returned(&mut self)"),
+        ["next_returned"]
+    );
+    assert_eq!(public_names("pub const fn new(x: u8)"), ["new"]);
+    assert!(public_names("pub(crate) fn x()").is_empty());
+}

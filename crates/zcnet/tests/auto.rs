@@ -78,7 +78,7 @@ fn msg_zerocopy_auto_follows_the_profile_file() {
     assert_eq!(choice.threshold, Threshold::Never);
     assert!(choice.origin.contains("built-in"), "{}", choice.origin);
     assert_eq!(c.auto.small_calls, 3);
-    assert_eq!(c.zerocopy_calls, 0);
+    assert_eq!(c.loaned_calls, 0);
 
     // A profile that says zero copy pays from 10000 B on local routes: 600 B copies, the first
     // large one goes by zero copy; loopback flags it copied, so the next ones back off.
@@ -103,7 +103,7 @@ fn msg_zerocopy_auto_follows_the_profile_file() {
         (c.auto.zero_copy_calls, c.auto.zero_copy_bytes),
         (1, 20_000)
     );
-    assert_eq!(c.zerocopy_calls, 1);
+    assert_eq!(c.loaned_calls, 1);
     assert_eq!(c.completed_calls, 1);
     assert_eq!(c.copied_calls, 1, "loopback copies MSG_ZEROCOPY data");
     // After that copied completion, large sends copy for a while.
@@ -176,7 +176,7 @@ fn uring_auto_follows_the_profile() {
     }
     let c = tx.counters();
     assert_eq!((c.auto.small_calls, c.auto.zero_copy_calls), (1, 1));
-    assert_eq!(c.zc_requests, 1);
+    assert_eq!(c.zero_copy_requests, 1);
     assert_eq!(c.requests, 2);
     std::fs::remove_dir_all(f.parent().unwrap()).unwrap();
     auto::set_profile(Profile::builtin());
@@ -255,7 +255,10 @@ fn size_switch(
         let round = (auto::ROUND_BYTES / len)
             .clamp(auto::ROUND_SENDS.0 as usize, auto::ROUND_SENDS.1 as usize)
             as u64;
-        let bound = (2 * auto::FIRST_PAIRS as u64 + 1) * round + 1;
+        // A pair dropped because the load changed across it (another test's sender beside
+        // this one: `DRIFT_MAX`) is measured again: two more rounds each.
+        let again = 2 * counters().discarded_pairs;
+        let bound = (2 * auto::FIRST_PAIRS as u64 + 1 + again) * round + 1;
         assert!(k.learned, "{len} B: not learned in {n} sends: {c}");
         assert!(k.decided_after.unwrap() <= bound, "{len} B: {c}");
         match before {
@@ -267,7 +270,7 @@ fn size_switch(
             None => assert_eq!(k.sends, n),
         }
         // The way agrees with the measure, within the hysteresis.
-        let m = k.zc_over_copy.unwrap();
+        let m = k.zero_copy_over_copy.unwrap();
         if k.zero_copy {
             assert!(m < 1.0 + auto::HYSTERESIS, "{c}");
         } else {
@@ -371,4 +374,84 @@ fn auto_follows_a_size_switch_in_the_sink() {
     } else {
         netlab::skip::skip("io_uring SEND_ZC is not available here");
     }
+}
+
+/// Issue 47: another process competing for the sender's CPU (a busy loop on the same CPU, and on
+/// the other) makes no class flap between ways: 8000 B into the sink for three seconds, the
+/// class changes its way at most once (from the prior to what it measures), explores no more
+/// than its rule allows, and exploring costs about what it aims to. The learner measures the
+/// sending thread's own CPU time, which a competitor takes turns with but does not add to; the
+/// pairs cancel what it does to the caches, and a pair across a change of load is dropped.
+#[test]
+fn a_competing_busy_loop_makes_no_class_flap() {
+    netlab::require_lab!();
+    if msg_zerocopy::support().udp.status != zcnet::support::Status::Available {
+        return netlab::skip::skip("MSG_ZEROCOPY on UDP is not available here");
+    }
+    let _turn = PROFILE.lock().unwrap_or_else(|e| e.into_inner());
+    auto::set_profile(Profile::builtin());
+    let lab = netlab::SinkLab::new().unwrap();
+    let target = std::net::SocketAddr::new(netlab::SinkLab::target(netlab::Family::V4), 9);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // The competitors: a process spinning on every CPU this test may run on, ended by its id.
+    let spinners: Vec<std::process::Child> = (0..cpus.min(2))
+        .map(|cpu| {
+            std::process::Command::new("taskset")
+                .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])
+                .spawn()
+                .expect("taskset (util-linux)")
+        })
+        .collect();
+    let (choice, counters) = lab
+        .ns
+        .run(move || {
+            let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+            s.connect(target).unwrap();
+            let config = msg_zerocopy::Config {
+                mode: msg_zerocopy::Mode::Auto,
+                ..Default::default()
+            };
+            let mut tx = ZeroCopySender::<_, &'static [u8]>::new(s, config).unwrap();
+            static DATA: [u8; 8000] = [0x5a; 8000];
+            let start = std::time::Instant::now();
+            let mut sent = 0u64;
+            while start.elapsed() < Duration::from_secs(3) {
+                tx.send(&DATA[..]).map_err(|e| e.error).unwrap();
+                sent += 1;
+                if sent % 32 == 0 {
+                    tx.reap().unwrap();
+                    tx.returned().for_each(drop);
+                }
+            }
+            tx.drain(Duration::from_secs(5)).unwrap();
+            (tx.auto_choice().unwrap(), tx.counters().auto)
+        })
+        .unwrap();
+    for mut s in spinners {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    let k = choice
+        .classes
+        .iter()
+        .find(|k| k.from <= 8000 && k.to.is_none_or(|t| 8000 < t))
+        .unwrap();
+    assert!(k.learned, "{choice}");
+    assert!(
+        k.switches <= 1,
+        "a class flapped under a busy loop: {choice} {counters:?}"
+    );
+    // One round in `explore_every` explores, give or take the first pairs.
+    let rounds = k.sends as f64 / (auto::ROUND_BYTES / 8000) as f64;
+    let allowed = 2.0 * auto::FIRST_PAIRS as f64 + rounds / f64::from(k.explore_every) + 2.0;
+    let explored = k.explore_sends as f64 / (auto::ROUND_BYTES / 8000) as f64;
+    assert!(
+        explored <= allowed,
+        "{explored} rounds explored, {allowed} allowed: {choice}"
+    );
+    println!(
+        "{choice}: exploring cost {:.2} % of the sending CPU, {} pairs dropped for a change of load",
+        100.0 * counters.explore_cost_share().unwrap_or(0.0),
+        counters.discarded_pairs
+    );
 }

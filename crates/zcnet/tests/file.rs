@@ -58,3 +58,17 @@ fn several_mmap_zc_files_on_one_socket_each_come_back_and_arrive_intact() {
     assert_eq!(got.len(), expected.len());
     assert!(got == expected, "every byte of every file, in order");
 }
+
+/// A socket that is not TCP is refused by the constructor, before a datagram is sent (issue 49
+/// item 6).
+#[test]
+fn a_udp_socket_is_refused_as_not_tcp() {
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    match FileSender::new(&udp, Config::default()) {
+        Err(e) => {
+            assert!(e.to_string().contains("not a TCP socket"), "{e}");
+            assert_eq!(e.sent(), 0);
+        }
+        Ok(_) => panic!("a UDP socket was taken"),
+    }
+}

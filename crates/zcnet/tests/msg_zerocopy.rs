@@ -70,8 +70,8 @@ fn every_tcp_buffer_comes_back_exactly_once_and_data_arrives() {
         back.iter().filter(|r| !r.zero_copy).count(),
         (n / 4) as usize
     );
-    assert!(c.zerocopy_calls >= u64::from(n / 4 * 3));
-    assert_eq!(c.completed_calls, c.zerocopy_calls);
+    assert!(c.loaned_calls >= u64::from(n / 4 * 3));
+    assert_eq!(c.completed_calls, c.loaned_calls);
     // Over loopback the kernel copies, and must say so.
     assert_eq!(c.copied_calls, c.completed_calls);
     assert!(
@@ -111,7 +111,7 @@ fn adaptive_policy_turns_zero_copy_off_after_a_copied_completion() {
         "copied completions must send copies for a while: {c:?}"
     );
     assert!(
-        c.zerocopy_calls >= 2,
+        c.loaned_calls >= 2,
         "zero-copy must be retried after 50 sends: {c:?}"
     );
 }
@@ -229,12 +229,12 @@ fn enobufs_case(optmem: &str) {
             c.enobufs_fallbacks > 0,
             "optmem_max 0 must produce ENOBUFS: {c:?}"
         );
-        assert_eq!(c.zerocopy_bytes, 0, "{c:?}");
+        assert_eq!(c.loaned_bytes, 0, "{c:?}");
     }
     if c.enobufs_fallbacks == 0 {
         assert_eq!(c.copy_bytes, 0, "no ENOBUFS, no copy fallback: {c:?}");
     }
-    assert_eq!(c.copy_bytes + c.zerocopy_bytes, 64 * 64 * 1024);
+    assert_eq!(c.copy_bytes + c.loaned_bytes, 64 * 64 * 1024);
 }
 
 #[test]
@@ -315,12 +315,14 @@ fn borrowed_sends_report_their_tokens_once_the_kernel_is_done() {
 }
 
 /// The reason of a [`ZeroCopyError::SocketInUse`], or a panic naming what came instead.
-fn in_use<S, B>(r: Result<ZeroCopySender<S, B>, ZeroCopyError>) -> &'static str
+fn in_use<S, B>(
+    r: Result<ZeroCopySender<S, B>, zcnet::loan::NewError<S, ZeroCopyError>>,
+) -> &'static str
 where
     S: msg_zerocopy::ExclusiveSocket,
     B: msg_zerocopy::OwnedBuf,
 {
-    match r {
+    match r.map_err(|e| e.error) {
         Err(ZeroCopyError::SocketInUse { reason }) => reason,
         Err(e) => panic!("expected SocketInUse, got {e}"),
         Ok(_) => panic!("a second sender on the same socket was accepted"),
@@ -378,6 +380,8 @@ fn a_second_sender_on_a_dup_of_the_socket_is_refused() {
         e.to_string().contains("would not be this sender's alone"),
         "{e}"
     );
+    // The refusal handed the socket back: closing the last descriptor ends the stream.
+    drop(e);
     assert_eq!(reader.join().unwrap(), vec![7u8; 64 * 1024]);
 }
 
@@ -431,7 +435,7 @@ fn send_flags_eor_and_more_still_work() {
     assert_eq!(back.len(), 96, "every buffer back once");
     // The 100-byte headers went by copy, the rest loaned; each loan completed.
     assert_eq!(back.iter().filter(|r| !r.zero_copy).count(), 32);
-    assert_eq!(c.completed_calls, c.zerocopy_calls);
+    assert_eq!(c.completed_calls, c.loaned_calls);
     assert!(reader.join().unwrap() == expected, "every byte, in order");
 }
 
@@ -457,7 +461,7 @@ fn a_borrowed_send_in_copy_mode_is_reported_at_once() {
     assert_eq!(tx.completed_borrowed().collect::<Vec<_>>(), [token]);
     assert_eq!(tx.in_flight(), 0);
     let c = tx.counters();
-    assert_eq!((c.zerocopy_calls, c.copy_bytes), (0, 64 * 1024), "{c:?}");
+    assert_eq!((c.loaned_calls, c.copy_bytes), (0, 64 * 1024), "{c:?}");
     drop(tx);
     assert_eq!(reader.join().unwrap(), region);
 }
@@ -546,4 +550,162 @@ fn a_completion_held_by_a_deferred_free_comes_back_in_drain() {
     }
     reader.join().unwrap();
     eprintln!("deferred kicks: {}", tx.counters().deferred_kicks);
+}
+
+/// A connection whose receiver does not read and advertises a small window: what the sender
+/// loans beyond it stays in the sender's queue, held by the kernel, until the receiver reads.
+fn held_pair() -> (TcpStream, TcpStream) {
+    let listener =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    // Set before listen: the accepted socket inherits it, and its window starts small.
+    listener.set_recv_buffer_size(4096).unwrap();
+    listener
+        .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+        .unwrap();
+    listener.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    let client = TcpStream::connect(addr).unwrap();
+    // Room for the loans in the send queue, so the sends return while the window is shut.
+    socket2::SockRef::from(&client)
+        .set_send_buffer_size(1 << 20)
+        .unwrap();
+    let (server, _) = listener.accept().unwrap();
+    (client, TcpStream::from(server))
+}
+
+/// Bytes `0..len` of the pattern of buffer `i` (position-dependent, so reordering shows).
+fn pattern(i: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|k| (k % 251) as u8 ^ i.wrapping_mul(37))
+        .collect()
+}
+
+/// `close(timeout)` hands back what came back and counts, without freeing, what the kernel
+/// still holds (issue 49 item 5): the bytes of the buffers left to it still arrive whole.
+#[test]
+fn close_hands_back_what_came_back_and_leaves_what_the_kernel_holds() {
+    let (client, mut server) = held_pair();
+    let config = SenderConfig {
+        policy: CopiedPolicy::Keep,
+        ..SenderConfig::default()
+    };
+    let mut tx = ZeroCopySender::new(client, config).unwrap();
+    let len = 64 * 1024;
+    let before = zcnet::loan::leaked_buffers();
+    for i in 0..4u8 {
+        tx.send(pattern(i, len)).unwrap();
+    }
+    let closed = tx.close(Duration::from_millis(200));
+    let back = closed.returned.len();
+    assert!(
+        closed.still_loaned > 0,
+        "the receiver read nothing: some buffers must still be held ({back} came back)"
+    );
+    assert_eq!(
+        back + closed.still_loaned,
+        4,
+        "every buffer accounted for once"
+    );
+    assert!(closed.returned.iter().all(|r| r.error.is_none()));
+    assert!(zcnet::loan::leaked_buffers() >= before + closed.still_loaned as u64);
+    // The kernel still reads the buffers left to it: the receiver gets every byte in order.
+    let mut got = Vec::new();
+    server.read_to_end(&mut got).unwrap();
+    let want: Vec<u8> = (0..4u8).flat_map(|i| pattern(i, len)).collect();
+    assert!(
+        got == want,
+        "{} bytes of {} arrived, or out of order",
+        got.len(),
+        want.len()
+    );
+}
+
+/// `wait_returned` blocks until one buffer comes back (a fixed pool recycles with it), and
+/// returns `None` at once when nothing is loaned (issue 49 item 4).
+#[test]
+fn wait_returned_gives_back_one_buffer_at_a_time() {
+    let (client, mut server) = tcp_pair();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).unwrap();
+        got
+    });
+    let config = SenderConfig {
+        policy: CopiedPolicy::Keep,
+        threshold: 0,
+        ..SenderConfig::default()
+    };
+    let mut tx = ZeroCopySender::new(client, config).unwrap();
+    assert!(
+        tx.wait_returned(TIMEOUT).unwrap().is_none(),
+        "nothing loaned"
+    );
+    // A pool of two buffers, recycled twenty times: each send waits for a buffer back.
+    let mut pool = vec![vec![0u8; 32 * 1024], vec![0u8; 32 * 1024]];
+    let mut want = Vec::new();
+    for i in 0..20u8 {
+        let mut buf = match pool.pop() {
+            Some(b) => b,
+            None => {
+                let r = tx
+                    .wait_returned(TIMEOUT)
+                    .unwrap()
+                    .expect("a buffer back in time");
+                assert!(r.error.is_none());
+                r.buf
+            }
+        };
+        let len = buf.len();
+        buf.copy_from_slice(&pattern(i, len));
+        want.extend_from_slice(&buf);
+        tx.send(buf).unwrap();
+    }
+    let closed = tx.close(TIMEOUT);
+    assert_eq!(closed.still_loaned, 0);
+    assert_eq!(
+        closed.returned.len(),
+        2,
+        "the pool's two buffers back at the end"
+    );
+    assert!(
+        reader.join().unwrap() == want,
+        "the stream differs from what was sent"
+    );
+}
+
+/// A GSO segment on a TCP socket is refused before the socket is changed, and the socket
+/// comes back in the error (issue 49 item 1).
+#[test]
+fn a_refused_constructor_hands_the_socket_back_unchanged() {
+    let (client, _server) = tcp_pair();
+    let config = SenderConfig {
+        segment: Some(zcnet::udp_gso::Segment::new(1200).unwrap()),
+        ..SenderConfig::default()
+    };
+    let e = match ZeroCopySender::<_, Vec<u8>>::new(client, config) {
+        Err(e) => e,
+        Ok(_) => panic!("a GSO sender on TCP was made"),
+    };
+    assert!(e.to_string().contains("not a UDP socket"), "{e}");
+    let zerocopy: libc::c_int = {
+        let mut v: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        use std::os::fd::AsRawFd;
+        // SAFETY: a live socket, a c_int with its length.
+        let r = unsafe {
+            libc::getsockopt(
+                e.socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ZEROCOPY,
+                (&raw mut v).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(r, 0);
+        v
+    };
+    assert_eq!(zerocopy, 0, "SO_ZEROCOPY left on by a refused constructor");
+    ZeroCopySender::<_, Vec<u8>>::new(e.socket, SenderConfig::default())
+        .map_err(|e| e.error)
+        .expect("a plain sender on the socket handed back");
 }

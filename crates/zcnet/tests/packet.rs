@@ -108,7 +108,7 @@ fn rx_ring_captures_each_datagram_once_and_the_filter_keeps_one_port() {
             "datagram {i} missing"
         );
     }
-    assert_eq!(ring.stats().unwrap().drops, 0);
+    assert_eq!(ring.statistics().unwrap().drops, 0);
 }
 
 #[test]
@@ -155,7 +155,7 @@ fn blocks_go_back_to_the_kernel_when_dropped() {
     }
     assert_eq!(seen, 2000);
     assert!(blocks >= 100, "only {blocks} blocks for 100 rounds");
-    assert_eq!(ring.stats().unwrap().drops, 0);
+    assert_eq!(ring.statistics().unwrap().drops, 0);
 }
 
 #[test]
@@ -177,7 +177,7 @@ fn drops_are_reported_under_overload() {
         s.send(&i.to_be_bytes()).unwrap();
     }
     std::thread::sleep(Duration::from_millis(50));
-    let st = ring.stats().unwrap();
+    let st = ring.statistics().unwrap();
     assert!(st.drops > 1000, "{st:?}");
     assert!(st.packets >= 2000, "{st:?}");
     assert!(st.freezes >= 1, "{st:?}");
@@ -301,7 +301,7 @@ fn the_copying_socket_reads_each_frame_once_and_counts_its_drops() {
         }
     };
     assert_eq!((r.len, r.original), (60, 1042));
-    let st = sock.stats().unwrap();
+    let st = sock.statistics().unwrap();
     assert_eq!(st.drops, 0, "{st:?}");
     assert!(st.packets > u64::from(total), "{st:?}");
     // Nothing waiting: the timeout, not an error. (On B's `lo`, which nobody uses: veth-b
@@ -324,7 +324,7 @@ fn the_copying_socket_reads_each_frame_once_and_counts_its_drops() {
         s.send(&i.to_be_bytes()).unwrap();
     }
     std::thread::sleep(Duration::from_millis(50));
-    let st = small.stats().unwrap();
+    let st = small.statistics().unwrap();
     assert!(st.drops > 1000, "{st:?}");
     assert!(st.packets >= 2000, "{st:?}");
     assert_eq!(st.freezes, 0, "{st:?}");

@@ -74,7 +74,7 @@ impl Relay {
                 addr,
                 outcome: Some(std::thread::spawn(move || {
                     let (src, _) = listener.accept().unwrap();
-                    zcnet::relay::relay(src, &config)
+                    zcnet::relay::relay(src, config)
                 })),
                 #[cfg(feature = "tokio")]
                 _runtime: None,
@@ -90,7 +90,7 @@ impl Relay {
                 let task = rt.spawn(async move {
                     let listener = tokio::net::TcpListener::from_std(listener).unwrap();
                     let (src, _) = listener.accept().await.unwrap();
-                    zcnet::tokio::relay(src, &config).await
+                    zcnet::tokio::relay(src, config).await
                 });
                 let handle = rt.handle().clone();
                 Relay {

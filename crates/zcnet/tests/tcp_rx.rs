@@ -5,6 +5,7 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::time::Duration;
+use zcnet::ZeroCopyCounters as _;
 
 use netlab::pattern::{self, Verifier};
 use netlab::{Family, LoopbackLab, Netns, require_lab};
@@ -176,8 +177,8 @@ fn awkward_sizes_and_splits_arrive_intact_on_both_paths() {
             assert_eq!(v.offset(), total as u64);
             assert_eq!(stats.bytes(), total as u64);
             if mode == Mode::Copy {
-                assert_eq!(stats.bytes_mapped, 0);
-                assert_eq!(stats.zc_calls, 0);
+                assert_eq!(stats.mapped_bytes, 0);
+                assert_eq!(stats.zero_copy_calls, 0);
             }
         }
     }
@@ -210,11 +211,14 @@ fn zerocopy_sender_in_the_loopback_lab_gets_pages_mapped() {
         // Measured 99.3 % (IPv4) and 99.99 % (IPv6) here; far less means the receive path
         // copies what it could map (as a window-sized copybuf once made it do).
         assert!(
-            stats.mapped_share() > 0.9,
+            stats.zero_copy_share().unwrap() > 0.9,
             "{family:?}: too little mapped with MSS 4108: {stats:?}"
         );
-        assert_eq!(stats.bytes_mapped, stats.pages_mapped * page as u64);
-        eprintln!("{family:?}: {:.2} % mapped", 100.0 * stats.mapped_share());
+        assert_eq!(stats.mapped_bytes, stats.mapped_pages * page as u64);
+        eprintln!(
+            "{family:?}: {:.2} % mapped",
+            100.0 * stats.zero_copy_share().unwrap()
+        );
     }
 }
 
@@ -309,23 +313,6 @@ fn copy_to_streams_everything_into_a_writer() {
     assert_eq!(out.len() as u64, n);
 }
 
-#[test]
-fn a_non_tcp_socket_falls_back_with_a_reason() {
-    // mmap on a UDP socket fails: the receiver must say so and still work by copy (here: no
-    // data, so just the reason).
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let rx = TcpZeroCopyReceiver::new(
-        udp,
-        Config {
-            rcvlowat: None,
-            ..Config::default()
-        },
-    )
-    .unwrap();
-    let reason = rx.fallback_reason().expect("a UDP socket cannot be mapped");
-    assert!(reason.contains("mmap"), "{reason}");
-}
-
 /// A framed protocol: a 100-byte header, then a page-multiple payload. Ending the header with
 /// `MSG_EOR` keeps it out of the payload's segments, so the receiver maps the payload instead
 /// of copying it (the recipe of the TCP_ZEROCOPY_RECEIVE seed patch).
@@ -356,10 +343,10 @@ fn msg_eor_after_a_header_lets_the_payload_be_mapped() {
     // Every payload page mapped, every header byte copied.
     let payload_bytes = (payload * frames) as u64;
     assert!(
-        stats.bytes_mapped as f64 >= 0.9 * payload_bytes as f64,
+        stats.mapped_bytes as f64 >= 0.9 * payload_bytes as f64,
         "payloads not mapped: {stats:?}"
     );
-    assert!(stats.bytes_copied >= (header * frames) as u64);
+    assert!(stats.copied_bytes >= (header * frames) as u64);
 }
 
 /// Issue 15 item 1: a sender writes 10 MiB, waits until the receiver's kernel acknowledged every
@@ -441,5 +428,16 @@ fn a_reset_after_everything_was_acknowledged_loses_nothing() {
                 );
             }
         }
+    }
+}
+
+/// A socket that is not TCP is refused by the constructor, saying so, instead of falling back
+/// with an mmap error (issue 49 item 6).
+#[test]
+fn a_udp_socket_is_refused_as_not_tcp() {
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    match zcnet::tcp_rx::TcpZeroCopyReceiver::new(udp, zcnet::tcp_rx::Config::default()) {
+        Err(e) => assert!(e.to_string().contains("not a TCP socket"), "{e}"),
+        Ok(_) => panic!("a UDP socket was taken"),
     }
 }

@@ -154,7 +154,7 @@ async fn a_destination_that_resets_is_failed_over_without_a_gap() {
     let relay = tokio::spawn(async move {
         let (src, _) = listener.accept().await.unwrap();
         let config = Config::new(vec![first_addr, second_addr]);
-        zcnet::tokio::relay(src, &config).await
+        zcnet::tokio::relay(src, config).await
     });
     let data = stream_of(7, 3 << 20);
     let mut s = TcpStream::connect(relay_addr).await.unwrap();
@@ -208,7 +208,7 @@ fn a_dropped_relay_future_resets_both_connections() {
     let relay = rt.spawn(async move {
         let listener = TcpListener::from_std(listener).unwrap();
         let (src, _) = listener.accept().await.unwrap();
-        zcnet::tokio::relay(src, &config).await
+        zcnet::tokio::relay(src, config).await
     });
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

@@ -75,7 +75,7 @@ async fn send_all(mode: Mode, n: u64) {
     let c = tx.counters();
     assert_eq!(c.returned, n);
     if mode == Mode::ZeroCopy {
-        assert_eq!(c.zc_requests, n);
+        assert_eq!(c.zero_copy_requests, n);
     }
     drop(tx);
     let got = reader.join().unwrap().unwrap();

@@ -329,13 +329,23 @@ fn a_segment_size_on_a_tcp_socket_is_refused_saying_why() {
         segment: Some(Segment::new(1200).unwrap()),
         ..msg_zerocopy::Config::default()
     };
-    match ZeroCopySender::<_, Vec<u8>>::new(s, config) {
-        Err(ZeroCopyError::Unsupported { feature, reason }) => {
-            assert_eq!(feature, "UDP_SEGMENT");
-            assert!(reason.contains("not UDP"), "{reason}");
+    let s = match ZeroCopySender::<_, Vec<u8>>::new(s, config) {
+        Err(e) => {
+            match &e.error {
+                ZeroCopyError::Socket { what, source } => {
+                    assert!(what.contains("not a UDP socket"), "{what}");
+                    assert_eq!(source.raw_os_error(), Some(libc::EOPNOTSUPP));
+                }
+                other => panic!("expected the socket refused, got {other:?}"),
+            }
+            e.socket
         }
-        other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
-    }
+        Ok(_) => panic!("a segment size on TCP was taken"),
+    };
+    // The socket came back as it was given: SO_ZEROCOPY off (a sender refuses a socket on
+    // which it is on already), so a plain sender takes it.
+    let plain = ZeroCopySender::<_, Vec<u8>>::new(s, msg_zerocopy::Config::default());
+    assert!(plain.is_ok(), "{:?}", plain.err().map(|e| e.error));
     assert!(Segment::new(0).is_err() && Segment::new(70_000).is_err());
 }
 

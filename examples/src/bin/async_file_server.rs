@@ -61,11 +61,18 @@ async fn serve(
         let file = if name.is_empty() || name.contains('/') || name.starts_with('.') {
             None
         } else {
-            std::fs::File::open(dir.join(name))
-                .ok()
-                .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
+            tokio::fs::File::open(dir.join(name)).await.ok()
         };
-        let Some(file) = file else {
+        let len = match &file {
+            Some(f) => f
+                .metadata()
+                .await
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len()),
+            None => None,
+        };
+        let (Some(file), Some(len)) = (file, len) else {
             tx.send_bytes(
                 b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
                 false,
@@ -73,10 +80,12 @@ async fn serve(
             .await?;
             continue;
         };
-        let len = file.metadata()?.len();
         let header = format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n");
         tx.send_bytes(header.as_bytes(), len > 0).await?;
-        tx.send_file(&file, 0, len).await?;
+        // The whole file as it is now; a file that changed size since breaks the response.
+        if tx.send_whole_file(&file).await? != len {
+            return Err(format!("/{name} changed size while it was sent").into());
+        }
         let c = tx.counters();
         eprintln!(
             "/{name}: {len} bytes by {}, {} of {} bytes so far without a user copy",

@@ -38,7 +38,10 @@ async fn main() -> Result<(), Box<dyn Error>> {
             report.bytes,
             report.failovers.len()
         ),
-        Event::Ended { from, result: Err(e) } => eprintln!("{from}: {e}"),
+        Event::Ended {
+            from,
+            result: Err(e),
+        } => eprintln!("{from}: {e}"),
         other => eprintln!("{other:?}"),
     })
     .await?;

@@ -20,7 +20,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             }
         })?;
     }
-    let stats = cap.stats()?;
+    let stats = cap.statistics()?;
     eprintln!("{seen} frames, {} dropped by the kernel", stats.drops);
     Ok(())
 }

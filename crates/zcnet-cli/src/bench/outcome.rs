@@ -221,6 +221,9 @@ pub fn auto_learned(auto: &ResultSet) -> String {
     if let Some(e) = f(|r| r.auto_explore_share) {
         out += &format!(", {:.1} % exploring", e * 100.0);
     }
+    if let Some(e) = f(|r| r.auto_explore_cost) {
+        out += &format!(" ({:.2} % of the CPU)", e * 100.0);
+    }
     // Where it started: a profile of this machine, or the kernel documents' thresholds.
     out += if zcnet::auto::active().source.is_none() {
         ", from the built-in prior"

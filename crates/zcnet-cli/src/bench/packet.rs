@@ -336,7 +336,7 @@ fn capture_in_process(
                         None => {}
                     }
                 }
-                c.dropped = ring.stats()?.drops;
+                c.dropped = ring.statistics()?.drops;
             }
             Mode::Recvfrom => {
                 let mut sock = Socket::new(&dev, Some(rcvbuf))?;
@@ -364,7 +364,7 @@ fn capture_in_process(
                         None => {}
                     }
                 }
-                c.dropped = sock.stats()?.drops;
+                c.dropped = sock.statistics()?.drops;
             }
             Mode::Xdp => {
                 let config = crate::capture::xdp_config(0);

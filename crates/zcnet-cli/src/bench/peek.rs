@@ -216,7 +216,7 @@ fn relay_run(
         pin(0);
         let (src, _) = front.accept()?;
         let meter = Meter::start();
-        let stats = zrelay::relay(src, &settings)?;
+        let stats = zrelay::relay(src, settings.clone())?;
         let mut samples = stats.unacked_samples.clone();
         samples.sort_unstable();
         let median = samples.get(samples.len() / 2).copied().unwrap_or(0);

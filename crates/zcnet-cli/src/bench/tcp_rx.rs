@@ -14,6 +14,7 @@
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
+use zcnet::ZeroCopyCounters as _;
 
 use anyhow::{Context, bail};
 use netlab::pattern::{self, Verifier};
@@ -278,7 +279,7 @@ fn receive(conn: TcpStream, mode: Mode, s: &Settings) -> anyhow::Result<(Run, Rx
     let run = meter.finish(Work {
         bytes: stats.bytes() - warm_bytes,
         requests: None,
-        zero_copy_share: Some(stats.mapped_share()),
+        zero_copy_share: Some(stats.zero_copy_share().unwrap_or(0.0)),
         verified: verify.then(|| v.ok()),
     });
     if let Some(at) = v.first_bad() {
@@ -704,18 +705,18 @@ fn remote_sender(
     for i in 0..runs * 2 {
         let c = send_for(connect(addr, mss)?, seconds)
             .with_context(|| format!("connection {}", i + 1))?;
-        let bytes = c.zerocopy_bytes + c.copy_bytes;
+        let bytes = c.loaned_bytes + c.copy_bytes;
         if json {
             println!(
                 "{}",
-                json!({"bytes": bytes, "zerocopy_calls": c.zerocopy_calls, "completed_calls": c.completed_calls,
+                json!({"bytes": bytes, "loaned_calls": c.loaned_calls, "completed_calls": c.completed_calls,
                        "copied_calls": c.copied_calls, "enobufs_fallbacks": c.enobufs_fallbacks})
             );
         } else {
             eprintln!(
                 "sent {:.0} MB, {} MSG_ZEROCOPY calls, {} completed ({} flagged copied)",
                 bytes as f64 / (1u64 << 20) as f64,
-                c.zerocopy_calls,
+                c.loaned_calls,
                 c.completed_calls,
                 c.copied_calls
             );

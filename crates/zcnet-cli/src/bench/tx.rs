@@ -73,7 +73,10 @@ impl Mode {
                 policy: CopiedPolicy::Keep,
                 segment: None,
             },
-            Mode::ZcAdaptive => SenderConfig::default(),
+            Mode::ZcAdaptive => SenderConfig {
+                policy: CopiedPolicy::ADAPTIVE,
+                ..SenderConfig::default()
+            },
             Mode::Auto => SenderConfig {
                 mode: msg_zerocopy::Mode::Auto,
                 ..SenderConfig::default()
@@ -122,7 +125,9 @@ fn send_for<S: msg_zerocopy::ExclusiveSocket>(
             pool.len() >> 20
         );
     }
-    let mut tx = ZeroCopySender::new(socket, mode.config()).context("enabling SO_ZEROCOPY")?;
+    let mut tx = ZeroCopySender::new(socket, mode.config())
+        .map_err(|e| e.error)
+        .context("enabling SO_ZEROCOPY")?;
     let meter = Meter::start();
     let start = Instant::now();
     let mut calls = 0u64;

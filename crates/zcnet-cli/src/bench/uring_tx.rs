@@ -253,7 +253,7 @@ fn send_for<S: zcnet::uring::ExclusiveSocket>(
     if let Some(one) = sp.shares(mode) {
         return send_shared(socket, config, seconds, one);
     }
-    let mut tx = UringSender::with_pool(socket, config, pool)?;
+    let mut tx = UringSender::with_pool(socket, config, pool).map_err(|e| e.error)?;
     if let Some(why) = tx.fallback_reason() {
         bail!("{} asked for, but {why}", mode.name());
     }
@@ -357,7 +357,7 @@ fn send_shared<S: zcnet::uring::ExclusiveSocket>(
     seconds: f64,
     one: &'static [u8],
 ) -> anyhow::Result<Run> {
-    let mut tx = UringSender::new(socket, config)?;
+    let mut tx = UringSender::new(socket, config).map_err(|e| e.error)?;
     if let Some(why) = tx.fallback_reason() {
         bail!("{} asked for, but {why}", config.mode.name());
     }

@@ -263,6 +263,13 @@ pub struct Run {
     /// `Mode::Auto`: the share of sends spent exploring the way not chosen; `None` in other
     /// modes.
     pub auto_explore_share: Option<f64>,
+    /// `Mode::Auto`: what exploring cost, as a share of the sending CPU its rounds measured
+    /// (the exploring rounds' CPU beyond what the chosen way would have cost;
+    /// `AutoCounters::explore_cost_share`).
+    pub auto_explore_cost: Option<f64>,
+    /// `Mode::Auto`: size classes that started from what an earlier sender of the process
+    /// learned (a bench run after the first).
+    pub auto_resumed: Option<u64>,
     /// `Mode::Auto`: the threshold its size classes learned (`from 4096 B`, `never`, `always`).
     pub auto_learned: Option<String>,
     /// `Mode::Auto`: sends of the run's size class before it had learned its way.
@@ -291,9 +298,11 @@ impl Run {
             .iter()
             .find(|c| c.from <= size && c.to.is_none_or(|t| size < t));
         self.auto_explore_share = counters.explore_share();
+        self.auto_explore_cost = counters.explore_cost_share();
+        self.auto_resumed = Some(counters.resumed_classes);
         self.auto_learned = choice.learned_threshold().map(|t| t.to_string());
         self.auto_decided_after = class.and_then(|c| c.decided_after);
-        self.auto_zc_over_copy = class.and_then(|c| c.zc_over_copy);
+        self.auto_zc_over_copy = class.and_then(|c| c.zero_copy_over_copy);
         self.auto_trains = choice.trains.as_ref().map(ToString::to_string);
         self
     }
@@ -440,6 +449,8 @@ pub fn record(work: Work, seconds: f64, cpu: ThreadCpu, machine: Option<(f64, f6
         remote_ctx_switches: None,
         remote_bytes: None,
         auto_explore_share: None,
+        auto_explore_cost: None,
+        auto_resumed: None,
         auto_learned: None,
         auto_decided_after: None,
         auto_zc_over_copy: None,

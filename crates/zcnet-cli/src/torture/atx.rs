@@ -145,7 +145,7 @@ where
     let c = tx.counters();
     ctx.report.effect("enobufs_fallbacks", c.enobufs_fallbacks);
     ctx.report.effect("deferred_kicks", c.deferred_kicks);
-    ctx.report.effect("zerocopy_calls", c.zerocopy_calls);
+    ctx.report.effect("loaned_calls", c.loaned_calls);
     Ok(())
 }
 
@@ -209,7 +209,8 @@ async fn uring(ctx: &mut Ctx<'_>, sock: Sock) -> anyhow::Result<()> {
     }
     let c = tx.counters();
     ctx.report.effect("memlock_fallbacks", c.memlock_fallbacks);
-    ctx.report.effect("zc_requests", c.zc_requests);
+    ctx.report
+        .effect("zero_copy_requests", c.zero_copy_requests);
     Ok(())
 }
 

@@ -146,7 +146,8 @@ fn msg_zerocopy<S: ExclusiveSocket>(ctx: &mut Ctx<'_>, sock: S, tcp: bool) -> an
         segment,
     };
     let window = rng.range(1, 256) as usize;
-    let mut tx: ZeroCopySender<S, Arc<[u8]>> = ZeroCopySender::new(sock, config)?;
+    let mut tx: ZeroCopySender<S, Arc<[u8]>> =
+        ZeroCopySender::new(sock, config).map_err(|e| e.error)?;
     while ctx.more() && !(tcp && ctx.failed()) {
         let (buf, _) = ctx.lend(usize::MAX);
         let len = buf.len();
@@ -185,7 +186,7 @@ fn msg_zerocopy<S: ExclusiveSocket>(ctx: &mut Ctx<'_>, sock: S, tcp: bool) -> an
     let c = tx.counters();
     ctx.report.effect("enobufs_fallbacks", c.enobufs_fallbacks);
     ctx.report.effect("deferred_kicks", c.deferred_kicks);
-    ctx.report.effect("zerocopy_calls", c.zerocopy_calls);
+    ctx.report.effect("loaned_calls", c.loaned_calls);
     ctx.report.effect("copied_completions", c.copied_calls);
     Ok(())
 }
@@ -212,7 +213,8 @@ fn uring_effects(ctx: &mut Ctx<'_>, c: uring::Counters) {
     ctx.report.effect("memlock_fallbacks", c.memlock_fallbacks);
     ctx.report.effect("deferred_kicks", c.deferred_kicks);
     ctx.report.effect("window_waits", c.window_waits);
-    ctx.report.effect("zc_requests", c.zc_requests);
+    ctx.report
+        .effect("zero_copy_requests", c.zero_copy_requests);
 }
 
 /// `uring::UringSender` with owned buffers, in copy or zero-copy mode.
@@ -268,28 +270,29 @@ fn uring_fixed(ctx: &mut Ctx<'_>, sock: Sock) -> anyhow::Result<()> {
     // down with it, and the fallback sender gets the first.
     let sock = OwnedFd::from(sock);
     let dup = sock.try_clone()?;
-    let mut tx: UringSender<OwnedFd, PoolBuf> = match UringSender::with_pool(dup, config, &pool) {
-        Ok(tx) => tx,
-        Err(e @ UringError::Memlock { .. }) if ctx.plan.faults.memlock.is_some() => {
-            // The documented refusal; go on unregistered.
-            ctx.report.effect("memlock_registration_refused", 1);
-            let msg = e.to_string();
-            if !msg.contains("RLIMIT_MEMLOCK") {
-                ctx.problem(format!(
-                    "the memlock refusal does not name the limit: {msg}"
-                ));
+    let mut tx: UringSender<OwnedFd, PoolBuf> =
+        match UringSender::with_pool(dup, config, &pool).map_err(|e| e.error) {
+            Ok(tx) => tx,
+            Err(e @ UringError::Memlock { .. }) if ctx.plan.faults.memlock.is_some() => {
+                // The documented refusal; go on unregistered.
+                ctx.report.effect("memlock_registration_refused", 1);
+                let msg = e.to_string();
+                if !msg.contains("RLIMIT_MEMLOCK") {
+                    ctx.problem(format!(
+                        "the memlock refusal does not name the limit: {msg}"
+                    ));
+                }
+                UringSender::with_pool(
+                    sock,
+                    uring::Config {
+                        mode: Mode::ZeroCopy,
+                        ..config
+                    },
+                    &pool,
+                )?
             }
-            UringSender::with_pool(
-                sock,
-                uring::Config {
-                    mode: Mode::ZeroCopy,
-                    ..config
-                },
-                &pool,
-            )?
-        }
-        Err(e) => return Err(e.into()),
-    };
+            Err(e) => return Err(e.into()),
+        };
     // Which ledger entry each pool buffer out stands for.
     let mut holder: std::collections::HashMap<usize, usize> = Default::default();
     let back = |ctx: &mut Ctx<'_>,
@@ -417,7 +420,7 @@ fn file(ctx: &mut Ctx<'_>, sock: &TcpStream, mode: file::Mode) -> anyhow::Result
             c.bytes
         ));
     }
-    if let Some(z) = c.zerocopy {
+    if let Some(z) = c.mmap_window {
         ctx.report.effect("enobufs_fallbacks", z.enobufs_fallbacks);
     }
     ctx.stream_len = Some(pos);

@@ -44,6 +44,13 @@ pub const HYSTERESIS: f64 = 0.03;
 /// with the usual [`HYSTERESIS`] a sender flipped from run to run. A device fact raises the bar
 /// instead of fixing the way: a machine where zero copy does pay there by more still learns it.
 pub const SOFTWARE_GSO_MARGIN: f64 = 0.15;
+/// A pair is kept only when the rounds on either side of its exploring round cost within this
+/// much of each other (`|after - before|` over their mean): where they do not, the machine's
+/// load changed across the pair, and the exploring round may have seen either load. The mean of
+/// the two cancels a load that drifts; a step does not cancel (another process on the CPU for a
+/// few rounds made a class flap four times in 3 million sends of a test before), so such a
+/// pair is dropped and counted ([`AutoCounters::discarded_pairs`](super::AutoCounters)).
+pub const DRIFT_MAX: f64 = 0.25;
 /// The share of CPU the exploring aims to cost at steady state.
 pub const EXPLORE_COST: f64 = 0.0025;
 /// Explore one round in at least this many...
@@ -135,7 +142,7 @@ pub struct SizeClass {
     /// Sends of this class before its first learned choice.
     pub decided_after: Option<u64>,
     /// Zero copy's CPU per byte over copy's: the median of the pairs kept.
-    pub zc_over_copy: Option<f64>,
+    pub zero_copy_over_copy: Option<f64>,
     /// The least and greatest of those pairs.
     pub spread: Option<[f64; 2]>,
     /// Pairs kept (at most [`PAIRS_KEPT`]).
@@ -148,6 +155,9 @@ pub struct SizeClass {
     /// [`HYSTERESIS`], or [`SOFTWARE_GSO_MARGIN`] for trains the route's device cuts in
     /// software.
     pub margin: f64,
+    /// Whether it started from what an earlier sender of this process learned for the same
+    /// path, route and class (its way and pairs), rather than from the prior.
+    pub resumed: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -166,6 +176,8 @@ struct Pending {
     zero_copy: bool,
     cost: f64,
     before: f64,
+    /// The exploring round's bytes.
+    bytes: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -187,6 +199,8 @@ pub(crate) struct Class {
     next: usize,
     since_explore: u32,
     every: u32,
+    /// Whether the class started from another sender's [`Learned`].
+    resumed: bool,
 }
 
 impl Default for Class {
@@ -207,6 +221,7 @@ impl Default for Class {
             next: 0,
             since_explore: 0,
             every: EVERY_MIN,
+            resumed: false,
         }
     }
 }
@@ -233,6 +248,25 @@ impl Prior {
 pub(crate) struct Turn {
     pub(crate) unmeasured: bool,
     pub(crate) switched: bool,
+    /// A pair was recorded: what the class learned changed (a sender shares it, [`Learned`]).
+    pub(crate) recorded: bool,
+    /// A pair was dropped: the load changed across it ([`DRIFT_MAX`]).
+    pub(crate) discarded: bool,
+    /// CPU (ns) the exploring round of that pair spent beyond what the chosen way would have
+    /// cost for its bytes (0 where exploring was the cheaper way).
+    pub(crate) explore_extra_ns: u64,
+    /// CPU (ns) of the round that ended, where it was measured.
+    pub(crate) measured_ns: u64,
+}
+
+/// What a size class learned, as another sender of the same path and route starts from it: its
+/// way, the bar zero copy had to clear, and the pairs behind it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Learned {
+    zero_copy: bool,
+    margin: f64,
+    ratios: [f64; PAIRS_KEPT],
+    kept: usize,
 }
 
 impl Class {
@@ -268,6 +302,36 @@ impl Class {
         self.started = true;
         self.zero_copy = prior.zero_copy;
         self.margin = prior.margin;
+    }
+
+    /// Starts a class that never sent from what the same class of another sender learned: its
+    /// way and pairs, already decided, so that it explores at the learned cadence instead of
+    /// measuring [`FIRST_PAIRS`] pairs back to back (a server's short connections, a bench's
+    /// sender per run).
+    #[cold]
+    pub(crate) fn resume(&mut self, learned: &Learned) {
+        debug_assert!(!self.started, "a class starts once");
+        self.started = true;
+        self.resumed = true;
+        self.zero_copy = learned.zero_copy;
+        self.margin = learned.margin;
+        self.ratios = learned.ratios;
+        self.kept = learned.kept;
+        self.next = learned.kept % PAIRS_KEPT;
+        self.decided_after = Some(0);
+        if let Some(m) = self.median() {
+            self.set_cadence(m);
+        }
+    }
+
+    /// What this class has learned, for other senders; `None` before it decided.
+    pub(crate) fn learned_state(&self) -> Option<Learned> {
+        self.decided_after.map(|_| Learned {
+            zero_copy: self.zero_copy,
+            margin: self.margin,
+            ratios: self.ratios,
+            kept: self.kept,
+        })
     }
 
     /// The way for the next send of `len` bytes of a started class, its round ended and the
@@ -337,7 +401,10 @@ impl Class {
             }
             _ => None,
         };
-        let mut turn = Turn::default();
+        let mut turn = Turn {
+            measured_ns: cost.map_or(0, |c| (c * r.bytes as f64) as u64),
+            ..Turn::default()
+        };
         let Some(cost) = cost else {
             // Another thread's clock, none, or a thread that sent for other auto senders too:
             // this round and the pair it belonged to are lost. As an exploring round follows
@@ -354,19 +421,25 @@ impl Class {
                 zero_copy: r.zero_copy,
                 cost,
                 before,
+                bytes: r.bytes,
             });
             return turn;
         }
         self.since_explore = self.since_explore.saturating_add(1);
         if let Some(p) = self.pending.take() {
             let chosen = (p.before + cost) / 2.0;
-            if chosen > 0.0 && p.cost > 0.0 {
+            let drift = (cost - p.before).abs() / chosen;
+            if drift > DRIFT_MAX {
+                turn.discarded = true;
+            } else if chosen > 0.0 && p.cost > 0.0 {
                 let ratio = if p.zero_copy {
                     p.cost / chosen
                 } else {
                     chosen / p.cost
                 };
                 turn.switched = self.record(ratio);
+                turn.recorded = true;
+                turn.explore_extra_ns = ((p.cost - chosen) * p.bytes as f64).max(0.0) as u64;
             }
         }
         // A switch makes this round the other way's: it cannot open the next pair.
@@ -398,7 +471,13 @@ impl Class {
             self.zero_copy = want;
             self.switches += 1;
         }
-        // What a round the other way costs, over what this way costs.
+        self.set_cadence(m);
+        switched
+    }
+
+    /// One round in `every` explores, from `m`, the median of the pairs: what a round the other
+    /// way costs over what this way costs.
+    fn set_cadence(&mut self, m: f64) {
         let gap = if self.zero_copy {
             1.0 / m - 1.0
         } else {
@@ -411,7 +490,6 @@ impl Class {
         } else {
             EVERY_MIN
         };
-        switched
     }
 
     fn kept_ratios(&self) -> Vec<f64> {
@@ -456,12 +534,13 @@ impl Class {
             sends: self.sends,
             explore_sends: self.explore_sends,
             decided_after: self.decided_after,
-            zc_over_copy: self.median(),
+            zero_copy_over_copy: self.median(),
             spread: (!v.is_empty()).then(|| [v[0], v[v.len() - 1]]),
             pairs: self.kept,
             switches: self.switches,
             explore_every: self.every,
             margin: self.margin,
+            resumed: self.resumed,
         }
     }
 }

@@ -16,8 +16,9 @@
 //!   queued (io_uring) and takes the completions already there, so that a round's work counts
 //!   in it rather than in a neighbour of the other way.
 //! - **Exploring.** Now and then a round goes the way not chosen; its cost over the mean of the
-//!   rounds just before and after it is one *pair*, so that a change of the machine's load
-//!   cancels. A class measures [`FIRST_PAIRS`] pairs back to back when it first sends, then
+//!   rounds just before and after it is one *pair*, so that a drift of the machine's load
+//!   cancels; a pair whose two neighbours differ by more than [`DRIFT_MAX`] saw the load step
+//!   and is dropped. A class measures [`FIRST_PAIRS`] pairs back to back when it first sends, then
 //!   explores one round in `every`, chosen so that exploring costs about [`EXPLORE_COST`] of
 //!   the sending CPU: the other way costs `gap` more per byte, so `every = gap /
 //!   EXPLORE_COST`, within [`EVERY_MIN`]..=[`EVERY_MAX`] rounds (at most `gap / 256` where the
@@ -26,10 +27,13 @@
 //!   copy's, picks zero copy below `1 - HYSTERESIS`, copy above `1 + HYSTERESIS`, and keeps
 //!   the current way in between. A class follows a change of conditions after 4 or 5 new
 //!   pairs.
-//! - **The prior.** A class that never sent starts from the [`Profile`]'s threshold for the
-//!   socket's path and [`Route`], applied to the class's first message, unless a neighbour class has learned already (zero copy that
-//!   pays for smaller messages pays for larger ones; copy that wins for larger ones wins for
-//!   smaller ones). A message size seen before is sent the way its class learned, at once.
+//! - **The prior.** A class that never sent starts from what the same class of an earlier
+//!   sender of this process learned on the same path and [`Route`] (its way and pairs, already
+//!   decided: [`SizeClass::resumed`]; [`forget`] clears that memory), else from the
+//!   [`Profile`]'s threshold for the socket's path and route, applied to the class's first
+//!   message, unless a neighbour class has learned already (zero copy that pays for smaller
+//!   messages pays for larger ones; copy that wins for larger ones wins for smaller ones). A
+//!   message size seen before is sent the way its class learned, at once.
 //! - **Copies.** After a completion flagged "copied" every class copies for [`BACKOFF_SENDS`]
 //!   sends; each back-off in a row doubles, up to [`BACKOFF_MAX`], and a completion not flagged
 //!   copied starts the count over; where the profile says the route copies (every local
@@ -71,7 +75,7 @@ for _ in 0..1000 {
     tx.send(vec![0u8; 64000]).map_err(|e| e.error)?;
 }
 tx.drain(std::time::Duration::from_secs(1))?;
-// "auto: msg_zerocopy_udp on a local route: zero copy never (profile profile.toml, ...);
+// "msg_zerocopy_udp on a local route: zero copy never (profile profile.toml, ...);
 // learned: 32-64 KiB copy (zc/copy CPU per byte 1.31, 1.20-1.40 in 3 pairs)"
 println!("{}", tx.auto_choice().expect("auto mode"));
 let c = tx.counters().auto;
@@ -99,10 +103,10 @@ mod route;
 pub use active::{active, set_profile};
 pub use date::utc_now;
 pub(crate) use decider::Decider;
-pub use decider::{AutoCounters, BACKOFF_MAX, BACKOFF_SENDS, Choice};
+pub use decider::{AutoCounters, BACKOFF_MAX, BACKOFF_SENDS, Choice, forget};
 pub use learn::{
-    CLASSES, EVERY_MAX, EVERY_MIN, EXPLORE_COST, FIRST_PAIRS, HYSTERESIS, PAIRS_KEPT, ROUND_BYTES,
-    ROUND_SENDS, SOFTWARE_GSO_MARGIN, SizeClass,
+    CLASSES, DRIFT_MAX, EVERY_MAX, EVERY_MIN, EXPLORE_COST, FIRST_PAIRS, HYSTERESIS, PAIRS_KEPT,
+    ROUND_BYTES, ROUND_SENDS, SOFTWARE_GSO_MARGIN, SizeClass,
 };
 #[cfg(feature = "profile")]
 pub use load::{MAX_PROFILE, ProfileError};

@@ -66,6 +66,57 @@ pub struct SendError<B> {
     pub buf: B,
 }
 
+/// A sender refused at its construction: the error, and the socket handed back as it was
+/// given (what the constructor had changed on it put back: `SO_ZEROCOPY`, `UDP_SEGMENT`), as a
+/// [`SendError`] hands back its buffer.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct NewError<S, E: std::error::Error + 'static> {
+    /// Why.
+    pub error: E,
+    /// The socket, the caller's again.
+    pub socket: S,
+}
+
+/// What a loaning sender's `close(timeout)` leaves.
+#[derive(Debug)]
+pub struct Closed<B> {
+    /// Every buffer that came back and was not taken yet, in the order they came back.
+    pub returned: Vec<Returned<B>>,
+    /// Buffers the kernel still held at the end of the wait: never freed, since it may read
+    /// them (counted in [`leaked_buffers`]).
+    pub still_loaned: usize,
+}
+
+/// Buffers this process's senders left to the kernel when they went (closed, or dropped) while
+/// it still held them: never freed, since the kernel may read them until it is done, and so
+/// never given back. A sender's drop waits for them for at most [`DROP_WAIT`] on a thread that
+/// is not an async runtime's, not at all on one that is (`close(timeout)` waits as long as
+/// asked); whatever is still loaned then is counted here.
+pub fn leaked_buffers() -> u64 {
+    LEAKED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+static LEAKED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Counts `n` buffers left to the kernel ([`leaked_buffers`]).
+pub(crate) fn note_leaked(n: usize) {
+    LEAKED.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// How long a sender's drop waits for its loans on a thread that is not an async runtime's.
+pub const DROP_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// How long a drop may wait here: [`DROP_WAIT`], none on a thread of an async (tokio) runtime,
+/// whose other tasks it would stall.
+pub(crate) fn drop_wait() -> std::time::Duration {
+    #[cfg(feature = "tokio")]
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return std::time::Duration::ZERO;
+    }
+    DROP_WAIT
+}
+
 mod sealed {
     pub trait Sealed {}
 }

@@ -32,13 +32,23 @@ use std::sync::OnceLock;
 mod borrowed;
 mod flags;
 mod tracker;
-pub use crate::loan::{ExclusiveSocket, OwnedBuf, Returned, SendError};
+pub use crate::loan::{Closed, ExclusiveSocket, NewError, OwnedBuf, Returned, SendError};
 pub use flags::SendFlags;
 pub use tracker::{Freed, Tracker};
 
 /// Errors of enabling or using `MSG_ZEROCOPY`.
 #[derive(Debug, thiserror::Error)]
 pub enum ZeroCopyError {
+    /// The socket is not of a kind this sender can take with its configuration (not UDP for GSO
+    /// trains: `EOPNOTSUPP`).
+    #[error("{what}")]
+    Socket {
+        /// What is wrong with it.
+        what: &'static str,
+        /// The error that says so.
+        #[source]
+        source: io::Error,
+    },
     /// The kernel or this socket type does not support the feature.
     #[error("{feature} is not supported: {reason}")]
     Unsupported {
@@ -96,6 +106,12 @@ pub fn enable(socket: &impl AsFd) -> Result<(), ZeroCopyError> {
         }
         Err(e) => Err(io_err("setsockopt(SO_ZEROCOPY)")(e)),
     }
+}
+
+/// `setsockopt(SO_ZEROCOPY, 0)`: puts back what [`enable`] changed on a sender refused after it.
+fn disable(socket: &impl AsFd) -> Result<(), ZeroCopyError> {
+    sys::setsockopt(socket.as_fd(), libc::SOL_SOCKET, abi::SO_ZEROCOPY, &0i32)
+        .map_err(io_err("setsockopt(SO_ZEROCOPY, 0)"))
 }
 
 /// Sends `len` bytes once with `MSG_ZEROCOPY` on `socket`, which must have `SO_ZEROCOPY`
@@ -164,9 +180,16 @@ pub fn udp_send_once(
 
 /// What to do when completions say the kernel copied after all (loopback, veth into a local
 /// socket: the deferred copy can cost more than a plain send).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// [`Mode::ZeroCopy`] means zero copy: by default ([`CopiedPolicy::Keep`]) it keeps sending with
+/// `MSG_ZEROCOPY` whatever the completions say, in Rust as in C (`ZCNET_MODE_ZERO_COPY`); a
+/// loopback peer receiving by `TCP_ZEROCOPY_RECEIVE` needs exactly that. Backing off where the
+/// kernel copies is a choice named as such: [`CopiedPolicy::ADAPTIVE`], or [`Mode::Auto`], which
+/// also learns where zero copy pays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CopiedPolicy {
-    /// Keep sending with `MSG_ZEROCOPY`.
+    /// Keep sending with `MSG_ZEROCOPY` (the default).
+    #[default]
     Keep,
     /// Stop using `MSG_ZEROCOPY` on this socket.
     Disable,
@@ -174,11 +197,10 @@ pub enum CopiedPolicy {
     RetryAfter(u64),
 }
 
-impl Default for CopiedPolicy {
-    /// Adaptive: 1024 copying sends after each copied completion, then a new try.
-    fn default() -> Self {
-        CopiedPolicy::RetryAfter(1024)
-    }
+impl CopiedPolicy {
+    /// The adaptive policy: 1024 copying sends after each copied completion, then a new try
+    /// (the default before issue 49).
+    pub const ADAPTIVE: CopiedPolicy = CopiedPolicy::RetryAfter(1024);
 }
 
 /// What a [`ZeroCopySender`] has done so far.
@@ -186,9 +208,9 @@ impl Default for CopiedPolicy {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Counters {
     /// Send calls made with `MSG_ZEROCOPY` (each takes one completion id).
-    pub zerocopy_calls: u64,
+    pub loaned_calls: u64,
     /// Bytes sent by those calls.
-    pub zerocopy_bytes: u64,
+    pub loaned_bytes: u64,
     /// Send calls made by copy (below the threshold, zero-copy off, or after `ENOBUFS`).
     pub copy_calls: u64,
     /// Bytes sent by copy.
@@ -225,11 +247,11 @@ impl crate::ZeroCopyCounters for Counters {
     /// first completion).
     fn zero_copy_bytes(&self) -> u64 {
         let share = self.not_copied_share().unwrap_or(0.0);
-        (self.zerocopy_bytes as f64 * share) as u64
+        (self.loaned_bytes as f64 * share) as u64
     }
     /// Bytes sent by copy, plus zero-copy bytes the kernel copied.
     fn copied_bytes(&self) -> u64 {
-        self.copy_bytes + self.zerocopy_bytes - self.zero_copy_bytes()
+        self.copy_bytes + self.loaned_bytes - self.zero_copy_bytes()
     }
     /// `ENOBUFS` fallbacks and copied-policy switches.
     fn fallbacks(&self) -> u64 {
@@ -406,8 +428,8 @@ impl Calls {
                     self.off += n;
                     if self.zerocopy {
                         self.zc_calls += 1;
-                        counters.zerocopy_calls += 1;
-                        counters.zerocopy_bytes += n as u64;
+                        counters.loaned_calls += 1;
+                        counters.loaned_bytes += n as u64;
                     } else {
                         counters.copy_calls += 1;
                         counters.copy_bytes += n as u64;
@@ -442,6 +464,30 @@ pub(crate) enum Blocking {
     Return,
 }
 
+/// A [`crate::udp_gso::GsoError`] as this module's error.
+fn gso_error(e: crate::udp_gso::GsoError) -> ZeroCopyError {
+    use crate::udp_gso::GsoError;
+    match e {
+        GsoError::Unsupported { feature, reason } => ZeroCopyError::Unsupported { feature, reason },
+        GsoError::Io { call, source } => ZeroCopyError::Io { call, source },
+        GsoError::NotUdp(_) => ZeroCopyError::Socket {
+            what: "not a UDP socket: GSO trains (Config::segment) are UDP's",
+            source: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+        },
+        other => ZeroCopyError::Unsupported {
+            feature: "UDP_SEGMENT",
+            reason: other.to_string(),
+        },
+    }
+}
+
+impl<S> From<NewError<S, ZeroCopyError>> for ZeroCopyError {
+    /// The error alone, the socket dropped.
+    fn from(e: NewError<S, ZeroCopyError>) -> ZeroCopyError {
+        e.error
+    }
+}
+
 /// Sets [`Config::segment`] on a sender's socket (nothing when there is none).
 ///
 /// # Errors
@@ -451,18 +497,10 @@ fn set_segment(
     socket: &impl AsFd,
     segment: Option<crate::udp_gso::Segment>,
 ) -> Result<(), ZeroCopyError> {
-    use crate::udp_gso::GsoError;
     let Some(segment) = segment else {
         return Ok(());
     };
-    crate::udp_gso::set_segment(socket, Some(segment)).map_err(|e| match e {
-        GsoError::Unsupported { feature, reason } => ZeroCopyError::Unsupported { feature, reason },
-        GsoError::Io { call, source } => ZeroCopyError::Io { call, source },
-        other => ZeroCopyError::Unsupported {
-            feature: "UDP_SEGMENT",
-            reason: other.to_string(),
-        },
-    })
+    crate::udp_gso::set_segment(socket, Some(segment)).map_err(gso_error)
 }
 
 /// Holds the socket of `fd` for one sender ([`crate::loan::Claim`]).
@@ -508,30 +546,54 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
     /// (`getsockopt(2)`): another sender, or the caller, turned it on, and the kernel's
     /// completion ids may not start at this sender's first send. [`ZeroCopyError::Io`] for a
     /// failing `fstat`, or a `setsockopt` error other than "unsupported".
+    /// [`ZeroCopyError::Socket`] for a GSO segment ([`Config::segment`]) on a socket that is not
+    /// UDP. Every error comes in a [`NewError`] with the socket, as it was given: what was
+    /// checked was checked before anything changed, and `SO_ZEROCOPY` is turned off again when
+    /// the step after it fails.
     ///
     /// # References
     /// The kernel's `Documentation/networking/msg_zerocopy.rst`.
     #[doc(alias = "SO_ZEROCOPY")]
-    pub fn new(socket: S, config: Config) -> Result<Self, ZeroCopyError> {
-        let claim = claim(socket.as_fd())?;
+    pub fn new(socket: S, config: Config) -> Result<Self, NewError<S, ZeroCopyError>> {
+        macro_rules! refuse {
+            ($e:expr) => {
+                return Err(NewError { error: $e, socket })
+            };
+        }
+        let claim = match claim(socket.as_fd()) {
+            Ok(c) => c,
+            Err(e) => refuse!(e),
+        };
         // ENOPROTOOPT (a kernel without SO_ZEROCOPY) reads as off; `enable` says why below.
         let on = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, abi::SO_ZEROCOPY)
             .is_ok_and(|v| v != 0);
         if on {
-            return Err(ZeroCopyError::SocketInUse {
+            refuse!(ZeroCopyError::SocketInUse {
                 reason: "SO_ZEROCOPY is on already (another sender, in this process or \
                          another, or the caller turned it on), so the kernel's completion ids \
                          may have started before this sender",
             });
         }
+        // Everything checked before the socket changes: a GSO segment on a socket that is not
+        // UDP, or on a kernel without UDP_SEGMENT, is refused with the socket as it was.
+        if let Some(segment) = config.segment
+            && let Err(e) = crate::udp_gso::check_segment(&socket, segment)
+        {
+            refuse!(gso_error(e));
+        }
         let enabled = match enable(&socket) {
             Ok(()) => Ok(()),
             Err(ZeroCopyError::Unsupported { reason, .. }) => Err(reason),
-            Err(e) => return Err(e),
+            Err(e) => refuse!(e),
         };
-        // The last step that can fail: a refused sender leaves the caller's socket sending
-        // single datagrams as before.
-        set_segment(&socket, config.segment)?;
+        // The last step that can fail: refused, it puts SO_ZEROCOPY back as it found it (off),
+        // and the caller's socket sends single datagrams as before.
+        if let Err(e) = set_segment(&socket, config.segment) {
+            if enabled.is_ok() {
+                let _ = disable(&socket);
+            }
+            refuse!(e);
+        }
         let zerocopy_on = enabled.is_ok() && config.mode != Mode::Copy;
         let disabled = match enabled {
             _ if config.mode == Mode::Copy => Some("copy mode requested".to_owned()),
@@ -662,8 +724,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
                         buf,
                         sent,
                         error,
-                        zero_copy: r.zerocopy,
-                        copied: r.zerocopy.then_some(r.copied),
+                        zero_copy: r.zero_copy,
+                        copied: r.zero_copy.then_some(r.copied),
                     })
                 }
                 Slot::Borrowed(token) => self.borrowed_done.push(token),
@@ -997,6 +1059,58 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
         }
     }
 
+    /// Ends the sender: waits up to `timeout` for what the kernel still holds, and returns every
+    /// buffer that came back and was not taken, with how many the kernel still held at the end
+    /// (left to it, never freed: [`crate::loan::leaked_buffers`]). Unlike a drop, it waits as
+    /// long as asked and says what it left.
+    pub fn close(mut self, timeout: Duration) -> Closed<B> {
+        let _ = self.drain(timeout);
+        let returned = self.ready.drain(..).collect();
+        let still_loaned = self.tracker.len();
+        // The drop that follows leaves what is still loaned to the kernel, counted, at once.
+        let mut left = 0;
+        for slot in self.tracker.abandon() {
+            std::mem::forget(slot);
+            left += 1;
+        }
+        crate::loan::note_leaked(left);
+        Closed {
+            returned,
+            still_loaned,
+        }
+    }
+
+    /// Waits up to `timeout` for a loaned buffer to come back and returns the oldest one that
+    /// has (at once when one already has): what a fixed pool of buffers recycles with (take one
+    /// back, fill it, send it). `Ok(None)` when none came in time, or when nothing is loaned
+    /// (none will). Waits on the error queue (`poll(2)` for `POLLERR`), running the deferred
+    /// frees when completions stall, as [`drain`](Self::drain) does.
+    ///
+    /// # Errors
+    /// Reading the error queue or `poll` failed.
+    pub fn wait_returned(&mut self, timeout: Duration) -> io::Result<Option<Returned<B>>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(r) = self.ready.pop_front() {
+                return Ok(Some(r));
+            }
+            self.reap()?;
+            if let Some(r) = self.ready.pop_front() {
+                return Ok(Some(r));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if self.tracker.is_empty() || left.is_zero() {
+                return Ok(None);
+            }
+            sys::poll(
+                self.socket.as_fd(),
+                0,
+                Some(left.min(crate::loan::DeferredKick::STALL)),
+            )?;
+            self.kick_if_stalled();
+        }
+    }
+
     /// Runs every CPU's deferred frees when completions have stalled (see
     /// [`crate::loan::kick_deferred_frees`]): a receiver on this host may have read what is
     /// still loaned on another CPU, which frees it only at its next network softirq.
@@ -1022,12 +1136,19 @@ impl<S: ExclusiveSocket, B: OwnedBuf> Drop for ZeroCopySender<S, B> {
         if self.tracker.is_empty() {
             return;
         }
-        let _ = self.drain(Duration::from_millis(500));
-        // What the kernel still holds must not be freed under it. (Borrowed memory is the
-        // caller's, under the contract of `send_borrowed`.)
+        // At most DROP_WAIT, and not at all on an async runtime's thread (crate::loan's rule).
+        let wait = crate::loan::drop_wait();
+        if !wait.is_zero() {
+            let _ = self.drain(wait);
+        }
+        // What the kernel still holds must not be freed under it: left to it, and counted.
+        // (Borrowed memory is the caller's, under the contract of `send_borrowed`.)
+        let mut left = 0;
         for slot in self.tracker.abandon() {
             std::mem::forget(slot);
+            left += 1;
         }
+        crate::loan::note_leaked(left);
     }
 }
 
@@ -1105,6 +1226,7 @@ fn zerocopy_outcome(mut p: Probe, r: Result<Completion, ZeroCopyError>, proto: &
         Err(ZeroCopyError::Io { call, source }) => {
             p.failed(call, &source, "MSG_ZEROCOPY send failed")
         }
+        Err(ZeroCopyError::Socket { what, source }) => p.failed("socket", &source, what),
     }
 }
 

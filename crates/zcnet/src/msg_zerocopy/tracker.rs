@@ -16,7 +16,7 @@ pub struct Freed<B> {
     /// The buffer.
     pub buf: B,
     /// Whether it went out with `MSG_ZEROCOPY` (false: sent by copy, returned at once).
-    pub zerocopy: bool,
+    pub zero_copy: bool,
     /// Whether the kernel reported copying any of its calls (`SO_EE_CODE_ZEROCOPY_COPIED`).
     pub copied: bool,
 }
@@ -78,7 +78,7 @@ impl<B> Tracker<B> {
         if calls == 0 {
             out.push(Freed {
                 buf,
-                zerocopy: false,
+                zero_copy: false,
                 copied: false,
             });
             return;
@@ -97,7 +97,7 @@ impl<B> Tracker<B> {
         if remaining == 0 {
             out.push(Freed {
                 buf,
-                zerocopy: true,
+                zero_copy: true,
                 copied,
             });
         } else {
@@ -161,7 +161,7 @@ impl<B> Tracker<B> {
                 let e = self.inflight.remove(&k).expect("key just listed");
                 out.push(Freed {
                     buf: e.buf,
-                    zerocopy: true,
+                    zero_copy: true,
                     copied: e.copied,
                 });
             }
@@ -223,7 +223,7 @@ mod tests {
         }
         (
             out.into_iter()
-                .map(|r| (r.buf, r.zerocopy, r.copied))
+                .map(|r| (r.buf, r.zero_copy, r.copied))
                 .collect(),
             t,
         )
@@ -461,7 +461,7 @@ mod model {
                 let ((first, count), ref mut was_back) = self.bufs[f.buf];
                 assert!(!*was_back, "buffer {} came back twice", f.buf);
                 *was_back = true;
-                assert_eq!(f.zerocopy, count > 0, "buffer {}", f.buf);
+                assert_eq!(f.zero_copy, count > 0, "buffer {}", f.buf);
                 let mut copied = false;
                 for seq in first..first + count {
                     let c = self.delivered.get(&seq);

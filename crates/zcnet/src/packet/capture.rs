@@ -3,7 +3,7 @@
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-use super::{Frame, PacketError, RxConfig, RxRing, Socket, Stats};
+use super::{Frame, PacketError, RxConfig, RxRing, Socket, Statistics};
 
 /// How a [`Capture`] takes frames from the kernel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -181,10 +181,10 @@ impl Capture {
     ///
     /// # Errors
     /// `getsockopt`'s error.
-    pub fn stats(&mut self) -> Result<Stats, PacketError> {
+    pub fn statistics(&mut self) -> Result<Statistics, PacketError> {
         match &mut self.source {
-            Source::Ring(r) => r.stats(),
-            Source::Copy { socket, .. } => socket.stats(),
+            Source::Ring(r) => r.statistics(),
+            Source::Copy { socket, .. } => socket.statistics(),
         }
     }
 }

@@ -102,7 +102,7 @@ fn sys_err(call: &'static str) -> impl FnOnce(io::Error) -> PacketError {
 /// Counters of `PACKET_STATISTICS`, summed since the ring was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[doc(alias = "PACKET_STATISTICS")]
-pub struct Stats {
+pub struct Statistics {
     /// Packets that reached the socket, dropped ones included.
     pub packets: u64,
     /// Packets dropped for lack of a free block.
@@ -176,7 +176,7 @@ fn to_u32(n: usize) -> Result<u32, PacketError> {
 
 /// Reads `PACKET_STATISTICS` (which resets the kernel's counters) and adds it to `totals`.
 /// A socket without a V3 ring gets the shorter `struct tpacket_stats`: no freeze count.
-fn add_stats(fd: BorrowedFd<'_>, totals: &mut Stats) -> Result<Stats, PacketError> {
+fn add_statistics(fd: BorrowedFd<'_>, totals: &mut Statistics) -> Result<Statistics, PacketError> {
     let mut s = abi::TpacketStatsV3::default();
     let len = size_of::<abi::TpacketStatsV3>();
     sys::getsockopt(fd, abi::SOL_PACKET, abi::PACKET_STATISTICS, &mut s, len)

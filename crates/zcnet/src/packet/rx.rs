@@ -5,8 +5,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use super::{
-    BlockFrames, BlockInfo, Filter, PacketError, Stats, add_stats, check_ring_memory, sys_err,
-    to_u32, v3_socket,
+    BlockFrames, BlockInfo, Filter, PacketError, Statistics, add_statistics, check_ring_memory,
+    sys_err, to_u32, v3_socket,
 };
 use crate::sys::{self, abi, packet as ring};
 
@@ -70,7 +70,7 @@ pub struct RxRing {
     fd: OwnedFd,
     ring: ring::Ring,
     next: usize,
-    totals: Stats,
+    totals: Statistics,
     interface: String,
     retire_timeout: Duration,
     /// Set once the interface went down or away: the blocks retired until then still come.
@@ -131,7 +131,7 @@ impl RxRing {
             fd,
             ring,
             next: 0,
-            totals: Stats::default(),
+            totals: Statistics::default(),
             interface: iface.to_owned(),
             retire_timeout: config.retire_timeout,
             ending: None,
@@ -217,8 +217,8 @@ impl RxRing {
     ///
     /// # Errors
     /// `getsockopt`'s error.
-    pub fn stats(&mut self) -> Result<Stats, PacketError> {
-        add_stats(self.fd.as_fd(), &mut self.totals)
+    pub fn statistics(&mut self) -> Result<Statistics, PacketError> {
+        add_statistics(self.fd.as_fd(), &mut self.totals)
     }
 }
 

@@ -4,7 +4,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
-use super::{PacketError, Stats, add_stats, packet_socket, sys_err};
+use super::{PacketError, Statistics, add_statistics, packet_socket, sys_err};
 use crate::sys::{self, abi};
 
 /// The copying twin of [`RxRing`](super::RxRing): a packet socket bound to one interface, read with one
@@ -15,7 +15,7 @@ use crate::sys::{self, abi};
 #[derive(Debug)]
 pub struct Socket {
     fd: OwnedFd,
-    totals: Stats,
+    totals: Statistics,
 }
 
 /// One frame read by [`Socket::recv`].
@@ -48,7 +48,7 @@ impl Socket {
         sys::bind_packet(fd.as_fd(), index, abi::ETH_P_ALL).map_err(sys_err("bind(AF_PACKET)"))?;
         Ok(Socket {
             fd,
-            totals: Stats::default(),
+            totals: Statistics::default(),
         })
     }
 
@@ -104,8 +104,8 @@ impl Socket {
     ///
     /// # Errors
     /// `getsockopt`'s error.
-    pub fn stats(&mut self) -> Result<Stats, PacketError> {
-        add_stats(self.fd.as_fd(), &mut self.totals)
+    pub fn statistics(&mut self) -> Result<Statistics, PacketError> {
+        add_statistics(self.fd.as_fd(), &mut self.totals)
     }
 }
 

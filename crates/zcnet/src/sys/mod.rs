@@ -326,12 +326,15 @@ pub fn recv_with_control(
 /// path makes it for every consume. `IPPROTO_TCP` is only ever a stream socket's protocol
 /// (MPTCP reports `IPPROTO_MPTCP`, Unix sockets 0).
 pub fn check_tcp(fd: BorrowedFd<'_>) -> io::Result<()> {
+    check_protocol(fd, libc::IPPROTO_TCP, "not a TCP socket")
+}
+
+/// That `fd` is a socket of `protocol` (`SO_PROTOCOL`): `ENOTSOCK` from the kernel for a
+/// descriptor that is not a socket, `InvalidInput` with `what` for another protocol.
+pub fn check_protocol(fd: BorrowedFd<'_>, protocol: i32, what: &'static str) -> io::Result<()> {
     let proto = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)?;
-    if proto != libc::IPPROTO_TCP {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a TCP socket",
-        ));
+    if proto != protocol {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, what));
     }
     Ok(())
 }

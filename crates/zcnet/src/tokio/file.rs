@@ -134,6 +134,27 @@ impl<S: AsFd + IntoStdSocket<Std = S>> FileSender<S> {
         result.map(|()| len)
     }
 
+    /// Sends the whole of `file` from its start, as its size is now (`fstat`): a
+    /// `tokio::fs::File` as well as a `std::fs::File`, or any descriptor of a regular file.
+    /// Returns the bytes sent. The file's own offset is neither used nor moved.
+    ///
+    /// # Errors
+    /// As [`send_file`](Self::send_file); [`FileError::Io`] naming `fcntl(F_DUPFD_CLOEXEC)` or
+    /// `fstat` when the file cannot be looked at.
+    pub async fn send_whole_file(&mut self, file: &impl AsFd) -> Result<u64, FileError> {
+        let mode = self.mode().name();
+        let file = file
+            .as_fd()
+            .try_clone_to_owned()
+            .map(File::from)
+            .map_err(FileError::at(mode, "fcntl(F_DUPFD_CLOEXEC)", 0))?;
+        let len = file
+            .metadata()
+            .map_err(FileError::at(mode, "fstat", 0))?
+            .len();
+        self.send_file(&file, 0, len).await
+    }
+
     /// Sends `data` by copy (counted as copied), as the protocol header before a file. With
     /// `more`, the bytes wait (`MSG_MORE`) for the send that follows, so a header and the start
     /// of its file leave in one segment; the last bytes of a response go without it.

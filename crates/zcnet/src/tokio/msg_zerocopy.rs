@@ -70,7 +70,9 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZeroCopySender<S,
     ///
     /// # Errors
     /// As [`crate::msg_zerocopy::ZeroCopySender::new`]; `Io` when the socket cannot be made
-    /// non-blocking or registered with the reactor.
+    /// non-blocking or registered with the reactor. Whatever fails, the socket is left as it
+    /// was found (`SO_ZEROCOPY`, `UDP_SEGMENT`) and closed: the synchronous constructor, which
+    /// hands it back in its error, is for a caller who wants it again.
     ///
     /// # Panics
     /// Outside a tokio runtime with I/O enabled (as `AsyncFd::new`).
@@ -84,7 +86,8 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZeroCopySender<S,
                 call: "fcntl(O_NONBLOCK)",
                 source,
             })?;
-        let inner = sync::ZeroCopySender::new(socket, config)?;
+        // Everything that can fail without changing the socket first; the synchronous
+        // constructor last, which puts back what it changed when it fails.
         let stall = sys::TimerFd::new().map_err(|source| ZeroCopyError::Io {
             call: "timerfd_create",
             source,
@@ -92,7 +95,7 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZeroCopySender<S,
         let events = sys::Epoll::new()
             .and_then(|ep| {
                 let watch = (libc::EPOLLOUT | libc::EPOLLET) as u32;
-                ep.add(inner.get_ref().as_fd(), watch, SOCKET)?;
+                ep.add(socket.as_fd(), watch, SOCKET)?;
                 ep.add(stall.as_fd(), (libc::EPOLLIN | libc::EPOLLET) as u32, STALL)?;
                 register(ep, Interest::READABLE)
             })
@@ -100,6 +103,7 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZeroCopySender<S,
                 call: "epoll_ctl(EPOLL_CTL_ADD)",
                 source,
             })?;
+        let inner = sync::ZeroCopySender::new(socket, config).map_err(|e| e.error)?;
         Ok(ZeroCopySender {
             inner,
             events,
@@ -288,6 +292,16 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZeroCopySender<S,
             self.completions().await?;
         }
         Ok(())
+    }
+
+    /// Ends the sender after awaiting its loans for at most `timeout` (a tokio timer: the
+    /// runtime needs its time driver): the buffers back and not taken, and how many the kernel
+    /// still held (left to it, never freed: [`crate::loan::leaked_buffers`]). A drop never
+    /// waits on a runtime's thread; this is the way to wait, and to learn what was left.
+    pub async fn close(mut self, timeout: std::time::Duration) -> crate::loan::Closed<B> {
+        let _ = ::tokio::time::timeout(timeout, self.drain()).await;
+        let ZeroCopySender { inner, .. } = self;
+        inner.close(std::time::Duration::ZERO)
     }
 
     /// Awaits completions until at least one buffer is freed (or nothing is loaned). A wait

@@ -38,10 +38,11 @@ fn io_err(call: &'static str) -> impl FnOnce(std::io::Error) -> RelayError {
 ///
 /// # Panics
 /// Outside a tokio runtime with I/O and time enabled.
-pub async fn relay<T>(src: T, config: &Config) -> Result<Report, RelayError>
+pub async fn relay<T>(src: T, config: Config) -> Result<Report, RelayError>
 where
     T: IntoStdSocket<Std = std::net::TcpStream>,
 {
+    let config = &config;
     let src = src.into_std_socket().map_err(io_err("fcntl(O_NONBLOCK)"))?;
     let epoll = Epoll::new().map_err(io_err("epoll_create1"))?;
     let mut session = Session::new(src, config, &epoll)?;
@@ -197,7 +198,7 @@ pub async fn serve(
         let (config, live, failed, event) =
             (config.clone(), live.clone(), failed.clone(), event.clone());
         tasks.spawn(async move {
-            let result = relay(src, &config).await;
+            let result = relay(src, Config::clone(&config)).await;
             live.fetch_sub(1, Ordering::SeqCst);
             if result.is_err() {
                 failed.fetch_add(1, Ordering::SeqCst);

@@ -205,6 +205,16 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             self.completion().await?;
         }
     }
+
+    /// Ends the sender after awaiting its loans for at most `timeout` (a tokio timer: the
+    /// runtime needs its time driver): the buffers back and not taken, and how many the kernel
+    /// still held (left to it, never freed: [`crate::loan::leaked_buffers`]). A drop never
+    /// waits on a runtime's thread; this is the way to wait, and to learn what was left.
+    pub async fn close(mut self, timeout: std::time::Duration) -> crate::loan::Closed<B> {
+        let _ = ::tokio::time::timeout(timeout, self.drain()).await;
+        let UringSender { inner, .. } = self;
+        inner.close(std::time::Duration::ZERO)
+    }
 }
 
 impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {

@@ -66,7 +66,7 @@ use std::net::UdpSocket;
 use std::sync::OnceLock;
 
 use crate::loan::Claim;
-pub use crate::loan::{ExclusiveSocket, OwnedBuf, Returned, SendError};
+pub use crate::loan::{Closed, ExclusiveSocket, NewError, OwnedBuf, Returned, SendError};
 use crate::sys::uring::{Finish, Finished, SendOp};
 mod pool;
 
@@ -225,6 +225,16 @@ impl Default for Config {
 /// Errors of setting up a [`UringSender`].
 #[derive(Debug, thiserror::Error)]
 pub enum UringError {
+    /// The descriptor is not a socket this sender can take (not a socket: `ENOTSOCK`; not UDP
+    /// for GSO trains: `EOPNOTSUPP`).
+    #[error("{what}")]
+    Socket {
+        /// What is wrong with it.
+        what: &'static str,
+        /// The kernel's error, or the one that says so.
+        #[source]
+        source: io::Error,
+    },
     /// io_uring cannot be used here: `io_uring_setup` failed (no io_uring,
     /// `kernel.io_uring_disabled`, seccomp, ...).
     #[error("{feature} is not available: {reason}")]
@@ -309,7 +319,7 @@ pub struct Counters {
     /// Requests queued.
     pub requests: u64,
     /// Of those, with a zero-copy opcode.
-    pub zc_requests: u64,
+    pub zero_copy_requests: u64,
     /// Of those, with a registered buffer.
     pub fixed_requests: u64,
     /// Buffers returned.
@@ -382,6 +392,8 @@ pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
     kick: crate::loan::DeferredKick,
     /// The socket's place among the sockets senders of this process hold.
     _claim: Claim,
+    /// [`UringSender::close`] waited already: the drop does not.
+    closed: bool,
 }
 
 impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
@@ -395,27 +407,48 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// [`UringError::NoPool`] for [`Mode::ZeroCopyFixed`] (use [`UringSender::with_pool`]),
     /// [`UringError::Unsupported`], [`UringError::Window`], [`UringError::SocketInUse`] when
     /// another sender of this process holds the socket through another descriptor of it.
-    pub fn new(socket: S, config: Config) -> Result<Self, UringError> {
+    pub fn new(socket: S, config: Config) -> Result<Self, NewError<S, UringError>> {
         if config.mode == Mode::ZeroCopyFixed {
-            return Err(UringError::NoPool);
+            return Err(NewError {
+                error: UringError::NoPool,
+                socket,
+            });
         }
-        Self::build(socket, config)
+        Self::build(socket, config, None)
     }
 
-    fn build(socket: S, config: Config) -> Result<Self, UringError> {
+    /// Everything that can fail first, the socket changed last (`UDP_SEGMENT`), the sender made
+    /// when nothing can fail any more: a refusal hands the socket back as it was given.
+    fn build(
+        socket: S,
+        config: Config,
+        pool: Option<&Pool>,
+    ) -> Result<Self, NewError<S, UringError>> {
+        macro_rules! refuse {
+            ($e:expr) => {
+                return Err(NewError { error: $e, socket })
+            };
+        }
         if config.window == 0 || config.window > config.entries as usize {
-            return Err(UringError::Window {
+            refuse!(UringError::Window {
                 window: config.window,
                 entries: config.entries,
             });
         }
-        let claim = Claim::take(socket.as_fd()).map_err(|e| match e {
-            None => UringError::SocketInUse {
+        if let Err(e) = check_socket(socket.as_fd(), config.segment.is_some()) {
+            refuse!(e);
+        }
+        let claim = match Claim::take(socket.as_fd()) {
+            Ok(c) => c,
+            Err(None) => refuse!(UringError::SocketInUse {
                 reason: crate::loan::IN_USE,
-            },
-            Some(e) => UringError::Fstat(e),
-        })?;
-        let mut ring = open_ring(config.entries, config.setup)?;
+            }),
+            Err(Some(e)) => refuse!(UringError::Fstat(e)),
+        };
+        let mut ring = match open_ring(config.entries, config.setup) {
+            Ok(r) => r,
+            Err(e) => refuse!(e),
+        };
         ring.register_file(socket.as_fd());
         let ty = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE).unwrap_or(0);
         let (mode, fallback) = match config.mode {
@@ -442,29 +475,58 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
                 ),
             },
         };
-        let auto = (mode == Mode::Auto).then(|| {
+        let mut auto = (mode == Mode::Auto).then(|| {
             Decider::new(Choice::for_socket(
                 SendPath::UringZc,
                 &socket,
                 config.segment,
             ))
         });
+        let mut fixed = mode == Mode::ZeroCopyFixed;
+        if let Some(pool) = pool {
+            // Auto registers the pool where the limit allows, and sends from it by zero copy.
+            if mode == Mode::Auto
+                && memlock_check(pool.region_len() as u64).is_ok()
+                && ring.register(&pool.0).is_ok()
+            {
+                fixed = true;
+                // The route and its device as found above, for the registered path.
+                auto = auto.map(|d| Decider::new(d.choice().for_path(SendPath::UringZcFixed)));
+            }
+            if mode == Mode::ZeroCopyFixed {
+                let registered = memlock_check(pool.region_len() as u64).and_then(|()| {
+                    ring.register(&pool.0)
+                        .map_err(|source| match source.raw_os_error() {
+                            Some(libc::ENOMEM) => memlock_check_failed(pool.region_len() as u64),
+                            _ => UringError::Io {
+                                call: "io_uring_register(IORING_REGISTER_BUFFERS)",
+                                bytes: pool.region_len(),
+                                source,
+                            },
+                        })
+                });
+                if let Err(e) = registered {
+                    refuse!(e);
+                }
+            }
+        }
         let stream = ty == libc::SOCK_STREAM;
         if stream {
             ring.keep_order();
         }
-        // The last step that can fail: a sender refused earlier (no io_uring, say) leaves the
-        // caller's socket sending single datagrams as before.
-        if let Some(segment) = config.segment {
-            crate::udp_gso::set_segment(&socket, Some(segment)).map_err(|e| {
-                UringError::Unsupported {
-                    feature: "UDP_SEGMENT",
-                    reason: e.reason(),
-                }
-            })?;
+        // The only change to the socket, and the last step that can fail: a sender refused
+        // earlier (no io_uring, say) leaves the caller's socket sending single datagrams as
+        // before.
+        if let Some(segment) = config.segment
+            && let Err(e) = crate::udp_gso::set_segment(&socket, Some(segment))
+        {
+            refuse!(UringError::Unsupported {
+                feature: "UDP_SEGMENT",
+                reason: e.reason(),
+            });
         }
         Ok(UringSender {
-            fixed: mode == Mode::ZeroCopyFixed,
+            fixed,
             auto,
             ring,
             socket,
@@ -473,6 +535,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             fallback,
             stream,
             queued: 0,
+            closed: false,
             returned: VecDeque::new(),
             counters: Counters::default(),
             kick: crate::loan::DeferredKick::default(),
@@ -651,7 +714,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
                 buf,
             })?;
         self.counters.requests += 1;
-        self.counters.zc_requests += u64::from(op != SendOp::Send && op != SendOp::SendMsg);
+        self.counters.zero_copy_requests += u64::from(op != SendOp::Send && op != SendOp::SendMsg);
         self.counters.fixed_requests += u64::from(fixed);
         self.queued += 1;
         Ok(())
@@ -721,6 +784,47 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         };
         self.ring.complete(&mut back)?;
         Ok((self.counters.returned - before) as usize)
+    }
+
+    /// Ends the sender: submits what is queued, waits up to `timeout` for what the kernel still
+    /// holds, and returns every buffer that came back and was not taken, with how many the
+    /// kernel still held at the end (left to it, never freed: [`crate::loan::leaked_buffers`]).
+    /// Unlike a drop, it waits as long as asked and says what it left.
+    pub fn close(mut self, timeout: Duration) -> Closed<B> {
+        let _ = self.drain(timeout);
+        let returned = self.returned.drain(..).collect();
+        let still_loaned = self.ring.in_flight();
+        // The drop that follows waits no more: nothing it could wait for came in `timeout`.
+        self.closed = true;
+        Closed {
+            returned,
+            still_loaned,
+        }
+    }
+
+    /// Submits what is queued, then waits up to `timeout` for a loaned buffer to come back and
+    /// returns the oldest one that has (at once when one already has): what a fixed pool
+    /// recycles with. `Ok(None)` when none came in time, or when nothing is loaned (none will).
+    ///
+    /// # Errors
+    /// `io_uring_enter`'s error.
+    pub fn wait_returned(&mut self, timeout: Duration) -> io::Result<Option<Returned<B>>> {
+        let deadline = Instant::now() + timeout;
+        self.reap()?;
+        loop {
+            if let Some(r) = self.returned.pop_front() {
+                return Ok(Some(r));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if self.ring.in_flight() == 0 || left.is_zero() {
+                return Ok(None);
+            }
+            self.ring.wait(left.min(crate::loan::DeferredKick::STALL))?;
+            self.collect()?;
+            if self.kick.kick_if_stalled(self.counters.returned) {
+                self.counters.deferred_kicks += 1;
+            }
+        }
     }
 
     /// Submits everything and waits until every buffer is back, at most `timeout`. When none
@@ -804,43 +908,12 @@ impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {
     /// [`UringError::Memlock`] when the registration would exceed `RLIMIT_MEMLOCK` (checked
     /// before trying; root has `CAP_IPC_LOCK` and is exempt), [`UringError::Io`] when the
     /// kernel refuses it, and the errors of [`UringSender::new`].
-    pub fn with_pool(socket: S, config: Config, pool: &Pool) -> Result<Self, UringError> {
-        let mut tx = Self::build(socket, config)?;
-        // Auto registers the pool where the limit allows, and sends from it by zero copy.
-        if tx.mode == Mode::Auto
-            && memlock_check(pool.region_len() as u64).is_ok()
-            && tx.ring.register(&pool.0).is_ok()
-        {
-            tx.fixed = true;
-            // The route and its device as `build` found them (an auto sender has a decider),
-            // for the registered path.
-            tx.auto = tx
-                .auto
-                .take()
-                .map(|d| Decider::new(d.choice().for_path(SendPath::UringZcFixed)));
-        }
-        if tx.mode == Mode::ZeroCopyFixed {
-            let registered = memlock_check(pool.region_len() as u64).and_then(|()| {
-                tx.ring
-                    .register(&pool.0)
-                    .map_err(|source| match source.raw_os_error() {
-                        Some(libc::ENOMEM) => memlock_check_failed(pool.region_len() as u64),
-                        _ => UringError::Io {
-                            call: "io_uring_register(IORING_REGISTER_BUFFERS)",
-                            bytes: pool.region_len(),
-                            source,
-                        },
-                    })
-            });
-            if let Err(e) = registered {
-                // Refused: the caller's socket sends single datagrams again, as before.
-                if tx.config.segment.is_some() {
-                    let _ = crate::udp_gso::set_segment(&tx.socket, None);
-                }
-                return Err(e);
-            }
-        }
-        Ok(tx)
+    pub fn with_pool(
+        socket: S,
+        config: Config,
+        pool: &Pool,
+    ) -> Result<Self, NewError<S, UringError>> {
+        Self::build(socket, config, Some(pool))
     }
 }
 
@@ -919,10 +992,17 @@ fn memlock_check_failed(need: u64) -> UringError {
 
 impl<S: ExclusiveSocket, B: OwnedBuf> Drop for UringSender<S, B> {
     fn drop(&mut self) {
-        if self.ring.in_flight() > 0 {
-            // Give the kernel a moment; what it still holds is leaked by the ring, not freed.
-            let _ = self.drain(Duration::from_millis(500));
+        if self.ring.in_flight() == 0 {
+            return;
         }
+        // At most DROP_WAIT, and not at all on an async runtime's thread (crate::loan's rule)
+        // or after `close`, which waited already.
+        let wait = crate::loan::drop_wait();
+        if !wait.is_zero() && !self.closed {
+            let _ = self.drain(wait);
+        }
+        // What the kernel still holds the ring leaks, not frees: counted.
+        crate::loan::note_leaked(self.ring.in_flight());
     }
 }
 
@@ -1165,4 +1245,32 @@ fn uring_checks() -> Vec<Check> {
         },
     );
     out
+}
+
+impl<S> From<NewError<S, UringError>> for UringError {
+    /// The error alone, the socket dropped.
+    fn from(e: NewError<S, UringError>) -> UringError {
+        e.error
+    }
+}
+
+/// What a socket must be for a sender: a socket (`ENOTSOCK` otherwise), and UDP where it is to
+/// send GSO trains.
+fn check_socket(fd: BorrowedFd<'_>, trains: bool) -> Result<(), UringError> {
+    let what = "not a UDP socket: GSO trains (Config::segment) are UDP's";
+    let checked = match trains {
+        true => sys::check_protocol(fd, libc::IPPROTO_UDP, what),
+        // Any protocol, but a socket.
+        false => sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL).map(drop),
+    };
+    checked.map_err(|source| match source.kind() {
+        io::ErrorKind::InvalidInput => UringError::Socket {
+            what,
+            source: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+        },
+        _ => UringError::Socket {
+            what: "getsockopt(SO_PROTOCOL)",
+            source,
+        },
+    })
 }

@@ -707,7 +707,7 @@ impl XdpSocket {
     /// [`XdpError::Config`]: no TX ring, or a frame longer than a UMEM frame.
     pub fn push(&mut self, frame: &[u8]) -> Result<bool, XdpError> {
         if self.xsk.free_frames() == 0 {
-            self.reap();
+            let _ = self.reap();
         }
         match self.xsk.send(frame) {
             Ok(true) => {
@@ -729,7 +729,7 @@ impl XdpSocket {
         if !self.counters.zero_copy || self.xsk.tx_needs_wakeup() {
             self.xsk.kick_tx().map_err(sys_err("sendto(AF_XDP)"))?;
         }
-        self.reap();
+        let _ = self.reap();
         Ok(())
     }
 
@@ -755,12 +755,16 @@ impl XdpSocket {
         Ok(())
     }
 
-    /// Takes completions back: their UMEM frames are free again. Returns how many.
-    pub fn reap(&mut self) -> usize {
+    /// Takes completions back: their UMEM frames are free again. Returns how many, as the
+    /// loaning senders' `reap` does (reading the completion ring cannot fail: always `Ok`).
+    ///
+    /// # Errors
+    /// None today; the signature is the senders'.
+    pub fn reap(&mut self) -> io::Result<usize> {
         let n = self.xsk.reap();
         self.counters.completions += u64::from(n);
         self.counters.bad_completions = self.xsk.bad_completions;
-        n as usize
+        Ok(n as usize)
     }
 
     /// Frames sent whose completion has not come back.
