@@ -214,7 +214,9 @@ fn send_for(stream: TcpStream, seconds: f64) -> anyhow::Result<SendCounters> {
         policy: CopiedPolicy::Keep,
         ..msg_zerocopy::Config::default()
     };
-    let mut tx = ZeroCopySender::new(stream, config).context("enabling SO_ZEROCOPY")?;
+    let mut tx = ZeroCopySender::new(stream, config)
+        .map_err(|e| e.error)
+        .context("enabling SO_ZEROCOPY")?;
     let start = Instant::now();
     let mut off = 0u64;
     while start.elapsed().as_secs_f64() < seconds {

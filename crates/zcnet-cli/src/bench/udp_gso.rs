@@ -375,8 +375,9 @@ fn send_for(sock: UdpSocket, mode: Mode, shape: Shape) -> anyhow::Result<Run> {
                 policy: CopiedPolicy::Keep,
                 segment: Some(segment),
             };
-            let mut tx: ZeroCopySender<_, &'static [u8]> =
-                ZeroCopySender::new(sock, config).context("a GSO sender")?;
+            let mut tx: ZeroCopySender<_, &'static [u8]> = ZeroCopySender::new(sock, config)
+                .map_err(|e| e.error)
+                .context("a GSO sender")?;
             while start.elapsed().as_secs_f64() < seconds {
                 tx.send(pool.train(trains))
                     .map_err(|e| e.error)
@@ -434,7 +435,9 @@ fn send_fixed(
         segment: Some(segment),
         ..super::uring_tx::CONFIG
     };
-    let mut tx = UringSender::with_pool(sock, config, &ring_pool).context("an io_uring sender")?;
+    let mut tx = UringSender::with_pool(sock, config, &ring_pool)
+        .map_err(|e| e.error)
+        .context("an io_uring sender")?;
     if let Some(why) = tx.fallback_reason() {
         bail!("gso-zc-fixed asked for, but {why}");
     }

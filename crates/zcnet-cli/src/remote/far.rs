@@ -483,7 +483,9 @@ fn send(l: &TcpListener, owner: &Owner, zerocopy: bool, bounds: &Bounds) -> anyh
         segment: None,
     };
     // The sender owns the socket: its completions must be its own (zcnet::loan::ExclusiveSocket).
-    let mut tx = ZeroCopySender::new(c, config).context("enabling SO_ZEROCOPY")?;
+    let mut tx = ZeroCopySender::new(c, config)
+        .map_err(|e| e.error)
+        .context("enabling SO_ZEROCOPY")?;
     let meter = Meter::start();
     let start = Instant::now();
     let mut off = 0u64;

@@ -225,7 +225,7 @@ fn uring(ctx: &mut Ctx<'_>, sock: Sock, mode: uring::Mode) -> anyhow::Result<()>
     };
     let tcp = matches!(sock, Sock::Tcp(_));
     let mut tx: uring::UringSender<OwnedFd, Arc<[u8]>> =
-        uring::UringSender::new(OwnedFd::from(sock), config)?;
+        uring::UringSender::new(OwnedFd::from(sock), config).map_err(|e| e.error)?;
     while ctx.more() && !(tcp && ctx.failed()) {
         let (buf, _) = ctx.lend(usize::MAX);
         let len = buf.len();
@@ -289,7 +289,8 @@ fn uring_fixed(ctx: &mut Ctx<'_>, sock: Sock) -> anyhow::Result<()> {
                         ..config
                     },
                     &pool,
-                )?
+                )
+                .map_err(|e| e.error)?
             }
             Err(e) => return Err(e.into()),
         };

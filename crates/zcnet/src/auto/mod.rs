@@ -21,8 +21,8 @@
 //!   and is dropped. A class measures [`FIRST_PAIRS`] pairs back to back when it first sends, then
 //!   explores one round in `every`, chosen so that exploring costs about [`EXPLORE_COST`] of
 //!   the sending CPU: the other way costs `gap` more per byte, so `every = gap /
-//!   EXPLORE_COST`, within [`EVERY_MIN`]..=[`EVERY_MAX`] rounds (at most `gap / 256` where the
-//!   gap is above 0.64, `EXPLORE_COST` otherwise).
+//!   EXPLORE_COST`, within [`EVERY_MIN`]..=[`EVERY_MAX`] rounds (at most `gap / 1024` where
+//!   the gap is above 2.56, `EXPLORE_COST` otherwise).
 //! - **Deciding.** The median of the last [`PAIRS_KEPT`] pairs, zero copy's CPU per byte over
 //!   copy's, picks zero copy below `1 - HYSTERESIS`, copy above `1 + HYSTERESIS`, and keeps
 //!   the current way in between. A class follows a change of conditions after 4 or 5 new

@@ -69,13 +69,27 @@ pub struct SendError<B> {
 /// A sender refused at its construction: the error, and the socket handed back as it was
 /// given (what the constructor had changed on it put back: `SO_ZEROCOPY`, `UDP_SEGMENT`), as a
 /// [`SendError`] hands back its buffer.
-#[derive(Debug, thiserror::Error)]
-#[error("{error}")]
+///
+/// It reads as its `error` does, causes included (`Display` is the error's, `source()` the
+/// error's source), so a printer of the chain names each cause once.
+#[derive(Debug)]
 pub struct NewError<S, E: std::error::Error + 'static> {
     /// Why.
     pub error: E,
     /// The socket, the caller's again.
     pub socket: S,
+}
+
+impl<S, E: std::error::Error + 'static> std::fmt::Display for NewError<S, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl<S: std::fmt::Debug, E: std::error::Error + 'static> std::error::Error for NewError<S, E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
 }
 
 /// What a loaning sender's `close(timeout)` leaves.
