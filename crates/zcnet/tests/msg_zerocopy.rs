@@ -21,6 +21,15 @@ fn tcp_pair() -> (TcpStream, TcpStream) {
     (c, s)
 }
 
+/// Reads `stream` to its end on a thread of its own; the join gives every byte.
+fn read_all(mut stream: TcpStream) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut got = Vec::new();
+        stream.read_to_end(&mut got).unwrap();
+        got
+    })
+}
+
 /// Buffer `i`: its length varies around the threshold, its bytes say who it is.
 fn buffer(i: u32) -> Vec<u8> {
     let len = [100usize, 16 * 1024, 64 * 1024 + 7, 300 * 1024][i as usize % 4];
@@ -35,14 +44,10 @@ fn tag(r: &Returned<Vec<u8>>) -> u32 {
 
 #[test]
 fn every_tcp_buffer_comes_back_exactly_once_and_data_arrives() {
-    let (client, mut server) = tcp_pair();
+    let (client, server) = tcp_pair();
     let n = 400u32;
     let expected: usize = (0..n).map(|i| buffer(i).len()).sum();
-    let reader = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        server.read_to_end(&mut got).unwrap();
-        got
-    });
+    let reader = read_all(server);
     let config = SenderConfig {
         policy: CopiedPolicy::Keep,
         ..SenderConfig::default()
@@ -184,7 +189,7 @@ fn enobufs_falls_back_to_copy_and_finishes() {
 fn enobufs_case(optmem: &str) {
     let lab = LoopbackLab::new(None).unwrap();
     lab.ns.set_sysctl("net.core.optmem_max", optmem).unwrap();
-    let (client, mut server) = lab
+    let (client, server) = lab
         .ns
         .run(|| {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -192,11 +197,7 @@ fn enobufs_case(optmem: &str) {
             (c, l.accept().unwrap().0)
         })
         .unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        server.read_to_end(&mut got).unwrap();
-        got
-    });
+    let reader = read_all(server);
     // Keep trying zero-copy although loopback copies: the point is the ENOBUFS path.
     let config = SenderConfig {
         policy: CopiedPolicy::Keep,
@@ -289,12 +290,8 @@ fn udp_into_the_sink_completes_uncopied_for_every_buffer() {
 
 #[test]
 fn borrowed_sends_report_their_tokens_once_the_kernel_is_done() {
-    let (client, mut server) = tcp_pair();
-    let reader = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        server.read_to_end(&mut got).unwrap();
-        got
-    });
+    let (client, server) = tcp_pair();
+    let reader = read_all(server);
     let mut tx: ZeroCopySender<TcpStream, Vec<u8>> =
         ZeroCopySender::new(client, SenderConfig::default()).unwrap();
     // Memory this test owns and keeps untouched until its token comes back.
@@ -335,12 +332,8 @@ where
 /// sender goes on undisturbed.
 #[test]
 fn a_second_sender_on_a_dup_of_the_socket_is_refused() {
-    let (client, mut server) = tcp_pair();
-    let reader = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        server.read_to_end(&mut got).unwrap();
-        got
-    });
+    let (client, server) = tcp_pair();
+    let reader = read_all(server);
     let dup = client.try_clone().unwrap();
     let other_fd = std::os::fd::OwnedFd::from(client.try_clone().unwrap());
     let mut tx: ZeroCopySender<TcpStream, Vec<u8>> =
@@ -406,12 +399,8 @@ fn a_socket_with_so_zerocopy_on_already_is_refused() {
 /// `tcp_rx.rs` `msg_eor_after_a_header_lets_the_payload_be_mapped`.)
 #[test]
 fn send_flags_eor_and_more_still_work() {
-    let (client, mut server) = tcp_pair();
-    let reader = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        server.read_to_end(&mut got).unwrap();
-        got
-    });
+    let (client, server) = tcp_pair();
+    let reader = read_all(server);
     let config = SenderConfig {
         policy: CopiedPolicy::Keep,
         ..SenderConfig::default()
@@ -444,12 +433,8 @@ fn send_flags_eor_and_more_still_work() {
 /// waited for a completion that never came).
 #[test]
 fn a_borrowed_send_in_copy_mode_is_reported_at_once() {
-    let (client, mut server) = tcp_pair();
-    let reader = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        server.read_to_end(&mut got).unwrap();
-        got
-    });
+    let (client, server) = tcp_pair();
+    let reader = read_all(server);
     let config = SenderConfig {
         mode: Mode::Copy,
         ..SenderConfig::default()
@@ -609,6 +594,8 @@ fn close_hands_back_what_came_back_and_leaves_what_the_kernel_holds() {
     assert!(closed.returned.iter().all(|r| r.error.is_none()));
     assert!(zcnet::loan::leaked_buffers() >= before + closed.still_loaned as u64);
     // The kernel still reads the buffers left to it: the receiver gets every byte in order.
+    // (Slowly: a window far below the loopback MSS is announced by the sender's zero-window
+    // probes, backing off; about 27 s here.)
     let mut got = Vec::new();
     server.read_to_end(&mut got).unwrap();
     let want: Vec<u8> = (0..4u8).flat_map(|i| pattern(i, len)).collect();
@@ -624,12 +611,8 @@ fn close_hands_back_what_came_back_and_leaves_what_the_kernel_holds() {
 /// returns `None` at once when nothing is loaned (issue 49 item 4).
 #[test]
 fn wait_returned_gives_back_one_buffer_at_a_time() {
-    let (client, mut server) = tcp_pair();
-    let reader = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        server.read_to_end(&mut got).unwrap();
-        got
-    });
+    let (client, server) = tcp_pair();
+    let reader = read_all(server);
     let config = SenderConfig {
         policy: CopiedPolicy::Keep,
         threshold: 0,
