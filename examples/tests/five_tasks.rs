@@ -74,7 +74,7 @@ fn a_gso_sender_recycles_a_fixed_pool() {
 
 #[test]
 fn a_zero_copy_receiver_reads_a_stream_whole() {
-    let (_rx, addr) = start(
+    let (mut rx, addr) = start(
         env!("CARGO_BIN_EXE_zc_receiver"),
         &["127.0.0.1:0"],
         "waiting on",
@@ -83,11 +83,8 @@ fn a_zero_copy_receiver_reads_a_stream_whole() {
     let mut s = TcpStream::connect(&addr).unwrap();
     s.write_all(&data).unwrap();
     drop(s);
-    let mut child = _rx;
     let mut stdout = String::new();
-    child
-        .0
-        .stdout
+    rx.0.stdout
         .take()
         .unwrap()
         .read_to_string(&mut stdout)

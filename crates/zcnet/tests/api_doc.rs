@@ -236,9 +236,12 @@ fn public_names(line: &str) -> Vec<String> {
             .unwrap_or(s.len());
         s[..end].to_owned()
     };
-    for q in ["async ", "const fn ", "unsafe "] {
-        if let Some(r) = rest.strip_prefix(q) {
-            rest = if q == "const fn " { &rest[6..] } else { r };
+    // Qualifiers before `fn` (`const` only there: `pub const NAME` is a constant).
+    for q in ["const ", "async ", "unsafe "] {
+        if let Some(r) = rest.strip_prefix(q)
+            && (q != "const " || r.starts_with("fn ") || r.starts_with("unsafe fn "))
+        {
+            rest = r;
         }
     }
     for kw in [
