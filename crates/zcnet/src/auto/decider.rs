@@ -194,8 +194,11 @@ pub struct AutoCounters {
     /// CPU (ns) the exploring rounds spent beyond what the chosen way would have cost for their
     /// bytes, as their pairs measured it: the throughput exploring cost.
     pub explore_extra_ns: u64,
-    /// CPU (ns) of the sending thread over the rounds measured, every way.
+    /// CPU (ns) of the sending thread over the rounds measured, every way: once a class has
+    /// chosen, only the rounds its pairs use are timed (the clock is a system call).
     pub measured_ns: u64,
+    /// The bytes of those rounds.
+    pub measured_bytes: u64,
     /// Size classes that started from what an earlier sender of this process learned for the
     /// same path and route ([`forget`] clears it) rather than from the prior.
     pub resumed_classes: u64,
@@ -212,11 +215,15 @@ impl AutoCounters {
         (all > 0).then(|| self.explore_calls as f64 / all as f64)
     }
 
-    /// The share of the measured sending CPU that exploring cost beyond the chosen way: what
-    /// learning takes from throughput once a class has chosen, measured by its own pairs
-    /// (`None` before a round was measured).
+    /// The share of the sending CPU that exploring cost beyond the chosen way: what learning
+    /// takes from throughput once a class has chosen, measured by its own pairs, over every
+    /// byte sent at the measured rounds' CPU per byte (`None` before a round was measured).
     pub fn explore_cost_share(&self) -> Option<f64> {
-        (self.measured_ns > 0).then(|| self.explore_extra_ns as f64 / self.measured_ns as f64)
+        let all = self.zero_copy_bytes + self.small_bytes + self.backoff_bytes;
+        (self.measured_ns > 0 && self.measured_bytes > 0).then(|| {
+            let per_byte = self.measured_ns as f64 / self.measured_bytes as f64;
+            self.explore_extra_ns as f64 / (per_byte * all.max(self.measured_bytes) as f64)
+        })
     }
 }
 
@@ -353,6 +360,7 @@ impl Decider {
         c.switches += u64::from(turn.switched);
         c.explore_extra_ns += turn.explore_extra_ns;
         c.measured_ns += turn.measured_ns;
+        c.measured_bytes += turn.measured_bytes;
         c.discarded_pairs += u64::from(turn.discarded);
         if explore {
             c.explore_calls += 1;
@@ -835,6 +843,55 @@ mod tests {
         }
         assert!(edges * every <= 5 * rounds, "{edges} of {rounds}");
         assert!(edges >= 3 * 49, "{edges} of {rounds}");
+    }
+
+    /// Issue 47: the thread's CPU clock is a system call; once a class has chosen, only the
+    /// edges of rounds a pair uses read it (three or four each time one round in `every`
+    /// explores), and the pairs still come in.
+    #[test]
+    fn once_chosen_the_clock_is_read_only_around_exploring() {
+        let mut d = decider(Threshold::Never);
+        let thread = std::thread::current().id();
+        let (mut cpu, mut reads) = (0u64, 0u64);
+        let mut send = |d: &mut Decider, reads: &mut u64| {
+            let now = cpu;
+            let zc = d.zero_copy_with(64000, || {
+                *reads += 1;
+                Some(Reading {
+                    cpu_ns: now,
+                    thread,
+                    others: thread_sends(),
+                })
+            });
+            cpu += if zc { 32_000 } else { 64_000 };
+        };
+        for _ in 0..learning_bound(64000) {
+            send(&mut d, &mut reads);
+        }
+        let c = class(&d, 64000);
+        assert!(c.learned && c.zero_copy, "{c:?}");
+        let (every, pairs) = (u64::from(c.explore_every), d.counters.explore_calls);
+        let round = (ROUND_BYTES / 64000) as u64;
+        reads = 0;
+        let rounds = 20 * every;
+        for _ in 0..rounds * round {
+            send(&mut d, &mut reads);
+        }
+        assert!(
+            reads <= 5 * rounds / every,
+            "{reads} clock reads in {rounds} rounds"
+        );
+        assert!(
+            d.counters.explore_calls >= pairs + 19 * round,
+            "exploring goes on: {:?}",
+            d.counters
+        );
+        assert_eq!(d.counters.unmeasured_rounds, 0, "{:?}", d.counters);
+        let share = d.counters.explore_cost_share().unwrap();
+        assert!(
+            share > 0.0 && share < 2.0 * EXPLORE_COST,
+            "exploring cost {share} of the CPU"
+        );
     }
 
     #[test]
