@@ -114,7 +114,7 @@ pub fn parse(control: &[u8]) -> Result<Vec<Entry>, ParseError> {
 pub fn read_all(socket: &impl AsFd) -> io::Result<Vec<Entry>> {
     let mut control = [0u8; 256];
     let mut out = Vec::new();
-    while let Some((len, _truncated)) = sys::recv_errqueue(socket.as_fd(), &mut control)? {
+    while let Some((len, _truncated)) = sys::net::recv_errqueue(socket.as_fd(), &mut control)? {
         out.extend(
             parse(&control[..len]).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?,
         );

@@ -248,7 +248,7 @@ impl<S: AsFd> FileSender<S> {
     /// ([`ZeroCopyError::SocketInUse`](crate::msg_zerocopy::ZeroCopyError::SocketInUse)): the
     /// windows are given back by their completions, which must be this sender's alone.
     pub fn new(socket: S, config: Config) -> Result<Self, FileError> {
-        sys::check_tcp(socket.as_fd()).map_err(|source| FileError::Socket {
+        sys::sockopt::check_tcp(socket.as_fd()).map_err(|source| FileError::Socket {
             what: match source.kind() {
                 io::ErrorKind::InvalidInput => "not a TCP socket: a file is sent on a stream",
                 _ => "getsockopt(SO_PROTOCOL) failed",
@@ -430,7 +430,7 @@ fn send_file(
             let mut off = offset as i64;
             while sent < len {
                 let want = (len - sent).min(1 << 30) as usize;
-                match sys::sendfile(socket, file.as_fd(), &mut off, want) {
+                match sys::file::sendfile(socket, file.as_fd(), &mut off, want) {
                     Ok(0) => {
                         return Err(err("sendfile", sent)(io::ErrorKind::UnexpectedEof.into()));
                     }
@@ -447,15 +447,20 @@ fn send_file(
             })
         }
         Mode::Splice => {
-            let (pipe_r, pipe_w) = sys::pipe().map_err(err("pipe", 0))?;
+            let (pipe_r, pipe_w) = sys::file::pipe().map_err(err("pipe", 0))?;
             // A larger pipe moves more per call; the kernel may grant less (fs.pipe-max-size).
-            let _ = sys::set_pipe_size(pipe_w.as_fd(), opts.pipe_size);
+            let _ = sys::file::set_pipe_size(pipe_w.as_fd(), opts.pipe_size);
             let mut off = offset as i64;
             let flags = libc::SPLICE_F_MOVE | libc::SPLICE_F_MORE;
             while sent < len {
                 let want = (len - sent).min(opts.pipe_size as u64) as usize;
-                let n = match sys::splice(file.as_fd(), Some(&mut off), pipe_w.as_fd(), want, flags)
-                {
+                let n = match sys::file::splice(
+                    file.as_fd(),
+                    Some(&mut off),
+                    pipe_w.as_fd(),
+                    want,
+                    flags,
+                ) {
                     Ok(0) => {
                         return Err(err("splice(file -> pipe)", sent)(
                             io::ErrorKind::UnexpectedEof.into(),
@@ -467,7 +472,7 @@ fn send_file(
                 };
                 let mut left = n;
                 while left > 0 {
-                    match sys::splice(pipe_r.as_fd(), None, socket, left, flags) {
+                    match sys::file::splice(pipe_r.as_fd(), None, socket, left, flags) {
                         Ok(m) => left -= m,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         // What this chunk put on the socket before the error went out too.
@@ -516,7 +521,7 @@ fn send_file(
 fn send_all(socket: BorrowedFd<'_>, data: &[u8], sent_before: u64) -> Result<(), (io::Error, u64)> {
     let mut done = 0;
     while done < data.len() {
-        match sys::sendto(socket, &data[done..], libc::MSG_NOSIGNAL, None) {
+        match sys::net::sendto(socket, &data[done..], libc::MSG_NOSIGNAL, None) {
             Ok(m) => done += m,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err((e, sent_before + done as u64)),
@@ -574,9 +579,10 @@ fn mmap_zc_windows(
     opts: Config,
 ) -> Result<Counters, FileError> {
     let err = |op: &'static str, sent: u64| FileError::at("mmap-zc", op, sent);
-    let page = sys::page_size() as u64;
+    let page = sys::mm::page_size() as u64;
     let mut sent = 0u64;
-    let mut windows: std::collections::VecDeque<std::sync::Weak<sys::Mmap>> = Default::default();
+    let mut windows: std::collections::VecDeque<std::sync::Weak<sys::mm::Mmap>> =
+        Default::default();
     while sent < len {
         // At most two windows mapped: before mapping a third, wait until the kernel has given
         // back every chunk of the oldest (its last region's drop unmaps it).
@@ -587,14 +593,15 @@ fn mmap_zc_windows(
             if windows.len() < 2 {
                 break;
             }
-            sys::poll(socket, 0, Some(Duration::from_millis(100))).map_err(err("poll", sent))?;
+            sys::event::poll(socket, 0, Some(Duration::from_millis(100)))
+                .map_err(err("poll", sent))?;
         }
         let pos = offset + sent;
         let map_start = pos - pos % page;
         let skip = (pos - map_start) as usize;
         let map_len = (skip as u64 + (len - sent).min(opts.window as u64)) as usize;
         let map = Arc::new(
-            sys::Mmap::shared_at(file.as_fd(), map_len, libc::PROT_READ, map_start)
+            sys::mm::Mmap::shared_at(file.as_fd(), map_len, libc::PROT_READ, map_start)
                 .map_err(err("mmap", sent))?,
         );
         windows.push_back(Arc::downgrade(&map));
@@ -669,7 +676,7 @@ fn failed(
 fn send_pipe(socket: BorrowedFd<'_>, pipe: BorrowedFd<'_>) -> Result<Counters, FileError> {
     let mut sent = 0u64;
     loop {
-        match sys::splice(
+        match sys::file::splice(
             pipe,
             None,
             socket,
@@ -749,7 +756,7 @@ pub fn support() -> &'static Support {
 }
 
 fn pattern_file(len: usize) -> io::Result<fs::File> {
-    let mut f = fs::File::from(sys::memfd("zcnet-probe")?);
+    let mut f = fs::File::from(sys::file::memfd("zcnet-probe")?);
     let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
     f.write_all(&data)?;
     Ok(f)
@@ -763,7 +770,7 @@ fn read_back(server: &TcpStream, len: usize) -> io::Result<bool> {
 
 fn sendfile_check() -> Check {
     let mut p = Probe::new(CheckId::FileSendfile);
-    let len = 2 * sys::page_size();
+    let len = 2 * sys::mm::page_size();
     let setup = pattern_file(len).and_then(|f| Ok((f, tcp_pair(false)?)));
     let (file, (client, server)) = match setup {
         Ok(s) => s,
@@ -773,7 +780,7 @@ fn sendfile_check() -> Check {
     let mut off = 0i64;
     while (off as usize) < len {
         let want = len - off as usize;
-        match sys::sendfile(client.as_fd(), file.as_fd(), &mut off, want) {
+        match sys::file::sendfile(client.as_fd(), file.as_fd(), &mut off, want) {
             Ok(0) => break,
             Ok(_) => {}
             Err(e) => return p.failed("sendfile", &e, "sendfile to sockets needs Linux 2.6.33+"),
@@ -788,8 +795,8 @@ fn sendfile_check() -> Check {
 
 fn splice_check() -> Check {
     let mut p = Probe::new(CheckId::FileSplice);
-    let len = 2 * sys::page_size();
-    let setup = pattern_file(len).and_then(|f| Ok((f, tcp_pair(false)?, sys::pipe()?)));
+    let len = 2 * sys::mm::page_size();
+    let setup = pattern_file(len).and_then(|f| Ok((f, tcp_pair(false)?, sys::file::pipe()?)));
     let (file, (client, server), (pipe_r, pipe_w)) = match setup {
         Ok(s) => s,
         Err(e) => {
@@ -801,7 +808,7 @@ fn splice_check() -> Check {
         }
     };
     p.step("fcntl(F_SETPIPE_SZ, 1 MiB)");
-    match sys::set_pipe_size(pipe_w.as_fd(), 1 << 20) {
+    match sys::file::set_pipe_size(pipe_w.as_fd(), 1 << 20) {
         Ok(n) => p.detail("pipe_size", n),
         Err(e) => {
             p.step(&format!(
@@ -815,14 +822,15 @@ fn splice_check() -> Check {
     let mut off = 0i64;
     let mut moved = 0;
     while moved < len {
-        let n = match sys::splice(file.as_fd(), Some(&mut off), pipe_w.as_fd(), len - moved, 0) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) => return p.failed("splice(file -> pipe)", &e, "needs splice (2.6.17+)"),
-        };
+        let n =
+            match sys::file::splice(file.as_fd(), Some(&mut off), pipe_w.as_fd(), len - moved, 0) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => return p.failed("splice(file -> pipe)", &e, "needs splice (2.6.17+)"),
+            };
         let mut left = n;
         while left > 0 {
-            match sys::splice(pipe_r.as_fd(), None, client.as_fd(), left, 0) {
+            match sys::file::splice(pipe_r.as_fd(), None, client.as_fd(), left, 0) {
                 Ok(m) => left -= m,
                 Err(e) => return p.failed("splice(pipe -> socket)", &e, "needs splice (2.6.17+)"),
             }

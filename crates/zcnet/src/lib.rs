@@ -235,7 +235,7 @@ assert_eq!(xsk.counters().completions, 1);
 //! (a `tcp_zerocopy_receive` copy buffer, a borrowed `MSG_ZEROCOPY` slice, a second ring
 //! mapping):
 //! ```compile_fail
-//! let _ = zcnet::sys::page_size();
+//! let _ = zcnet::sys::mm::page_size();
 //! ```
 //! A buffer sent zero-copy is moved into the sender and comes back only with its completion:
 #![cfg_attr(

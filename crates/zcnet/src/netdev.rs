@@ -151,8 +151,8 @@ pub(crate) fn feature(names: &[u8], active: &[u32], name: &str) -> Option<bool> 
 /// What the kernel's lookup for the connected `socket` and its `peer` went by: its own
 /// address, the device it is bound to (or an IPv6 peer's scope), its mark.
 pub(crate) fn query_of(socket: BorrowedFd<'_>, peer: SocketAddr) -> RouteQuery {
-    let opt = |name| {
-        sys::getsockopt_int(socket, libc::SOL_SOCKET, name)
+    let opt = |get: fn(BorrowedFd<'_>) -> std::io::Result<i32>| {
+        get(socket)
             .ok()
             .and_then(|v| u32::try_from(v).ok())
             .filter(|&v| v != 0)
@@ -163,9 +163,9 @@ pub(crate) fn query_of(socket: BorrowedFd<'_>, peer: SocketAddr) -> RouteQuery {
     };
     RouteQuery {
         dst: peer.ip(),
-        src: sys::local_addr(socket).ok().flatten().map(|a| a.ip()),
-        oif: opt(sys::abi::SO_BINDTOIFINDEX).or(scope),
-        mark: opt(sys::abi::SO_MARK),
+        src: sys::net::local_addr(socket).ok().flatten().map(|a| a.ip()),
+        oif: opt(sys::sockopt::bound_device_index).or(scope),
+        mark: opt(sys::sockopt::mark),
     }
 }
 
@@ -176,9 +176,9 @@ pub(crate) fn egress(socket: BorrowedFd<'_>, peer: SocketAddr) -> Result<String,
     let seq = 1;
     let mut reply = [0u8; 1024];
     let request = route_request(&query_of(socket, peer), seq);
-    let (n, cookie) =
-        sys::rtnetlink_ask(&request, &mut reply).map_err(|e| format!("RTM_GETROUTE: {e}"))?;
-    match (cookie, sys::netns_cookie(socket)) {
+    let (n, cookie) = sys::netlink::rtnetlink_ask(&request, &mut reply)
+        .map_err(|e| format!("RTM_GETROUTE: {e}"))?;
+    match (cookie, sys::sockopt::netns_cookie(socket)) {
         (Some(a), Ok(b)) if a != b => {
             return Err(
                 "the socket lives in another network namespace than the thread that made the \
@@ -399,7 +399,7 @@ mod tests {
         match egress(s.as_fd(), "127.0.0.1:9".parse().unwrap()) {
             Ok(name) => {
                 // A device of this namespace, by its name.
-                assert!(sys::if_nametoindex(&name).is_ok(), "{name}");
+                assert!(sys::net::if_nametoindex(&name).is_ok(), "{name}");
                 // Every kernel since 4.18 has the feature; lo has it on.
                 assert_eq!(
                     feature_of(s.as_fd(), &name, "tx-udp-segmentation"),

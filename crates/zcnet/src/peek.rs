@@ -22,7 +22,7 @@ use std::io::{self, IoSliceMut};
 use std::os::fd::AsFd;
 
 use crate::support::{Check, CheckId, Probe, Status, tcp_pair, wait_readable};
-use crate::sys::{self, abi};
+use crate::sys::{self};
 use std::io::Write as _;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -178,8 +178,7 @@ impl<S: AsFd> PeekCursor<S> {
     /// [`PeekError::Io`] for a socket that is not TCP, and other `setsockopt` errors.
     pub fn new(socket: S, config: Config) -> Result<Self, PeekError> {
         check(&socket)?;
-        let set =
-            |off: i32| sys::setsockopt(socket.as_fd(), libc::SOL_SOCKET, abi::SO_PEEK_OFF, &off);
+        let set = |off: i32| sys::sockopt::set_peek_offset(socket.as_fd(), off);
         let unsupported = |e: &io::Error| {
             matches!(
                 e.raw_os_error(),
@@ -277,7 +276,7 @@ impl<S: AsFd> PeekCursor<S> {
             return Ok(0);
         }
         let n = match self.method {
-            Mode::ZeroCopy => sys::recv(self.socket.as_fd(), buf, libc::MSG_PEEK | flags)?,
+            Mode::ZeroCopy => sys::net::recv(self.socket.as_fd(), buf, libc::MSG_PEEK | flags)?,
             _ => self.peek_discarding(buf, flags)?,
         };
         if n > 0 {
@@ -298,12 +297,7 @@ impl<S: AsFd> PeekCursor<S> {
         // with only the skipped bytes.
         let lowat = i32::try_from(skip + 1).unwrap_or(i32::MAX);
         if lowat != self.lowat {
-            sys::setsockopt(
-                self.socket.as_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVLOWAT,
-                &lowat,
-            )?;
+            sys::sockopt::set_receive_low_water(self.socket.as_fd(), lowat)?;
             self.lowat = lowat;
         }
         // A second try only after seeing the FIN: bytes and FIN may have arrived between the
@@ -314,7 +308,8 @@ impl<S: AsFd> PeekCursor<S> {
                 IoSliceMut::new(&mut self.discard[..skip]),
                 IoSliceMut::new(&mut *buf),
             ];
-            let got = sys::recv_vectored(self.socket.as_fd(), &mut iov, libc::MSG_PEEK | flags)?;
+            let got =
+                sys::net::recv_vectored(self.socket.as_fd(), &mut iov, libc::MSG_PEEK | flags)?;
             self.counters.reread_bytes += got.min(skip) as u64;
             if got > skip {
                 return Ok(got - skip);
@@ -349,8 +344,8 @@ impl<S: AsFd> PeekCursor<S> {
         let mut left = n;
         while left > 0 {
             let chunk = left.min(1 << 30) as usize;
-            let got =
-                sys::tcp_discard(self.socket.as_fd(), chunk).map_err(io_err("recv(MSG_TRUNC)"))?;
+            let got = sys::net::tcp_discard(self.socket.as_fd(), chunk)
+                .map_err(io_err("recv(MSG_TRUNC)"))?;
             if got == 0 {
                 return Err(PeekError::ShortConsume { want: n, left });
             }
@@ -408,15 +403,11 @@ impl<S: AsFd> PeekCursor<S> {
                 call: "setsockopt(SO_PEEK_OFF)",
                 source: io::Error::new(io::ErrorKind::InvalidInput, "offset over 2 GiB"),
             })?;
-            sys::setsockopt(
-                self.socket.as_fd(),
-                libc::SOL_SOCKET,
-                abi::SO_PEEK_OFF,
-                &off,
-            )
-            .map_err(|source| PeekError::Io {
-                call: "setsockopt(SO_PEEK_OFF)",
-                source,
+            sys::sockopt::set_peek_offset(self.socket.as_fd(), off).map_err(|source| {
+                PeekError::Io {
+                    call: "setsockopt(SO_PEEK_OFF)",
+                    source,
+                }
             })?;
         }
         self.peeked = to;
@@ -432,7 +423,7 @@ fn io_err(call: &'static str) -> impl FnOnce(io::Error) -> PeekError {
 fn check(socket: &impl AsFd) -> Result<(), PeekError> {
     // The cause says what was wrong ("not a TCP socket", or getsockopt's error): this names
     // only the step, as every `Io` does.
-    sys::check_tcp(socket.as_fd()).map_err(io_err("the peek cursor's SO_PROTOCOL check"))
+    sys::sockopt::check_tcp(socket.as_fd()).map_err(io_err("the peek cursor's SO_PROTOCOL check"))
 }
 
 /// Drops up to `len` bytes from the head of `socket`'s receive queue without copying them
@@ -444,7 +435,7 @@ fn check(socket: &impl AsFd) -> Result<(), PeekError> {
 /// `MSG_TRUNC` means something else), or `recv`'s error.
 #[doc(alias = "MSG_TRUNC")]
 pub fn discard(socket: &impl AsFd, len: usize) -> io::Result<usize> {
-    sys::tcp_discard(socket.as_fd(), len)
+    sys::net::tcp_discard(socket.as_fd(), len)
 }
 
 /// Whether the peer's FIN arrived (`tcpi_state` CLOSE_WAIT, LAST_ACK, CLOSING or CLOSE).
@@ -505,7 +496,7 @@ fn peek_check(v6: bool) -> Check {
         }
     };
     p.step("setsockopt(SO_PEEK_OFF, 0)");
-    if let Err(e) = sys::setsockopt(server.as_fd(), libc::SOL_SOCKET, abi::SO_PEEK_OFF, &0i32) {
+    if let Err(e) = sys::sockopt::set_peek_offset(server.as_fd(), 0) {
         return p.failed(
             &format!("setsockopt(SO_PEEK_OFF) on TCP/{fam}"),
             &e,
@@ -517,18 +508,18 @@ fn peek_check(v6: bool) -> Check {
         (&client).write_all(b"abcdefgh")?;
         // Wait until all 8 bytes are queued, so the second peek has something to find.
         let mut probe = [0u8; 8];
-        sys::setsockopt(server.as_fd(), libc::SOL_SOCKET, abi::SO_PEEK_OFF, &-1i32)?;
+        sys::sockopt::set_peek_offset(server.as_fd(), -1)?;
         for _ in 0..200 {
             wait_readable(&server)?;
-            if sys::recv(server.as_fd(), &mut probe, libc::MSG_PEEK)? == 8 {
+            if sys::net::recv(server.as_fd(), &mut probe, libc::MSG_PEEK)? == 8 {
                 break;
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        sys::setsockopt(server.as_fd(), libc::SOL_SOCKET, abi::SO_PEEK_OFF, &0i32)?;
+        sys::sockopt::set_peek_offset(server.as_fd(), 0)?;
         let (mut a, mut b) = ([0u8; 4], [0u8; 4]);
-        sys::recv(server.as_fd(), &mut a, libc::MSG_PEEK)?;
-        sys::recv(server.as_fd(), &mut b, libc::MSG_PEEK)?;
+        sys::net::recv(server.as_fd(), &mut a, libc::MSG_PEEK)?;
+        sys::net::recv(server.as_fd(), &mut b, libc::MSG_PEEK)?;
         Ok((a, b))
     };
     match peek_twice() {

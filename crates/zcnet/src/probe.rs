@@ -194,10 +194,10 @@ pub fn selected_mode(s: &str) -> Option<&str> {
 
 impl Host {
     fn detect() -> Host {
-        let (memlock_soft, memlock_hard) = sys::memlock_limit().unwrap_or((None, None));
+        let (memlock_soft, memlock_hard) = sys::process::memlock_limit().unwrap_or((None, None));
         Host {
-            kernel: sys::kernel_release().unwrap_or_else(|e| format!("unknown ({e})")),
-            page_size: sys::page_size(),
+            kernel: sys::process::kernel_release().unwrap_or_else(|e| format!("unknown ({e})")),
+            page_size: sys::mm::page_size(),
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             memlock_soft,
             memlock_hard,
@@ -233,11 +233,11 @@ impl Privileges {
             .and_then(|s| parse_cap_eff(&s))
             .unwrap_or(0);
         let has = |bit: u32| caps & (1 << bit) != 0;
-        let user_namespace = !sys::in_initial_user_ns();
+        let user_namespace = !sys::process::in_initial_user_ns();
         // In a user namespace the network capabilities reach only a network namespace it owns.
-        let net = !user_namespace || sys::user_ns_owns_net_ns().unwrap_or(false);
+        let net = !user_namespace || sys::process::user_ns_owns_net_ns().unwrap_or(false);
         Privileges {
-            euid: sys::euid(),
+            euid: sys::process::euid(),
             user_namespace,
             cap_net_admin: has(12) && net,
             cap_net_raw: has(13) && net,

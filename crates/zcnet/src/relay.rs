@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::peek::{self, PeekCursor};
-use crate::sys::{self, Epoll};
+use crate::sys::{self, event::Epoll};
 use crate::tcp_info::{TcpInfo, TcpState, tcp_info};
 
 /// Errors of relaying a connection.
@@ -256,7 +256,7 @@ impl Dest {
     /// the relay sent no FIN: `shut` says whether it did).
     fn failure(&self, shut: bool) -> io::Result<Option<String>> {
         let mut control = [0u8; 256];
-        while sys::recv_errqueue(self.stream.as_fd(), &mut control)?.is_some() {}
+        while sys::net::recv_errqueue(self.stream.as_fd(), &mut control)?.is_some() {}
         if let Some(e) = self.stream.take_error()? {
             return Ok(Some(e.to_string()));
         }
@@ -360,16 +360,11 @@ impl Unanswered {
 /// the kernel's `Documentation/networking/timestamping.rst`. Each one wakes the relay's epoll
 /// with `EPOLLERR`, so it learns of acknowledgements when they happen instead of by polling.
 fn ask_ack_notifications(stream: &TcpStream) -> io::Result<()> {
-    let flags = (libc::SOF_TIMESTAMPING_TX_ACK
+    let flags = libc::SOF_TIMESTAMPING_TX_ACK
         | libc::SOF_TIMESTAMPING_SOFTWARE
         | libc::SOF_TIMESTAMPING_OPT_ID
-        | libc::SOF_TIMESTAMPING_OPT_TSONLY) as i32;
-    sys::setsockopt(
-        stream.as_fd(),
-        libc::SOL_SOCKET,
-        libc::SO_TIMESTAMPING,
-        &flags,
-    )
+        | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+    sys::sockopt::set_timestamping(stream.as_fd(), flags)
 }
 
 /// Epoll tokens.
@@ -671,7 +666,7 @@ impl<'a> Session<'a> {
             }
             let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
             let data = &self.buf[self.pending.clone()];
-            match sys::sendto(self.dest().stream.as_fd(), data, flags, None) {
+            match sys::net::sendto(self.dest().stream.as_fd(), data, flags, None) {
                 Ok(w) => {
                     self.pending.start += w;
                     self.stats.written += w as u64;
@@ -703,7 +698,7 @@ impl<'a> Session<'a> {
                 if self.reply.buf.is_empty() {
                     self.reply.buf = vec![0u8; BUF];
                 }
-                match sys::recv(dest.stream.as_fd(), &mut self.reply.buf, libc::MSG_DONTWAIT) {
+                match sys::net::recv(dest.stream.as_fd(), &mut self.reply.buf, libc::MSG_DONTWAIT) {
                     Ok(0) => {
                         if end_is_fin(&dest.stream, self.destination_shut) {
                             self.source_shut = true;
@@ -727,7 +722,7 @@ impl<'a> Session<'a> {
                 }
             }
             let data = &self.reply.buf[self.reply.pending.clone()];
-            match sys::sendto(self.cur.get_ref().as_fd(), data, flags, None) {
+            match sys::net::sendto(self.cur.get_ref().as_fd(), data, flags, None) {
                 Ok(w) => self.reply.pending.start += w,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -844,9 +839,7 @@ impl Link<'_> {
             let b = i32::try_from(b).unwrap_or(i32::MAX);
             // Past net.core.wmem_max with CAP_NET_ADMIN (SO_SNDBUFFORCE), else capped there.
             let fd = stream.as_fd();
-            sys::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &b)
-                .or_else(|_| sys::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &b))
-                .map_err(io_err("setsockopt(SO_SNDBUF)"))?;
+            sys::sockopt::set_send_buffer(fd, b).map_err(io_err("setsockopt(SO_SNDBUF)"))?;
         }
         let ack_events = ask_ack_notifications(&stream).is_ok();
         self.epoll
@@ -884,7 +877,7 @@ impl Drop for Session<'_> {
 /// Aborts `stream`'s connection now: a reset to the peer, whichever duplicates of the
 /// descriptor a reverse copy still holds (they wake with an error, not an end).
 fn reset(stream: &TcpStream) {
-    let _ = sys::disconnect(stream.as_fd());
+    let _ = sys::net::disconnect(stream.as_fd());
 }
 
 /// Relays one accepted connection until both directions have ended: the source's stream
@@ -1081,7 +1074,7 @@ const DESCRIPTORS_SPARE: u64 = 32;
 /// (read once, when a serve starts: counting them at each accept would cost as much as the
 /// descriptors open), and the limit; `None` without a limit to read or none set.
 pub(crate) fn descriptor_room() -> Option<(usize, u64)> {
-    let (Some(soft), _) = sys::nofile_limit().ok()? else {
+    let (Some(soft), _) = sys::process::nofile_limit().ok()? else {
         return None;
     };
     let open = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;

@@ -359,7 +359,7 @@ pub(crate) fn tcp_pair(v6: bool) -> io::Result<(TcpStream, TcpStream)> {
 }
 
 pub(crate) fn wait_readable(s: &impl AsFd) -> io::Result<()> {
-    if sys::poll(s.as_fd(), libc::POLLIN, Some(TIMEOUT))? & libc::POLLIN == 0 {
+    if sys::event::poll(s.as_fd(), libc::POLLIN, Some(TIMEOUT))? & libc::POLLIN == 0 {
         return Err(io::Error::from(io::ErrorKind::TimedOut));
     }
     Ok(())

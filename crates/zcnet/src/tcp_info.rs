@@ -110,7 +110,7 @@ impl TcpInfo {
 /// `getsockopt`'s error (`ENOPROTOOPT` when `socket` is not TCP).
 #[doc(alias = "TCP_INFO")]
 pub fn tcp_info(socket: &impl AsFd) -> io::Result<TcpInfo> {
-    let (raw, len) = sys::tcp_info(socket.as_fd())?;
+    let (raw, len) = sys::sockopt::tcp_info(socket.as_fd())?;
     if len == 0 {
         return Err(io::Error::other("TCP_INFO returned nothing"));
     }

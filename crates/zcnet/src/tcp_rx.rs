@@ -242,7 +242,7 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
     /// not an error: the receiver falls back to copying and says why.
     pub fn new(socket: S, config: Config) -> Result<Self, RxError> {
         // Checked before anything is set on it: TCP_ZEROCOPY_RECEIVE maps TCP streams only.
-        sys::check_tcp(socket.as_fd()).map_err(|source| match source.kind() {
+        sys::sockopt::check_tcp(socket.as_fd()).map_err(|source| match source.kind() {
             io::ErrorKind::InvalidInput => RxError::Config(
                 "not a TCP socket: TCP_ZEROCOPY_RECEIVE maps the pages of TCP streams".into(),
             ),
@@ -251,7 +251,7 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
                 source,
             },
         })?;
-        let page = sys::page_size();
+        let page = sys::mm::page_size();
         if config.window > MAX_WINDOW {
             return Err(RxError::Config(format!(
                 "a receive window of {} bytes is over the {MAX_WINDOW}-byte maximum",
@@ -261,12 +261,12 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
         let window_len = config.window.max(page).next_multiple_of(page);
         if let Some(lowat) = config.rcvlowat {
             let lowat = lowat.min(i32::MAX as usize) as i32;
-            sys::setsockopt(socket.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, &lowat).map_err(
-                |source| RxError::Io {
+            sys::sockopt::set_receive_low_water(socket.as_fd(), lowat).map_err(|source| {
+                RxError::Io {
                     call: "setsockopt(SO_RCVLOWAT)",
                     source,
-                },
-            )?;
+                }
+            })?;
         }
         let support = support();
         let kernel = KernelStruct {
@@ -354,7 +354,7 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
     /// Waits until the socket is readable (data, EOF or error) or the timeout passes.
     fn wait(&self) -> Result<(), RxError> {
         loop {
-            match sys::poll(self.socket.as_fd(), libc::POLLIN, self.timeout) {
+            match sys::event::poll(self.socket.as_fd(), libc::POLLIN, self.timeout) {
                 Ok(0) => return Err(RxError::TimedOut(self.timeout.unwrap_or_default())),
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -367,7 +367,7 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
     fn recv_into(&mut self, at: usize, len: usize) -> Result<Option<usize>, RxError> {
         let end = (at + len).min(self.buf.len());
         self.counters.recv_calls += 1;
-        match sys::recv(
+        match sys::net::recv(
             self.socket.as_fd(),
             &mut self.buf[at..end],
             libc::MSG_DONTWAIT,
@@ -561,14 +561,14 @@ pub fn support() -> &'static Support {
 
 fn rx_check(facts: &mut (usize, bool)) -> Check {
     let mut p = Probe::new(CheckId::RxTcpZerocopyReceive);
-    let page = sys::page_size();
+    let page = sys::mm::page_size();
     let (client, server) = match tcp_pair(false) {
         Ok(pair) => pair,
         Err(e) => return p.failed("TCP pair on 127.0.0.1", &e, "needs IPv4 loopback"),
     };
     p.step("mmap(PROT_READ, MAP_SHARED) on a connected TCP socket");
-    let map = match sys::Mmap::shared(server.as_fd(), page, libc::PROT_READ) {
-        Ok(m) => m,
+    let mut window = match ZcWindow::new(server.as_fd(), page, page, false) {
+        Ok(w) => w,
         Err(e) => return p.failed("mmap(TCP socket)", &e, "needs Linux 4.18+ (tcp_mmap)"),
     };
     if let Err(e) = (&client)
@@ -577,36 +577,36 @@ fn rx_check(facts: &mut (usize, bool)) -> Check {
     {
         return p.failed("send 1 byte over loopback", &e, "loopback TCP must work");
     }
-    let mut zc = abi::TcpZerocopyReceive::default();
     p.step("getsockopt(TCP_ZEROCOPY_RECEIVE, optlen 64) after 1 byte");
-    let optlen = match sys::tcp_zerocopy_receive(server.as_fd(), &map, &mut zc) {
-        Ok(n) => n,
+    let zc = match window.receive(server.as_fd(), &mut [], 64) {
+        Ok(zc) => zc,
         Err(e) => {
             return p.failed("getsockopt(TCP_ZEROCOPY_RECEIVE)", &e, "needs Linux 4.18+");
         }
     };
     let fields: Vec<&str> = abi::TcpZerocopyReceive::FIELDS
         .iter()
-        .filter(|(_, _, end)| *end as usize <= optlen)
+        .filter(|(_, _, end)| *end as usize <= zc.optlen)
         .map(|(name, _, _)| *name)
         .collect();
     let newest = abi::TcpZerocopyReceive::FIELDS
         .iter()
-        .filter(|(_, _, end)| *end as usize <= optlen)
+        .filter(|(_, _, end)| *end as usize <= zc.optlen)
         .map(|(_, v, _)| *v)
         .next_back()
         .unwrap_or("?");
+    let optlen = zc.optlen;
     *facts = (optlen, fields.contains(&"copybuf_address"));
     p.detail("struct_len", optlen);
     p.detail("fields", fields.clone());
     p.detail("copybuf", fields.contains(&"copybuf_address"));
     // One byte cannot be mapped: the kernel must map nothing and hint that 1 byte be copied.
-    if zc.length != 0 || zc.recv_skip_hint != 1 {
+    if zc.mapped != 0 || zc.skip_hint != 1 {
         return p.done(
             Status::Unavailable,
             format!(
                 "TCP_ZEROCOPY_RECEIVE returned length {} and recv_skip_hint {} for 1 queued byte (expected 0 and 1)",
-                zc.length, zc.recv_skip_hint
+                zc.mapped, zc.skip_hint
             ),
             None,
         );

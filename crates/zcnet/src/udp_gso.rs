@@ -152,32 +152,32 @@ impl From<GsoError> for io::Error {
     }
 }
 
-/// A UDP socket option of this module: its name, number, the call that sets it and the
-/// kernel that brings it.
+/// A UDP socket option of this module: its name, the typed call that sets it, that call's name
+/// and the kernel that brings it.
 struct UdpOption {
     name: &'static str,
-    opt: i32,
+    set: fn(std::os::fd::BorrowedFd<'_>, i32) -> std::io::Result<()>,
     call: &'static str,
     since: &'static str,
 }
 
 const SEGMENT_OPTION: UdpOption = UdpOption {
     name: "UDP_SEGMENT",
-    opt: abi::UDP_SEGMENT,
+    set: sys::sockopt::set_udp_segment,
     call: "setsockopt(UDP_SEGMENT)",
     since: "Linux 4.18",
 };
 
 const GRO_OPTION: UdpOption = UdpOption {
     name: "UDP_GRO",
-    opt: abi::UDP_GRO,
+    set: |fd, on| sys::sockopt::set_udp_gro(fd, on != 0),
     call: "setsockopt(UDP_GRO)",
     since: "Linux 5.0",
 };
 
 /// That `fd` is a UDP socket, for the option `o`.
 fn require_udp(fd: std::os::fd::BorrowedFd<'_>, o: &UdpOption) -> Result<(), GsoError> {
-    sys::check_protocol(fd, libc::IPPROTO_UDP, "not UDP").map_err(|source| {
+    sys::sockopt::check_protocol(fd, libc::IPPROTO_UDP, "not UDP").map_err(|source| {
         if source.kind() == std::io::ErrorKind::InvalidInput {
             GsoError::NotUdp(o.name)
         } else {
@@ -192,7 +192,7 @@ fn require_udp(fd: std::os::fd::BorrowedFd<'_>, o: &UdpOption) -> Result<(), Gso
 fn udp_option(socket: &impl AsFd, o: &UdpOption, value: i32) -> Result<(), GsoError> {
     let fd = socket.as_fd();
     require_udp(fd, o)?;
-    sys::setsockopt(fd, abi::SOL_UDP, o.opt, &value).map_err(|source| {
+    (o.set)(fd, value).map_err(|source| {
         if source.raw_os_error() == Some(libc::ENOPROTOOPT) {
             GsoError::Unsupported {
                 feature: o.name,
@@ -216,7 +216,7 @@ pub(crate) fn check_segment(socket: &impl AsFd, _segment: Segment) -> Result<(),
     let fd = socket.as_fd();
     let o = &SEGMENT_OPTION;
     require_udp(fd, o)?;
-    match sys::getsockopt_int(fd, abi::SOL_UDP, o.opt) {
+    match sys::sockopt::udp_segment(fd) {
         Ok(_) => Ok(()),
         Err(source) if source.raw_os_error() == Some(libc::ENOPROTOOPT) => {
             Err(GsoError::Unsupported {
@@ -289,7 +289,8 @@ pub fn datagrams(data: &[u8], segment: Option<usize>) -> std::slice::Chunks<'_, 
 pub fn recv_train(socket: &impl AsFd, buf: &mut [u8], flags: i32) -> io::Result<Train> {
     // Room for the UDP_GRO message and one more (a timestamp, say) the caller turned on.
     let mut control = [0u8; 128];
-    let (len, clen, mflags) = sys::recv_with_control(socket.as_fd(), buf, &mut control, flags)?;
+    let (len, clen, mflags) =
+        sys::net::recv_with_control(socket.as_fd(), buf, &mut control, flags)?;
     let segment = parse_gro(&control[..clen.min(control.len())])
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     Ok(Train {

@@ -121,7 +121,7 @@ pub(crate) fn count_thread_send() {
 /// The calling thread's CPU clock now; `others` counts every auto send on the thread (the
 /// sender subtracts its own).
 pub(crate) fn read_clock() -> Option<Reading> {
-    crate::sys::thread_cpu_ns().map(|cpu_ns| Reading {
+    crate::sys::process::thread_cpu_ns().map(|cpu_ns| Reading {
         cpu_ns,
         thread: std::thread::current().id(),
         others: thread_sends(),

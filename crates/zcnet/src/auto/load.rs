@@ -59,7 +59,7 @@ impl Profile {
                 .read(true)
                 .custom_flags(libc::O_NONBLOCK)
                 .open(path)?;
-            crate::sys::set_blocking(std::os::fd::AsFd::as_fd(&f))?;
+            crate::sys::net::set_blocking(std::os::fd::AsFd::as_fd(&f))?;
             Ok(f)
         };
         open()

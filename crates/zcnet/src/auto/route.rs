@@ -42,7 +42,7 @@ impl Route {
 
     /// The route of a connected socket; `None` when it is not connected.
     pub fn of(socket: &impl AsFd) -> Option<Route> {
-        sys::peer_addr(socket.as_fd())
+        sys::net::peer_addr(socket.as_fd())
             .ok()
             .flatten()
             .map(|a| Route::to(a.ip()))
@@ -118,7 +118,7 @@ impl Trains {
 impl Segmentation {
     fn of(fd: std::os::fd::BorrowedFd<'_>) -> Segmentation {
         let unknown = |why: String| Segmentation::Unknown { device: None, why };
-        let peer = match sys::peer_addr(fd) {
+        let peer = match sys::net::peer_addr(fd) {
             Ok(Some(p)) => p,
             Ok(None) => return unknown("the socket is not connected".into()),
             Err(e) => return unknown(format!("getpeername: {e}")),

@@ -214,7 +214,7 @@ impl AsFd for Held<'_> {
 impl sealed::Sealed for Held<'_> {}
 impl ExclusiveSocket for Held<'_> {}
 
-/// The sockets that senders of this process hold, by [`crate::sys::file_id`] (the same through
+/// The sockets that senders of this process hold, by [`crate::sys::file::file_id`] (the same through
 /// every descriptor of a socket): a `MSG_ZEROCOPY` sender and an io_uring sender alike, as two
 /// senders on one socket would share its completion ids, or mix their bytes on a stream.
 static HELD: std::sync::Mutex<std::collections::BTreeSet<(u64, u64)>> =
@@ -234,7 +234,7 @@ impl Claim {
     /// # Errors
     /// `None` when another sender holds it ([`IN_USE`]); `Some` with the `fstat` error.
     pub(crate) fn take(fd: BorrowedFd<'_>) -> Result<Claim, Option<io::Error>> {
-        let id = crate::sys::file_id(fd).map_err(Some)?;
+        let id = crate::sys::file::file_id(fd).map_err(Some)?;
         // A panic while the lock was held left a consistent set: each change is one call.
         let mut held = HELD
             .lock()

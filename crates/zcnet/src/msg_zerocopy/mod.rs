@@ -96,7 +96,7 @@ fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ZeroCopyError {
 /// zero-copy send), [`ZeroCopyError::Io`] otherwise.
 #[doc(alias = "SO_ZEROCOPY")]
 pub fn enable(socket: &impl AsFd) -> Result<(), ZeroCopyError> {
-    match sys::setsockopt(socket.as_fd(), libc::SOL_SOCKET, abi::SO_ZEROCOPY, &1i32) {
+    match sys::sockopt::set_zerocopy(socket.as_fd(), true) {
         Ok(()) => Ok(()),
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOPROTOOPT | libc::EOPNOTSUPP)) => {
             Err(ZeroCopyError::Unsupported {
@@ -110,8 +110,7 @@ pub fn enable(socket: &impl AsFd) -> Result<(), ZeroCopyError> {
 
 /// `setsockopt(SO_ZEROCOPY, 0)`: puts back what [`enable`] changed on a sender refused after it.
 fn disable(socket: &impl AsFd) -> Result<(), ZeroCopyError> {
-    sys::setsockopt(socket.as_fd(), libc::SOL_SOCKET, abi::SO_ZEROCOPY, &0i32)
-        .map_err(io_err("setsockopt(SO_ZEROCOPY, 0)"))
+    sys::sockopt::set_zerocopy(socket.as_fd(), false).map_err(io_err("setsockopt(SO_ZEROCOPY, 0)"))
 }
 
 /// Sends `len` bytes once with `MSG_ZEROCOPY` on `socket`, which must have `SO_ZEROCOPY`
@@ -125,7 +124,7 @@ pub(crate) fn send_once(
     timeout: Duration,
 ) -> Result<Completion, ZeroCopyError> {
     let buf = vec![0xa5_u8; len];
-    sys::sendto(socket.as_fd(), &buf, abi::MSG_ZEROCOPY, dest)
+    sys::net::sendto(socket.as_fd(), &buf, abi::MSG_ZEROCOPY, dest)
         .map_err(io_err("sendto(MSG_ZEROCOPY)"))?;
     let deadline = Instant::now() + timeout;
     loop {
@@ -145,7 +144,7 @@ pub(crate) fn send_once(
             return Err(ZeroCopyError::Timeout(timeout));
         }
         // POLLERR is always reported; ask for nothing else.
-        sys::poll(
+        sys::event::poll(
             socket.as_fd(),
             0,
             Some(left.min(Duration::from_millis(100))),
@@ -423,7 +422,7 @@ impl Calls {
             }
             let zc = if self.zerocopy { abi::MSG_ZEROCOPY } else { 0 };
             let flags = self.flags.bits() | zc | libc::MSG_NOSIGNAL;
-            match sys::sendto(fd, &data[self.off..], flags, None) {
+            match sys::net::sendto(fd, &data[self.off..], flags, None) {
                 Ok(n) => {
                     self.off += n;
                     if self.zerocopy {
@@ -445,7 +444,7 @@ impl Calls {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => match blocking {
                     Blocking::Return => return None,
                     Blocking::Wait => {
-                        if let Err(e) = sys::poll(fd, libc::POLLOUT, None) {
+                        if let Err(e) = sys::event::poll(fd, libc::POLLOUT, None) {
                             return Some(Err(e));
                         }
                     }
@@ -565,8 +564,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
             Err(e) => refuse!(e),
         };
         // ENOPROTOOPT (a kernel without SO_ZEROCOPY) reads as off; `enable` says why below.
-        let on = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, abi::SO_ZEROCOPY)
-            .is_ok_and(|v| v != 0);
+        let on = sys::sockopt::zerocopy(socket.as_fd()).unwrap_or(false);
         if on {
             refuse!(ZeroCopyError::SocketInUse {
                 reason: "SO_ZEROCOPY is on already (another sender, in this process or \
@@ -639,8 +637,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
         next_id: u32,
     ) -> Self {
         let auto = (config.mode == Mode::Auto).then(|| {
-            let stream = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE)
-                .is_ok_and(|t| t == libc::SOCK_STREAM);
+            let stream =
+                sys::sockopt::socket_type(socket.as_fd()).is_ok_and(|t| t == libc::SOCK_STREAM);
             let path = if stream {
                 SendPath::MsgZerocopyTcp
             } else {
@@ -975,7 +973,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
         // can be queued for this sender, so the read that would only say EAGAIN is skipped, as
         // msg_zerocopy.c skips it (issue 17: our sends cost 14-21 % more per byte than its; that
         // read was one syscall in every 16 sends). Other queued errors wait for the next reap.
-        while let Some((len, _)) = sys::recv_errqueue(self.socket.as_fd(), &mut control)? {
+        while let Some((len, _)) = sys::net::recv_errqueue(self.socket.as_fd(), &mut control)? {
             let entries = errqueue::parse(&control[..len])
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
             let mut caught_up = false;
@@ -1050,7 +1048,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
                     format!("{} buffers still loaned to the kernel", self.tracker.len()),
                 ));
             }
-            sys::poll(
+            sys::event::poll(
                 self.socket.as_fd(),
                 0,
                 Some(left.min(crate::loan::DeferredKick::STALL)),
@@ -1102,7 +1100,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
             if self.tracker.is_empty() || left.is_zero() {
                 return Ok(None);
             }
-            sys::poll(
+            sys::event::poll(
                 self.socket.as_fd(),
                 0,
                 Some(left.min(crate::loan::DeferredKick::STALL)),

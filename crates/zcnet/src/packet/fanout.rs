@@ -35,7 +35,7 @@ impl RxRing {
     #[doc(alias = "PACKET_FANOUT")]
     pub fn join_fanout(&self, group: u16, mode: FanoutMode) -> Result<(), PacketError> {
         let arg: u32 = u32::from(group) | (mode.raw() << 16);
-        sys::setsockopt(self.as_fd(), abi::SOL_PACKET, abi::PACKET_FANOUT, &arg)
+        sys::sockopt::set_packet_fanout(self.as_fd(), arg)
             .map_err(sys_err("setsockopt(PACKET_FANOUT)"))
     }
 }

@@ -66,6 +66,7 @@ impl Filter {
 
     /// Attaches the program to the packet socket `fd` (`SO_ATTACH_FILTER`).
     pub(super) fn attach(&self, fd: BorrowedFd<'_>) -> Result<(), PacketError> {
-        ring::attach_filter(fd, &self.program).map_err(sys_err("setsockopt(SO_ATTACH_FILTER)"))
+        crate::sys::sockopt::attach_filter(fd, &self.program)
+            .map_err(sys_err("setsockopt(SO_ATTACH_FILTER)"))
     }
 }

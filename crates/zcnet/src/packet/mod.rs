@@ -113,7 +113,7 @@ pub struct Statistics {
 
 fn packet_socket() -> Result<OwnedFd, PacketError> {
     // Protocol 0: the socket receives nothing until bind names the interface and protocol.
-    sys::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0).map_err(|e| {
+    sys::net::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0).map_err(|e| {
         if e.raw_os_error() == Some(libc::EPERM) {
             PacketError::NoPrivilege
         } else {
@@ -128,15 +128,10 @@ fn packet_socket() -> Result<OwnedFd, PacketError> {
 /// The index of `iface` and an unbound `TPACKET_V3` packet socket: what both rings start from.
 fn v3_socket(iface: &str) -> Result<(u32, OwnedFd), PacketError> {
     let index =
-        sys::if_nametoindex(iface).map_err(|_| PacketError::NoInterface(iface.to_owned()))?;
+        sys::net::if_nametoindex(iface).map_err(|_| PacketError::NoInterface(iface.to_owned()))?;
     let fd = packet_socket()?;
-    sys::setsockopt(
-        fd.as_fd(),
-        abi::SOL_PACKET,
-        abi::PACKET_VERSION,
-        &abi::TPACKET_V3,
-    )
-    .map_err(sys_err("setsockopt(PACKET_VERSION, TPACKET_V3)"))?;
+    sys::sockopt::set_packet_version(fd.as_fd(), abi::TPACKET_V3)
+        .map_err(sys_err("setsockopt(PACKET_VERSION, TPACKET_V3)"))?;
     Ok((index, fd))
 }
 
@@ -153,7 +148,7 @@ pub fn check_ring_memory(
         .checked_mul(block_count as u64)
         .and_then(|t| t.checked_mul(rings as u64))
         .ok_or_else(|| PacketError::Config("ring too large".into()))?;
-    let Some(available) = sys::mem_available() else {
+    let Some(available) = sys::process::mem_available() else {
         return Ok(());
     };
     if total > available / 2 {
@@ -177,10 +172,8 @@ fn to_u32(n: usize) -> Result<u32, PacketError> {
 /// Reads `PACKET_STATISTICS` (which resets the kernel's counters) and adds it to `totals`.
 /// A socket without a V3 ring gets the shorter `struct tpacket_stats`: no freeze count.
 fn add_statistics(fd: BorrowedFd<'_>, totals: &mut Statistics) -> Result<Statistics, PacketError> {
-    let mut s = abi::TpacketStatsV3::default();
-    let len = size_of::<abi::TpacketStatsV3>();
-    sys::getsockopt(fd, abi::SOL_PACKET, abi::PACKET_STATISTICS, &mut s, len)
-        .map_err(sys_err("getsockopt(PACKET_STATISTICS)"))?;
+    let (s, _) =
+        sys::sockopt::packet_statistics(fd).map_err(sys_err("getsockopt(PACKET_STATISTICS)"))?;
     totals.packets += u64::from(s.tp_packets);
     totals.drops += u64::from(s.tp_drops);
     totals.freezes += u64::from(s.tp_freeze_q_cnt);

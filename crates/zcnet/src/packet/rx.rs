@@ -54,7 +54,7 @@ impl Default for RxConfig {
 }
 
 fn page_multiple(what: &str, n: usize) -> Result<(), PacketError> {
-    let page = sys::page_size();
+    let page = sys::mm::page_size();
     if n == 0 || n % page != 0 {
         return Err(PacketError::Config(format!(
             "{what} {n} is not a multiple of the page size ({page})"
@@ -110,7 +110,7 @@ impl RxRing {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        sys::setsockopt(fd.as_fd(), abi::SOL_PACKET, abi::PACKET_RX_RING, &req)
+        sys::sockopt::set_packet_ring(fd.as_fd(), false, &req)
             .map_err(sys_err("setsockopt(PACKET_RX_RING)"))?;
         let ring = ring::Ring::map(fd.as_fd(), config.block_size, config.block_count)
             .map_err(sys_err("mmap(ring)"))?;
@@ -118,15 +118,11 @@ impl RxRing {
             f.attach(fd.as_fd())?;
         }
         if config.ignore_outgoing {
-            sys::setsockopt(
-                fd.as_fd(),
-                abi::SOL_PACKET,
-                abi::PACKET_IGNORE_OUTGOING,
-                &1i32,
-            )
-            .map_err(sys_err("setsockopt(PACKET_IGNORE_OUTGOING) (Linux 4.20)"))?;
+            sys::sockopt::set_packet_ignore_outgoing(fd.as_fd())
+                .map_err(sys_err("setsockopt(PACKET_IGNORE_OUTGOING) (Linux 4.20)"))?;
         }
-        sys::bind_packet(fd.as_fd(), index, abi::ETH_P_ALL).map_err(sys_err("bind(AF_PACKET)"))?;
+        sys::net::bind_packet(fd.as_fd(), index, abi::ETH_P_ALL)
+            .map_err(sys_err("bind(AF_PACKET)"))?;
         Ok(RxRing {
             fd,
             ring,
@@ -159,7 +155,7 @@ impl RxRing {
                 }
                 wait = Some(wait.map_or(left, |w| w.min(left)));
             }
-            match sys::poll(self.fd.as_fd(), libc::POLLIN | libc::POLLERR, wait) {
+            match sys::event::poll(self.fd.as_fd(), libc::POLLIN | libc::POLLERR, wait) {
                 Ok(revents) if revents & libc::POLLERR != 0 => self.take_socket_error()?,
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(None),
@@ -184,8 +180,8 @@ impl RxRing {
     /// interface gone down or away, ends the ring once the block being filled could have been
     /// retired (twice its timeout): frames captured before are not lost.
     fn take_socket_error(&mut self) -> Result<(), PacketError> {
-        let code = sys::getsockopt_int(self.fd.as_fd(), libc::SOL_SOCKET, libc::SO_ERROR)
-            .map_err(sys_err("getsockopt(SO_ERROR)"))?;
+        let code =
+            sys::sockopt::take_error(self.fd.as_fd()).map_err(sys_err("getsockopt(SO_ERROR)"))?;
         match code {
             0 => Ok(()),
             libc::ENETDOWN => {
@@ -207,7 +203,7 @@ impl RxRing {
     fn gone(&self) -> PacketError {
         PacketError::InterfaceDown {
             interface: self.interface.clone(),
-            deleted: sys::packet_bound_index(self.fd.as_fd()).is_ok_and(|i| i <= 0),
+            deleted: sys::net::packet_bound_index(self.fd.as_fd()).is_ok_and(|i| i <= 0),
             source: io::Error::from_raw_os_error(libc::ENETDOWN),
         }
     }

@@ -35,17 +35,17 @@ impl Socket {
     /// # Errors
     /// No privilege, unknown interface, or a failed call.
     pub fn new(iface: &str, rcvbuf: Option<usize>) -> Result<Socket, PacketError> {
-        let index =
-            sys::if_nametoindex(iface).map_err(|_| PacketError::NoInterface(iface.to_owned()))?;
+        let index = sys::net::if_nametoindex(iface)
+            .map_err(|_| PacketError::NoInterface(iface.to_owned()))?;
         let fd = packet_socket()?;
         if let Some(bytes) = rcvbuf {
             // The kernel doubles the value for its bookkeeping; ask for half.
             let half = i32::try_from(bytes / 2).unwrap_or(i32::MAX);
-            sys::setsockopt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &half)
-                .or_else(|_| sys::setsockopt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &half))
+            sys::sockopt::set_receive_buffer(fd.as_fd(), half)
                 .map_err(sys_err("setsockopt(SO_RCVBUF)"))?;
         }
-        sys::bind_packet(fd.as_fd(), index, abi::ETH_P_ALL).map_err(sys_err("bind(AF_PACKET)"))?;
+        sys::net::bind_packet(fd.as_fd(), index, abi::ETH_P_ALL)
+            .map_err(sys_err("bind(AF_PACKET)"))?;
         Ok(Socket {
             fd,
             totals: Statistics::default(),
@@ -66,7 +66,7 @@ impl Socket {
     ) -> Result<Option<Received>, PacketError> {
         let mut waited = false;
         loop {
-            match sys::recv(self.fd.as_fd(), buf, libc::MSG_DONTWAIT | libc::MSG_TRUNC) {
+            match sys::net::recv(self.fd.as_fd(), buf, libc::MSG_DONTWAIT | libc::MSG_TRUNC) {
                 Ok(original) => {
                     return Ok(Some(Received {
                         len: original.min(buf.len()),
@@ -78,7 +78,7 @@ impl Socket {
                     if waited {
                         return Ok(None);
                     }
-                    match sys::poll(self.fd.as_fd(), libc::POLLIN, timeout) {
+                    match sys::event::poll(self.fd.as_fd(), libc::POLLIN, timeout) {
                         Ok(_) => waited = true,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(None),
                         Err(e) => {

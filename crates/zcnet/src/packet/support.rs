@@ -37,7 +37,7 @@ pub fn support() -> &'static Support {
 }
 
 fn ring_req(tx: bool) -> abi::TpacketReq3 {
-    let block = 4 * sys::page_size() as u32;
+    let block = 4 * sys::mm::page_size() as u32;
     abi::TpacketReq3 {
         tp_block_size: block,
         tp_block_nr: 2,
@@ -50,14 +50,14 @@ fn ring_req(tx: bool) -> abi::TpacketReq3 {
 }
 
 fn ring_check(tx: bool) -> Check {
-    let (id, opt, name) = if tx {
-        (CheckId::RingTx, abi::PACKET_TX_RING, "PACKET_TX_RING")
+    let (id, name) = if tx {
+        (CheckId::RingTx, "PACKET_TX_RING")
     } else {
-        (CheckId::RingRx, abi::PACKET_RX_RING, "PACKET_RX_RING")
+        (CheckId::RingRx, "PACKET_RX_RING")
     };
     let mut p = Probe::new(id);
     p.step("socket(AF_PACKET, SOCK_RAW, 0)");
-    let fd = match sys::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) {
+    let fd = match sys::net::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) {
         Ok(fd) => fd,
         Err(e) => {
             return p.failed(
@@ -68,12 +68,7 @@ fn ring_check(tx: bool) -> Check {
         }
     };
     p.step("setsockopt(PACKET_VERSION, TPACKET_V3)");
-    if let Err(e) = sys::setsockopt(
-        fd.as_fd(),
-        abi::SOL_PACKET,
-        abi::PACKET_VERSION,
-        &abi::TPACKET_V3,
-    ) {
+    if let Err(e) = sys::sockopt::set_packet_version(fd.as_fd(), abi::TPACKET_V3) {
         return p.failed(
             "setsockopt(PACKET_VERSION, TPACKET_V3)",
             &e,
@@ -85,7 +80,7 @@ fn ring_check(tx: bool) -> Check {
         "setsockopt({name}, 2 blocks of {} B)",
         req.tp_block_size
     ));
-    if let Err(e) = sys::setsockopt(fd.as_fd(), abi::SOL_PACKET, opt, &req) {
+    if let Err(e) = sys::sockopt::set_packet_ring(fd.as_fd(), tx, &req) {
         let need = if tx {
             "TX rings under TPACKET_V3 need Linux 4.11+"
         } else {
@@ -95,7 +90,7 @@ fn ring_check(tx: bool) -> Check {
     }
     p.step("mmap(ring)");
     let len = (req.tp_block_size * req.tp_block_nr) as usize;
-    match sys::Mmap::shared(fd.as_fd(), len, libc::PROT_READ | libc::PROT_WRITE) {
+    match sys::mm::Mmap::shared(fd.as_fd(), len, libc::PROT_READ | libc::PROT_WRITE) {
         Ok(_) => p.ok(format!(
             "a TPACKET_V3 {} ring was set up and mapped",
             if tx { "TX" } else { "RX" }
@@ -107,7 +102,7 @@ fn ring_check(tx: bool) -> Check {
 fn fanout_check() -> Check {
     let mut p = Probe::new(CheckId::RingFanout);
     p.step("socket(AF_PACKET, SOCK_RAW, ETH_P_ALL); bind(lo)");
-    let fd = match sys::socket(
+    let fd = match sys::net::socket(
         libc::AF_PACKET,
         libc::SOCK_RAW,
         i32::from(abi::ETH_P_ALL.to_be()),
@@ -121,20 +116,15 @@ fn fanout_check() -> Check {
             );
         }
     };
-    let bound =
-        sys::if_nametoindex("lo").and_then(|i| sys::bind_packet(fd.as_fd(), i, abi::ETH_P_ALL));
+    let bound = sys::net::if_nametoindex("lo")
+        .and_then(|i| sys::net::bind_packet(fd.as_fd(), i, abi::ETH_P_ALL));
     if let Err(e) = bound {
         return p.failed("bind(AF_PACKET, lo)", &e, "");
     }
     // A group id of our own (the low 16 bits of the pid) so concurrent probes do not join.
     let group = std::process::id() & 0xffff;
     p.step("setsockopt(PACKET_FANOUT, PACKET_FANOUT_HASH)");
-    match sys::setsockopt(
-        fd.as_fd(),
-        abi::SOL_PACKET,
-        abi::PACKET_FANOUT,
-        &(group | (abi::PACKET_FANOUT_HASH << 16)),
-    ) {
+    match sys::sockopt::set_packet_fanout(fd.as_fd(), group | (abi::PACKET_FANOUT_HASH << 16)) {
         Ok(()) => p.ok("a packet socket joined a PACKET_FANOUT_HASH group"),
         Err(e) => p.failed("setsockopt(PACKET_FANOUT)", &e, "needs Linux 3.1+"),
     }

@@ -52,7 +52,7 @@ impl TxRing {
     /// # Errors
     /// No privilege, unknown interface, a geometry the kernel refuses, or a failed call.
     pub fn new(iface: &str, config: TxConfig) -> Result<TxRing, PacketError> {
-        let page = sys::page_size();
+        let page = sys::mm::page_size();
         if config.frame_size < abi::TPACKET3_HDR_LEN + 14
             || config.frame_size % 16 != 0
             || (page % config.frame_size != 0 && config.frame_size % page != 0)
@@ -68,12 +68,12 @@ impl TxRing {
         check_ring_memory(1, block_size, blocks)?;
         let (index, fd) = v3_socket(iface)?;
         if config.qdisc_bypass {
-            sys::setsockopt(fd.as_fd(), abi::SOL_PACKET, abi::PACKET_QDISC_BYPASS, &1i32)
+            sys::sockopt::set_packet_qdisc_bypass(fd.as_fd())
                 .map_err(sys_err("setsockopt(PACKET_QDISC_BYPASS)"))?;
         }
         if config.linear {
             // Before the ring: the kernel refuses it once a ring is set.
-            sys::setsockopt(fd.as_fd(), abi::SOL_PACKET, abi::PACKET_VNET_HDR, &1i32)
+            sys::sockopt::set_packet_vnet_hdr(fd.as_fd())
                 .map_err(sys_err("setsockopt(PACKET_VNET_HDR)"))?;
         }
         let req = abi::TpacketReq3 {
@@ -83,12 +83,12 @@ impl TxRing {
             tp_frame_nr: to_u32(per_block * blocks)?,
             ..Default::default()
         };
-        sys::setsockopt(fd.as_fd(), abi::SOL_PACKET, abi::PACKET_TX_RING, &req)
+        sys::sockopt::set_packet_ring(fd.as_fd(), true, &req)
             .map_err(sys_err("setsockopt(PACKET_TX_RING)"))?;
         let ring = ring::Ring::map(fd.as_fd(), config.frame_size, per_block * blocks)
             .map_err(sys_err("mmap(ring)"))?;
         // Protocol 0: no receive hook; frames carry their own Ethernet header.
-        sys::bind_packet(fd.as_fd(), index, 0).map_err(sys_err("bind(AF_PACKET)"))?;
+        sys::net::bind_packet(fd.as_fd(), index, 0).map_err(sys_err("bind(AF_PACKET)"))?;
         Ok(TxRing {
             fd,
             ring,
@@ -151,7 +151,7 @@ impl TxRing {
     pub fn flush(&mut self) -> Result<usize, PacketError> {
         self.filled = 0;
         loop {
-            match sys::sendto(self.fd.as_fd(), &[], 0, None) {
+            match sys::net::sendto(self.fd.as_fd(), &[], 0, None) {
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {

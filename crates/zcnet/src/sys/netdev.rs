@@ -131,5 +131,5 @@ pub fn if_name(fd: BorrowedFd<'_>, index: u32) -> io::Result<String> {
     // SAFETY: `ifr` is a valid ifreq the kernel fills (its name) for SIOCGIFNAME; it lives
     // across the call.
     cvt(unsafe { libc::ioctl(fd.as_raw_fd(), SIOCGIFNAME, &mut ifr) })?;
-    Ok(super::c_string(&ifr.ifr_name))
+    Ok(super::process::c_string(&ifr.ifr_name))
 }

@@ -9,11 +9,11 @@
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::Mmap;
 use super::abi::{self, SockFilter};
+use super::mm::Mmap;
 
 /// A mapped `TPACKET_V3` ring: `count` slots of `slot_size` bytes (RX blocks or TX frames).
 #[derive(Debug)]
@@ -169,12 +169,6 @@ struct BpfProgram {
     bf_insns: *mut SockFilter,
 }
 
-#[repr(C)]
-struct SockFprog {
-    len: u16,
-    filter: *const SockFilter,
-}
-
 /// The libpcap sonames tried, newest first (Debian ships `libpcap.so.0.8` as a link to
 /// `libpcap.so.1`'s implementation in package `libpcap0.8`).
 pub const LIBPCAP_NAMES: [&str; 2] = ["libpcap.so.1", "libpcap.so.0.8"];
@@ -313,26 +307,4 @@ pub fn compile_filter(expr: &str, snaplen: u32) -> Result<Vec<SockFilter>, Compi
     // SAFETY: `p` came from pcap_open_dead and is closed once.
     unsafe { (pcap.close)(p) };
     out
-}
-
-/// `setsockopt(SO_ATTACH_FILTER)` with a classic BPF program.
-pub fn attach_filter(fd: BorrowedFd<'_>, program: &[SockFilter]) -> io::Result<()> {
-    let len = u16::try_from(program.len())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "filter too long"))?;
-    let prog = SockFprog {
-        len,
-        filter: program.as_ptr(),
-    };
-    // SAFETY: `prog` points at `len` instructions that live across the call; the kernel copies
-    // them.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_FILTER,
-            (&prog as *const SockFprog).cast(),
-            size_of::<SockFprog>() as libc::socklen_t,
-        )
-    };
-    super::cvt(r).map(drop)
 }

@@ -21,7 +21,7 @@ impl WatchedFd for OwnedFd {
     }
 }
 
-impl WatchedFd for super::Epoll {
+impl WatchedFd for super::event::Epoll {
     fn fd(&self) -> BorrowedFd<'_> {
         self.as_fd()
     }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::Mmap;
+use super::mm::Mmap;
 
 /// Bytes at a stable address: what the ring and the `MSG_ZEROCOPY` paths hold while the kernel
 /// reads them.

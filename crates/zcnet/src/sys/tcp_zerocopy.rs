@@ -6,10 +6,11 @@
 //! mapped, and only until the next call or release, which need `&mut self`.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
-use std::ptr::NonNull;
+use std::os::fd::BorrowedFd;
 
 use super::abi::TcpZerocopyReceive;
+use super::mm::Mmap;
+use super::sockopt;
 
 /// `TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT` (`linux/tcp.h`, 5.11): the caller promises the
 /// target range holds no pages, so the kernel skips its own zap.
@@ -28,15 +29,15 @@ pub struct ZcOutcome {
     pub inq: Option<u32>,
     /// A pending socket error (`err`, 5.7+), as a positive errno.
     pub err: Option<i32>,
+    /// Bytes of the struct the kernel wrote back: how much of it this kernel knows (16 on 4.18,
+    /// 24 on 5.7, 64 on 5.12).
+    pub optlen: usize,
 }
 
 /// A receive window reserved on one TCP socket.
 #[derive(Debug)]
 pub struct ZcWindow {
-    raw: NonNull<u8>,
-    raw_len: usize,
-    addr: usize,
-    len: usize,
+    map: Mmap,
     /// Bytes of the window holding pages from the last call (not yet released).
     mapped: usize,
     /// Whether the range is known to hold no pages (released by madvise).
@@ -45,9 +46,6 @@ pub struct ZcWindow {
     /// leave the pages for the next `TCP_ZEROCOPY_RECEIVE` to zap.
     madvise: bool,
 }
-
-// SAFETY: the window is plain memory owned by this value; pages are only read through `&self`.
-unsafe impl Send for ZcWindow {}
 
 impl ZcWindow {
     /// Reserves `len` bytes (a page multiple) on `fd` at an address aligned to `align` (a power
@@ -58,28 +56,8 @@ impl ZcWindow {
         align: usize,
         madvise: bool,
     ) -> io::Result<ZcWindow> {
-        let raw_len = len + align;
-        // SAFETY: a fresh mapping chosen by the kernel aliases no Rust object.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                raw_len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let raw = NonNull::new(raw.cast::<u8>()).expect("mmap returned NULL without MAP_FIXED");
-        let addr = (raw.as_ptr() as usize + align - 1) & !(align - 1);
         Ok(ZcWindow {
-            raw,
-            raw_len,
-            addr,
-            len,
+            map: Mmap::shared_aligned(fd, len, align, libc::PROT_READ)?,
             mapped: 0,
             clean: true,
             madvise,
@@ -96,7 +74,7 @@ impl ZcWindow {
             // alive (lending one needs `&self`, this call `&mut self`).
             let r = unsafe {
                 libc::madvise(
-                    self.addr as *mut libc::c_void,
+                    self.map.addr() as *mut libc::c_void,
                     self.mapped,
                     libc::MADV_DONTNEED,
                 )
@@ -122,8 +100,8 @@ impl ZcWindow {
     ) -> io::Result<ZcOutcome> {
         self.release();
         let mut zc = TcpZerocopyReceive {
-            address: self.addr as u64,
-            length: self.len as u32,
+            address: self.map.addr() as u64,
+            length: u32::try_from(self.map.len()).unwrap_or(u32::MAX),
             ..Default::default()
         };
         let use_copybuf = !copybuf.is_empty();
@@ -134,25 +112,19 @@ impl ZcWindow {
                 zc.flags = TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT;
             }
         }
-        let mut len = optlen.min(size_of::<TcpZerocopyReceive>()) as libc::socklen_t;
-        // SAFETY: `zc` is valid for `len` bytes; the addresses in it point at our own window
-        // (whose pages the kernel replaces) and at `copybuf`, valid for writes of copybuf_len
-        // bytes during the call.
-        let r = unsafe {
-            libc::getsockopt(
-                fd.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                super::abi::TCP_ZEROCOPY_RECEIVE,
-                (&mut zc as *mut TcpZerocopyReceive).cast(),
-                &mut len,
-            )
+        // SAFETY: the address range is `self.map`, a read-only mapping of this socket owned by
+        // this window, of which no slice is alive (lending one needs `&self`, this call `&mut
+        // self`); `copybuf` is valid for writes of `copybuf_len` bytes during the call; no
+        // control buffer is passed.
+        let r = unsafe { sockopt::tcp_zerocopy_receive(fd, &mut zc, optlen) };
+        let len = match r {
+            Ok(len) => len,
+            Err(e) => {
+                // The kernel may have zapped the range before failing.
+                self.clean = false;
+                return Err(e);
+            }
         };
-        if r < 0 {
-            // The kernel may have zapped the range before failing.
-            self.clean = false;
-            return Err(io::Error::last_os_error());
-        }
-        let len = len as usize;
         let covers = |end: usize| len >= end;
         let copied = if use_copybuf && covers(36) {
             if zc.copybuf_len < 0 {
@@ -162,7 +134,7 @@ impl ZcWindow {
         } else {
             0
         };
-        let mapped = (zc.length as usize).min(self.len);
+        let mapped = (zc.length as usize).min(self.map.len());
         self.mapped = mapped;
         if mapped > 0 {
             self.clean = false;
@@ -173,6 +145,7 @@ impl ZcWindow {
             skip_hint: zc.recv_skip_hint as usize,
             inq: covers(20).then_some(zc.inq),
             err: (covers(24) && zc.err != 0).then_some(-zc.err),
+            optlen: len,
         })
     }
 
@@ -184,13 +157,6 @@ impl ZcWindow {
         // SAFETY: the kernel reported `mapped` bytes (whole pages) mapped at `addr`, inside our
         // mapping, read-only and not changed while mapped; they stay until `release` or the next
         // `receive`, both of which take `&mut self` and so end this borrow first.
-        unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.mapped) }
-    }
-}
-
-impl Drop for ZcWindow {
-    fn drop(&mut self) {
-        // SAFETY: raw/raw_len describe the mapping this value created; no slice outlives `self`.
-        unsafe { libc::munmap(self.raw.as_ptr().cast(), self.raw_len) };
+        unsafe { std::slice::from_raw_parts(self.map.addr() as *const u8, self.mapped) }
     }
 }

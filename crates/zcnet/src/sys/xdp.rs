@@ -17,42 +17,17 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::abi::{self, XdpDesc, XdpMmapOffsets, XdpRingOffset};
-use super::{Mmap, cvt};
+use super::abi::{self, XdpDesc, XdpRingOffset};
+use super::mm::Mmap;
+use super::sockopt::{self, XdpRing};
+use super::{cvt, net};
 
-/// `setsockopt(XDP_UMEM_REG)` with the UMEM `umem`. Not the generic `setsockopt`: the struct
-/// holds an address the kernel pins and writes through.
+/// `XDP_UMEM_REG` with the UMEM `umem`.
 fn register(fd: BorrowedFd<'_>, umem: &Mmap, frame_size: u32, headroom: u32) -> io::Result<()> {
-    #[repr(C)]
-    struct XdpUmemReg {
-        addr: u64,
-        len: u64,
-        chunk_size: u32,
-        headroom: u32,
-        flags: u32,
-        tx_metadata_len: u32,
-    }
-    let reg = XdpUmemReg {
-        addr: umem.addr() as u64,
-        len: umem.len() as u64,
-        chunk_size: frame_size,
-        headroom,
-        flags: 0,
-        tx_metadata_len: 0,
-    };
-    // SAFETY: `reg` is readable for its size during the call; it names `umem`, the memory of a
-    // `Umem` that every socket on it keeps alive (an `Arc`) until after its fd is closed (in
-    // `Xsk`'s drop), and the kernel keeps its own pin until then.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            abi::SOL_XDP,
-            abi::XDP_UMEM_REG,
-            (&reg as *const XdpUmemReg).cast(),
-            size_of::<XdpUmemReg>() as libc::socklen_t,
-        )
-    })
-    .map(drop)
+    // SAFETY: `umem` is the memory of a `Umem` that every socket on it keeps alive (an `Arc`)
+    // until after its fd is closed (in `Xsk`'s drop), used for nothing but frames; the kernel
+    // keeps its own pin until then.
+    unsafe { sockopt::register_umem(fd, umem.addr(), umem.len(), frame_size, headroom) }
 }
 
 /// The RX queues of `iface` in this thread's network namespace (`SIOCETHTOOL`
@@ -76,7 +51,7 @@ pub fn rx_queues(iface: &str) -> io::Result<u32> {
         cmd: ETHTOOL_GCHANNELS,
         ..EthtoolChannels::default()
     };
-    let fd = super::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+    let fd = net::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
     // SAFETY: for ETHTOOL_GCHANNELS the kernel writes one `struct ethtool_channels`, which
     // `ch` is.
     unsafe { super::netdev::ethtool(fd.as_fd(), iface, &mut ch) }?;
@@ -508,29 +483,22 @@ impl Xsk {
                 "ring size must be a power of two",
             ));
         }
-        let fd = super::socket(abi::AF_XDP, libc::SOCK_RAW, 0)?;
+        let fd = net::socket(abi::AF_XDP, libc::SOCK_RAW, 0)?;
         if register_here {
             register(fd.as_fd(), &umem.map, umem.frame_size, 0)?;
         }
-        let set = |opt: i32| super::setsockopt(fd.as_fd(), abi::SOL_XDP, opt, &g.ring_size);
+        let set = |ring| sockopt::set_xdp_ring_size(fd.as_fd(), ring, g.ring_size);
         // Every socket has its own fill and completion rings (for a socket sharing the UMEM on
         // another queue, Linux 5.10).
-        set(abi::XDP_UMEM_FILL_RING)?;
-        set(abi::XDP_UMEM_COMPLETION_RING)?;
+        set(XdpRing::Fill)?;
+        set(XdpRing::Completion)?;
         if g.rx {
-            set(abi::XDP_RX_RING)?;
+            set(XdpRing::Rx)?;
         }
         if g.tx {
-            set(abi::XDP_TX_RING)?;
+            set(XdpRing::Tx)?;
         }
-        let mut off = XdpMmapOffsets::default();
-        super::getsockopt(
-            fd.as_fd(),
-            abi::SOL_XDP,
-            abi::XDP_MMAP_OFFSETS,
-            &mut off,
-            size_of::<XdpMmapOffsets>(),
-        )?;
+        let off = sockopt::xdp_mmap_offsets(fd.as_fd())?;
         let b = fd.as_fd();
         let fill = Ring::map(b, &off.fr, g.ring_size, abi::XDP_UMEM_PGOFF_FILL_RING)?;
         let completion = Ring::map(b, &off.cr, g.ring_size, abi::XDP_UMEM_PGOFF_COMPLETION_RING)?;
@@ -607,23 +575,14 @@ impl Xsk {
 
     /// Whether the bound socket runs zero-copy (`XDP_OPTIONS`, Linux 5.3); `None` before.
     pub fn zero_copy(&self) -> Option<bool> {
-        let mut o = abi::XdpOptionsV1::default();
-        super::getsockopt(self.fd(), abi::SOL_XDP, abi::XDP_OPTIONS, &mut o, 4)
+        sockopt::xdp_options(self.fd())
             .ok()
-            .map(|_| o.flags & abi::XDP_OPTIONS_ZEROCOPY != 0)
+            .map(|flags| flags & abi::XDP_OPTIONS_ZEROCOPY != 0)
     }
 
     /// `XDP_STATISTICS`.
     pub fn statistics(&self) -> io::Result<abi::XdpStatistics> {
-        let mut s = abi::XdpStatistics::default();
-        super::getsockopt(
-            self.fd(),
-            abi::SOL_XDP,
-            abi::XDP_STATISTICS,
-            &mut s,
-            size_of::<abi::XdpStatistics>(),
-        )?;
-        Ok(s)
+        sockopt::xdp_statistics(self.fd())
     }
 
     /// Whether the fill ring asks for a wakeup (the kernel has run out of frames to fill).

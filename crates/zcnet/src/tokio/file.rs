@@ -168,7 +168,7 @@ impl<S: AsFd + IntoStdSocket<Std = S>> FileSender<S> {
         let mut done = 0;
         while done < data.len() {
             let m = self
-                .on_socket(|s| sys::sendto(s, &data[done..], flags, None))
+                .on_socket(|s| sys::net::sendto(s, &data[done..], flags, None))
                 .await
                 .map_err(FileError::at("copy", "send", done as u64))?;
             done += m;
@@ -183,16 +183,16 @@ impl<S: AsFd + IntoStdSocket<Std = S>> FileSender<S> {
         if !self.cachestat || len == 0 {
             return Ok(());
         }
-        let page = sys::page_size() as u64;
+        let page = sys::mm::page_size() as u64;
         let pages = (off + len).div_ceil(page) - off / page;
-        match sys::cachestat(file.as_fd(), off, len)? {
+        match sys::file::cachestat(file.as_fd(), off, len)? {
             None => self.cachestat = false,
             Some(cached) if cached >= pages => {}
             Some(_) => {
                 let file = file.try_clone()?;
                 self.page_ins += 1;
                 ::tokio::task::spawn_blocking(move || {
-                    sys::readahead(file.as_fd(), off, len as usize)
+                    sys::file::readahead(file.as_fd(), off, len as usize)
                 })
                 .await
                 .map_err(io::Error::other)??;
@@ -228,7 +228,7 @@ impl<S: AsFd + IntoStdSocket<Std = S>> FileSender<S> {
                 .await
                 .map_err(err("readahead"))?;
             let n = self
-                .on_socket(|s| sys::sendfile(s, file.as_fd(), &mut off, want as usize))
+                .on_socket(|s| sys::file::sendfile(s, file.as_fd(), &mut off, want as usize))
                 .await
                 .map_err(err("sendfile"))?;
             if n == 0 {
@@ -242,8 +242,8 @@ impl<S: AsFd + IntoStdSocket<Std = S>> FileSender<S> {
 
     async fn splice(&mut self, file: &File, offset: u64, len: u64) -> Result<(), FileError> {
         let pipe_size = self.inner().config().pipe_size;
-        let (pipe_r, pipe_w) = sys::pipe().map_err(FileError::at("splice", "pipe", 0))?;
-        let _ = sys::set_pipe_size(pipe_w.as_fd(), pipe_size);
+        let (pipe_r, pipe_w) = sys::file::pipe().map_err(FileError::at("splice", "pipe", 0))?;
+        let _ = sys::file::set_pipe_size(pipe_w.as_fd(), pipe_size);
         let mut sent = 0u64;
         let mut off = offset as i64;
         let flags = libc::SPLICE_F_MOVE | libc::SPLICE_F_MORE;
@@ -255,7 +255,7 @@ impl<S: AsFd + IntoStdSocket<Std = S>> FileSender<S> {
                 .map_err(err("readahead"))?;
             // The pipe is empty here: this call fills it from the page cache without waiting.
             let n = loop {
-                match sys::splice(
+                match sys::file::splice(
                     file.as_fd(),
                     Some(&mut off),
                     pipe_w.as_fd(),
@@ -275,7 +275,7 @@ impl<S: AsFd + IntoStdSocket<Std = S>> FileSender<S> {
             while left > 0 {
                 let m = self
                     .on_socket(|s| {
-                        sys::splice(
+                        sys::file::splice(
                             pipe_r.as_fd(),
                             None,
                             s,
@@ -310,7 +310,7 @@ impl<S: AsFd + IntoStdSocket<Std = S>> FileSender<S> {
             let mut done = 0;
             while done < n {
                 let m = self
-                    .on_socket(|s| sys::sendto(s, &buf[done..n], libc::MSG_NOSIGNAL, None))
+                    .on_socket(|s| sys::net::sendto(s, &buf[done..n], libc::MSG_NOSIGNAL, None))
                     .await
                     .map_err(FileError::at("copy", "send", sent + done as u64))?;
                 done += m;

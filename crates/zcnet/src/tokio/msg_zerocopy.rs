@@ -55,11 +55,11 @@ pub struct ZeroCopySender<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedB
     inner: sync::ZeroCopySender<S, B>,
     /// The private epoll set watching the socket (token 0) and `stall` (token 1), registered
     /// with the reactor.
-    events: AsyncFd<Registered<sys::Epoll>>,
+    events: AsyncFd<Registered<sys::event::Epoll>>,
     /// Armed while awaiting completions: when none came for a while, the wait kicks the
     /// kernel's deferred frees (see [`crate::loan::kick_deferred_frees`]). A timerfd in the
     /// set rather than a tokio timer, so a runtime without a time driver works.
-    stall: sys::TimerFd,
+    stall: sys::event::TimerFd,
     /// What the last look at the set found (kept: a send that waits often reuses it).
     seen: Vec<(u32, u64)>,
 }
@@ -88,11 +88,11 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZeroCopySender<S,
             })?;
         // Everything that can fail without changing the socket first; the synchronous
         // constructor last, which puts back what it changed when it fails.
-        let stall = sys::TimerFd::new().map_err(|source| ZeroCopyError::Io {
+        let stall = sys::event::TimerFd::new().map_err(|source| ZeroCopyError::Io {
             call: "timerfd_create",
             source,
         })?;
-        let events = sys::Epoll::new()
+        let events = sys::event::Epoll::new()
             .and_then(|ep| {
                 let watch = (libc::EPOLLOUT | libc::EPOLLET) as u32;
                 ep.add(socket.as_fd(), watch, SOCKET)?;
@@ -108,7 +108,7 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZeroCopySender<S,
             inner,
             events,
             stall,
-            seen: Vec::with_capacity(sys::Epoll::MAX_EVENTS),
+            seen: Vec::with_capacity(sys::event::Epoll::MAX_EVENTS),
         })
     }
 

@@ -13,7 +13,7 @@ use crate::relay::{
     Attempts, Backoff, Config, Event, Next, RelayError, Report, Serve, Served, Session,
     descriptor_room, lost_newcomer, out_of_resources,
 };
-use crate::sys::Epoll;
+use crate::sys::event::Epoll;
 use crate::sys::reactor::register_borrowed;
 
 fn io_err(call: &'static str) -> impl FnOnce(std::io::Error) -> RelayError {
@@ -188,7 +188,7 @@ pub async fn serve(
             served.refused += 1;
             // A reset (`connect(AF_UNSPEC)`), then the close: taking the socket out of the
             // reactor first (`into_std`) could fail and leave the drop a FIN.
-            let _ = crate::sys::disconnect(src.as_fd());
+            let _ = crate::sys::net::disconnect(src.as_fd());
             drop(src);
             event(Event::Refused { from });
             continue;

@@ -52,7 +52,7 @@ fn with_eventfd<S: ExclusiveSocket, B: OwnedBuf>(
     mut inner: sync::UringSender<S, B>,
 ) -> Result<UringSender<S, B>, UringError> {
     let io = |call| move |source| UringError::Eventfd { call, source };
-    let efd = sys::eventfd().map_err(io("eventfd"))?;
+    let efd = sys::event::eventfd().map_err(io("eventfd"))?;
     inner
         .register_eventfd(efd.as_fd())
         .map_err(io("io_uring_register(IORING_REGISTER_EVENTFD)"))?;
@@ -127,7 +127,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     async fn completion(&mut self) -> io::Result<()> {
         let mut guard = self.completions.readable_mut().await?;
         // Reading resets the counter; a CQE posted after it writes it again, a new edge.
-        sys::eventfd_read(guard.get_inner().0.as_fd())?;
+        sys::event::eventfd_read(guard.get_inner().0.as_fd())?;
         guard.clear_ready();
         Ok(())
     }

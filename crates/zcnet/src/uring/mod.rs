@@ -450,7 +450,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             Err(e) => refuse!(e),
         };
         ring.register_file(socket.as_fd());
-        let ty = sys::getsockopt_int(socket.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE).unwrap_or(0);
+        let ty = sys::sockopt::socket_type(socket.as_fd()).unwrap_or(0);
         let (mode, fallback) = match config.mode {
             Mode::Copy => (Mode::Copy, None),
             m => match ring.probe() {
@@ -943,7 +943,10 @@ fn open_ring<B: OwnedBuf>(entries: u32, setup: RingSetup) -> Result<SendRing<B>,
 /// pages count against it without `CAP_IPC_LOCK`), anything else says io_uring is not usable.
 fn setup_error(e: io::Error) -> UringError {
     if e.raw_os_error() == Some(libc::ENOMEM) {
-        let reason = match (sys::has_cap_ipc_lock(), sys::memlock_limit()) {
+        let reason = match (
+            sys::process::has_cap_ipc_lock(),
+            sys::process::memlock_limit(),
+        ) {
             (false, Ok((Some(limit), _))) => format!(
                 "its pages count against RLIMIT_MEMLOCK, {limit} bytes here (no CAP_IPC_LOCK): \
                  raise it (`ulimit -l`, limits.conf), run with CAP_IPC_LOCK, or ask for fewer \
@@ -966,10 +969,10 @@ fn setup_error(e: io::Error) -> UringError {
 /// # Errors
 /// [`UringError::Memlock`] with the limit and the `ulimit -l` that would allow it.
 pub fn memlock_check(need: u64) -> Result<(), UringError> {
-    if sys::has_cap_ipc_lock() {
+    if sys::process::has_cap_ipc_lock() {
         return Ok(());
     }
-    match sys::memlock_limit() {
+    match sys::process::memlock_limit() {
         Ok((Some(limit), _)) if need > limit => Err(UringError::Memlock {
             need,
             need_kib: need.div_ceil(1024),
@@ -982,7 +985,10 @@ pub fn memlock_check(need: u64) -> Result<(), UringError> {
 /// The kernel said ENOMEM although the up-front check passed (memory already locked by this
 /// user elsewhere counts too): the same message, with the limit as it stands.
 fn memlock_check_failed(need: u64) -> UringError {
-    let limit = sys::memlock_limit().ok().and_then(|l| l.0).unwrap_or(0);
+    let limit = sys::process::memlock_limit()
+        .ok()
+        .and_then(|l| l.0)
+        .unwrap_or(0);
     UringError::Memlock {
         need,
         need_kib: need.div_ceil(1024),
@@ -1065,8 +1071,8 @@ fn uring_checks() -> Vec<Check> {
         std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
             .ok()
             .and_then(|s| s.trim().parse().ok());
-    let memlock_soft = sys::memlock_limit().map_or(None, |(soft, _)| soft);
-    let cap_ipc_lock = sys::has_cap_ipc_lock();
+    let memlock_soft = sys::process::memlock_limit().map_or(None, |(soft, _)| soft);
+    let cap_ipc_lock = sys::process::has_cap_ipc_lock();
     use CheckId::*;
     let mut setup = Probe::new(UringSetup);
     setup.step("io_uring_setup(4)");
@@ -1232,7 +1238,7 @@ fn uring_checks() -> Vec<Check> {
         ),
     };
     out.push(
-        match sys::uring::send_zc_once(tx.as_fd(), sys::page_size(), 0, true, TIMEOUT) {
+        match sys::uring::send_zc_once(tx.as_fd(), sys::mm::page_size(), 0, true, TIMEOUT) {
             Ok(o) if o.result >= 0 => {
                 fixed.ok(format!("a registered-buffer SEND_ZC worked; {limit}"))
             }
@@ -1259,9 +1265,9 @@ impl<S> From<NewError<S, UringError>> for UringError {
 fn check_socket(fd: BorrowedFd<'_>, trains: bool) -> Result<(), UringError> {
     let what = "not a UDP socket: GSO trains (Config::segment) are UDP's";
     let checked = match trains {
-        true => sys::check_protocol(fd, libc::IPPROTO_UDP, what),
+        true => sys::sockopt::check_protocol(fd, libc::IPPROTO_UDP, what),
         // Any protocol, but a socket.
-        false => sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL).map(drop),
+        false => sys::sockopt::protocol(fd).map(drop),
     };
     checked.map_err(|source| match source.kind() {
         io::ErrorKind::InvalidInput => UringError::Socket {

@@ -341,8 +341,8 @@ impl Umem {
             )));
         }
         let need = u64::from(frame_count) * u64::from(frame_size);
-        if !sys::has_cap_ipc_lock()
-            && let Ok((Some(limit), _)) = sys::memlock_limit()
+        if !sys::process::has_cap_ipc_lock()
+            && let Ok((Some(limit), _)) = sys::process::memlock_limit()
             && need > limit
         {
             return Err(memlock(need));
@@ -396,7 +396,7 @@ impl Umem {
 
 /// The index of `iface`.
 fn ifindex(iface: &str) -> Result<u32, XdpError> {
-    sys::if_nametoindex(iface).map_err(|_| XdpError::NoInterface(iface.into()))
+    sys::net::if_nametoindex(iface).map_err(|_| XdpError::NoInterface(iface.into()))
 }
 
 /// [`XdpError::Memlock`] for `need` bytes.
@@ -404,7 +404,10 @@ fn memlock(need: u64) -> XdpError {
     XdpError::Memlock {
         need,
         need_kib: need.div_ceil(1024),
-        limit: sys::memlock_limit().ok().and_then(|l| l.0).unwrap_or(0),
+        limit: sys::process::memlock_limit()
+            .ok()
+            .and_then(|l| l.0)
+            .unwrap_or(0),
     }
 }
 
@@ -668,8 +671,8 @@ impl XdpSocket {
             let wait = left.map_or(Duration::from_millis(100), |l| {
                 l.min(Duration::from_millis(100))
             });
-            let revents =
-                sys::poll(self.xsk.fd(), libc::POLLIN, Some(wait)).map_err(sys_err("poll"))?;
+            let revents = sys::event::poll(self.xsk.fd(), libc::POLLIN, Some(wait))
+                .map_err(sys_err("poll"))?;
             if revents == 0 {
                 // An unbound socket polls as merely idle: its error says why it is quiet.
                 self.take_socket_error()?;
@@ -685,9 +688,7 @@ impl XdpSocket {
     /// Reads (and clears) the socket's error: `ENETDOWN` is what the kernel sets when it
     /// unbinds the socket from an interface being unregistered.
     fn take_socket_error(&self) -> Result<(), XdpError> {
-        match sys::getsockopt_int(self.xsk.fd(), libc::SOL_SOCKET, libc::SO_ERROR)
-            .map_err(sys_err("getsockopt(SO_ERROR)"))?
-        {
+        match sys::sockopt::take_error(self.xsk.fd()).map_err(sys_err("getsockopt(SO_ERROR)"))? {
             0 => Ok(()),
             libc::ENETDOWN => Err(XdpError::InterfaceGone {
                 iface: self.iface.clone(),
@@ -964,7 +965,7 @@ pub fn support() -> &'static Support {
     S.get_or_init(|| {
         let mut p = Probe::new(CheckId::XdpSocket);
         p.step("socket(AF_XDP, SOCK_RAW, 0)");
-        let socket = match sys::socket(abi::AF_XDP, libc::SOCK_RAW, 0) {
+        let socket = match sys::net::socket(abi::AF_XDP, libc::SOCK_RAW, 0) {
             Ok(_) => p.ok(
                 "AF_XDP sockets can be created; copy mode works on any device, zero-copy bind \
                  (XDP_ZEROCOPY) needs a driver with AF_XDP zero-copy support (not checked: needs \

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex};
 
-use super::super::Mmap;
+use super::super::mm::Mmap;
 
 /// Equal-sized buffers in one anonymous mapping, handed out first-in first-out; the mapping can
 /// be registered with a ring as one region (`IORING_REGISTER_BUFFERS`, Linux 5.1) for
@@ -43,7 +43,7 @@ impl Slab {
             .ok_or_else(|| {
                 io::Error::new(io::ErrorKind::InvalidInput, "empty or oversized pool")
             })?;
-        let page = super::super::page_size();
+        let page = super::super::mm::page_size();
         let map = Mmap::anonymous(bytes.div_ceil(page) * page)?;
         Ok(Slab {
             inner: Arc::new(SlabInner {

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use io_uring::IoUring;
 
-use super::super::Mmap;
+use super::super::mm::Mmap;
 
 /// `IORING_OFF_SQ_RING`: the mmap offset of the submission queue ring.
 const IORING_OFF_SQ_RING: u64 = 0;

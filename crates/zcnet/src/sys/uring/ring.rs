@@ -518,7 +518,7 @@ impl<B: StableBytes> SendRing<B> {
             });
             match req.dest {
                 Some(dest) => {
-                    let (storage, alen) = super::super::sockaddr(&dest);
+                    let (storage, alen) = super::super::net::sockaddr(&dest);
                     msg.addr = storage;
                     msg.hdr.msg_name = (&mut msg.addr as *mut libc::sockaddr_storage).cast();
                     msg.hdr.msg_namelen = alen;
