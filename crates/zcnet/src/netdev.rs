@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::BorrowedFd;
 
 use crate::sys;
-use crate::sys::netdev::ETH_GSTRING_LEN;
+use crate::sys::abi::ETH_GSTRING_LEN;
 
 /// `struct nlmsghdr` (`linux/netlink.h`): 16 bytes.
 const NLMSG_HDRLEN: usize = 16;

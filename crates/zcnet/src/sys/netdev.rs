@@ -1,26 +1,18 @@
-//! A device's name and offload features: `ioctl(SIOCGIFNAME)` and `ioctl(SIOCETHTOOL)` with
-//! `ETHTOOL_GSSET_INFO`, `ETHTOOL_GSTRINGS` and `ETHTOOL_GFEATURES` (`linux/ethtool.h`, the
+//! A device's name and offload features: `ioctl(abi::SIOCGIFNAME)` and `ioctl(abi::SIOCETHTOOL)` with
+//! `abi::ETHTOOL_GSSET_INFO`, `abi::ETHTOOL_GSTRINGS` and `abi::ETHTOOL_GFEATURES` (`linux/ethtool.h`, the
 //! features since Linux 2.6.39), asked on a socket so that the names are its network
 //! namespace's.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
+use super::abi;
 use super::cvt;
 
-const SIOCETHTOOL: libc::c_ulong = 0x8946;
-const SIOCGIFNAME: libc::c_ulong = 0x8910;
-const ETHTOOL_GSTRINGS: u32 = 0x1b;
-const ETHTOOL_GSSET_INFO: u32 = 0x37;
-const ETHTOOL_GFEATURES: u32 = 0x3a;
-/// `ETH_SS_FEATURES` (`enum ethtool_stringset`).
-const ETH_SS_FEATURES: u32 = 4;
-/// `ETH_GSTRING_LEN`: each feature name is NUL-padded to this many bytes.
-pub const ETH_GSTRING_LEN: usize = 32;
 /// More feature bits than any kernel has (6.x has about 70): a reply beyond is not believed.
 const MAX_FEATURES: u32 = 4096;
 
-/// The features of a device, as the kernel reports them: the names (`ETH_GSTRING_LEN` bytes
+/// The features of a device, as the kernel reports them: the names (`abi::ETH_GSTRING_LEN` bytes
 /// each, NUL-padded, in bit order) and one `active` word per 32 bits.
 #[derive(Debug)]
 pub struct Features {
@@ -45,19 +37,19 @@ fn ifreq(iface: &str) -> io::Result<libc::ifreq> {
     Ok(ifr)
 }
 
-/// One `SIOCETHTOOL` call on `fd` for `iface` with the command buffer at `data`, whose first
+/// One `abi::SIOCETHTOOL` call on `fd` for `iface` with the command buffer at `data`, whose first
 /// word is the command.
 ///
 /// # Safety
 /// `data` must be writable for everything the kernel writes for that command, which is the
-/// kernel's to size, not the caller's (`ETHTOOL_GSTRINGS` writes as many names as the kernel
+/// kernel's to size, not the caller's (`abi::ETHTOOL_GSTRINGS` writes as many names as the kernel
 /// counts in the set, whatever `len` says): the callers size it from the kernel's own counts.
 pub unsafe fn ethtool<T>(fd: BorrowedFd<'_>, iface: &str, data: *mut T) -> io::Result<()> {
     let mut ifr = ifreq(iface)?;
     ifr.ifr_ifru.ifru_data = data.cast();
     // SAFETY: `ifr` names the interface (NUL-terminated, zeroed) and points at `data`, which
     // the caller guarantees holds what the command writes; both live across the call.
-    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL, &mut ifr) }).map(drop)
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), abi::SIOCETHTOOL, &mut ifr) }).map(drop)
 }
 
 /// `struct ethtool_sset_info` with room for one count (`data[]`), asked for one string set.
@@ -71,9 +63,9 @@ struct SsetInfo {
 
 /// The features of `iface` in the namespace of the socket `fd`.
 pub fn ethtool_features(fd: BorrowedFd<'_>, iface: &str) -> io::Result<Features> {
-    let mask = 1u64 << ETH_SS_FEATURES;
+    let mask = 1u64 << abi::ETH_SS_FEATURES;
     let mut info = SsetInfo {
-        cmd: ETHTOOL_GSSET_INFO,
+        cmd: abi::ETHTOOL_GSSET_INFO,
         reserved: 0,
         sset_mask: mask,
         data: [0],
@@ -84,20 +76,20 @@ pub fn ethtool_features(fd: BorrowedFd<'_>, iface: &str) -> io::Result<Features>
     if info.sset_mask & mask == 0 {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
-            "no feature names (ETHTOOL_GSSET_INFO)",
+            "no feature names (abi::ETHTOOL_GSSET_INFO)",
         ));
     }
     let count = info.data[0];
     if count == 0 || count > MAX_FEATURES {
         return Err(io::Error::other(format!(
-            "ETHTOOL_GSSET_INFO says {count} features"
+            "abi::ETHTOOL_GSSET_INFO says {count} features"
         )));
     }
     let n = count as usize;
     // struct ethtool_gstrings { u32 cmd; u32 string_set; u32 len; u8 data[]; }
-    let mut strings = vec![0u32; 3 + n * ETH_GSTRING_LEN / 4];
-    strings[0] = ETHTOOL_GSTRINGS;
-    strings[1] = ETH_SS_FEATURES;
+    let mut strings = vec![0u32; 3 + n * abi::ETH_GSTRING_LEN / 4];
+    strings[0] = abi::ETHTOOL_GSTRINGS;
+    strings[1] = abi::ETH_SS_FEATURES;
     strings[2] = count;
     // SAFETY: the kernel writes the 12-byte header and as many names as the set has, the
     // count it gave just above (the features set is fixed when the kernel is built), which
@@ -107,13 +99,13 @@ pub fn ethtool_features(fd: BorrowedFd<'_>, iface: &str) -> io::Result<Features>
     let names: Vec<u8> = strings[3..]
         .iter()
         .flat_map(|w| w.to_ne_bytes())
-        .take(got * ETH_GSTRING_LEN)
+        .take(got * abi::ETH_GSTRING_LEN)
         .collect();
     // struct ethtool_gfeatures { u32 cmd; u32 size; struct { u32 available, requested,
     // active, never_changed; } features[]; }: `size` blocks in, the kernel's count out.
     let words = n.div_ceil(32);
     let mut features = vec![0u32; 2 + 4 * words];
-    features[0] = ETHTOOL_GFEATURES;
+    features[0] = abi::ETHTOOL_GFEATURES;
     features[1] = words as u32;
     // SAFETY: the kernel writes the 8-byte header and at most `size` (`words`) blocks of four
     // words, which `features` holds.
@@ -123,13 +115,13 @@ pub fn ethtool_features(fd: BorrowedFd<'_>, iface: &str) -> io::Result<Features>
     Ok(Features { names, active })
 }
 
-/// `ioctl(SIOCGIFNAME)`: the name of device `index` in the namespace of the socket `fd`.
+/// `ioctl(abi::SIOCGIFNAME)`: the name of device `index` in the namespace of the socket `fd`.
 pub fn if_name(fd: BorrowedFd<'_>, index: u32) -> io::Result<String> {
     // SAFETY: ifreq is plain data for which all-zero is valid.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     ifr.ifr_ifru.ifru_ifindex = index as libc::c_int;
-    // SAFETY: `ifr` is a valid ifreq the kernel fills (its name) for SIOCGIFNAME; it lives
+    // SAFETY: `ifr` is a valid ifreq the kernel fills (its name) for abi::SIOCGIFNAME; it lives
     // across the call.
-    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), SIOCGIFNAME, &mut ifr) })?;
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), abi::SIOCGIFNAME, &mut ifr) })?;
     Ok(super::process::c_string(&ifr.ifr_name))
 }

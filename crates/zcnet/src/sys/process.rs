@@ -5,6 +5,7 @@ use std::io;
 use std::mem::zeroed;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use super::abi;
 use super::cvt;
 
 /// `uname(2)`: the kernel release string.
@@ -94,15 +95,14 @@ pub fn in_initial_user_ns() -> bool {
 }
 
 /// Whether the network namespace of this thread is owned by this thread's user namespace
-/// (`ioctl(NS_GET_USERNS)` on `/proc/thread-self/ns/net`, Linux 4.9, compared by inode with
+/// (`ioctl(abi::NS_GET_USERNS)` on `/proc/thread-self/ns/net`, Linux 4.9, compared by inode with
 /// `/proc/thread-self/ns/user`): where it is, capabilities in the user namespace (`unshare
 /// -rn`) work on its sockets and devices; where it is not (`unshare -r` alone), they do not.
 pub fn user_ns_owns_net_ns() -> io::Result<bool> {
     use std::os::unix::fs::MetadataExt;
-    const NS_GET_USERNS: libc::c_ulong = 0xb701;
     let net = std::fs::File::open("/proc/thread-self/ns/net")?;
-    // SAFETY: NS_GET_USERNS takes no argument and returns a new descriptor we own.
-    let fd = cvt(unsafe { libc::ioctl(net.as_raw_fd(), NS_GET_USERNS as _) })?;
+    // SAFETY: abi::NS_GET_USERNS takes no argument and returns a new descriptor we own.
+    let fd = cvt(unsafe { libc::ioctl(net.as_raw_fd(), abi::NS_GET_USERNS as _) })?;
     // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
     let owner = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
     let owner = owner.metadata()?;
@@ -110,14 +110,13 @@ pub fn user_ns_owns_net_ns() -> io::Result<bool> {
     Ok(owner.ino() == mine.ino() && owner.dev() == mine.dev())
 }
 
-/// Whether this thread's effective capabilities include `CAP_IPC_LOCK` (bit 14 of `CapEff` in
+/// Whether this thread's effective capabilities include `abi::CAP_IPC_LOCK` (bit 14 of `CapEff` in
 /// `/proc/thread-self/status`) in the initial user namespace, the only place where it exempts
 /// from `RLIMIT_MEMLOCK` (`capable()` in `mm/mlock.c`).
 pub fn has_cap_ipc_lock() -> bool {
     if !in_initial_user_ns() {
         return false;
     }
-    const CAP_IPC_LOCK: u32 = 14;
     std::fs::read_to_string("/proc/thread-self/status")
         .ok()
         .and_then(|s| {
@@ -128,7 +127,7 @@ pub fn has_cap_ipc_lock() -> bool {
                 .to_owned();
             u64::from_str_radix(&hex, 16).ok()
         })
-        .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
+        .is_some_and(|caps| caps & (1 << abi::CAP_IPC_LOCK) != 0)
 }
 
 /// `geteuid(2)`.

@@ -8,13 +8,9 @@
 use std::io;
 use std::os::fd::BorrowedFd;
 
-use super::abi::TcpZerocopyReceive;
+use super::abi::{self, TcpZerocopyReceive};
 use super::mm::Mmap;
 use super::sockopt;
-
-/// `TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT` (`linux/tcp.h`, 5.11): the caller promises the
-/// target range holds no pages, so the kernel skips its own zap.
-pub const TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT: u32 = 0x1;
 
 /// What one `TCP_ZEROCOPY_RECEIVE` call did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -109,7 +105,7 @@ impl ZcWindow {
             zc.copybuf_address = copybuf.as_mut_ptr() as u64;
             zc.copybuf_len = copybuf.len().min(i32::MAX as usize) as i32;
             if self.clean {
-                zc.flags = TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT;
+                zc.flags = abi::TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT;
             }
         }
         // SAFETY: the address range is `self.map`, a read-only mapping of this socket owned by

@@ -31,7 +31,7 @@ fn register(fd: BorrowedFd<'_>, umem: &Mmap, frame_size: u32, headroom: u32) -> 
 }
 
 /// The RX queues of `iface` in this thread's network namespace (`SIOCETHTOOL`
-/// `ETHTOOL_GCHANNELS`: RX plus combined channels), where the driver reports them.
+/// `abi::ETHTOOL_GCHANNELS`: RX plus combined channels), where the driver reports them.
 pub fn rx_queues(iface: &str) -> io::Result<u32> {
     #[repr(C)]
     #[derive(Default)]
@@ -46,13 +46,12 @@ pub fn rx_queues(iface: &str) -> io::Result<u32> {
         other_count: u32,
         combined_count: u32,
     }
-    const ETHTOOL_GCHANNELS: u32 = 0x3c;
     let mut ch = EthtoolChannels {
-        cmd: ETHTOOL_GCHANNELS,
+        cmd: abi::ETHTOOL_GCHANNELS,
         ..EthtoolChannels::default()
     };
     let fd = net::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
-    // SAFETY: for ETHTOOL_GCHANNELS the kernel writes one `struct ethtool_channels`, which
+    // SAFETY: for abi::ETHTOOL_GCHANNELS the kernel writes one `struct ethtool_channels`, which
     // `ch` is.
     unsafe { super::netdev::ethtool(fd.as_fd(), iface, &mut ch) }?;
     Ok(ch.rx_count + ch.combined_count)

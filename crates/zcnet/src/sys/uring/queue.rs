@@ -9,8 +9,8 @@
 //! single cost of the sender's user time (issue 34); its completion queue hands each CQE out
 //! through a call to the entry's `clone`, which is not inlined across the crate boundary. The
 //! crate still sets the ring up, registers and enters; this is a second mapping of the same
-//! queues (`mmap(2)` of the ring fd at `IORING_OFF_SQ_RING`, `IORING_OFF_SQES` and
-//! `IORING_OFF_CQ_RING`, as `io_uring_setup(2)` describes), through which this ring's requests
+//! queues (`mmap(2)` of the ring fd at `abi::IORING_OFF_SQ_RING`, `abi::IORING_OFF_SQES` and
+//! `abi::IORING_OFF_CQ_RING`, as `io_uring_setup(2)` describes), through which this ring's requests
 //! are queued and completions read. Both sides read the indexes from the shared ring, so either
 //! may be used between the other's calls.
 
@@ -20,15 +20,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use io_uring::IoUring;
 
+use super::super::abi;
 use super::super::mm::Mmap;
-
-/// `IORING_OFF_SQ_RING`: the mmap offset of the submission queue ring.
-const IORING_OFF_SQ_RING: u64 = 0;
-/// `IORING_OFF_CQ_RING`: the mmap offset of the completion queue ring (the same mapping as the
-/// submission queue ring where the kernel has `IORING_FEAT_SINGLE_MMAP`, 5.4).
-const IORING_OFF_CQ_RING: u64 = 0x0800_0000;
-/// `IORING_OFF_SQES`: the mmap offset of the submission queue entries.
-const IORING_OFF_SQES: u64 = 0x1000_0000;
 
 /// `IORING_SETUP_SQE128` (5.19), `IORING_SETUP_CQE32` (5.19), `IORING_SETUP_NO_SQARRAY` (6.6):
 /// set-ups whose queues are laid out otherwise than these mappings read them.
@@ -159,9 +152,9 @@ impl Sq {
         let (map, base) = map_queue(
             ring,
             p.sq_off.array as usize + entries * 4,
-            IORING_OFF_SQ_RING,
+            abi::IORING_OFF_SQ_RING,
         )?;
-        let (sqes, sqes_at) = map_queue(ring, entries * size_of::<Sqe>(), IORING_OFF_SQES)?;
+        let (sqes, sqes_at) = map_queue(ring, entries * size_of::<Sqe>(), abi::IORING_OFF_SQES)?;
         // SAFETY: the kernel's offsets lie inside the SQ ring mapping, whose length covers up to
         // the end of the index array (it comes after the other fields). Nothing is queued yet:
         // the kernel reads no index before a tail store publishes it.
@@ -266,7 +259,7 @@ impl Cq {
         let (map, base) = map_queue(
             ring,
             p.cq_off.cqes as usize + p.cq_entries as usize * size_of::<Cqe>(),
-            IORING_OFF_CQ_RING,
+            abi::IORING_OFF_CQ_RING,
         )?;
         // SAFETY: the kernel's offsets lie inside the CQ ring mapping, whose length covers up to
         // the end of the entries (they come after the other fields).

@@ -14,17 +14,6 @@ use super::queue::{Cq, Sq, Sqe};
 use super::state::{Order, Request, State, Step};
 use super::{OpcodeSupport, Setup, Slab, probe_opcodes};
 
-/// `IORING_REGISTER_RING_FDS` (Linux 5.18).
-const IORING_REGISTER_RING_FDS: libc::c_uint = 20;
-/// `IORING_UNREGISTER_RING_FDS` (Linux 5.18).
-const IORING_UNREGISTER_RING_FDS: libc::c_uint = 21;
-/// `IORING_ENTER_GETEVENTS`.
-const IORING_ENTER_GETEVENTS: libc::c_uint = 1;
-/// `IORING_ENTER_EXT_ARG` (5.11): the argument is a `struct io_uring_getevents_arg`.
-const IORING_ENTER_EXT_ARG: libc::c_uint = 1 << 3;
-/// `IORING_ENTER_REGISTERED_RING` (5.18): the fd argument is a registered ring's index.
-const IORING_ENTER_REGISTERED_RING: libc::c_uint = 1 << 4;
-
 /// `struct io_uring_rsrc_update`.
 #[repr(C)]
 struct RsrcUpdate {
@@ -229,7 +218,7 @@ impl<B: StableBytes> SendRing<B> {
     /// fd is registered at the first submission when asked.
     ///
     /// With `DEFER_TASKRUN` the kernel posts the completions that wait on task work (every
-    /// `SEND_ZC` notification) only when the issuer enters with `IORING_ENTER_GETEVENTS`: every
+    /// `SEND_ZC` notification) only when the issuer enters with `abi::IORING_ENTER_GETEVENTS`: every
     /// submission here asks for it ([`SendRing::submit`]), so a submission also brings in the
     /// notifications that came meanwhile, in one batch.
     pub fn new(entries: u32, want: Setup) -> io::Result<SendRing<B>> {
@@ -355,7 +344,7 @@ impl<B: StableBytes> SendRing<B> {
                 libc::syscall(
                     libc::SYS_io_uring_register,
                     self.ring.as_raw_fd(),
-                    IORING_REGISTER_RING_FDS,
+                    abi::IORING_REGISTER_RING_FDS,
                     &mut up as *mut RsrcUpdate,
                     1,
                 )
@@ -384,9 +373,9 @@ impl<B: StableBytes> SendRing<B> {
             ts: ts.as_ref().map_or(0, |t| t as *const libc::timespec as u64),
         };
         let (min_complete, flags) = match timeout {
-            Some(_) => (1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG),
+            Some(_) => (1, abi::IORING_ENTER_GETEVENTS | abi::IORING_ENTER_EXT_ARG),
             // Deferred task work runs only in an enter that asks for events.
-            None if self.granted.defer_taskrun => (0, IORING_ENTER_GETEVENTS),
+            None if self.granted.defer_taskrun => (0, abi::IORING_ENTER_GETEVENTS),
             None => (0, 0),
         };
         // SAFETY: `arg` and the timespec it points at live across the call; the kernel reads
@@ -397,7 +386,7 @@ impl<B: StableBytes> SendRing<B> {
                 index,
                 to_submit,
                 min_complete,
-                flags | IORING_ENTER_REGISTERED_RING,
+                flags | abi::IORING_ENTER_REGISTERED_RING,
                 &arg as *const GeteventsArg,
                 std::mem::size_of::<GeteventsArg>(),
             )
@@ -941,7 +930,7 @@ impl<B: StableBytes> SendRing<B> {
             libc::syscall(
                 libc::SYS_io_uring_register,
                 self.ring.as_raw_fd(),
-                IORING_UNREGISTER_RING_FDS,
+                abi::IORING_UNREGISTER_RING_FDS,
                 &mut up as *mut RsrcUpdate,
                 1,
             )
