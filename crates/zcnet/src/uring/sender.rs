@@ -1,0 +1,633 @@
+//! [`UringSender`]: the sender, its queue and window, what comes back (`Collect`), the ring it
+//! opens and the socket it checks.
+
+use super::config::*;
+use super::error::*;
+use super::pool::{Pool, PoolBuf};
+use crate::auto::{Choice, Decider, SendPath};
+use crate::loan::Claim;
+use crate::loan::{Closed, ExclusiveSocket, NewError, OwnedBuf, Returned, SendError};
+use crate::sys::uring::{Finish, Finished, SendOp};
+use crate::sys::{self, uring::SendRing};
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
+use std::time::{Duration, Instant};
+
+/// Sends owned buffers on a socket through io_uring and gives each back after the kernel is done
+/// with it (see the module docs).
+///
+/// The socket is the sender's alone ([`ExclusiveSocket`]: owned, not borrowed): a second
+/// sender on a stream would put its bytes between this one's.
+///
+/// ```compile_fail,E0277
+/// use zcnet::uring::{Config, UringSender};
+/// let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+/// let tx: UringSender<_, Vec<u8>> = UringSender::new(&socket, Config::default()).unwrap();
+/// ```
+#[doc(alias("IORING_OP_SEND_ZC", "IORING_OP_SENDMSG_ZC", "io_uring_prep_send_zc"))]
+pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
+    ring: SendRing<B>,
+    socket: S,
+    config: Config,
+    mode: Mode,
+    fallback: Option<String>,
+    stream: bool,
+    queued: usize,
+    returned: VecDeque<Returned<B>>,
+    counters: Counters,
+    /// Zero-copy sends use the registered pool.
+    fixed: bool,
+    /// [`Mode::Auto`](super::Mode::Auto)'s decisions.
+    auto: Option<Decider>,
+    /// When a stalled wait for completions kicks the kernel's deferred frees.
+    kick: crate::loan::DeferredKick,
+    /// The socket's place among the sockets senders of this process hold.
+    _claim: Claim,
+    /// [`UringSender::close`] waited already: the drop does not.
+    closed: bool,
+}
+
+impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
+    /// A sender on `socket` (connected for [`UringSender::send`]; any for
+    /// [`UringSender::send_to`]). Zero-copy modes fall back to copying, with
+    /// [`UringSender::fallback_reason`] saying why, where the kernel lacks `SEND_ZC`. Where
+    /// `RLIMIT_MEMLOCK` refuses the ring within a second of this process closing another, it
+    /// blocks until the kernel has freed that one (some milliseconds), at most that second.
+    ///
+    /// # Errors
+    /// [`UringError::NoPool`](super::UringError::NoPool) for [`Mode::ZeroCopyFixed`](super::Mode::ZeroCopyFixed) (use [`UringSender::with_pool`]),
+    /// [`UringError::Unsupported`](super::UringError::Unsupported), [`UringError::Window`](super::UringError::Window), [`UringError::SocketInUse`](super::UringError::SocketInUse) when
+    /// another sender of this process holds the socket through another descriptor of it.
+    pub fn new(socket: S, config: Config) -> Result<Self, NewError<S, UringError>> {
+        if config.mode == Mode::ZeroCopyFixed {
+            return Err(NewError {
+                error: UringError::NoPool,
+                socket,
+            });
+        }
+        Self::build(socket, config, None)
+    }
+
+    /// Everything that can fail first, the socket changed last (`UDP_SEGMENT`), the sender made
+    /// when nothing can fail any more: a refusal hands the socket back as it was given.
+    fn build(
+        socket: S,
+        config: Config,
+        pool: Option<&Pool>,
+    ) -> Result<Self, NewError<S, UringError>> {
+        macro_rules! refuse {
+            ($e:expr) => {
+                return Err(NewError { error: $e, socket })
+            };
+        }
+        if config.window == 0 || config.window > config.entries as usize {
+            refuse!(UringError::Window {
+                window: config.window,
+                entries: config.entries,
+            });
+        }
+        if let Err(e) = check_socket(socket.as_fd(), config.segment.is_some()) {
+            refuse!(e);
+        }
+        let claim = match Claim::take(socket.as_fd()) {
+            Ok(c) => c,
+            Err(None) => refuse!(UringError::SocketInUse {
+                reason: crate::loan::IN_USE,
+            }),
+            Err(Some(e)) => refuse!(UringError::Fstat(e)),
+        };
+        let mut ring = match open_ring(config.entries, config.setup) {
+            Ok(r) => r,
+            Err(e) => refuse!(e),
+        };
+        ring.register_file(socket.as_fd());
+        let ty = sys::sockopt::socket_type(socket.as_fd()).unwrap_or(0);
+        let (mode, fallback) = match config.mode {
+            Mode::Copy => (Mode::Copy, None),
+            m => match ring.probe() {
+                Ok(ops) if ops.send_zc && ops.sendmsg_zc => (m, None),
+                Ok(ops) if ops.send_zc => (
+                    m,
+                    Some("IORING_OP_SENDMSG_ZC is missing (Linux 6.1): send_to copies".to_owned()),
+                ),
+                Ok(_) => (
+                    Mode::Copy,
+                    Some(
+                        "IORING_OP_SEND_ZC is missing (needs Linux 6.0): sending by copy \
+                         (IORING_OP_SEND)"
+                            .to_owned(),
+                    ),
+                ),
+                Err(e) => (
+                    Mode::Copy,
+                    Some(format!(
+                        "IORING_REGISTER_PROBE failed ({e}; needs Linux 5.6): sending by copy"
+                    )),
+                ),
+            },
+        };
+        let mut auto = (mode == Mode::Auto).then(|| {
+            Decider::new(Choice::for_socket(
+                SendPath::UringZc,
+                &socket,
+                config.segment,
+            ))
+        });
+        let mut fixed = mode == Mode::ZeroCopyFixed;
+        if let Some(pool) = pool {
+            // Auto registers the pool where the limit allows, and sends from it by zero copy.
+            if mode == Mode::Auto
+                && memlock_check(pool.region_len() as u64).is_ok()
+                && ring.register(&pool.0).is_ok()
+            {
+                fixed = true;
+                // The route and its device as found above, for the registered path.
+                auto = auto.map(|d| Decider::new(d.choice().for_path(SendPath::UringZcFixed)));
+            }
+            if mode == Mode::ZeroCopyFixed {
+                let registered = memlock_check(pool.region_len() as u64).and_then(|()| {
+                    ring.register(&pool.0)
+                        .map_err(|source| match source.raw_os_error() {
+                            Some(libc::ENOMEM) => memlock_check_failed(pool.region_len() as u64),
+                            _ => UringError::Io {
+                                call: "io_uring_register(IORING_REGISTER_BUFFERS)",
+                                bytes: pool.region_len(),
+                                source,
+                            },
+                        })
+                });
+                if let Err(e) = registered {
+                    refuse!(e);
+                }
+            }
+        }
+        let stream = ty == libc::SOCK_STREAM;
+        if stream {
+            ring.keep_order();
+        }
+        // The only change to the socket, and the last step that can fail: a sender refused
+        // earlier (no io_uring, say) leaves the caller's socket sending single datagrams as
+        // before.
+        if let Some(segment) = config.segment
+            && let Err(e) = crate::udp_gso::set_segment(&socket, Some(segment))
+        {
+            refuse!(UringError::Unsupported {
+                feature: "UDP_SEGMENT",
+                reason: e.reason(),
+            });
+        }
+        Ok(UringSender {
+            fixed,
+            auto,
+            ring,
+            socket,
+            config,
+            mode,
+            fallback,
+            stream,
+            queued: 0,
+            closed: false,
+            returned: VecDeque::new(),
+            counters: Counters::default(),
+            kick: crate::loan::DeferredKick::default(),
+            _claim: claim,
+        })
+    }
+
+    /// The mode in use (the configured one, or [`Mode::Copy`](super::Mode::Copy) after a fallback).
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Why the sender copies where zero-copy was asked for (one line), if it does.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    /// In [`Mode::Auto`](super::Mode::Auto): the path, route and prior threshold, the profile they came from, and
+    /// what each size class learned (built when asked: keep it off the path of every send).
+    pub fn auto_choice(&self) -> Option<Choice> {
+        self.auto.as_ref().map(Decider::choice)
+    }
+
+    /// Signals `fd`, an eventfd, at every completion (`IORING_REGISTER_EVENTFD`).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn register_eventfd(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        self.ring.register_eventfd(fd)
+    }
+
+    /// Requests in flight at most.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn window(&self) -> usize {
+        self.config.window
+    }
+
+    /// The oldest buffer given back and not yet taken.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn pop_returned(&mut self) -> Option<Returned<B>> {
+        self.returned.pop_front()
+    }
+
+    /// The ring set-up the kernel granted (the registered ring fd from the first submission).
+    pub fn setup(&self) -> RingSetup {
+        RingSetup::from_raw(self.ring.setup())
+    }
+
+    /// Whether this buffer goes by zero copy (the mode, or auto's decision).
+    ///
+    /// # Errors
+    /// A train of more segments than the kernel takes ([`Config::segment`](super::Config::segment)).
+    /// At an edge of a learning round a pair uses, what is queued goes to the kernel and what
+    /// completed is taken first, so that their cost counts in the round that chose their way:
+    /// that submission's error.
+    fn zero_copy(&mut self, buf: &B) -> io::Result<bool> {
+        let len = buf.bytes().len();
+        if let Some(segment) = self.config.segment {
+            segment.check_train(len)?;
+        }
+        if self.mode == Mode::Auto && self.auto.as_ref().is_some_and(|d| d.edge_is_measured(len)) {
+            self.reap()?;
+        }
+        Ok(match (self.mode, &mut self.auto) {
+            (Mode::Copy, _) => false,
+            (Mode::Auto, Some(d)) => d.zero_copy(len),
+            _ => true,
+        })
+    }
+
+    /// Whether the kernel refused `IORING_SEND_ZC_REPORT_USAGE` (before Linux 6.2), leaving
+    /// `copied` unknown.
+    pub fn usage_unknown(&self) -> bool {
+        self.ring.usage_refused()
+    }
+
+    /// The socket.
+    pub fn get_ref(&self) -> &S {
+        &self.socket
+    }
+
+    /// What was done so far.
+    pub fn counters(&self) -> Counters {
+        Counters {
+            auto: self.auto.as_ref().map(|d| d.counters).unwrap_or_default(),
+            ..self.counters
+        }
+    }
+
+    /// Requests whose buffers are still held.
+    pub fn in_flight(&self) -> usize {
+        self.ring.in_flight()
+    }
+
+    /// Buffers given back since the last call, in completion order.
+    pub fn returned(&mut self) -> std::collections::vec_deque::Drain<'_, Returned<B>> {
+        self.returned.drain(..)
+    }
+
+    /// Queues `buf` for the connected socket (`SEND_ZC`, or `SEND` in copy mode); queued
+    /// requests go to the kernel a batch at a time, and all of them at [`UringSender::flush`],
+    /// [`UringSender::reap`] or [`UringSender::drain`]. Stream sends
+    /// carry `MSG_WAITALL`, so the kernel sends all or fails; a short result is sent on.
+    ///
+    /// # Errors
+    /// The buffer comes back if it could not be queued: the window stayed full for
+    /// `stall_timeout`, or the ring failed.
+    #[inline]
+    pub fn send(&mut self, buf: B) -> Result<(), SendError<B>> {
+        let zc = match self.zero_copy(&buf) {
+            Ok(zc) => zc,
+            Err(error) => {
+                return Err(SendError {
+                    error,
+                    sent: 0,
+                    buf,
+                });
+            }
+        };
+        let op = if zc { SendOp::SendZc } else { SendOp::Send };
+        self.queue(buf, op, None, zc && self.fixed)
+    }
+
+    /// Sends `buf` to `dest` (`SENDMSG_ZC`, or `SENDMSG` in copy mode), for unconnected
+    /// datagram sockets.
+    ///
+    /// # Errors
+    /// As [`UringSender::send`].
+    pub fn send_to(&mut self, buf: B, dest: SocketAddr) -> Result<(), SendError<B>> {
+        let op = match self.zero_copy(&buf) {
+            Ok(true) => SendOp::SendMsgZc,
+            Ok(false) => SendOp::SendMsg,
+            Err(error) => {
+                return Err(SendError {
+                    error,
+                    sent: 0,
+                    buf,
+                });
+            }
+        };
+        self.queue(buf, op, Some(dest), false)
+    }
+
+    #[inline]
+    fn queue(
+        &mut self,
+        buf: B,
+        op: SendOp,
+        dest: Option<SocketAddr>,
+        fixed: bool,
+    ) -> Result<(), SendError<B>> {
+        // A full batch goes to the kernel before this buffer joins the queue, so that a failed
+        // submission can still hand this buffer back.
+        let ready = if self.queued >= self.config.batch {
+            self.flush()
+        } else {
+            Ok(())
+        };
+        if let Err(error) = ready.and_then(|()| self.make_room()) {
+            return Err(SendError {
+                error,
+                sent: 0,
+                buf,
+            });
+        }
+        let req = sys::uring::SendRequest {
+            op,
+            fixed,
+            dest,
+            flags: if self.stream { libc::MSG_WAITALL } else { 0 },
+            report_usage: true,
+        };
+        self.ring
+            .push(self.socket.as_fd(), buf, req)
+            .map_err(|(buf, error)| SendError {
+                error,
+                sent: 0,
+                buf,
+            })?;
+        self.counters.requests += 1;
+        self.counters.zero_copy_requests += u64::from(op != SendOp::Send && op != SendOp::SendMsg);
+        self.counters.fixed_requests += u64::from(fixed);
+        self.queued += 1;
+        Ok(())
+    }
+
+    /// Waits until the window has room, reaping as completions come.
+    fn make_room(&mut self) -> io::Result<()> {
+        if self.ring.in_flight() < self.config.window {
+            return Ok(());
+        }
+        // What completed during the last submission is in the ring already: taking it needs no
+        // system call (the requests queued since go with the next batch).
+        self.collect()?;
+        if self.ring.in_flight() < self.config.window {
+            return Ok(());
+        }
+        self.reap()?;
+        let deadline = Instant::now() + self.config.stall_timeout;
+        while self.ring.in_flight() >= self.config.window {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{} io_uring sends still in flight after {:?}",
+                        self.ring.in_flight(),
+                        self.config.stall_timeout
+                    ),
+                ));
+            }
+            self.counters.window_waits += 1;
+            self.queued = 0;
+            self.ring.wait(left.min(crate::loan::DeferredKick::STALL))?;
+            self.collect()?;
+            if self.kick.kick_if_stalled(self.counters.returned) {
+                self.counters.deferred_kicks += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Submits what is queued.
+    ///
+    /// # Errors
+    /// `io_uring_enter`'s error.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.queued = 0;
+        self.ring.submit().map(drop)
+    }
+
+    /// Submits what is queued and collects what completed, without waiting; returns how many
+    /// buffers came back. Call it when the ring or socket is readable, or now and then.
+    ///
+    /// # Errors
+    /// `io_uring_enter`'s error.
+    pub fn reap(&mut self) -> io::Result<usize> {
+        self.flush()?;
+        self.collect()
+    }
+
+    fn collect(&mut self) -> io::Result<usize> {
+        let before = self.counters.returned;
+        let mut back = Collect {
+            counters: &mut self.counters,
+            auto: &mut self.auto,
+            returned: &mut self.returned,
+        };
+        self.ring.complete(&mut back)?;
+        Ok((self.counters.returned - before) as usize)
+    }
+
+    /// Ends the sender: submits what is queued, waits up to `timeout` for what the kernel still
+    /// holds, and returns every buffer that came back and was not taken, with how many the
+    /// kernel still held at the end (left to it, never freed: [`crate::loan::leaked_buffers`]).
+    /// Unlike a drop, it waits as long as asked and says what it left.
+    pub fn close(mut self, timeout: Duration) -> Closed<B> {
+        let _ = self.drain(timeout);
+        let returned = self.returned.drain(..).collect();
+        let still_loaned = self.ring.in_flight();
+        // The drop that follows waits no more: nothing it could wait for came in `timeout`.
+        self.closed = true;
+        Closed {
+            returned,
+            still_loaned,
+        }
+    }
+
+    /// Submits what is queued, then waits up to `timeout` for a loaned buffer to come back and
+    /// returns the oldest one that has (at once when one already has): what a fixed pool
+    /// recycles with. `Ok(None)` when none came in time, or when nothing is loaned (none will).
+    ///
+    /// # Errors
+    /// `io_uring_enter`'s error.
+    pub fn wait_returned(&mut self, timeout: Duration) -> io::Result<Option<Returned<B>>> {
+        let deadline = Instant::now() + timeout;
+        self.reap()?;
+        loop {
+            if let Some(r) = self.returned.pop_front() {
+                return Ok(Some(r));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if self.ring.in_flight() == 0 || left.is_zero() {
+                return Ok(None);
+            }
+            self.ring.wait(left.min(crate::loan::DeferredKick::STALL))?;
+            self.collect()?;
+            if self.kick.kick_if_stalled(self.counters.returned) {
+                self.counters.deferred_kicks += 1;
+            }
+        }
+    }
+
+    /// Submits everything and waits until every buffer is back, at most `timeout`. When none
+    /// comes back for 100 ms it runs every CPU's deferred frees, at most once a second
+    /// ([`crate::loan::kick_deferred_frees`], counted in `deferred_kicks`): a `SEND_ZC`
+    /// notification waits for the free of what a receiver on this host read on another CPU.
+    ///
+    /// # Errors
+    /// `TimedOut` naming how many are still loaned to the kernel, or `io_uring_enter`'s error.
+    pub fn drain(&mut self, timeout: Duration) -> io::Result<()> {
+        let deadline = Instant::now() + timeout;
+        self.reap()?;
+        while self.ring.in_flight() > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{} buffers still loaned to the kernel by io_uring",
+                        self.ring.in_flight()
+                    ),
+                ));
+            }
+            self.ring.wait(left.min(crate::loan::DeferredKick::STALL))?;
+            self.collect()?;
+            if self.kick.kick_if_stalled(self.counters.returned) {
+                self.counters.deferred_kicks += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a sender does with each buffer the ring hands back: counts it, tells the decider what
+/// its notification said, and queues it for [`UringSender::returned`].
+struct Collect<'a, B> {
+    counters: &'a mut Counters,
+    auto: &'a mut Option<Decider>,
+    returned: &'a mut VecDeque<Returned<B>>,
+}
+
+impl<B> Finish<B> for Collect<'_, B> {
+    #[inline(always)]
+    fn finish(&mut self, f: Finished<B>) {
+        let c = &mut *self.counters;
+        c.returned += 1;
+        c.bytes += f.sent as u64;
+        c.errors += u64::from(f.error.is_some());
+        c.memlock_fallbacks += u64::from(f.memlock_fallback);
+        match f.copied {
+            Some(true) => {
+                c.copied += 1;
+                if let Some(d) = self.auto {
+                    d.copied();
+                }
+            }
+            Some(false) => {
+                c.not_copied += 1;
+                c.not_copied_bytes += f.sent as u64;
+                if let Some(d) = self.auto {
+                    d.not_copied();
+                }
+            }
+            None => {}
+        }
+        self.returned.push_back(Returned {
+            buf: f.buf,
+            sent: f.sent,
+            error: f.error,
+            zero_copy: f.zero_copy,
+            copied: f.copied,
+        });
+    }
+}
+
+impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {
+    /// A sender whose buffers come from `pool`; in [`Mode::ZeroCopyFixed`](super::Mode::ZeroCopyFixed) the pool is registered with
+    /// the ring first.
+    ///
+    /// # Errors
+    /// [`UringError::Memlock`](super::UringError::Memlock) when the registration would exceed `RLIMIT_MEMLOCK` (checked
+    /// before trying; root has `CAP_IPC_LOCK` and is exempt), [`UringError::Io`](super::UringError::Io) when the
+    /// kernel refuses it, and the errors of [`UringSender::new`].
+    pub fn with_pool(
+        socket: S,
+        config: Config,
+        pool: &Pool,
+    ) -> Result<Self, NewError<S, UringError>> {
+        Self::build(socket, config, Some(pool))
+    }
+}
+
+/// How long after this process closed a ring the kernel may still count the ring's pages as
+/// locked memory: it frees a closed ring in a worker, once its last requests are done.
+pub(super) const RING_TEARDOWN: Duration = Duration::from_secs(1);
+
+/// `io_uring_setup(2)` for a sender. Under a tight `RLIMIT_MEMLOCK` the pages of a ring this
+/// process has just closed may still be counted (the kernel frees it later, in a worker): an
+/// `ENOMEM` within [`RING_TEARDOWN`] of a close is tried again until then, so that a program
+/// that replaces one ring by another (a bench run after run) is not refused at random.
+pub(super) fn open_ring<B: OwnedBuf>(
+    entries: u32,
+    setup: RingSetup,
+) -> Result<SendRing<B>, UringError> {
+    loop {
+        match SendRing::new(entries, setup.raw()) {
+            Err(e)
+                if e.raw_os_error() == Some(libc::ENOMEM)
+                    && sys::uring::last_close().is_some_and(|t| t.elapsed() < RING_TEARDOWN) =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            r => return r.map_err(setup_error),
+        }
+    }
+}
+
+impl<S: ExclusiveSocket, B: OwnedBuf> Drop for UringSender<S, B> {
+    fn drop(&mut self) {
+        if self.ring.in_flight() == 0 {
+            return;
+        }
+        // At most DROP_WAIT, and not at all on an async runtime's thread (crate::loan's rule)
+        // or after `close`, which waited already.
+        let wait = crate::loan::drop_wait();
+        if !wait.is_zero() && !self.closed {
+            let _ = self.drain(wait);
+        }
+        // What the kernel still holds the ring leaks, not frees: counted.
+        crate::loan::note_leaked(self.ring.in_flight());
+    }
+}
+
+/// What a socket must be for a sender: a socket (`ENOTSOCK` otherwise), and UDP where it is to
+/// send GSO trains.
+pub(super) fn check_socket(fd: BorrowedFd<'_>, trains: bool) -> Result<(), UringError> {
+    let what = "not a UDP socket: GSO trains (Config::segment) are UDP's";
+    let checked = match trains {
+        true => sys::sockopt::check_protocol(fd, libc::IPPROTO_UDP, what),
+        // Any protocol, but a socket.
+        false => sys::sockopt::protocol(fd).map(drop),
+    };
+    checked.map_err(|source| match source.kind() {
+        io::ErrorKind::InvalidInput => UringError::Socket {
+            what,
+            source: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+        },
+        _ => UringError::Socket {
+            what: "getsockopt(SO_PROTOCOL)",
+            source,
+        },
+    })
+}
