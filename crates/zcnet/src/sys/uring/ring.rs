@@ -978,6 +978,115 @@ mod tests {
         Some((ring, sock))
     }
 
+    /// Issue 50: the hot path writes its SQEs by hand (`fill`), the probe builds its `SEND_ZC`
+    /// with the io-uring crate's encoder. Both must say the same to the kernel, field by field,
+    /// or the probe could pass where the hot path is wrong: compared here for each way a send
+    /// request is written (copy, zero copy, registered buffer, fixed file, stream flags).
+    #[test]
+    fn fill_writes_what_the_io_uring_crates_encoder_writes() {
+        use io_uring::{opcode, types};
+
+        let bytes = vec![7u8; 3000];
+        let held = |op: SendOp, fixed: bool, flags: i32, report_usage: bool| Held::<Vec<u8>> {
+            buf: Some(bytes.clone()),
+            at: bytes.as_ptr(),
+            len: 3000,
+            next_generation: 0,
+            op,
+            fixed,
+            flags,
+            report_usage,
+            fd: 5,
+            msg: None,
+            state: State::new(3),
+        };
+        let theirs = |e: io_uring::squeue::Entry| -> Sqe {
+            // SAFETY: both are the kernel's 64-byte `struct io_uring_sqe` (`repr(C)`, sizes
+            // asserted), and every bit pattern is a valid `Sqe` (integers only).
+            unsafe { std::mem::transmute::<io_uring::squeue::Entry, Sqe>(e) }
+        };
+        let key = 9u32;
+        let user_data = u64::from(key) | 3 << 32;
+        let ptr = bytes.as_ptr();
+        let usage = abi::IORING_SEND_ZC_REPORT_USAGE;
+        let cases: Vec<(&str, Held<Vec<u8>>, Option<RawFd>, Sqe)> = vec![
+            (
+                "send (copy)",
+                held(SendOp::Send, false, 0, true),
+                None,
+                theirs(
+                    opcode::Send::new(types::Fd(5), ptr, 3000)
+                        .build()
+                        .user_data(user_data),
+                ),
+            ),
+            (
+                "send_zc, usage reported",
+                held(SendOp::SendZc, false, 0, true),
+                None,
+                theirs(
+                    opcode::SendZc::new(types::Fd(5), ptr, 3000)
+                        .zc_flags(usage)
+                        .build()
+                        .user_data(user_data),
+                ),
+            ),
+            (
+                "send_zc from the registered pool, MSG_WAITALL",
+                held(SendOp::SendZc, true, libc::MSG_WAITALL, true),
+                None,
+                theirs(
+                    opcode::SendZc::new(types::Fd(5), ptr, 3000)
+                        .zc_flags(usage)
+                        .buf_index(Some(0))
+                        .flags(libc::MSG_WAITALL)
+                        .build()
+                        .user_data(user_data),
+                ),
+            ),
+            (
+                "send_zc on the registered file, no usage report",
+                held(SendOp::SendZc, false, 0, false),
+                Some(5),
+                theirs(
+                    opcode::SendZc::new(types::Fixed(0), ptr, 3000)
+                        .build()
+                        .user_data(user_data),
+                ),
+            ),
+        ];
+        for (what, mut h, file, want) in cases {
+            // SAFETY: all-zero is a valid `Sqe` (integers only).
+            let mut got: Sqe = unsafe { std::mem::zeroed() };
+            h.state.generation = 3;
+            fill(&mut got, &mut h, file, false, key, false);
+            let fields = |q: &Sqe| {
+                [
+                    ("opcode", u64::from(q.opcode)),
+                    ("flags", u64::from(q.flags)),
+                    ("ioprio", u64::from(q.ioprio)),
+                    ("fd", q.fd as u64),
+                    ("off", q.off),
+                    ("addr", q.addr),
+                    ("len", u64::from(q.len)),
+                    ("op_flags", u64::from(q.op_flags)),
+                    ("user_data", q.user_data),
+                    ("buf_index", u64::from(q.buf_index)),
+                    ("personality", u64::from(q.personality)),
+                    ("file_index", q.file_index as u64),
+                    ("addr3", q.addr3),
+                    ("pad", q.pad),
+                ]
+            };
+            for ((name, a), (_, b)) in fields(&got).into_iter().zip(fields(&want)) {
+                assert_eq!(
+                    a, b,
+                    "{what}: field {name}: fill wrote {a:#x}, the crate {b:#x}"
+                );
+            }
+        }
+    }
+
     /// One CQE of `key`'s submission `generation`.
     fn feed_gen(
         ring: &mut SendRing<Vec<u8>>,
