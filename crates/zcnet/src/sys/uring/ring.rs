@@ -1009,7 +1009,8 @@ mod tests {
         let user_data = u64::from(key) | 3 << 32;
         let ptr = bytes.as_ptr();
         let usage = abi::IORING_SEND_ZC_REPORT_USAGE;
-        let cases: Vec<(&str, Held<Vec<u8>>, Option<RawFd>, Sqe)> = vec![
+        type Case<'a> = (&'a str, Held<Vec<u8>>, Option<RawFd>, Sqe);
+        let cases: Vec<Case> = vec![
             (
                 "send (copy)",
                 held(SendOp::Send, false, 0, true),
