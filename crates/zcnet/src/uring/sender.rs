@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 /// ```
 #[doc(alias("IORING_OP_SEND_ZC", "IORING_OP_SENDMSG_ZC", "io_uring_prep_send_zc"))]
 pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
-    ring: SendRing<B>,
+    ring: Ring<B>,
     socket: S,
     config: Config,
     mode: Mode,
@@ -581,18 +581,51 @@ pub(super) const RING_TEARDOWN: Duration = Duration::from_secs(1);
 pub(super) fn open_ring<B: OwnedBuf>(
     entries: u32,
     setup: RingSetup,
-) -> Result<SendRing<B>, UringError> {
+) -> Result<Ring<B>, UringError> {
     loop {
         match SendRing::new(entries, setup.raw()) {
             Err(e)
                 if e.raw_os_error() == Some(libc::ENOMEM)
-                    && sys::uring::last_close().is_some_and(|t| t.elapsed() < RING_TEARDOWN) =>
+                    && last_close().is_some_and(|t| t.elapsed() < RING_TEARDOWN) =>
             {
                 std::thread::sleep(Duration::from_millis(5));
             }
-            r => return r.map_err(setup_error),
+            r => return r.map(Ring).map_err(setup_error),
         }
     }
+}
+
+/// A sender's ring, whose close this process remembers ([`last_close`]).
+pub(super) struct Ring<B: OwnedBuf>(SendRing<B>);
+
+impl<B: OwnedBuf> std::ops::Deref for Ring<B> {
+    type Target = SendRing<B>;
+    fn deref(&self) -> &SendRing<B> {
+        &self.0
+    }
+}
+
+impl<B: OwnedBuf> std::ops::DerefMut for Ring<B> {
+    fn deref_mut(&mut self) -> &mut SendRing<B> {
+        &mut self.0
+    }
+}
+
+impl<B: OwnedBuf> Drop for Ring<B> {
+    fn drop(&mut self) {
+        // The ring's fd closes right after, when the field drops.
+        *LAST_CLOSE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+}
+
+/// When this process last closed a sender's ring (see [`last_close`]).
+static LAST_CLOSE: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+
+/// When this process last closed a sender's ring. The kernel frees a closed ring, and takes its
+/// pages off the user's locked memory (`RLIMIT_MEMLOCK`), later, in a worker: a ring set up
+/// right after may be refused (`ENOMEM`) for memory that is about to come back.
+fn last_close() -> Option<Instant> {
+    *LAST_CLOSE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl<S: ExclusiveSocket, B: OwnedBuf> Drop for UringSender<S, B> {

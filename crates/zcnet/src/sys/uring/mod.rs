@@ -9,11 +9,13 @@
 
 mod pool;
 mod queue;
+mod register;
+mod request;
 mod ring;
 pub mod state;
 
 pub use pool::{Slab, Slot};
-pub use ring::{Finish, Finished, SendOp, SendRequest, SendRing, last_close};
+pub use ring::{Finish, Finished, SendOp, SendRequest, SendRing};
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};

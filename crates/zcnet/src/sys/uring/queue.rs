@@ -30,7 +30,7 @@ const OTHER_LAYOUT: u32 = 1 << 10 | 1 << 11 | 1 << 16;
 /// The ring's parameters, checked to describe the layout read here.
 fn params(ring: &IoUring) -> io::Result<&Params> {
     // SAFETY: `Parameters` is `repr(transparent)` over `io_uring_params`, whose layout `Params`
-    // repeats (sizes asserted above); the reference lives as long as `ring`.
+    // repeats (sizes asserted below, beside `Params`); the reference lives as long as `ring`.
     let p = unsafe { &*(ring.params() as *const io_uring::Parameters).cast::<Params>() };
     if p.flags & OTHER_LAYOUT != 0 {
         return Err(io::Error::new(

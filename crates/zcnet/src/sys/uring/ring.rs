@@ -1,170 +1,20 @@
 //! A ring whose send requests own their buffers until the kernel is done with them.
 
 use std::io;
-use std::net::SocketAddr;
+
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+
+use std::time::Duration;
 
 use io_uring::{IoUring, types};
 
 use super::super::abi;
 use super::super::stable::StableBytes;
-use super::queue::{Cq, Sq, Sqe};
+use super::queue::{Cq, Sq};
+pub use super::request::{Finish, Finished, SendOp, SendRequest};
+use super::request::{Held, MsgStorage, broken_stream, fill};
 use super::state::{Order, Request, State, Step};
 use super::{OpcodeSupport, Setup, Slab, probe_opcodes};
-
-/// `struct io_uring_rsrc_update`.
-#[repr(C)]
-struct RsrcUpdate {
-    offset: u32,
-    resv: u32,
-    data: u64,
-}
-
-/// `struct io_uring_getevents_arg`.
-#[repr(C)]
-struct GeteventsArg {
-    sigmask: u64,
-    sigmask_sz: u32,
-    min_wait_usec: u32,
-    ts: u64,
-}
-
-/// The request a buffer is sent with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SendOp {
-    /// `IORING_OP_SEND` (Linux 5.6): the kernel copies; one CQE.
-    Send,
-    /// `IORING_OP_SEND_ZC` (6.0): result CQE, then a notification CQE when `F_MORE` says so.
-    SendZc,
-    /// `IORING_OP_SENDMSG` (5.3) with a destination address.
-    SendMsg,
-    /// `IORING_OP_SENDMSG_ZC` (6.1) with a destination address.
-    SendMsgZc,
-}
-
-impl SendOp {
-    fn zero_copy(self) -> bool {
-        matches!(self, SendOp::SendZc | SendOp::SendMsgZc)
-    }
-}
-
-/// How to send one buffer.
-#[derive(Clone, Copy, Debug)]
-pub struct SendRequest {
-    /// The opcode.
-    pub op: SendOp,
-    /// `IORING_RECVSEND_FIXED_BUF`: the buffer lies in the registered pool (`SendZc` only).
-    pub fixed: bool,
-    /// Destination, for the `SendMsg` ops on unconnected sockets.
-    pub dest: Option<SocketAddr>,
-    /// `send(2)` flags (`MSG_WAITALL` makes a stream send complete in full or fail).
-    pub flags: i32,
-    /// `IORING_SEND_ZC_REPORT_USAGE`: the notification says whether the kernel copied.
-    pub report_usage: bool,
-}
-
-/// A buffer the kernel is done with.
-#[derive(Debug)]
-pub struct Finished<B> {
-    /// The buffer.
-    pub buf: B,
-    /// Bytes the kernel accepted.
-    pub sent: usize,
-    /// The first error of its request(s), from the result CQE's `-errno`.
-    pub error: Option<io::Error>,
-    /// Sent with a zero-copy opcode (and not sent again by copy).
-    pub zero_copy: bool,
-    /// Sent again by copy because the kernel could not pin its pages (`RLIMIT_MEMLOCK`).
-    pub memlock_fallback: bool,
-    /// From the notification with `REPORT_USAGE`: `Some(true)` if the kernel copied; `None`
-    /// without a notification or without usage reports.
-    pub copied: Option<bool>,
-}
-
-/// Where [`SendRing::complete`] hands the buffers the kernel is done with, one by one, in the
-/// order they finished.
-///
-/// A trait rather than a closure so that its one implementation on the sending path can be
-/// inlined where a buffer finishes, with `#[inline(always)]`: moved through a call instead, a
-/// finished buffer is written to the stack field by field and read back whole while those
-/// stores are still in flight (a store-forwarding stall per buffer, issue 34).
-pub trait Finish<B> {
-    /// Takes one finished buffer.
-    fn finish(&mut self, f: Finished<B>);
-}
-
-impl<B> Finish<B> for Vec<Finished<B>> {
-    #[inline(always)]
-    fn finish(&mut self, f: Finished<B>) {
-        self.push(f);
-    }
-}
-
-/// `msghdr` with its one `iovec` and the address, boxed so the pointers inside stay valid until
-/// the request's result CQE.
-struct MsgStorage {
-    hdr: libc::msghdr,
-    iov: libc::iovec,
-    addr: libc::sockaddr_storage,
-}
-
-// SAFETY: the raw pointers inside point only into this same box (and at the slot's buffer, owned
-// alongside it); nothing is shared between threads through them.
-unsafe impl Send for MsgStorage {}
-
-/// One slot of the ring: the buffer of its request in flight and the rest of that request. It
-/// stays in place from one request of the slot to the next (a request is written into it field
-/// by field, not moved in and out), and so does the boxed `msghdr` of the `SENDMSG` ops, which
-/// the next request of the slot reuses.
-///
-/// Everything a request needs lies here, together: between two batches the kernel's work on the
-/// sends evicts the sender's memory from the nearest caches, and each place a request's state
-/// is spread over costs a miss per request.
-struct Held<B> {
-    /// The buffer; `None` when the slot is free.
-    buf: Option<B>,
-    /// `buf`'s bytes as `stable_bytes` gave them at push, which stay where they are while the
-    /// buffer lives ([`StableBytes`]): building a request reads them here instead of through
-    /// the buffer. Meaningful while `buf` is `Some`.
-    at: *const u8,
-    /// Their length (at most `u32::MAX`, checked at push).
-    len: u32,
-    /// The generation the slot's next submission gets (see [`State`]): a CQE names its
-    /// submission as `key | generation << 32` in `user_data`, so that a late CQE of an earlier
-    /// submission (or of the slot's previous buffer) is never taken for the current one's.
-    next_generation: u32,
-    op: SendOp,
-    fixed: bool,
-    flags: i32,
-    report_usage: bool,
-    fd: RawFd,
-    /// For the `SendMsg` ops: the header, its `iovec` and the destination, written at push.
-    msg: Option<Box<MsgStorage>>,
-    /// Which CQEs are still due (the pure state machine of `state`).
-    state: State,
-}
-
-// SAFETY: `at` points into `buf`'s bytes, owned by this same slot (and `msg`'s pointers into its
-// own box and those bytes); nothing is shared between threads through them.
-unsafe impl<B: Send> Send for Held<B> {}
-
-impl<B> Held<B> {
-    /// The unsent rest of the buffer.
-    ///
-    /// # Panics
-    /// If the slot holds no buffer: an SQE for it would point the kernel at memory freed or
-    /// reused since (a bookkeeping bug, caught here in every build).
-    fn rest(&self) -> (*const u8, u32) {
-        assert!(self.buf.is_some(), "a request being queued has its buffer");
-        let sent = self.state.sent.min(self.len as usize);
-        // `at` and `len` describe the buffer's bytes (taken at push, stable while it is held,
-        // which was just checked) and `sent <= len`: the pointer stays inside them. Rust never
-        // reads through it; the kernel does, while the slot holds the buffer.
-        (self.at.wrapping_add(sent), self.len - sent as u32)
-    }
-}
 
 /// A ring whose send requests own their buffers: each buffer stays in the ring until its result
 /// CQE and, when `IORING_CQE_F_MORE` announced one, its notification CQE have both been seen (in
@@ -174,37 +24,37 @@ impl<B> Held<B> {
 /// On a stream socket ([`SendRing::keep_order`]) requests go in send order, one linked chain in
 /// the kernel at a time ([`Order`]); elsewhere each request goes on its own.
 pub struct SendRing<B: StableBytes> {
-    ring: IoUring,
+    pub(super) ring: IoUring,
     /// Its submission queue, written in place.
-    sq: Sq,
+    pub(super) sq: Sq,
     /// Its completion queue, read in place.
-    cq: Cq,
+    pub(super) cq: Cq,
     /// Per slot, its request and buffer.
-    held: Vec<Held<B>>,
+    pub(super) held: Vec<Held<B>>,
     /// Stream order, where asked for.
-    order: Option<Order>,
+    pub(super) order: Option<Order>,
     /// Buffers finished while the ring looked at CQEs on its own (before launching a chain),
     /// handed out by the next [`SendRing::complete`].
-    done: Vec<Finished<B>>,
+    pub(super) done: Vec<Finished<B>>,
     /// Scratch: the keys of a chain being launched, or of requests being given up.
-    keys: Vec<u32>,
-    free: Vec<u32>,
-    in_flight: usize,
+    pub(super) keys: Vec<u32>,
+    pub(super) free: Vec<u32>,
+    pub(super) in_flight: usize,
     /// The registered pool; declared after `ring`, `sq` and `cq` so that it drops after them.
-    registered: Option<Slab>,
-    usage_refused: bool,
+    pub(super) registered: Option<Slab>,
+    pub(super) usage_refused: bool,
     /// What the set-up asked for, and what the kernel granted so far.
-    want: Setup,
-    granted: Setup,
+    pub(super) want: Setup,
+    pub(super) granted: Setup,
     /// `IORING_SETUP_R_DISABLED` (with `SINGLE_ISSUER`) until the first submission: the thread
     /// that submits first becomes the ring's one issuer.
-    enabled: bool,
+    pub(super) enabled: bool,
     /// The registered ring fd's index, where it was granted.
-    ring_index: Option<u32>,
+    pub(super) ring_index: Option<u32>,
     /// The socket registered as fixed file 0.
-    file: Option<RawFd>,
+    pub(super) file: Option<RawFd>,
     /// The thread the ring is bound to (single issuer, registered ring fd), once it is.
-    issuer: Option<std::thread::ThreadId>,
+    pub(super) issuer: Option<std::thread::ThreadId>,
 }
 
 impl<B: StableBytes> SendRing<B> {
@@ -292,110 +142,6 @@ impl<B: StableBytes> SendRing<B> {
     /// registered.
     pub fn setup(&self) -> Setup {
         self.granted
-    }
-
-    /// Registers `fd` as fixed file 0 (`IORING_REGISTER_FILES`, 5.1) when the set-up asks for
-    /// it: requests on it then skip the per-request file lookup. Refused registration leaves
-    /// requests on the plain fd.
-    pub fn register_file(&mut self, fd: BorrowedFd<'_>) {
-        if !self.want.registered_file || self.file.is_some() {
-            return;
-        }
-        if self
-            .ring
-            .submitter()
-            .register_files(&[fd.as_raw_fd()])
-            .is_ok()
-        {
-            self.file = Some(fd.as_raw_fd());
-            self.granted.registered_file = true;
-        }
-    }
-
-    /// Before the first submission: enables a ring created disabled (this thread becomes its
-    /// single issuer) and registers the ring fd (per thread) when asked.
-    fn ready(&mut self) -> io::Result<()> {
-        if let Some(issuer) = self.issuer {
-            if issuer != std::thread::current().id() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "this io_uring sender is set up for the one thread that sent first \
-                     (Setup single_issuer / registered_ring_fd) and was used from another",
-                ));
-            }
-        }
-        if self.enabled {
-            return Ok(());
-        }
-        self.ring.submitter().register_enable_rings()?;
-        self.enabled = true;
-        if self.granted.single_issuer {
-            self.issuer = Some(std::thread::current().id());
-        }
-        if self.want.registered_ring_fd {
-            let mut up = RsrcUpdate {
-                offset: u32::MAX,
-                resv: 0,
-                data: self.ring.as_raw_fd() as u64,
-            };
-            // SAFETY: `up` is a valid io_uring_rsrc_update for the duration of the call; the
-            // kernel writes the allocated index into `offset`.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_io_uring_register,
-                    self.ring.as_raw_fd(),
-                    abi::IORING_REGISTER_RING_FDS,
-                    &mut up as *mut RsrcUpdate,
-                    1,
-                )
-            };
-            if r == 1 {
-                self.ring_index = Some(up.offset);
-                self.granted.registered_ring_fd = true;
-                self.issuer = Some(std::thread::current().id());
-            }
-        }
-        Ok(())
-    }
-
-    /// `io_uring_enter(2)` through the registered ring index: submits what is queued and, with
-    /// `timeout`, waits for one CQE at most that long.
-    fn enter_registered(&mut self, index: u32, timeout: Option<Duration>) -> io::Result<usize> {
-        let to_submit = self.sq.len() as libc::c_uint;
-        let ts = timeout.map(|t| libc::timespec {
-            tv_sec: t.as_secs() as libc::time_t,
-            tv_nsec: t.subsec_nanos() as libc::c_long,
-        });
-        let arg = GeteventsArg {
-            sigmask: 0,
-            sigmask_sz: 8,
-            min_wait_usec: 0,
-            ts: ts.as_ref().map_or(0, |t| t as *const libc::timespec as u64),
-        };
-        let (min_complete, flags) = match timeout {
-            Some(_) => (1, abi::IORING_ENTER_GETEVENTS | abi::IORING_ENTER_EXT_ARG),
-            // Deferred task work runs only in an enter that asks for events.
-            None if self.granted.defer_taskrun => (0, abi::IORING_ENTER_GETEVENTS),
-            None => (0, 0),
-        };
-        // SAFETY: `arg` and the timespec it points at live across the call; the kernel reads
-        // `size_of::<GeteventsArg>()` bytes of `arg` only with EXT_ARG.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_io_uring_enter,
-                index,
-                to_submit,
-                min_complete,
-                flags | abi::IORING_ENTER_REGISTERED_RING,
-                &arg as *const GeteventsArg,
-                std::mem::size_of::<GeteventsArg>(),
-            )
-        };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(r as usize)
-        }
     }
 
     /// Registers `fd`, an eventfd, to be signalled at every CQE posted
@@ -794,99 +540,6 @@ impl<B: StableBytes> SendRing<B> {
     }
 }
 
-/// Writes the SQE of `held`'s request (slot `key`), for the unsent rest of its buffer, as
-/// liburing's `io_uring_prep_send`, `_send_zc` (with `IORING_RECVSEND_FIXED_BUF` for a fixed
-/// buffer), `_sendmsg` and `_sendmsg_zc` make it: every member, those an op does not use zero,
-/// as the kernel asks. A socket registered as `file` is fixed file 0.
-#[inline]
-fn fill<B>(
-    sqe: &mut Sqe,
-    held: &mut Held<B>,
-    file: Option<RawFd>,
-    usage_refused: bool,
-    key: u32,
-    link: bool,
-) {
-    let (ptr, len) = held.rest();
-    let fixed_file = file == Some(held.fd);
-    let mut zc_flags = 0;
-    if held.report_usage && !usage_refused && !held.state.usage_retry {
-        zc_flags |= abi::IORING_SEND_ZC_REPORT_USAGE;
-    }
-    // A zero-copy request the kernel refused to pin goes again by copy (see `State`).
-    let op = match (held.op, held.state.copy_retry) {
-        (SendOp::SendZc, true) => SendOp::Send,
-        (SendOp::SendMsgZc, true) => SendOp::SendMsg,
-        (op, _) => op,
-    };
-    let (opcode, ioprio, addr, len) = match op {
-        SendOp::Send => (abi::IORING_OP_SEND, 0, ptr as u64, len),
-        SendOp::SendZc => {
-            let fixed = if held.fixed {
-                abi::IORING_RECVSEND_FIXED_BUF
-            } else {
-                0
-            };
-            (abi::IORING_OP_SEND_ZC, zc_flags | fixed, ptr as u64, len)
-        }
-        SendOp::SendMsg | SendOp::SendMsgZc => {
-            let msg = held
-                .msg
-                .as_mut()
-                .expect("push makes the header of a SENDMSG request");
-            msg.iov = libc::iovec {
-                iov_base: ptr as *mut libc::c_void,
-                iov_len: len as usize,
-            };
-            msg.hdr.msg_iov = &mut msg.iov;
-            msg.hdr.msg_iovlen = 1;
-            let hdr: *const libc::msghdr = &msg.hdr;
-            // SENDMSG_ZC takes the zero-copy flags in `ioprio`, as SEND_ZC does.
-            match op {
-                SendOp::SendMsg => (abi::IORING_OP_SENDMSG, 0, hdr as u64, 1),
-                _ => (abi::IORING_OP_SENDMSG_ZC, zc_flags, hdr as u64, 1),
-            }
-        }
-    };
-    // Member by member, into the queue: a whole `Sqe` made first and then copied in would be
-    // read back while its stores are still in flight (see `queue`).
-    sqe.opcode = opcode;
-    sqe.flags = if fixed_file { abi::IOSQE_FIXED_FILE } else { 0 }
-        | if link { abi::IOSQE_IO_LINK } else { 0 };
-    sqe.ioprio = ioprio;
-    sqe.fd = if fixed_file { 0 } else { held.fd };
-    sqe.off = 0;
-    sqe.addr = addr;
-    sqe.len = len;
-    sqe.op_flags = held.flags as u32;
-    sqe.user_data = u64::from(key) | u64::from(held.state.generation) << 32;
-    // Registered buffer 0 (the pool), read only with IORING_RECVSEND_FIXED_BUF.
-    sqe.buf_index = 0;
-    sqe.personality = 0;
-    sqe.file_index = 0;
-    sqe.addr3 = 0;
-    sqe.pad = 0;
-}
-
-/// The error of a buffer not sent because an earlier send on its stream failed with `errno`.
-fn broken_stream(errno: i32) -> io::Error {
-    let cause = io::Error::from_raw_os_error(errno);
-    io::Error::new(
-        cause.kind(),
-        format!("not sent: an earlier send on this stream failed ({cause})"),
-    )
-}
-
-/// When this process last closed a ring (see [`last_close`]).
-static LAST_CLOSE: Mutex<Option<Instant>> = Mutex::new(None);
-
-/// When this process last closed a ring. The kernel frees a closed ring, and takes its pages
-/// off the user's locked memory (`RLIMIT_MEMLOCK`), later, in a worker: a ring set up right
-/// after may be refused (`ENOMEM`) for memory that is about to come back.
-pub fn last_close() -> Option<Instant> {
-    *LAST_CLOSE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl<B: StableBytes> Drop for SendRing<B> {
     fn drop(&mut self) {
         // Buffers still loaned must not be freed while the kernel may read them.
@@ -900,41 +553,6 @@ impl<B: StableBytes> Drop for SendRing<B> {
             }
         }
         self.unregister_ring_fd();
-        // The ring fd closes right after, when the fields drop.
-        *LAST_CLOSE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-    }
-}
-
-impl<B: StableBytes> SendRing<B> {
-    /// Takes the ring fd out of the registering thread's io_uring context, which holds a
-    /// reference to the ring of its own: without this, closing the ring fd closed nothing, and
-    /// the ring (its pages counted against `RLIMIT_MEMLOCK`, the socket registered with it) lived
-    /// until that thread ended, for the main thread until the process did. The index is the
-    /// thread's own: from another thread it would name another ring, so there the ring lives on
-    /// until its thread ends.
-    fn unregister_ring_fd(&mut self) {
-        let Some(index) = self.ring_index.take() else {
-            return;
-        };
-        if self.issuer != Some(std::thread::current().id()) {
-            return;
-        }
-        let mut up = RsrcUpdate {
-            offset: index,
-            resv: 0,
-            data: 0,
-        };
-        // SAFETY: `up` is a valid io_uring_rsrc_update for the duration of the call, naming an
-        // index this thread registered for this ring; the kernel only reads it.
-        unsafe {
-            libc::syscall(
-                libc::SYS_io_uring_register,
-                self.ring.as_raw_fd(),
-                abi::IORING_UNREGISTER_RING_FDS,
-                &mut up as *mut RsrcUpdate,
-                1,
-            )
-        };
     }
 }
 
@@ -976,116 +594,6 @@ mod tests {
                 .unwrap();
         }
         Some((ring, sock))
-    }
-
-    /// Issue 50: the hot path writes its SQEs by hand (`fill`), the probe builds its `SEND_ZC`
-    /// with the io-uring crate's encoder. Both must say the same to the kernel, field by field,
-    /// or the probe could pass where the hot path is wrong: compared here for each way a send
-    /// request is written (copy, zero copy, registered buffer, fixed file, stream flags).
-    #[test]
-    fn fill_writes_what_the_io_uring_crates_encoder_writes() {
-        use io_uring::{opcode, types};
-
-        let bytes = vec![7u8; 3000];
-        let held = |op: SendOp, fixed: bool, flags: i32, report_usage: bool| Held::<Vec<u8>> {
-            buf: Some(bytes.clone()),
-            at: bytes.as_ptr(),
-            len: 3000,
-            next_generation: 0,
-            op,
-            fixed,
-            flags,
-            report_usage,
-            fd: 5,
-            msg: None,
-            state: State::new(3),
-        };
-        let theirs = |e: io_uring::squeue::Entry| -> Sqe {
-            // SAFETY: both are the kernel's 64-byte `struct io_uring_sqe` (`repr(C)`, sizes
-            // asserted), and every bit pattern is a valid `Sqe` (integers only).
-            unsafe { std::mem::transmute::<io_uring::squeue::Entry, Sqe>(e) }
-        };
-        let key = 9u32;
-        let user_data = u64::from(key) | 3 << 32;
-        let ptr = bytes.as_ptr();
-        let usage = abi::IORING_SEND_ZC_REPORT_USAGE;
-        type Case<'a> = (&'a str, Held<Vec<u8>>, Option<RawFd>, Sqe);
-        let cases: Vec<Case> = vec![
-            (
-                "send (copy)",
-                held(SendOp::Send, false, 0, true),
-                None,
-                theirs(
-                    opcode::Send::new(types::Fd(5), ptr, 3000)
-                        .build()
-                        .user_data(user_data),
-                ),
-            ),
-            (
-                "send_zc, usage reported",
-                held(SendOp::SendZc, false, 0, true),
-                None,
-                theirs(
-                    opcode::SendZc::new(types::Fd(5), ptr, 3000)
-                        .zc_flags(usage)
-                        .build()
-                        .user_data(user_data),
-                ),
-            ),
-            (
-                "send_zc from the registered pool, MSG_WAITALL",
-                held(SendOp::SendZc, true, libc::MSG_WAITALL, true),
-                None,
-                theirs(
-                    opcode::SendZc::new(types::Fd(5), ptr, 3000)
-                        .zc_flags(usage)
-                        .buf_index(Some(0))
-                        .flags(libc::MSG_WAITALL)
-                        .build()
-                        .user_data(user_data),
-                ),
-            ),
-            (
-                "send_zc on the registered file, no usage report",
-                held(SendOp::SendZc, false, 0, false),
-                Some(5),
-                theirs(
-                    opcode::SendZc::new(types::Fixed(0), ptr, 3000)
-                        .build()
-                        .user_data(user_data),
-                ),
-            ),
-        ];
-        for (what, mut h, file, want) in cases {
-            // SAFETY: all-zero is a valid `Sqe` (integers only).
-            let mut got: Sqe = unsafe { std::mem::zeroed() };
-            h.state.generation = 3;
-            fill(&mut got, &mut h, file, false, key, false);
-            let fields = |q: &Sqe| {
-                [
-                    ("opcode", u64::from(q.opcode)),
-                    ("flags", u64::from(q.flags)),
-                    ("ioprio", u64::from(q.ioprio)),
-                    ("fd", q.fd as u64),
-                    ("off", q.off),
-                    ("addr", q.addr),
-                    ("len", u64::from(q.len)),
-                    ("op_flags", u64::from(q.op_flags)),
-                    ("user_data", q.user_data),
-                    ("buf_index", u64::from(q.buf_index)),
-                    ("personality", u64::from(q.personality)),
-                    ("file_index", q.file_index as u64),
-                    ("addr3", q.addr3),
-                    ("pad", q.pad),
-                ]
-            };
-            for ((name, a), (_, b)) in fields(&got).into_iter().zip(fields(&want)) {
-                assert_eq!(
-                    a, b,
-                    "{what}: field {name}: fill wrote {a:#x}, the crate {b:#x}"
-                );
-            }
-        }
     }
 
     /// One CQE of `key`'s submission `generation`.

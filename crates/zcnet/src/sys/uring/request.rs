@@ -1,0 +1,344 @@
+//! One send request: what it asks ([`SendRequest`]), what comes back ([`Finished`]), the slot
+//! that holds its buffer while the kernel may read it ([`Held`]), and the SQE written for it
+//! ([`fill`], checked field by field against the io-uring crate's encoder in `ring`'s tests).
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+
+use super::super::abi;
+use super::queue::Sqe;
+use super::state::State;
+
+/// The request a buffer is sent with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOp {
+    /// `IORING_OP_SEND` (Linux 5.6): the kernel copies; one CQE.
+    Send,
+    /// `IORING_OP_SEND_ZC` (6.0): result CQE, then a notification CQE when `F_MORE` says so.
+    SendZc,
+    /// `IORING_OP_SENDMSG` (5.3) with a destination address.
+    SendMsg,
+    /// `IORING_OP_SENDMSG_ZC` (6.1) with a destination address.
+    SendMsgZc,
+}
+
+impl SendOp {
+    pub(super) fn zero_copy(self) -> bool {
+        matches!(self, SendOp::SendZc | SendOp::SendMsgZc)
+    }
+}
+
+/// How to send one buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct SendRequest {
+    /// The opcode.
+    pub op: SendOp,
+    /// `IORING_RECVSEND_FIXED_BUF`: the buffer lies in the registered pool (`SendZc` only).
+    pub fixed: bool,
+    /// Destination, for the `SendMsg` ops on unconnected sockets.
+    pub dest: Option<SocketAddr>,
+    /// `send(2)` flags (`MSG_WAITALL` makes a stream send complete in full or fail).
+    pub flags: i32,
+    /// `IORING_SEND_ZC_REPORT_USAGE`: the notification says whether the kernel copied.
+    pub report_usage: bool,
+}
+
+/// A buffer the kernel is done with.
+#[derive(Debug)]
+pub struct Finished<B> {
+    /// The buffer.
+    pub buf: B,
+    /// Bytes the kernel accepted.
+    pub sent: usize,
+    /// The first error of its request(s), from the result CQE's `-errno`.
+    pub error: Option<io::Error>,
+    /// Sent with a zero-copy opcode (and not sent again by copy).
+    pub zero_copy: bool,
+    /// Sent again by copy because the kernel could not pin its pages (`RLIMIT_MEMLOCK`).
+    pub memlock_fallback: bool,
+    /// From the notification with `REPORT_USAGE`: `Some(true)` if the kernel copied; `None`
+    /// without a notification or without usage reports.
+    pub copied: Option<bool>,
+}
+
+/// Where [`SendRing::complete`] hands the buffers the kernel is done with, one by one, in the
+/// order they finished.
+///
+/// A trait rather than a closure so that its one implementation on the sending path can be
+/// inlined where a buffer finishes, with `#[inline(always)]`: moved through a call instead, a
+/// finished buffer is written to the stack field by field and read back whole while those
+/// stores are still in flight (a store-forwarding stall per buffer, issue 34).
+pub trait Finish<B> {
+    /// Takes one finished buffer.
+    fn finish(&mut self, f: Finished<B>);
+}
+
+impl<B> Finish<B> for Vec<Finished<B>> {
+    #[inline(always)]
+    fn finish(&mut self, f: Finished<B>) {
+        self.push(f);
+    }
+}
+
+/// `msghdr` with its one `iovec` and the address, boxed so the pointers inside stay valid until
+/// the request's result CQE.
+pub(super) struct MsgStorage {
+    pub(super) hdr: libc::msghdr,
+    pub(super) iov: libc::iovec,
+    pub(super) addr: libc::sockaddr_storage,
+}
+
+// SAFETY: the raw pointers inside point only into this same box (and at the slot's buffer, owned
+// alongside it); nothing is shared between threads through them.
+unsafe impl Send for MsgStorage {}
+
+/// One slot of the ring: the buffer of its request in flight and the rest of that request. It
+/// stays in place from one request of the slot to the next (a request is written into it field
+/// by field, not moved in and out), and so does the boxed `msghdr` of the `SENDMSG` ops, which
+/// the next request of the slot reuses.
+///
+/// Everything a request needs lies here, together: between two batches the kernel's work on the
+/// sends evicts the sender's memory from the nearest caches, and each place a request's state
+/// is spread over costs a miss per request.
+pub(super) struct Held<B> {
+    /// The buffer; `None` when the slot is free.
+    pub(super) buf: Option<B>,
+    /// `buf`'s bytes as `stable_bytes` gave them at push, which stay where they are while the
+    /// buffer lives ([`StableBytes`]): building a request reads them here instead of through
+    /// the buffer. Meaningful while `buf` is `Some`.
+    pub(super) at: *const u8,
+    /// Their length (at most `u32::MAX`, checked at push).
+    pub(super) len: u32,
+    /// The generation the slot's next submission gets (see [`State`]): a CQE names its
+    /// submission as `key | generation << 32` in `user_data`, so that a late CQE of an earlier
+    /// submission (or of the slot's previous buffer) is never taken for the current one's.
+    pub(super) next_generation: u32,
+    pub(super) op: SendOp,
+    pub(super) fixed: bool,
+    pub(super) flags: i32,
+    pub(super) report_usage: bool,
+    pub(super) fd: RawFd,
+    /// For the `SendMsg` ops: the header, its `iovec` and the destination, written at push.
+    pub(super) msg: Option<Box<MsgStorage>>,
+    /// Which CQEs are still due (the pure state machine of `state`).
+    pub(super) state: State,
+}
+
+// SAFETY: `at` points into `buf`'s bytes, owned by this same slot (and `msg`'s pointers into its
+// own box and those bytes); nothing is shared between threads through them.
+unsafe impl<B: Send> Send for Held<B> {}
+
+impl<B> Held<B> {
+    /// The unsent rest of the buffer.
+    ///
+    /// # Panics
+    /// If the slot holds no buffer: an SQE for it would point the kernel at memory freed or
+    /// reused since (a bookkeeping bug, caught here in every build).
+    pub(super) fn rest(&self) -> (*const u8, u32) {
+        assert!(self.buf.is_some(), "a request being queued has its buffer");
+        let sent = self.state.sent.min(self.len as usize);
+        // `at` and `len` describe the buffer's bytes (taken at push, stable while it is held,
+        // which was just checked) and `sent <= len`: the pointer stays inside them. Rust never
+        // reads through it; the kernel does, while the slot holds the buffer.
+        (self.at.wrapping_add(sent), self.len - sent as u32)
+    }
+}
+
+/// Writes the SQE of `held`'s request (slot `key`), for the unsent rest of its buffer, as
+/// liburing's `io_uring_prep_send`, `_send_zc` (with `IORING_RECVSEND_FIXED_BUF` for a fixed
+/// buffer), `_sendmsg` and `_sendmsg_zc` make it: every member, those an op does not use zero,
+/// as the kernel asks. A socket registered as `file` is fixed file 0.
+#[inline]
+pub(super) fn fill<B>(
+    sqe: &mut Sqe,
+    held: &mut Held<B>,
+    file: Option<RawFd>,
+    usage_refused: bool,
+    key: u32,
+    link: bool,
+) {
+    let (ptr, len) = held.rest();
+    let fixed_file = file == Some(held.fd);
+    let mut zc_flags = 0;
+    if held.report_usage && !usage_refused && !held.state.usage_retry {
+        zc_flags |= abi::IORING_SEND_ZC_REPORT_USAGE;
+    }
+    // A zero-copy request the kernel refused to pin goes again by copy (see `State`).
+    let op = match (held.op, held.state.copy_retry) {
+        (SendOp::SendZc, true) => SendOp::Send,
+        (SendOp::SendMsgZc, true) => SendOp::SendMsg,
+        (op, _) => op,
+    };
+    let (opcode, ioprio, addr, len) = match op {
+        SendOp::Send => (abi::IORING_OP_SEND, 0, ptr as u64, len),
+        SendOp::SendZc => {
+            let fixed = if held.fixed {
+                abi::IORING_RECVSEND_FIXED_BUF
+            } else {
+                0
+            };
+            (abi::IORING_OP_SEND_ZC, zc_flags | fixed, ptr as u64, len)
+        }
+        SendOp::SendMsg | SendOp::SendMsgZc => {
+            let msg = held
+                .msg
+                .as_mut()
+                .expect("push makes the header of a SENDMSG request");
+            msg.iov = libc::iovec {
+                iov_base: ptr as *mut libc::c_void,
+                iov_len: len as usize,
+            };
+            msg.hdr.msg_iov = &mut msg.iov;
+            msg.hdr.msg_iovlen = 1;
+            let hdr: *const libc::msghdr = &msg.hdr;
+            // SENDMSG_ZC takes the zero-copy flags in `ioprio`, as SEND_ZC does.
+            match op {
+                SendOp::SendMsg => (abi::IORING_OP_SENDMSG, 0, hdr as u64, 1),
+                _ => (abi::IORING_OP_SENDMSG_ZC, zc_flags, hdr as u64, 1),
+            }
+        }
+    };
+    // Member by member, into the queue: a whole `Sqe` made first and then copied in would be
+    // read back while its stores are still in flight (see `queue`).
+    sqe.opcode = opcode;
+    sqe.flags = if fixed_file { abi::IOSQE_FIXED_FILE } else { 0 }
+        | if link { abi::IOSQE_IO_LINK } else { 0 };
+    sqe.ioprio = ioprio;
+    sqe.fd = if fixed_file { 0 } else { held.fd };
+    sqe.off = 0;
+    sqe.addr = addr;
+    sqe.len = len;
+    sqe.op_flags = held.flags as u32;
+    sqe.user_data = u64::from(key) | u64::from(held.state.generation) << 32;
+    // Registered buffer 0 (the pool), read only with IORING_RECVSEND_FIXED_BUF.
+    sqe.buf_index = 0;
+    sqe.personality = 0;
+    sqe.file_index = 0;
+    sqe.addr3 = 0;
+    sqe.pad = 0;
+}
+
+/// The error of a buffer not sent because an earlier send on its stream failed with `errno`.
+pub(super) fn broken_stream(errno: i32) -> io::Error {
+    let cause = io::Error::from_raw_os_error(errno);
+    io::Error::new(
+        cause.kind(),
+        format!("not sent: an earlier send on this stream failed ({cause})"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 50: the hot path writes its SQEs by hand (`fill`), the probe builds its `SEND_ZC`
+    /// with the io-uring crate's encoder. Both must say the same to the kernel, field by field,
+    /// or the probe could pass where the hot path is wrong: compared here for each way a send
+    /// request is written (copy, zero copy, registered buffer, fixed file, stream flags).
+    #[test]
+    fn fill_writes_what_the_io_uring_crates_encoder_writes() {
+        use io_uring::{opcode, types};
+
+        let bytes = vec![7u8; 3000];
+        let held = |op: SendOp, fixed: bool, flags: i32, report_usage: bool| Held::<Vec<u8>> {
+            buf: Some(bytes.clone()),
+            at: bytes.as_ptr(),
+            len: 3000,
+            next_generation: 0,
+            op,
+            fixed,
+            flags,
+            report_usage,
+            fd: 5,
+            msg: None,
+            state: State::new(3),
+        };
+        let theirs = |e: io_uring::squeue::Entry| -> Sqe {
+            // SAFETY: both are the kernel's 64-byte `struct io_uring_sqe` (`repr(C)`, sizes
+            // asserted), and every bit pattern is a valid `Sqe` (integers only).
+            unsafe { std::mem::transmute::<io_uring::squeue::Entry, Sqe>(e) }
+        };
+        let key = 9u32;
+        let user_data = u64::from(key) | 3 << 32;
+        let ptr = bytes.as_ptr();
+        let usage = abi::IORING_SEND_ZC_REPORT_USAGE;
+        type Case<'a> = (&'a str, Held<Vec<u8>>, Option<RawFd>, Sqe);
+        let cases: Vec<Case> = vec![
+            (
+                "send (copy)",
+                held(SendOp::Send, false, 0, true),
+                None,
+                theirs(
+                    opcode::Send::new(types::Fd(5), ptr, 3000)
+                        .build()
+                        .user_data(user_data),
+                ),
+            ),
+            (
+                "send_zc, usage reported",
+                held(SendOp::SendZc, false, 0, true),
+                None,
+                theirs(
+                    opcode::SendZc::new(types::Fd(5), ptr, 3000)
+                        .zc_flags(usage)
+                        .build()
+                        .user_data(user_data),
+                ),
+            ),
+            (
+                "send_zc from the registered pool, MSG_WAITALL",
+                held(SendOp::SendZc, true, libc::MSG_WAITALL, true),
+                None,
+                theirs(
+                    opcode::SendZc::new(types::Fd(5), ptr, 3000)
+                        .zc_flags(usage)
+                        .buf_index(Some(0))
+                        .flags(libc::MSG_WAITALL)
+                        .build()
+                        .user_data(user_data),
+                ),
+            ),
+            (
+                "send_zc on the registered file, no usage report",
+                held(SendOp::SendZc, false, 0, false),
+                Some(5),
+                theirs(
+                    opcode::SendZc::new(types::Fixed(0), ptr, 3000)
+                        .build()
+                        .user_data(user_data),
+                ),
+            ),
+        ];
+        for (what, mut h, file, want) in cases {
+            // SAFETY: all-zero is a valid `Sqe` (integers only).
+            let mut got: Sqe = unsafe { std::mem::zeroed() };
+            h.state.generation = 3;
+            fill(&mut got, &mut h, file, false, key, false);
+            let fields = |q: &Sqe| {
+                [
+                    ("opcode", u64::from(q.opcode)),
+                    ("flags", u64::from(q.flags)),
+                    ("ioprio", u64::from(q.ioprio)),
+                    ("fd", q.fd as u64),
+                    ("off", q.off),
+                    ("addr", q.addr),
+                    ("len", u64::from(q.len)),
+                    ("op_flags", u64::from(q.op_flags)),
+                    ("user_data", q.user_data),
+                    ("buf_index", u64::from(q.buf_index)),
+                    ("personality", u64::from(q.personality)),
+                    ("file_index", q.file_index as u64),
+                    ("addr3", q.addr3),
+                    ("pad", q.pad),
+                ]
+            };
+            for ((name, a), (_, b)) in fields(&got).into_iter().zip(fields(&want)) {
+                assert_eq!(
+                    a, b,
+                    "{what}: field {name}: fill wrote {a:#x}, the crate {b:#x}"
+                );
+            }
+        }
+    }
+}
