@@ -74,7 +74,7 @@ unsafe impl OwnedBuf for FileRegion {
 // moves; a slot belongs to one `PoolBuf` at a time, only its owner can write it (`DerefMut`),
 // and a loaned `PoolBuf` is owned by the sender until the kernel is done with it.
 #[cfg(feature = "uring")]
-unsafe impl OwnedBuf for crate::uring::PoolBuf {
+unsafe impl OwnedBuf for super::pool::PoolBuf {
     fn bytes(&self) -> &[u8] {
         self
     }

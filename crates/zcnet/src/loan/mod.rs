@@ -20,6 +20,8 @@ use std::net::{TcpStream, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 mod contract;
+#[cfg(feature = "uring")]
+pub(crate) mod pool;
 
 pub use contract::OwnedBuf;
 

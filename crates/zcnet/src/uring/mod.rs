@@ -53,13 +53,12 @@
 
 mod config;
 mod error;
-mod pool;
 mod sender;
 mod support;
 
+pub use crate::loan::pool::{Pool, PoolBuf};
 pub use crate::loan::{Closed, ExclusiveSocket, NewError, OwnedBuf, Returned, SendError};
 pub use config::{Config, Counters, Mode, RingSetup};
 pub use error::{UringError, memlock_check};
-pub use pool::{Pool, PoolBuf};
 pub use sender::UringSender;
 pub use support::{Support, support};

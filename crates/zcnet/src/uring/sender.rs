@@ -3,9 +3,9 @@
 
 use super::config::*;
 use super::error::*;
-use super::pool::{Pool, PoolBuf};
 use crate::auto::{Choice, Decider, SendPath};
 use crate::loan::Claim;
+use crate::loan::pool::{Pool, PoolBuf};
 use crate::loan::{Closed, ExclusiveSocket, NewError, OwnedBuf, Returned, SendError};
 use crate::sys::uring::{Finish, Finished, SendOp};
 use crate::sys::{self, uring::SendRing};

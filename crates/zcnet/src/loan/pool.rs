@@ -1,4 +1,6 @@
-//! Registered send buffers for [`Mode::ZeroCopyFixed`](super::Mode::ZeroCopyFixed).
+//! Registered send buffers for io_uring's
+//! [`Mode::ZeroCopyFixed`](crate::uring::Mode::ZeroCopyFixed): buffer types that keep the loan's
+//! contract, beside the others ([`OwnedBuf`](super::OwnedBuf)).
 
 use std::io;
 
