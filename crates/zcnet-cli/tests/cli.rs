@@ -851,7 +851,7 @@ fn bench_packet_tx_counts_the_frames_that_arrive() {
         }
     }
     for set in sets {
-        let size = set["params"]["frame_bytes"].as_u64().unwrap();
+        let size = set["params"]["size"].as_u64().unwrap();
         for run in set["runs"].as_array().unwrap() {
             let sent = run["packets_offered"].as_u64().unwrap();
             let bytes = run["bytes"].as_u64().unwrap();

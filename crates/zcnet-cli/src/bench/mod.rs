@@ -5,11 +5,13 @@
 //! This module only dispatches. What the benches share lives in leaf modules that they import,
 //! never here (a bench that used its parent would close an import cycle with this dispatch):
 //! [`common`] (the flags), [`outcome`] (the report and the summary rows, as shown), `labs`
-//! (labs or a remote host), [`sweep`] (the engine of the send benches, which `zcnet tune`
-//! shares) and [`heat`] (whether a pool is hot).
+//! (labs or a remote host), [`sweep`] (the labs of the send benches, which `zcnet tune`
+//! shares), [`engine`] (what the sending benches share: the plan, the settings, the
+//! alternation, the results and the summary rows) and [`heat`] (whether a pool is hot).
 
 pub mod async_serve;
 pub mod common;
+pub mod engine;
 pub mod file_tx;
 pub mod heat;
 mod labs;

@@ -6,7 +6,9 @@ use serde::Serialize;
 
 use super::common::Common;
 use super::outcome::{Outcome, SummaryRow, finish_document, render_summary};
-use super::{async_serve, file_tx, packet, packet_tx, peek, sweep, tcp_rx, tx, udp_gso, uring_tx};
+use super::{
+    async_serve, engine, file_tx, packet, packet_tx, peek, sweep, tcp_rx, tx, udp_gso, uring_tx,
+};
 use crate::measure::Report;
 
 /// What `zcnet bench --json` prints: the probe, every bench's report, and the summary.
@@ -82,19 +84,16 @@ fn udp_sink(
     quiet: bool,
 ) -> anyhow::Result<Outcome> {
     let modes = [tx::Mode::Copy, tx::Mode::Zc, tx::Mode::Auto];
-    let lab = ["sink"];
-    tx::bench(
-        sweep::Proto::Udp,
-        &lab,
-        netlab::Family::V4,
+    let plan = engine::Plan {
+        labs: &["sink"],
+        family: netlab::Family::V4,
         sizes,
-        &modes,
+        modes: &modes,
         runs,
         seconds,
-        pool_mib,
         quiet,
-        None,
-    )
+    };
+    tx::bench(sweep::Proto::Udp, &plan, pool_mib, None)
 }
 
 /// io_uring into the sink: every mode at `sizes` from a `pool` pool.
@@ -107,18 +106,16 @@ fn uring_sink(
 ) -> anyhow::Result<Outcome> {
     use zcnet::uring::Mode;
     let modes = [Mode::Copy, Mode::ZeroCopy, Mode::ZeroCopyFixed, Mode::Auto];
-    let plan = uring_tx::Plan {
+    let plan = engine::Plan {
         labs: &["sink"],
         family: netlab::Family::V4,
         sizes,
         modes: &modes,
         runs,
         seconds,
-        pool,
         quiet,
-        reference: None,
     };
-    uring_tx::bench(&plan, None)
+    uring_tx::bench(&plan, pool, None, None)
 }
 
 /// The suite: each bench in the conditions its issue's acceptance names.
@@ -164,18 +161,16 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                     tx::Mode::ZcAdaptive,
                     tx::Mode::Auto,
                 ];
-                tx::bench(
-                    sweep::Proto::Tcp,
-                    &["loopback"],
-                    Family::V4,
-                    &[65536],
-                    &modes,
+                let plan = engine::Plan {
+                    labs: &["loopback"],
+                    family: Family::V4,
+                    sizes: &[65536],
+                    modes: &modes,
                     runs,
                     seconds,
-                    256,
                     quiet,
-                    None,
-                )
+                };
+                tx::bench(sweep::Proto::Tcp, &plan, 256, None)
             }),
         ),
         (
@@ -218,21 +213,16 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             // SEND_ZC from registered buffers and Mode::Auto.
             "udp-gso (sink, 1472 B x 42)",
             Box::new(move || {
-                udp_gso::bench(
-                    &udp_gso::Plan {
-                        labs: &["sink"],
-                        family: Family::V4,
-                        segments: &[1472],
-                        trains: &[42],
-                        modes: &udp_gso::Mode::ALL,
-                        runs,
-                        seconds,
-                        pool_kib: 256,
-                        quiet,
-                        reference: None,
-                    },
-                    None,
-                )
+                let plan = engine::Plan {
+                    labs: &["sink"],
+                    family: Family::V4,
+                    sizes: &[1472],
+                    modes: &udp_gso::Mode::ALL,
+                    runs,
+                    seconds,
+                    quiet,
+                };
+                udp_gso::bench(&plan, &[42], 256, None, None)
             }),
         ),
         (
@@ -273,7 +263,16 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                 if zcnet::probe::features().privileges.user_namespace {
                     modes.retain(|&m| m != packet_tx::Mode::Xdp);
                 }
-                packet_tx::bench(&packet_tx::LABS, &[64], &modes, runs, seconds, quiet)
+                let plan = engine::Plan {
+                    labs: &packet_tx::LABS,
+                    family: Family::V4,
+                    sizes: &[64],
+                    modes: &modes,
+                    runs,
+                    seconds,
+                    quiet,
+                };
+                packet_tx::bench(&plan)
             }),
         ),
     ]

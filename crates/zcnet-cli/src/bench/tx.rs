@@ -11,23 +11,25 @@
 //! reports), `zc-adaptive` (the library's defaults: 16 KiB threshold, copy for 1024 sends after
 //! a completion flagged copied).
 //!
-//! The labs, the receivers and the alternation of the modes are [`super::sweep`]'s, which
-//! `uring-tx` and `zcnet tune` share; `one_run` is one run of this bench's sender, which
-//! `zcnet tune` times too.
+//! The labs and the receivers are [`super::sweep`]'s, which `uring-tx` and `zcnet tune` share;
+//! the alternation of the modes, the settings shared and the summary rows are
+//! [`super::engine`]'s. `one_run` is one run of this bench's sender, which `zcnet tune` times
+//! too.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use netlab::Family;
-use serde_json::json;
+use serde::Serialize;
 use zcnet::ZeroCopyCounters as _;
 use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZeroCopySender};
 
 use super::common::Common;
+use super::engine::{InLab, Plan, SENDER_METRICS, rows_against_base};
 use super::outcome::{Outcome, SummaryRow};
-use super::sweep::{Conn, Lab, Proto, SizeStep, pool, run_in_lab};
+use super::sweep::{Conn, Lab, Proto, pool, run_in_lab};
 use super::verdict::{Goal, Verdict};
-use crate::measure::{Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, ratio_pairs};
+use crate::measure::{Meter, Metric, ResultSet, Run, Work};
 use crate::remote::{Remote, proto::Check};
 
 /// The bench's name for `proto`.
@@ -185,69 +187,58 @@ pub(crate) fn one_run(
     )
 }
 
-/// Runs the bench.
-#[allow(clippy::too_many_arguments)]
+/// The settings of `udp-tx` and `tcp-tx` beside the shared ones.
+#[derive(Debug, Serialize)]
+struct Own {
+    #[serde(flatten)]
+    in_lab: InLab,
+    pool_mib: usize,
+    reap_every: u64,
+    /// Hot or cold, measured on the pool the sends come from.
+    pool: super::heat::PoolHeat,
+}
+
+/// Runs the bench: `plan`'s sizes cut from a pool of `pool_mib` MiB.
 pub fn bench(
     proto: Proto,
-    labs: &[&str],
-    family: Family,
-    sizes: &[usize],
-    modes: &[Mode],
-    runs: usize,
-    seconds: f64,
+    plan: &Plan<'_, Mode>,
     pool_mib: usize,
-    quiet: bool,
     remote: Option<Remote>,
 ) -> anyhow::Result<Outcome> {
     let pool = pool(pool_mib)?;
-    // Hot or cold, measured on the pool the sends come from.
     let heat = super::heat::PoolHeat::measure(pool_mib, &[pool]);
-    let mut report = Report::new(bench_name(proto));
-    report.settings = json!({
-        "runs": runs, "seconds": seconds, "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
-        "sender_cpu": 0, "receiver_cpu": 1, "pool_mib": pool_mib,
-        "reap_every": REAP_EVERY,
-        "pool": heat,
-        "auto_profile": zcnet::auto::active().origin(),
-        "order": "mirrored rounds: A B C, then C B A, ...",
-    });
-    let mut summary = Vec::new();
-    let steps = labs.len() * sizes.len() * runs * modes.len();
-    let progress = Progress::new(
-        bench_name(proto),
-        steps as u64,
-        Duration::from_secs_f64(seconds * steps as f64),
-    );
-    let _pinned = Pinned::to(1);
-    let (family, labs) = super::labs::remote_labs(&mut report, remote.as_ref(), family, labs);
-    let mut remote = remote.map(std::sync::Mutex::new);
-    for &lab_name in &labs {
-        let lab = match remote.take() {
-            Some(r) => Lab::Remote(r),
-            None => Lab::build(lab_name, proto)?,
-        };
-        for &size in sizes {
-            let step = SizeStep {
-                lab: lab_name,
-                family,
-                proto,
-                size,
-                runs,
-                quiet,
-                // What a run leaves behind falls on every mode alike: on loopback TCP, auto ran
-                // 0.94 of copy right after zc and 1.21 right after copy (issue 30).
-                mirrored: true,
-            };
-            let sets = step.measure(modes, Mode::name, &progress, &mut report, |mode| {
-                one_run(&lab, proto, family, mode, size, seconds, pool)
-            })?;
-            summary.extend(summary_rows(proto, lab_name, size, heat, &sets));
-            report.results.extend(sets);
-        }
-    }
-    Ok(Outcome::new(report, summary))
+    let own = Own {
+        in_lab: InLab::default(),
+        pool_mib,
+        reap_every: REAP_EVERY,
+        pool: heat,
+    };
+    let settings = plan.settings(Mode::name, own);
+    let steps = plan.steps(plan.modes.len());
+    let mut session = plan.start(bench_name(proto), &settings, steps, 0.0)?;
+    let build = |name: &str| Lab::build(name, proto);
+    session.each_lab(
+        remote,
+        plan.family,
+        plan.labs,
+        build,
+        |s, lab_name, family, lab| {
+            for &size in plan.sizes {
+                let step = plan.step(lab_name, family, proto, size);
+                let sets = s.measure(&step, plan.modes, Mode::name, |mode| {
+                    one_run(&lab, proto, family, mode, size, plan.seconds, pool)
+                })?;
+                s.compare_to_first(&sets, &SENDER_METRICS);
+                let rows = summary_rows(proto, lab_name, size, heat, &sets);
+                s.keep(sets, rows);
+            }
+            Ok(())
+        },
+    )?;
+    Ok(session.finish())
 }
 
+/// Each mode against copy in requests/s, judged where the seed issue set a bound.
 fn summary_rows(
     proto: Proto,
     lab: &str,
@@ -255,49 +246,28 @@ fn summary_rows(
     heat: super::heat::PoolHeat,
     sets: &[ResultSet],
 ) -> Vec<SummaryRow> {
-    let med = |s: &ResultSet, k: Metric| s.median_of(k);
-    let Some(copy) = sets.iter().find(|s| s.mode == "copy") else {
-        return Vec::new();
+    let name = |s: &ResultSet| {
+        let bench = bench_name(proto);
+        format!("{bench} {lab} {size} B{} {}", heat.suffix(), s.mode)
     };
-    sets.iter()
-        .filter(|s| s.mode != "copy")
-        .filter_map(|s| {
-            let pairs = ratio_pairs(&s.runs, &copy.runs, Metric::RequestsPerS);
-            if pairs.is_empty() {
-                return None;
+    let verdict = |s: &ResultSet, pairs: &[f64]| {
+        let share = s.median_of(Metric::ZeroCopyShare);
+        match (proto, lab, size, s.mode.as_str()) {
+            (_, _, _, "auto") => super::outcome::auto_verdict(s, sets),
+            // The bound holds for a cold pool; a hot one is information.
+            (Proto::Udp, "sink", 64000, "zc") if !heat.is_hot() => {
+                Verdict::judge(pairs, Some(Goal::AtLeast(1.6)))
+                    .require(share.is_some_and(|x| x >= 0.999), "copied > 0 %")
             }
-            let share = med(s, Metric::ZeroCopyShare);
-            let verdict = match (proto, lab, size, s.mode.as_str()) {
-                (_, _, _, "auto") => super::outcome::auto_verdict(s, sets),
-                // The bound holds for a cold pool; a hot one is information.
-                (Proto::Udp, "sink", 64000, "zc") if !heat.is_hot() => {
-                    Verdict::judge(&pairs, Some(Goal::AtLeast(1.6)))
-                        .require(share.is_some_and(|x| x >= 0.999), "copied > 0 %")
-                }
-                // Loopback copies: the adaptive policy must cost nothing against copy.
-                (Proto::Tcp, "loopback", _, "zc-adaptive") => {
-                    Verdict::judge(&pairs, Some(Goal::AtLeast(0.95)))
-                }
-                (_, "loopback" | "veth", _, _) => Verdict::info(&pairs, "kernel copies"),
-                _ => Verdict::info(&pairs, ""),
-            };
-            Some(SummaryRow::new(
-                format!(
-                    "{} {lab} {size} B{} {}",
-                    bench_name(proto),
-                    heat.suffix(),
-                    s.mode
-                ),
-                "req/s",
-                (
-                    med(copy, Metric::RequestsPerS).unwrap_or(f64::NAN),
-                    med(s, Metric::RequestsPerS).unwrap_or(f64::NAN),
-                ),
-                share,
-                &verdict,
-            ))
-        })
-        .collect()
+            // Loopback copies: the adaptive policy must cost nothing against copy.
+            (Proto::Tcp, "loopback", _, "zc-adaptive") => {
+                Verdict::judge(pairs, Some(Goal::AtLeast(0.95)))
+            }
+            (_, "loopback" | "veth", _, _) => Verdict::info(pairs, "kernel copies"),
+            _ => Verdict::info(pairs, ""),
+        }
+    };
+    rows_against_base(sets, ("req/s", Metric::RequestsPerS), true, name, verdict)
 }
 
 /// `zcnet bench udp-tx` / `tcp-tx`.
@@ -328,19 +298,15 @@ pub fn run(proto: Proto, opt: Opt) -> anyhow::Result<()> {
     if modes[0] != Mode::Copy {
         bail!("the first --mode is the baseline of the comparisons and must be copy");
     }
-    let runs = opt.common.runs.unwrap_or(5);
-    let seconds = opt.common.seconds.unwrap_or(2.0);
-    let out = bench(
-        proto,
-        &labs,
-        opt.family.into(),
-        &sizes,
-        &modes,
-        runs,
-        seconds,
-        opt.pool_mib,
-        opt.common.json,
-        opt.common.remote()?,
-    )?;
+    let plan = Plan {
+        labs: &labs,
+        family: opt.family.into(),
+        sizes: &sizes,
+        modes: &modes,
+        runs: opt.common.runs.unwrap_or(5),
+        seconds: opt.common.seconds.unwrap_or(2.0),
+        quiet: opt.common.json,
+    };
+    let out = bench(proto, &plan, opt.pool_mib, opt.common.remote()?)?;
     out.finish(&opt.common)
 }
