@@ -422,7 +422,7 @@ pub fn bench(
             .iter()
             .zip(per)
             .map(|(e, runs)| {
-                let params = json!({"file_bytes": size, "clients": clients, "mtu": mtu});
+                let params = json!({"size": size, "clients": clients, "mtu": mtu});
                 ResultSet::new(
                     lab_name,
                     "ipv4",

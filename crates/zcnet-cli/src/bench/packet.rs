@@ -553,7 +553,7 @@ pub fn bench(
                     lab_name,
                     "ipv4",
                     None,
-                    json!({"condition": cond.name(), "frame_bytes": size}),
+                    json!({"condition": cond.name(), "size": size}),
                     m.name(),
                     runs,
                 )

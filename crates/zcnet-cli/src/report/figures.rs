@@ -7,19 +7,20 @@ use super::input;
 use super::input::{Input, Report, Set};
 use super::text::shown;
 
-/// The parameters that are a message size, where a bench sweeps sizes.
-pub(super) const SIZE_KEYS: [&str; 4] = ["size", "bytes", "frame_bytes", "file_bytes"];
+/// The parameter that is a message size, where a bench sweeps sizes (the reader renames the
+/// old spellings to it: [`super::input::OLD_SIZE_KEYS`]).
+pub(super) const SIZE_KEY: &str = "size";
 
 /// The message size of a set.
 pub(super) fn size_of(set: &Set) -> Option<f64> {
-    SIZE_KEYS.iter().find_map(|k| set.params.get(*k)?.as_f64())
+    set.params.get(SIZE_KEY)?.as_f64()
 }
 
 /// The condition without its size, for the sweep's lines.
 pub(super) fn condition_without_size(set: &Set) -> String {
     let mut s = format!("{} {}", set.lab, set.family);
     for (k, v) in &set.params {
-        if !SIZE_KEYS.contains(&k.as_str())
+        if k != SIZE_KEY
             && let Some(v) = shown(v)
         {
             let _ = write!(s, " {k}={v}");
