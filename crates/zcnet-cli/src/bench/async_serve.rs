@@ -15,9 +15,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use netlab::{Family, Side, VethLab, pattern};
+use serde::Serialize;
 use serde_json::json;
 
 use super::common::Common;
+use super::engine::Rounds;
 use super::outcome::{Outcome, SummaryRow};
 use super::verdict::{Goal, Verdict};
 use crate::file_server::{Engine, Stats, fetch, serve};
@@ -371,30 +373,46 @@ fn enough_descriptors(clients: usize) -> anyhow::Result<()> {
     )
 }
 
+/// The settings of `async-serve`.
+#[derive(Debug, Serialize)]
+struct Settings<'a> {
+    runs: usize,
+    seconds: f64,
+    clients: usize,
+    sizes: &'a [u64],
+    engines: Vec<&'static str>,
+    server: &'static str,
+    /// The clients' CPU (none with `--remote`: another host's).
+    clients_cpu: Option<usize>,
+    lab: &'static str,
+    page_cache: &'static str,
+}
+
 /// Runs the bench.
 pub fn bench(
     sizes: &[u64],
     clients: usize,
-    runs: usize,
-    seconds: f64,
-    quiet: bool,
+    rounds: Rounds,
     remote: Option<Remote>,
 ) -> anyhow::Result<Outcome> {
+    let (runs, seconds) = (rounds.runs, rounds.seconds);
     let mut report = Report::new("async-serve");
-    report.settings = json!({
-        "runs": runs, "seconds": seconds, "clients": clients, "sizes": sizes,
-        "engines": ENGINES.iter().map(|e| e.name()).collect::<Vec<_>>(),
-        "server": "tokio runtime, 1 worker + blocking pool, on CPU 0; CPU of all its threads",
-        "clients_cpu": 1, "lab": "veth", "page_cache": "warm",
-    });
+    let settings = Settings {
+        runs,
+        seconds,
+        clients,
+        sizes,
+        engines: ENGINES.iter().map(|e| e.name()).collect(),
+        server: "tokio runtime, 1 worker + blocking pool, on CPU 0; CPU of all its threads",
+        clients_cpu: remote.is_none().then_some(1),
+        lab: if remote.is_some() { "remote" } else { "veth" },
+        page_cache: "warm",
+    };
+    report.settings = serde_json::to_value(&settings)?;
     enough_descriptors(clients)?;
     let lab_name = super::labs::remote_lab(&mut report, remote.as_ref(), "veth");
     let mut place = match remote {
-        Some(r) => {
-            report.settings["lab"] = "remote".into();
-            report.settings["clients_cpu"] = serde_json::Value::Null;
-            Place::Remote(r)
-        }
+        Some(r) => Place::Remote(r),
         None => Place::Lab(VethLab::new(None)?),
     };
     let mtu = match &place {
@@ -412,7 +430,7 @@ pub fn bench(
         let per = measure::alternate(&ENGINES, runs, &progress, |engine, i| {
             let run = one_run(&mut place, &files, engine, clients, seconds)
                 .with_context(|| format!("{} {size} B run {}", engine.name(), i + 1))?;
-            if !quiet {
+            if !rounds.quiet {
                 let condition = format!("{lab_name} {size} B x {clients}");
                 println!("{}", run.line(&condition, engine.name(), "server"));
             }
@@ -480,9 +498,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let out = bench(
         &sizes,
         opt.clients,
-        opt.common.runs.unwrap_or(5),
-        opt.common.seconds.unwrap_or(2.0),
-        opt.common.json,
+        opt.common.rounds(5, 2.0),
         opt.common.remote()?,
     )?;
     out.finish(&opt.common)

@@ -142,6 +142,16 @@ impl Common {
             .clone()
     }
 
+    /// `--runs`, `--seconds` and `--json`: the bench's `runs` and `seconds` where they are not
+    /// given.
+    pub fn rounds(&self, runs: usize, seconds: f64) -> super::engine::Rounds {
+        super::engine::Rounds {
+            runs: self.runs.unwrap_or(runs),
+            seconds: self.seconds.unwrap_or(seconds),
+            quiet: self.json,
+        }
+    }
+
     /// Installs `--profile` for the `auto` modes.
     ///
     /// # Errors

@@ -37,11 +37,19 @@ pub struct Plan<'a, M> {
     pub sizes: &'a [usize],
     /// Modes to alternate; the first is the baseline of the comparisons.
     pub modes: &'a [M],
+    /// Runs, their seconds, and whether to print as they go.
+    pub rounds: Rounds,
+}
+
+/// How long a bench measures, and whether it prints as it goes: every bench's `--runs`,
+/// `--seconds` and `--json` ([`super::common::Common::rounds`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Rounds {
     /// Alternations per mode.
     pub runs: usize,
     /// Seconds per run.
     pub seconds: f64,
-    /// No per-run lines and tables.
+    /// No per-run lines and tables (`--json`).
     pub quiet: bool,
 }
 
@@ -89,12 +97,30 @@ impl Default for InLab {
     }
 }
 
+impl<'a, M> Plan<'a, M> {
+    /// A plan over IPv4: the suite's family, and the frame benches' only one.
+    pub fn ipv4(
+        labs: &'a [&'a str],
+        sizes: &'a [usize],
+        modes: &'a [M],
+        rounds: Rounds,
+    ) -> Plan<'a, M> {
+        Plan {
+            labs,
+            family: Family::V4,
+            sizes,
+            modes,
+            rounds,
+        }
+    }
+}
+
 impl<M: Copy> Plan<'_, M> {
     /// The shared settings of this plan (its modes named by `name`), with `own` beside them.
     pub fn settings<E>(&self, name: impl Fn(M) -> &'static str, own: E) -> Settings<E> {
         Settings {
-            runs: self.runs,
-            seconds: self.seconds,
+            runs: self.rounds.runs,
+            seconds: self.rounds.seconds,
             modes: self.modes.iter().map(|&m| name(m)).collect(),
             own,
         }
@@ -102,11 +128,11 @@ impl<M: Copy> Plan<'_, M> {
 
     /// Runs of a bench that alternates `arms` arms at every size in every lab.
     pub fn steps(&self, arms: usize) -> usize {
-        self.labs.len() * self.sizes.len() * self.runs * arms
+        self.labs.len() * self.sizes.len() * self.rounds.runs * arms
     }
 
-    /// Starts bench `bench`: its report with `settings`, a progress bar of `steps` runs of
-    /// the plan's seconds and `extra` more each, this thread on CPU 1 (off the sender's).
+    /// Starts bench `bench` ([`Rounds::start`]): `steps` runs of the plan's seconds and
+    /// `extra` more each.
     ///
     /// # Errors
     /// The settings cannot be made JSON.
@@ -117,19 +143,8 @@ impl<M: Copy> Plan<'_, M> {
         steps: usize,
         extra: f64,
     ) -> anyhow::Result<Session> {
-        let mut report = Report::new(bench);
-        report.settings = serde_json::to_value(settings).context("the bench's settings")?;
-        let progress = Progress::new(
-            bench,
-            steps as u64,
-            Duration::from_secs_f64((self.seconds + extra) * steps as f64),
-        );
-        Ok(Session {
-            report,
-            summary: Vec::new(),
-            progress,
-            _pinned: Pinned::to(1),
-        })
+        let per_run = self.rounds.seconds + extra;
+        self.rounds.start(bench, settings, steps, per_run)
     }
 
     /// The step of `size` in `lab` of a bench in [`super::sweep`]'s labs: mirrored rounds, each
@@ -146,8 +161,8 @@ impl<M: Copy> Plan<'_, M> {
             family,
             proto: Some(proto),
             size,
-            runs: self.runs,
-            quiet: self.quiet,
+            runs: self.rounds.runs,
+            quiet: self.rounds.quiet,
             // What a run leaves behind falls on every mode alike: on loopback TCP, auto ran
             // 0.94 of copy right after zc and 1.21 right after copy (issue 30).
             mirrored: true,
@@ -156,7 +171,37 @@ impl<M: Copy> Plan<'_, M> {
     }
 }
 
-/// A sending bench under way: its report and summary rows, its progress, and this thread
+impl Rounds {
+    /// Starts bench `bench`: its report with `settings`, a progress bar of `steps` runs of
+    /// about `per_run` seconds each, this thread on CPU 1 (off the sender's or the capture's
+    /// CPU 0) until the [`Session`] is over.
+    ///
+    /// # Errors
+    /// The settings cannot be made JSON.
+    pub fn start(
+        &self,
+        bench: &'static str,
+        settings: &impl Serialize,
+        steps: usize,
+        per_run: f64,
+    ) -> anyhow::Result<Session> {
+        let mut report = Report::new(bench);
+        report.settings = serde_json::to_value(settings).context("the bench's settings")?;
+        let progress = Progress::new(
+            bench,
+            steps as u64,
+            Duration::from_secs_f64(per_run * steps as f64),
+        );
+        Ok(Session {
+            report,
+            summary: Vec::new(),
+            progress,
+            _pinned: Pinned::to(1),
+        })
+    }
+}
+
+/// A bench under way: its report and summary rows, its progress, and this thread
 /// pinned to CPU 1 until it is over.
 pub struct Session {
     /// The JSON report.
@@ -256,6 +301,11 @@ impl Session {
                 self.compare(other, base, metrics);
             }
         }
+    }
+
+    /// The progress bar, for a bench that alternates its runs itself.
+    pub fn progress(&self) -> &Progress {
+        &self.progress
     }
 
     /// Keeps a step's result sets and summary rows.

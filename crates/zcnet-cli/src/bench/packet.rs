@@ -36,17 +36,18 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
 use netlab::{Family, Netns, Side, VethLab};
+use serde::Serialize;
 use serde_json::json;
 use zcnet::packet::{RxConfig, RxRing, Socket, TxConfig, TxRing, pcap};
 
 use super::common::Common;
+use super::engine::Rounds;
 use super::labs::spawn_in;
 use super::outcome::{Outcome, SummaryRow};
 use super::tcpdump::Tcpdump;
 use super::verdict::{Goal, Verdict};
 use crate::measure::{
-    self, Comparison, Far, MachineCpu, Metric, Pinned, Progress, Report, ResultSet, Run, ThreadCpu,
-    Work, pin, ratio_pairs,
+    self, Comparison, Far, MachineCpu, Metric, ResultSet, Run, ThreadCpu, Work, pin, ratio_pairs,
 };
 use crate::remote::Remote;
 use crate::remote::proto::Role;
@@ -474,44 +475,63 @@ fn one_run(lab: &Lab, mode: Mode, size: usize, seconds: f64) -> anyhow::Result<R
     })
 }
 
+/// The settings of `packet`.
+#[derive(Debug, Serialize)]
+struct Settings {
+    runs: usize,
+    seconds: f64,
+    generator: &'static str,
+    capture_cpu: usize,
+    ring: RingSettings,
+    recvfrom_rcvbuf: usize,
+    tcpdump_buffer_kib: usize,
+    output: &'static str,
+    modes: Vec<&'static str>,
+}
+
+/// The RX ring's geometry.
+#[derive(Debug, Serialize)]
+struct RingSettings {
+    block_size: usize,
+    block_count: usize,
+    retire_ms: u128,
+}
+
 /// Runs the bench: every condition and size, the modes alternating.
 pub fn bench(
     conditions: &[Condition],
     sizes: &[usize],
     modes: &[Mode],
-    runs: usize,
-    seconds: f64,
-    quiet: bool,
+    rounds: Rounds,
     remote: Option<Remote>,
 ) -> anyhow::Result<Outcome> {
-    let mut report = Report::new("packet");
     let ring = RxConfig::default();
     let ring_bytes = ring.block_size * ring.block_count;
-    let generator = match remote {
-        Some(_) => "zcnet serve: UDP sendto to port 9",
-        None => "TX ring, qdisc bypass, CPU 1",
+    let settings = Settings {
+        runs: rounds.runs,
+        seconds: rounds.seconds,
+        generator: match remote {
+            Some(_) => "zcnet serve: UDP sendto to port 9",
+            None => "TX ring, qdisc bypass, CPU 1",
+        },
+        capture_cpu: 0,
+        ring: RingSettings {
+            block_size: ring.block_size,
+            block_count: ring.block_count,
+            retire_ms: ring.retire_timeout.as_millis(),
+        },
+        recvfrom_rcvbuf: ring_bytes,
+        tcpdump_buffer_kib: ring_bytes >> 10,
+        output: "pcap to /dev/null",
+        modes: modes.iter().map(|m| m.name()).collect(),
     };
-    report.settings = json!({
-        "runs": runs, "seconds": seconds, "generator": generator,
-        "capture_cpu": 0, "ring": {"block_size": ring.block_size,
-        "block_count": ring.block_count, "retire_ms": ring.retire_timeout.as_millis()},
-        "recvfrom_rcvbuf": ring_bytes, "tcpdump_buffer_kib": ring_bytes >> 10,
-        "output": "pcap to /dev/null",
-        "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
-    });
-    let lab_name = super::labs::remote_lab(&mut report, remote.as_ref(), "veth");
+    let steps = conditions.len() * sizes.len() * rounds.runs * modes.len();
+    let mut s = rounds.start("packet", &settings, steps, rounds.seconds + 1.0)?;
+    let lab_name = super::labs::remote_lab(&mut s.report, remote.as_ref(), "veth");
     let lab = match remote {
         Some(r) => Lab::remote(r, ring)?,
         None => Lab::new(ring)?,
     };
-    let steps = conditions.len() * sizes.len() * runs * modes.len();
-    let progress = Progress::new(
-        "packet",
-        steps as u64,
-        Duration::from_secs_f64((seconds + 1.0) * steps as f64),
-    );
-    let _pinned = Pinned::to(1);
-    let mut summary = Vec::new();
     for (&cond, &size) in conditions
         .iter()
         .flat_map(|c| sizes.iter().map(move |s| (c, s)))
@@ -533,10 +553,10 @@ pub fn bench(
             );
             continue;
         }
-        let per = measure::alternate(modes, runs, &progress, |m, i| {
-            let run = one_run(&lab, m, size, seconds)
+        let per = measure::alternate(modes, rounds.runs, s.progress(), |m, i| {
+            let run = one_run(&lab, m, size, rounds.seconds)
                 .with_context(|| format!("{} {size} B {} run {}", cond.name(), m.name(), i + 1))?;
-            if !quiet {
+            if !rounds.quiet {
                 println!(
                     "[{lab_name} {} {size} B] {}",
                     cond.name(),
@@ -563,15 +583,9 @@ pub fn bench(
         if let Some(ring) = set(Mode::Ring) {
             for other in [Mode::Recvfrom, Mode::Tcpdump, Mode::Xdp] {
                 let Some(o) = set(other) else { continue };
-                for metric in [
-                    Metric::CpuNsPerRequest,
-                    Metric::RequestsPerS,
-                    Metric::CaptureShare,
-                ] {
-                    report.comparisons.extend(Comparison::new(ring, o, metric));
-                }
+                s.compare(ring, o, &CAPTURE_METRICS);
             }
-            summary.extend(summary_rows(
+            s.summary.extend(summary_rows(
                 lab_name,
                 cond,
                 size,
@@ -581,10 +595,18 @@ pub fn bench(
                 set(Mode::Xdp),
             ));
         }
-        report.results.extend(sets);
+        s.keep(sets, Vec::new());
     }
-    Ok(Outcome::new(report, summary))
+    Ok(s.finish())
 }
+
+/// What the ring is compared with each other method by: CPU per packet, packets/s, and the
+/// share of the offered packets captured.
+const CAPTURE_METRICS: [Metric; 3] = [
+    Metric::CpuNsPerRequest,
+    Metric::RequestsPerS,
+    Metric::CaptureShare,
+];
 
 /// One line per run.
 fn describe(mode: Mode, run: &Run) -> String {
@@ -773,9 +795,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         &conditions,
         &sizes,
         &modes,
-        opt.common.runs.unwrap_or(5),
-        opt.common.seconds.unwrap_or(2.0),
-        opt.common.json,
+        opt.common.rounds(5, 2.0),
         remote,
     )?;
     out.finish(&opt.common)

@@ -434,13 +434,13 @@ pub fn bench(plan: &Plan<'_, Mode>) -> anyhow::Result<Outcome> {
                 family: Family::V4,
                 proto: None,
                 size,
-                runs: plan.runs,
-                quiet: plan.quiet,
+                runs: plan.rounds.runs,
+                quiet: plan.rounds.quiet,
                 mirrored: false,
                 line: frames_line,
             };
             let sets = session.measure(&step, plan.modes, Mode::name, |m| {
-                one_run(&lab, m, size, plan.seconds)
+                one_run(&lab, m, size, plan.rounds.seconds)
             })?;
             session.compare_to_first(&sets, &[Metric::RequestsPerS, Metric::CpuNsPerRequest]);
             let rows = summary_rows(&lab, size, &sets);
@@ -523,15 +523,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         );
         modes.retain(|&m| m != Mode::Xdp);
     }
-    let plan = Plan {
-        labs: &labs,
-        family: Family::V4,
-        sizes: &sizes,
-        modes: &modes,
-        runs: opt.common.runs.unwrap_or(5),
-        seconds: opt.common.seconds.unwrap_or(2.0),
-        quiet: opt.common.json,
-    };
+    let plan = Plan::ipv4(&labs, &sizes, &modes, opt.common.rounds(5, 2.0));
     let out = bench(&plan)?;
     out.finish(&opt.common)
 }

@@ -5,10 +5,9 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::common::Common;
+use super::engine::{Plan, Rounds};
 use super::outcome::{Outcome, SummaryRow, finish_document, render_summary};
-use super::{
-    async_serve, engine, file_tx, packet, packet_tx, peek, sweep, tcp_rx, tx, udp_gso, uring_tx,
-};
+use super::{async_serve, file_tx, packet, packet_tx, peek, sweep, tcp_rx, tx, udp_gso, uring_tx};
 use crate::measure::Report;
 
 /// What `zcnet bench --json` prints: the probe, every bench's report, and the summary.
@@ -76,23 +75,9 @@ pub(super) fn run(common: Common) -> anyhow::Result<()> {
 type Step = Box<dyn FnOnce() -> anyhow::Result<Outcome>>;
 
 /// UDP MSG_ZEROCOPY into the sink: copy, zc and auto at `sizes` from a `pool_mib` pool.
-fn udp_sink(
-    sizes: &[usize],
-    pool_mib: usize,
-    runs: usize,
-    seconds: f64,
-    quiet: bool,
-) -> anyhow::Result<Outcome> {
+fn udp_sink(sizes: &[usize], pool_mib: usize, rounds: Rounds) -> anyhow::Result<Outcome> {
     let modes = [tx::Mode::Copy, tx::Mode::Zc, tx::Mode::Auto];
-    let plan = engine::Plan {
-        labs: &["sink"],
-        family: netlab::Family::V4,
-        sizes,
-        modes: &modes,
-        runs,
-        seconds,
-        quiet,
-    };
+    let plan = Plan::ipv4(&["sink"], sizes, &modes, rounds);
     tx::bench(sweep::Proto::Udp, &plan, pool_mib, None)
 }
 
@@ -100,27 +85,22 @@ fn udp_sink(
 fn uring_sink(
     sizes: &[usize],
     pool: uring_tx::PoolSpec,
-    runs: usize,
-    seconds: f64,
-    quiet: bool,
+    rounds: Rounds,
 ) -> anyhow::Result<Outcome> {
     use zcnet::uring::Mode;
     let modes = [Mode::Copy, Mode::ZeroCopy, Mode::ZeroCopyFixed, Mode::Auto];
-    let plan = engine::Plan {
-        labs: &["sink"],
-        family: netlab::Family::V4,
-        sizes,
-        modes: &modes,
-        runs,
-        seconds,
-        quiet,
-    };
+    let plan = Plan::ipv4(&["sink"], sizes, &modes, rounds);
     uring_tx::bench(&plan, pool, None, None)
 }
 
 /// The suite: each bench in the conditions its issue's acceptance names.
 fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Step)> {
     use netlab::Family;
+    let rounds = Rounds {
+        runs,
+        seconds,
+        quiet,
+    };
     vec![
         (
             // The two loopback conditions of the RX acceptance, IPv6.
@@ -143,13 +123,13 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
         (
             // The sink, where zero-copy is real: the seed's largest size and a mid size.
             "udp-tx (sink)",
-            Box::new(move || udp_sink(&[8000, 64000], 256, runs, seconds, quiet)),
+            Box::new(move || udp_sink(&[8000, 64000], 256, rounds)),
         ),
         (
             // The same with a small pool (2 MiB), meant to be hot: copy at its cheapest, as the
             // kernel's msg_zerocopy.c measures it. Its report says whether it measured hot.
             "udp-tx (sink, 2 MiB pool)",
-            Box::new(move || udp_sink(&[64000], 2, runs, seconds, quiet)),
+            Box::new(move || udp_sink(&[64000], 2, rounds)),
         ),
         (
             // Loopback copies: the adaptive policy must cost nothing against copy.
@@ -161,15 +141,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                     tx::Mode::ZcAdaptive,
                     tx::Mode::Auto,
                 ];
-                let plan = engine::Plan {
-                    labs: &["loopback"],
-                    family: Family::V4,
-                    sizes: &[65536],
-                    modes: &modes,
-                    runs,
-                    seconds,
-                    quiet,
-                };
+                let plan = Plan::ipv4(&["loopback"], &[65536], &modes, rounds);
                 tx::bench(sweep::Proto::Tcp, &plan, 256, None)
             }),
         ),
@@ -195,7 +167,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             "uring-tx (sink, hot pool)",
             Box::new(move || {
                 let pool = uring_tx::PoolSpec::Hot;
-                uring_sink(&[600, 8000, 64000], pool, runs, seconds, quiet)
+                uring_sink(&[600, 8000, 64000], pool, rounds)
             }),
         ),
         (
@@ -204,7 +176,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             "uring-tx (sink, cold pool)",
             Box::new(move || {
                 let pool = uring_tx::PoolSpec::Mib(uring_tx::COLD_MIB);
-                uring_sink(&[8000, 64000], pool, runs, seconds, quiet)
+                uring_sink(&[8000, 64000], pool, rounds)
             }),
         ),
         (
@@ -213,29 +185,19 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             // SEND_ZC from registered buffers and Mode::Auto.
             "udp-gso (sink, 1472 B x 42)",
             Box::new(move || {
-                let plan = engine::Plan {
-                    labs: &["sink"],
-                    family: Family::V4,
-                    sizes: &[1472],
-                    modes: &udp_gso::Mode::ALL,
-                    runs,
-                    seconds,
-                    quiet,
-                };
+                let plan = Plan::ipv4(&["sink"], &[1472], &udp_gso::Mode::ALL, rounds);
                 udp_gso::bench(&plan, &[42], 256, None, None)
             }),
         ),
         (
             // The relay holding 64 KiB, 1 MiB and 4 MiB unacknowledged, rate-limited veth.
             "peek (veth)",
-            Box::new(move || peek::bench(&peek::CONDITIONS, runs, seconds, quiet, None)),
+            Box::new(move || peek::bench(&peek::CONDITIONS, rounds, None)),
         ),
         (
             // The async file server, zcnet vs plain tokio: the sizes of issue 19's goal.
             "async-serve (veth)",
-            Box::new(move || {
-                async_serve::bench(&async_serve::SIZES, 64, runs, seconds, quiet, None)
-            }),
+            Box::new(move || async_serve::bench(&async_serve::SIZES, 64, rounds, None)),
         ),
         (
             // Capture of 64-byte frames, the size of the RING acceptance, by every method, with
@@ -243,15 +205,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             "packet (veth)",
             Box::new(move || {
                 let modes = packet::available_modes(&[]);
-                packet::bench(
-                    &packet::CONDITIONS,
-                    &[64],
-                    &modes,
-                    runs,
-                    seconds,
-                    quiet,
-                    None,
-                )
+                packet::bench(&packet::CONDITIONS, &[64], &modes, rounds, None)
             }),
         ),
         (
@@ -263,15 +217,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                 if zcnet::probe::features().privileges.user_namespace {
                     modes.retain(|&m| m != packet_tx::Mode::Xdp);
                 }
-                let plan = engine::Plan {
-                    labs: &packet_tx::LABS,
-                    family: Family::V4,
-                    sizes: &[64],
-                    modes: &modes,
-                    runs,
-                    seconds,
-                    quiet,
-                };
+                let plan = Plan::ipv4(&packet_tx::LABS, &[64], &modes, rounds);
                 packet_tx::bench(&plan)
             }),
         ),

@@ -226,7 +226,7 @@ pub fn bench(
             for &size in plan.sizes {
                 let step = plan.step(lab_name, family, proto, size);
                 let sets = s.measure(&step, plan.modes, Mode::name, |mode| {
-                    one_run(&lab, proto, family, mode, size, plan.seconds, pool)
+                    one_run(&lab, proto, family, mode, size, plan.rounds.seconds, pool)
                 })?;
                 s.compare_to_first(&sets, &SENDER_METRICS);
                 let rows = summary_rows(proto, lab_name, size, heat, &sets);
@@ -303,9 +303,7 @@ pub fn run(proto: Proto, opt: Opt) -> anyhow::Result<()> {
         family: opt.family.into(),
         sizes: &sizes,
         modes: &modes,
-        runs: opt.common.runs.unwrap_or(5),
-        seconds: opt.common.seconds.unwrap_or(2.0),
-        quiet: opt.common.json,
+        rounds: opt.common.rounds(5, 2.0),
     };
     let out = bench(proto, &plan, opt.pool_mib, opt.common.remote()?)?;
     out.finish(&opt.common)

@@ -183,7 +183,7 @@ pub fn bench(
                 let shape = Shape {
                     pool,
                     segment,
-                    seconds: plan.seconds,
+                    seconds: plan.rounds.seconds,
                 };
                 let modes = fitting_modes(plan.modes, lab_name, &shape, n);
                 let mut arms: Vec<Arm> = Vec::new();
@@ -306,9 +306,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         family: opt.family.into(),
         sizes: &segments,
         modes: &modes,
-        runs: opt.common.runs.unwrap_or(5),
-        seconds: opt.common.seconds.unwrap_or(1.0),
-        quiet: opt.common.json,
+        rounds: opt.common.rounds(5, 1.0),
     };
     let out = bench(
         &plan,

@@ -229,7 +229,7 @@ pub fn bench(
     reference: Option<&Reference>,
     remote: Option<crate::remote::Remote>,
 ) -> anyhow::Result<Outcome> {
-    let (sizes, modes, seconds) = (plan.sizes, plan.modes, plan.seconds);
+    let (sizes, modes, seconds) = (plan.sizes, plan.modes, plan.rounds.seconds);
     // Hot or cold, measured on the pool of the largest size (its buffers the nearest to the
     // measurement's 64 KiB copies), which the first lab then sends from; every other pool is
     // made by the same rule.
@@ -262,7 +262,7 @@ pub fn bench(
     let steps: usize = plan
         .labs
         .iter()
-        .map(|l| sizes.len() * plan.runs * (modes.len() + twins(l)))
+        .map(|l| sizes.len() * plan.rounds.runs * (modes.len() + twins(l)))
         .sum();
     let mut session = plan.start("uring-tx", &settings, steps, 0.0)?;
     let mut tables = Vec::new();
@@ -363,7 +363,7 @@ pub fn bench(
             Ok(())
         },
     )?;
-    if !plan.quiet {
+    if !plan.rounds.quiet {
         for t in &tables {
             println!("\n{t}");
         }
@@ -442,8 +442,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     if modes[0] != Mode::Copy {
         bail!("the first --mode is the baseline of the comparisons and must be copy");
     }
-    let runs = opt.common.runs.unwrap_or(5);
-    let seconds = opt.common.seconds.unwrap_or(1.0);
+    let rounds = opt.common.rounds(5, 1.0);
     let reference = match &opt.reference {
         Some(path) => {
             if opt.common.remote.is_some() {
@@ -467,9 +466,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         family: opt.family.into(),
         sizes: &sizes,
         modes: &modes,
-        runs,
-        seconds,
-        quiet: opt.common.json,
+        rounds,
     };
     let out = bench(&plan, opt.pool, reference.as_ref(), opt.common.remote()?)?;
     out.finish(&opt.common)
