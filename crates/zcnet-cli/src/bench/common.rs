@@ -97,6 +97,15 @@ impl Common {
             .take()
     }
 
+    /// The labs asked for (`--lab`), else `default`.
+    pub fn labs_or<'a>(&'a self, default: &[&'a str]) -> Vec<&'a str> {
+        if self.labs.is_empty() {
+            default.to_vec()
+        } else {
+            self.labs.iter().map(String::as_str).collect()
+        }
+    }
+
     /// Checks that labs can be built (`what` says which and why), unless `--remote` replaces
     /// them.
     ///

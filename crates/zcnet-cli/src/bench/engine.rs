@@ -18,6 +18,7 @@ use netlab::Family;
 use serde::Serialize;
 use serde_json::json;
 
+use super::common::{Common, FamilyArg};
 use super::outcome::{Outcome, SummaryRow};
 use super::sweep::{Lab, Proto};
 use super::verdict::Verdict;
@@ -51,6 +52,58 @@ pub struct Rounds {
     pub seconds: f64,
     /// No per-run lines and tables (`--json`).
     pub quiet: bool,
+}
+
+/// The modes of a bench that sweeps sizes, and what its `--size` and `--mode` say.
+pub trait Flags: clap::ValueEnum + Clone + Send + Sync + std::fmt::Debug + 'static {
+    /// `--size`'s help.
+    const SIZE_HELP: &'static str;
+    /// The sizes `--size` takes, in bytes.
+    const SIZES: std::ops::RangeInclusive<u64>;
+    /// `--mode`'s help.
+    const MODE_HELP: &'static str;
+}
+
+/// The flags of a bench that sweeps sizes and alternates modes: every bench's ([`Common`]),
+/// the sizes and the modes (the first the baseline).
+#[derive(Debug, clap::Args)]
+pub struct Sweep<M: Flags> {
+    #[command(flatten)]
+    pub common: Common,
+    #[arg(long = "size", value_name = "BYTES", help = M::SIZE_HELP, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(M::SIZES))]
+    pub sizes: Vec<usize>,
+    #[arg(long = "mode", value_enum, help = M::MODE_HELP)]
+    pub modes: Vec<M>,
+}
+
+/// [`Sweep`] and the address family: the flags of a bench in [`super::sweep`]'s labs.
+#[derive(Debug, clap::Args)]
+pub struct SendFlags<M: Flags> {
+    #[command(flatten)]
+    pub sweep: Sweep<M>,
+    /// Address family. Default: IPv4.
+    #[arg(long, value_enum, default_value = "ipv4")]
+    pub family: FamilyArg,
+}
+
+impl<M: Flags> Sweep<M> {
+    /// The sizes asked for, else `default`.
+    pub fn sizes_or(&self, default: &[usize]) -> Vec<usize> {
+        if self.sizes.is_empty() {
+            default.to_vec()
+        } else {
+            self.sizes.clone()
+        }
+    }
+
+    /// The modes asked for, else `default`.
+    pub fn modes_or(&self, default: &[M]) -> Vec<M> {
+        if self.modes.is_empty() {
+            default.to_vec()
+        } else {
+            self.modes.clone()
+        }
+    }
 }
 
 /// How the order of mirrored rounds is named in the settings.

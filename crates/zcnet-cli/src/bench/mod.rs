@@ -83,13 +83,13 @@ impl Opt {
     fn common(&self) -> &Common {
         match &self.name {
             Some(Name::TcpRx(o)) => &o.common,
-            Some(Name::UdpTx(o) | Name::TcpTx(o)) => &o.common,
+            Some(Name::UdpTx(o) | Name::TcpTx(o)) => &o.flags.sweep.common,
             Some(Name::FileTx(o)) => &o.common,
-            Some(Name::UringTx(o)) => &o.common,
+            Some(Name::UringTx(o)) => &o.flags.sweep.common,
             Some(Name::UdpGso(o)) => &o.common,
             Some(Name::Peek(o)) => &o.common,
-            Some(Name::Packet(o)) => &o.common,
-            Some(Name::PacketTx(o)) => &o.common,
+            Some(Name::Packet(o)) => &o.sweep.common,
+            Some(Name::PacketTx(o)) => &o.sweep.common,
             Some(Name::AsyncServe(o)) => &o.common,
             None => &self.common,
         }

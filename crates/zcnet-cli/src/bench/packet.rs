@@ -40,8 +40,7 @@ use serde::Serialize;
 use serde_json::json;
 use zcnet::packet::{RxConfig, RxRing, Socket, TxConfig, TxRing, pcap};
 
-use super::common::Common;
-use super::engine::Rounds;
+use super::engine::{Flags, Rounds, Sweep};
 use super::labs::spawn_in;
 use super::outcome::{Outcome, SummaryRow};
 use super::tcpdump::Tcpdump;
@@ -122,18 +121,19 @@ impl Mode {
     }
 }
 
+impl Flags for Mode {
+    const SIZE_HELP: &'static str = "Frame size in bytes, Ethernet header through payload \
+         (repeatable; default 64, 512 and 1500)";
+    const SIZES: std::ops::RangeInclusive<u64> = 42..=1514;
+    const MODE_HELP: &'static str =
+        "Capture method (repeatable; default all three, tcpdump when installed)";
+}
+
 /// Options of `zcnet bench packet`.
 #[derive(Debug, clap::Args)]
 pub struct Opt {
     #[command(flatten)]
-    pub common: Common,
-    /// Frame size in bytes, Ethernet header through payload (repeatable; default 64, 512 and
-    /// 1500).
-    #[arg(long = "size", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(42..=1514))]
-    pub sizes: Vec<usize>,
-    /// Capture method (repeatable; default all three, tcpdump when installed).
-    #[arg(long = "mode", value_enum)]
-    pub modes: Vec<Mode>,
+    pub sweep: Sweep<Mode>,
     /// Where receive processing runs (repeatable; default both).
     #[arg(long = "condition", value_enum)]
     pub conditions: Vec<Condition>,
@@ -756,14 +756,11 @@ pub fn available_modes(asked: &[Mode]) -> Vec<Mode> {
 
 /// `zcnet bench packet`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    if opt.common.labs.iter().any(|l| l != "veth") {
+    let common = &opt.sweep.common;
+    if common.labs.iter().any(|l| l != "veth") {
         bail!("packet runs in the veth lab only");
     }
-    let sizes = if opt.sizes.is_empty() {
-        SIZES.to_vec()
-    } else {
-        opt.sizes.clone()
-    };
+    let sizes = opt.sweep.sizes_or(&SIZES);
     if let Some(bad) = sizes
         .iter()
         .find(|&&s| !(netlab::frame::HEADERS..=1514).contains(&s))
@@ -773,7 +770,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
             netlab::frame::HEADERS
         );
     }
-    let remote = opt.common.remote()?;
+    let remote = common.remote()?;
     if remote.is_none() {
         netlab::check_privileges()
             .context("packet builds its veth lab in private network namespaces")?;
@@ -790,13 +787,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         (None, false) => opt.conditions.clone(),
     };
     // Said once the command is known to run: which modes this machine leaves out.
-    let modes = available_modes(&opt.modes);
-    let out = bench(
-        &conditions,
-        &sizes,
-        &modes,
-        opt.common.rounds(5, 2.0),
-        remote,
-    )?;
-    out.finish(&opt.common)
+    let modes = available_modes(&opt.sweep.modes);
+    let out = bench(&conditions, &sizes, &modes, common.rounds(5, 2.0), remote)?;
+    out.finish(common)
 }

@@ -27,8 +27,7 @@ use netlab::{Family, Netns, Side, SinkLab, VethLab};
 use serde::Serialize;
 use zcnet::packet::{TxConfig, TxRing};
 
-use super::common::Common;
-use super::engine::{Plan, SizeStep, rows_against_base};
+use super::engine::{Flags, Plan, SizeStep, Sweep, rows_against_base};
 use super::outcome::{Outcome, SummaryRow};
 use super::verdict::{Goal, Verdict};
 use crate::measure::{self, Metric, ResultSet, Run, ThreadCpu, Work, pin};
@@ -67,18 +66,19 @@ impl Mode {
 /// Every method, the baseline first.
 pub const MODES: [Mode; 4] = [Mode::Sendmmsg, Mode::Ring, Mode::RingBypass, Mode::Xdp];
 
+impl Flags for Mode {
+    const SIZE_HELP: &'static str = "Frame size in bytes, Ethernet header through payload \
+         (repeatable; default 64, 512 and 1500)";
+    const SIZES: std::ops::RangeInclusive<u64> = 60..=1514;
+    const MODE_HELP: &'static str =
+        "Sending methods (repeatable; default all four, sendmmsg first: the baseline)";
+}
+
 /// Options of `zcnet bench packet-tx`.
 #[derive(Debug, clap::Args)]
 pub struct Opt {
     #[command(flatten)]
-    pub common: Common,
-    /// Frame size in bytes, Ethernet header through payload (repeatable; default 64, 512 and
-    /// 1500).
-    #[arg(long = "size", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(60..=1514))]
-    pub sizes: Vec<usize>,
-    /// Sending methods (repeatable; default all four, sendmmsg first: the baseline).
-    #[arg(long = "mode", value_enum)]
-    pub modes: Vec<Mode>,
+    pub sweep: Sweep<Mode>,
 }
 
 /// Where frames go and are counted.
@@ -487,32 +487,21 @@ fn summary_rows(lab: &Lab, size: usize, sets: &[ResultSet]) -> Vec<SummaryRow> {
 
 /// `zcnet bench packet-tx`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    if opt.common.remote.is_some() {
+    let common = &opt.sweep.common;
+    if common.remote.is_some() {
         bail!(
             "packet-tx counts frames where they arrive in its lab: it runs in the sink and veth \
              labs only"
         );
     }
-    if let Some(lab) = opt.common.labs.iter().find(|l| !LABS.contains(&l.as_str())) {
+    if let Some(lab) = common.labs.iter().find(|l| !LABS.contains(&l.as_str())) {
         bail!("packet-tx runs in the sink and veth labs, not {lab:?}");
     }
-    let labs: Vec<&str> = if opt.common.labs.is_empty() {
-        LABS.to_vec()
-    } else {
-        opt.common.labs.iter().map(String::as_str).collect()
-    };
+    let labs = common.labs_or(&LABS);
     netlab::check_privileges()
         .context("packet-tx builds its labs in private network namespaces")?;
-    let sizes = if opt.sizes.is_empty() {
-        SIZES.to_vec()
-    } else {
-        opt.sizes.clone()
-    };
-    let mut modes = if opt.modes.is_empty() {
-        MODES.to_vec()
-    } else {
-        opt.modes.clone()
-    };
+    let sizes = opt.sweep.sizes_or(&SIZES);
+    let mut modes = opt.sweep.modes_or(&MODES);
     if modes[0] != Mode::Sendmmsg {
         bail!("the first --mode is the baseline of the comparisons and must be sendmmsg");
     }
@@ -523,7 +512,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         );
         modes.retain(|&m| m != Mode::Xdp);
     }
-    let plan = Plan::ipv4(&labs, &sizes, &modes, opt.common.rounds(5, 2.0));
+    let plan = Plan::ipv4(&labs, &sizes, &modes, common.rounds(5, 2.0));
     let out = bench(&plan)?;
-    out.finish(&opt.common)
+    out.finish(common)
 }

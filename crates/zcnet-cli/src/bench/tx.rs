@@ -24,8 +24,7 @@ use serde::Serialize;
 use zcnet::ZeroCopyCounters as _;
 use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZeroCopySender};
 
-use super::common::Common;
-use super::engine::{InLab, Plan, SENDER_METRICS, rows_against_base};
+use super::engine::{Flags, InLab, Plan, SENDER_METRICS, SendFlags, rows_against_base};
 use super::outcome::{Outcome, SummaryRow};
 use super::sweep::{Conn, Lab, Proto, pool, run_in_lab};
 use super::verdict::{Goal, Verdict};
@@ -87,21 +86,19 @@ impl Mode {
     }
 }
 
+impl Flags for Mode {
+    const SIZE_HELP: &'static str =
+        "Buffer size per send call (repeatable). Default: 1024 4096 16384 32768 64000";
+    const SIZES: std::ops::RangeInclusive<u64> = 1..=1073741824;
+    const MODE_HELP: &'static str = "Sender modes to alternate (repeatable). Default: copy, zc, \
+         auto (UDP); copy, zc, zc-adaptive, auto (TCP)";
+}
+
 /// Options of `zcnet bench udp-tx` / `tcp-tx`.
 #[derive(Debug, clap::Args)]
 pub struct Opt {
     #[command(flatten)]
-    pub common: Common,
-    /// Buffer size per send call (repeatable). Default: 1024 4096 16384 32768 64000.
-    #[arg(long = "size", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1073741824))]
-    pub sizes: Vec<usize>,
-    /// Sender modes to alternate (repeatable). Default: copy, zc, auto (UDP); copy, zc,
-    /// zc-adaptive, auto (TCP).
-    #[arg(long = "mode", value_enum)]
-    pub modes: Vec<Mode>,
-    /// Address family. Default: IPv4.
-    #[arg(long, value_enum, default_value = "ipv4")]
-    pub family: super::common::FamilyArg,
+    pub flags: SendFlags<Mode>,
     /// Size of the buffer pool the sends cycle through, in MiB. 256 (default) is meant to be
     /// cold, as for a server sending distinct data; 2 to stay hot in L2/L3, where copying costs
     /// least. The report says which it was: a copy from the pool is timed against one from a hot
@@ -272,39 +269,28 @@ fn summary_rows(
 
 /// `zcnet bench udp-tx` / `tcp-tx`.
 pub fn run(proto: Proto, opt: Opt) -> anyhow::Result<()> {
-    opt.common
-        .needs_labs("the tx benches build their labs in private network namespaces")?;
-    let labs: Vec<&str> = if opt.common.labs.is_empty() {
-        match proto {
-            Proto::Udp => vec!["sink", "veth", "loopback"],
-            Proto::Tcp => vec!["loopback", "veth"],
-        }
-    } else {
-        opt.common.labs.iter().map(String::as_str).collect()
-    };
-    let sizes = if opt.sizes.is_empty() {
-        vec![1024, 4096, 16384, 32768, 64000]
-    } else {
-        opt.sizes.clone()
-    };
-    let modes = if opt.modes.is_empty() {
-        match proto {
-            Proto::Udp => vec![Mode::Copy, Mode::Zc, Mode::Auto],
-            Proto::Tcp => vec![Mode::Copy, Mode::Zc, Mode::ZcAdaptive, Mode::Auto],
-        }
-    } else {
-        opt.modes.clone()
-    };
+    let sweep = &opt.flags.sweep;
+    let common = &sweep.common;
+    common.needs_labs("the tx benches build their labs in private network namespaces")?;
+    let labs = common.labs_or(match proto {
+        Proto::Udp => &["sink", "veth", "loopback"],
+        Proto::Tcp => &["loopback", "veth"],
+    });
+    let sizes = sweep.sizes_or(&[1024, 4096, 16384, 32768, 64000]);
+    let modes = sweep.modes_or(match proto {
+        Proto::Udp => &[Mode::Copy, Mode::Zc, Mode::Auto],
+        Proto::Tcp => &[Mode::Copy, Mode::Zc, Mode::ZcAdaptive, Mode::Auto],
+    });
     if modes[0] != Mode::Copy {
         bail!("the first --mode is the baseline of the comparisons and must be copy");
     }
     let plan = Plan {
         labs: &labs,
-        family: opt.family.into(),
+        family: opt.flags.family.into(),
         sizes: &sizes,
         modes: &modes,
-        rounds: opt.common.rounds(5, 2.0),
+        rounds: common.rounds(5, 2.0),
     };
-    let out = bench(proto, &plan, opt.pool_mib, opt.common.remote()?)?;
-    out.finish(&opt.common)
+    let out = bench(proto, &plan, opt.pool_mib, common.remote()?)?;
+    out.finish(common)
 }

@@ -32,8 +32,7 @@ use anyhow::bail;
 use serde::Serialize;
 use zcnet::uring::Mode;
 
-use super::common::Common;
-use super::engine::{InLab, Plan, SENDER_METRICS, rows_against_base};
+use super::engine::{Flags, InLab, Plan, SENDER_METRICS, SendFlags, rows_against_base};
 use super::heat::PoolHeat;
 use super::outcome::{Outcome, SummaryRow};
 use super::reference::Reference;
@@ -75,20 +74,18 @@ impl From<ModeArg> for Mode {
     }
 }
 
+impl Flags for ModeArg {
+    const SIZE_HELP: &'static str = "IO size per request (repeatable). Default: 600 1000 1200 \
+         1500 4000 8000 16000 32000 64000";
+    const SIZES: std::ops::RangeInclusive<u64> = 1..=65507;
+    const MODE_HELP: &'static str = "Modes to alternate (repeatable); the first is the baseline. Default: copy zc zc-fixed auto";
+}
+
 /// Options of `zcnet bench uring-tx`.
 #[derive(Debug, clap::Args)]
 pub struct Opt {
     #[command(flatten)]
-    pub common: Common,
-    /// IO size per request (repeatable). Default: 600 1000 1200 1500 4000 8000 16000 32000 64000.
-    #[arg(long = "size", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65507))]
-    pub sizes: Vec<usize>,
-    /// Modes to alternate (repeatable); the first is the baseline. Default: copy zc zc-fixed auto.
-    #[arg(long = "mode", value_enum)]
-    pub modes: Vec<ModeArg>,
-    /// Address family. Default: IPv4.
-    #[arg(long, value_enum, default_value = "ipv4")]
-    pub family: super::common::FamilyArg,
+    pub flags: SendFlags<ModeArg>,
     /// The buffer pool (registered whole for zc-fixed): `hot` (default), one buffer sent over and
     /// over by copy and zc, and the fewest registered buffers that keep the window going for
     /// zc-fixed and auto (32: two batches), for a comparison about the send path alone;
@@ -419,33 +416,26 @@ fn summary_rows(lab: &str, size: usize, heat: PoolHeat, sets: &[ResultSet]) -> V
 
 /// `zcnet bench uring-tx`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    opt.common
-        .needs_labs("uring-tx builds its labs in private network namespaces")?;
-    let labs: Vec<&str> = if opt.common.labs.is_empty() {
-        vec!["sink", "loopback", "veth"]
-    } else {
-        opt.common.labs.iter().map(String::as_str).collect()
-    };
-    let sizes = if opt.sizes.is_empty() {
-        SIZES.to_vec()
-    } else {
-        opt.sizes.clone()
-    };
+    let sweep = &opt.flags.sweep;
+    let common = &sweep.common;
+    common.needs_labs("uring-tx builds its labs in private network namespaces")?;
+    let labs = common.labs_or(&["sink", "loopback", "veth"]);
+    let sizes = sweep.sizes_or(&SIZES);
     if let Some(s) = sizes.iter().find(|&&s| s == 0 || s > 65507) {
         bail!("--size {s}: give 1 to 65507 bytes (the largest UDP datagram over IPv4)");
     }
-    let modes: Vec<Mode> = if opt.modes.is_empty() {
-        vec![Mode::Copy, Mode::ZeroCopy, Mode::ZeroCopyFixed, Mode::Auto]
-    } else {
-        opt.modes.iter().map(|&m| m.into()).collect()
-    };
+    let modes: Vec<Mode> = sweep
+        .modes_or(&[ModeArg::Copy, ModeArg::Zc, ModeArg::ZcFixed, ModeArg::Auto])
+        .into_iter()
+        .map(Mode::from)
+        .collect();
     if modes[0] != Mode::Copy {
         bail!("the first --mode is the baseline of the comparisons and must be copy");
     }
-    let rounds = opt.common.rounds(5, 1.0);
+    let rounds = common.rounds(5, 1.0);
     let reference = match &opt.reference {
         Some(path) => {
-            if opt.common.remote.is_some() {
+            if common.remote.is_some() {
                 bail!(
                     "--reference runs the kernel's program in the sink lab here: not with --remote"
                 );
@@ -463,11 +453,11 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     };
     let plan = Plan {
         labs: &labs,
-        family: opt.family.into(),
+        family: opt.flags.family.into(),
         sizes: &sizes,
         modes: &modes,
         rounds,
     };
-    let out = bench(&plan, opt.pool, reference.as_ref(), opt.common.remote()?)?;
-    out.finish(&opt.common)
+    let out = bench(&plan, opt.pool, reference.as_ref(), common.remote()?)?;
+    out.finish(common)
 }
