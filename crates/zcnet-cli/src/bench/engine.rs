@@ -64,6 +64,10 @@ pub trait Flags: clap::ValueEnum + Clone + Send + Sync + std::fmt::Debug + 'stat
     const MODE_HELP: &'static str;
 }
 
+/// `--size`'s help in the benches of frames (`packet`, `packet-tx`).
+pub const FRAME_SIZE_HELP: &str =
+    "Frame size in bytes, Ethernet header through payload (repeatable; default 64, 512 and 1500)";
+
 /// The flags of a bench that sweeps sizes and alternates modes: every bench's ([`Common`]),
 /// the sizes and the modes (the first the baseline).
 #[derive(Debug, clap::Args)]
@@ -266,22 +270,21 @@ pub struct Session {
 }
 
 impl Session {
-    /// Runs `step` in each lab of `labs` in turn, built by `build`; with a `--remote` session,
+    /// Runs `step` in each lab of `plan` in turn, built by `build`; with a `--remote` session,
     /// once, in the lab `remote` (the far host and its address recorded in the report, the
     /// family the remote's).
     ///
     /// # Errors
     /// A lab cannot be built; what `step` returns.
-    pub(crate) fn each_lab(
+    pub(crate) fn each_lab<M>(
         &mut self,
         remote: Option<Remote>,
-        family: Family,
-        labs: &[&str],
+        plan: &Plan<'_, M>,
         build: impl Fn(&str) -> anyhow::Result<Lab>,
         mut step: impl FnMut(&mut Session, &str, Family, Lab) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
         let (family, labs) =
-            super::labs::remote_labs(&mut self.report, remote.as_ref(), family, labs);
+            super::labs::remote_labs(&mut self.report, remote.as_ref(), plan.family, plan.labs);
         let mut remote = remote.map(std::sync::Mutex::new);
         for &name in &labs {
             let lab = match remote.take() {

@@ -89,7 +89,7 @@ impl Opt {
             Some(Name::UdpGso(o)) => &o.common,
             Some(Name::Peek(o)) => &o.common,
             Some(Name::Packet(o)) => &o.sweep.common,
-            Some(Name::PacketTx(o)) => &o.sweep.common,
+            Some(Name::PacketTx(o)) => &o.common,
             Some(Name::AsyncServe(o)) => &o.common,
             None => &self.common,
         }

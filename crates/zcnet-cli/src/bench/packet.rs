@@ -40,7 +40,7 @@ use serde::Serialize;
 use serde_json::json;
 use zcnet::packet::{RxConfig, RxRing, Socket, TxConfig, TxRing, pcap};
 
-use super::engine::{Flags, Rounds, Sweep};
+use super::engine::{FRAME_SIZE_HELP, Flags, Rounds, Sweep};
 use super::labs::spawn_in;
 use super::outcome::{Outcome, SummaryRow};
 use super::tcpdump::Tcpdump;
@@ -122,8 +122,7 @@ impl Mode {
 }
 
 impl Flags for Mode {
-    const SIZE_HELP: &'static str = "Frame size in bytes, Ethernet header through payload \
-         (repeatable; default 64, 512 and 1500)";
+    const SIZE_HELP: &'static str = FRAME_SIZE_HELP;
     const SIZES: std::ops::RangeInclusive<u64> = 42..=1514;
     const MODE_HELP: &'static str =
         "Capture method (repeatable; default all three, tcpdump when installed)";

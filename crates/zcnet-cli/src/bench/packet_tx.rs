@@ -27,7 +27,7 @@ use netlab::{Family, Netns, Side, SinkLab, VethLab};
 use serde::Serialize;
 use zcnet::packet::{TxConfig, TxRing};
 
-use super::engine::{Flags, Plan, SizeStep, Sweep, rows_against_base};
+use super::engine::{FRAME_SIZE_HELP, Flags, Plan, SizeStep, Sweep, rows_against_base};
 use super::outcome::{Outcome, SummaryRow};
 use super::verdict::{Goal, Verdict};
 use crate::measure::{self, Metric, ResultSet, Run, ThreadCpu, Work, pin};
@@ -67,19 +67,14 @@ impl Mode {
 pub const MODES: [Mode; 4] = [Mode::Sendmmsg, Mode::Ring, Mode::RingBypass, Mode::Xdp];
 
 impl Flags for Mode {
-    const SIZE_HELP: &'static str = "Frame size in bytes, Ethernet header through payload \
-         (repeatable; default 64, 512 and 1500)";
+    const SIZE_HELP: &'static str = FRAME_SIZE_HELP;
     const SIZES: std::ops::RangeInclusive<u64> = 60..=1514;
     const MODE_HELP: &'static str =
         "Sending methods (repeatable; default all four, sendmmsg first: the baseline)";
 }
 
-/// Options of `zcnet bench packet-tx`.
-#[derive(Debug, clap::Args)]
-pub struct Opt {
-    #[command(flatten)]
-    pub sweep: Sweep<Mode>,
-}
+/// Options of `zcnet bench packet-tx`: the flags of every size sweep, nothing more.
+pub type Opt = Sweep<Mode>;
 
 /// Where frames go and are counted.
 enum Place {
@@ -487,7 +482,7 @@ fn summary_rows(lab: &Lab, size: usize, sets: &[ResultSet]) -> Vec<SummaryRow> {
 
 /// `zcnet bench packet-tx`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    let common = &opt.sweep.common;
+    let common = &opt.common;
     if common.remote.is_some() {
         bail!(
             "packet-tx counts frames where they arrive in its lab: it runs in the sink and veth \
@@ -500,8 +495,8 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let labs = common.labs_or(&LABS);
     netlab::check_privileges()
         .context("packet-tx builds its labs in private network namespaces")?;
-    let sizes = opt.sweep.sizes_or(&SIZES);
-    let mut modes = opt.sweep.modes_or(&MODES);
+    let sizes = opt.sizes_or(&SIZES);
+    let mut modes = opt.modes_or(&MODES);
     if modes[0] != Mode::Sendmmsg {
         bail!("the first --mode is the baseline of the comparisons and must be sendmmsg");
     }

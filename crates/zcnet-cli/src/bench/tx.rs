@@ -129,23 +129,11 @@ fn send_for<S: msg_zerocopy::ExclusiveSocket>(
         .context("enabling SO_ZEROCOPY")?;
     let meter = Meter::start();
     let start = Instant::now();
-    let mut calls = 0u64;
-    while start.elapsed().as_secs_f64() < seconds {
-        // Consecutive buffers of the pool, wrapping: every call sends different (cold) memory.
+    // Consecutive buffers of the pool, wrapping: every call sends different (cold) memory.
+    let calls = send_reaping(&mut tx, start, seconds, REAP_EVERY, |calls| {
         let at = ((calls * size as u64) % (pool.len() - size) as u64) as usize;
-        tx.send(&pool[at..at + size])
-            .map_err(|e| e.error)
-            .context("send")?;
-        calls += 1;
-        // Reap in batches: between reads the kernel coalesces completions into one range, and
-        // an empty error queue still costs a recvmsg.
-        if calls % REAP_EVERY == 0 {
-            tx.reap().context("reading the error queue")?;
-            tx.returned().for_each(drop);
-        }
-    }
-    tx.drain(Duration::from_secs(5))
-        .context("waiting for completions")?;
+        &pool[at..at + size]
+    })?;
     let c = tx.counters();
     Ok(meter
         .finish(Work {
@@ -155,6 +143,36 @@ fn send_for<S: msg_zerocopy::ExclusiveSocket>(
             verified: None,
         })
         .with_auto(tx.auto_choice(), c.auto, size))
+}
+
+/// Sends `next(i)` as the `i`-th call on `tx` until `seconds` have passed since `start`, reading
+/// the error queue every `reap_every` calls, then waits for the last completions; returns the
+/// calls. `udp-gso` sends its trains by `MSG_ZEROCOPY` with it too.
+///
+/// Reaped in batches: between reads the kernel coalesces completions into one range, and an
+/// empty error queue still costs a `recvmsg`.
+///
+/// # Errors
+/// A send, a read of the error queue, or the wait for the completions failed.
+pub(crate) fn send_reaping<S: msg_zerocopy::ExclusiveSocket>(
+    tx: &mut ZeroCopySender<S, &'static [u8]>,
+    start: Instant,
+    seconds: f64,
+    reap_every: u64,
+    mut next: impl FnMut(u64) -> &'static [u8],
+) -> anyhow::Result<u64> {
+    let mut calls = 0u64;
+    while start.elapsed().as_secs_f64() < seconds {
+        tx.send(next(calls)).map_err(|e| e.error).context("send")?;
+        calls += 1;
+        if calls % reap_every == 0 {
+            tx.reap().context("reading the error queue")?;
+            tx.returned().for_each(drop);
+        }
+    }
+    tx.drain(Duration::from_secs(5))
+        .context("waiting for completions")?;
+    Ok(calls)
 }
 
 /// One run of `seconds` in `lab`: `size`-byte sends cut from `pool` in `mode`.
@@ -214,24 +232,18 @@ pub fn bench(
     let steps = plan.steps(plan.modes.len());
     let mut session = plan.start(bench_name(proto), &settings, steps, 0.0)?;
     let build = |name: &str| Lab::build(name, proto);
-    session.each_lab(
-        remote,
-        plan.family,
-        plan.labs,
-        build,
-        |s, lab_name, family, lab| {
-            for &size in plan.sizes {
-                let step = plan.step(lab_name, family, proto, size);
-                let sets = s.measure(&step, plan.modes, Mode::name, |mode| {
-                    one_run(&lab, proto, family, mode, size, plan.rounds.seconds, pool)
-                })?;
-                s.compare_to_first(&sets, &SENDER_METRICS);
-                let rows = summary_rows(proto, lab_name, size, heat, &sets);
-                s.keep(sets, rows);
-            }
-            Ok(())
-        },
-    )?;
+    session.each_lab(remote, plan, build, |s, lab_name, family, lab| {
+        for &size in plan.sizes {
+            let step = plan.step(lab_name, family, proto, size);
+            let sets = s.measure(&step, plan.modes, Mode::name, |mode| {
+                one_run(&lab, proto, family, mode, size, plan.rounds.seconds, pool)
+            })?;
+            s.compare_to_first(&sets, &SENDER_METRICS);
+            let rows = summary_rows(proto, lab_name, size, heat, &sets);
+            s.keep(sets, rows);
+        }
+        Ok(())
+    })?;
     Ok(session.finish())
 }
 

@@ -172,69 +172,63 @@ pub fn bench(
     let steps = plan.steps(arms_per) * trains.len();
     let mut session = plan.start("udp-gso", &settings, steps, 0.0)?;
     let build = send::build_lab;
-    session.each_lab(
-        remote,
-        plan.family,
-        plan.labs,
-        build,
-        |s, lab_name, family, lab| {
-            let beside = reference.filter(|_| matches!(lab, super::sweep::Lab::Sink(_)));
-            for &(segment, n, pool) in &shapes {
-                let shape = Shape {
-                    pool,
-                    segment,
-                    seconds: plan.rounds.seconds,
-                };
-                let modes = fitting_modes(plan.modes, lab_name, &shape, n);
-                let mut arms: Vec<Arm> = Vec::new();
-                for &m in &modes {
-                    arms.push(Arm::Zcnet(m));
-                    if beside.is_some()
-                        && let Some(t) = twin::reference_twin(m, family, segment.get())
-                    {
-                        arms.push(Arm::Reference(t));
-                    }
+    session.each_lab(remote, plan, build, |s, lab_name, family, lab| {
+        let beside = reference.filter(|_| matches!(lab, super::sweep::Lab::Sink(_)));
+        for &(segment, n, pool) in &shapes {
+            let shape = Shape {
+                pool,
+                segment,
+                seconds: plan.rounds.seconds,
+            };
+            let modes = fitting_modes(plan.modes, lab_name, &shape, n);
+            let mut arms: Vec<Arm> = Vec::new();
+            for &m in &modes {
+                arms.push(Arm::Zcnet(m));
+                if beside.is_some()
+                    && let Some(t) = twin::reference_twin(m, family, segment.get())
+                {
+                    arms.push(Arm::Reference(t));
                 }
-                let step = plan.step(lab_name, family, Proto::Udp, pool.train_bytes());
-                let mut sets = s.measure(&step, &arms, Arm::name, |arm| match arm {
-                    Arm::Zcnet(m) => send::one_run(&lab, family, m, shape),
-                    Arm::Reference(m) => {
-                        let r = beside.expect("reference arms only beside it").clone();
-                        super::sweep::in_sink(&lab, family, move |dest| {
-                            twin::reference_run(&r, dest, family, m, shape)
-                        })
-                    }
-                })?;
-                for set in &mut sets {
-                    set.params = json!({"proto": "udp", "segment": segment.get(), "segments": n,
-                                  "train": pool.train_bytes()});
-                }
-                let find = |name: &str| sets.iter().find(|s| s.mode == name);
-                let base = &sets[0];
-                for set in &sets[1..] {
-                    if !set.mode.starts_with("ref-") {
-                        s.compare(set, base, &SENDER_METRICS);
-                    }
-                }
-                // zcnet's zero-copy modes over its GSO copy, and each mode over its reference twin.
-                if let Some(copy) = find("gso-copy").filter(|_| base.mode != "gso-copy") {
-                    for m in ["gso-zc", "gso-zc-fixed", "gso-auto"] {
-                        if let Some(set) = find(m) {
-                            s.compare(set, copy, &SENDER_METRICS);
-                        }
-                    }
-                }
-                for set in sets.iter().filter(|s| !s.mode.starts_with("ref-")) {
-                    if let Some(r) = find(&format!("ref-{}", set.mode)) {
-                        s.compare(set, r, &[Metric::CpuUsPerMb]);
-                    }
-                }
-                let rows = summary::summary_rows(lab_name, segment.get(), n, &sets);
-                s.keep(sets, rows);
             }
-            Ok(())
-        },
-    )?;
+            let step = plan.step(lab_name, family, Proto::Udp, pool.train_bytes());
+            let mut sets = s.measure(&step, &arms, Arm::name, |arm| match arm {
+                Arm::Zcnet(m) => send::one_run(&lab, family, m, shape),
+                Arm::Reference(m) => {
+                    let r = beside.expect("reference arms only beside it").clone();
+                    super::sweep::in_sink(&lab, family, move |dest| {
+                        twin::reference_run(&r, dest, family, m, shape)
+                    })
+                }
+            })?;
+            for set in &mut sets {
+                set.params = json!({"proto": "udp", "segment": segment.get(), "segments": n,
+                                  "train": pool.train_bytes()});
+            }
+            let find = |name: &str| sets.iter().find(|s| s.mode == name);
+            let base = &sets[0];
+            for set in &sets[1..] {
+                if !set.mode.starts_with("ref-") {
+                    s.compare(set, base, &SENDER_METRICS);
+                }
+            }
+            // zcnet's zero-copy modes over its GSO copy, and each mode over its reference twin.
+            if let Some(copy) = find("gso-copy").filter(|_| base.mode != "gso-copy") {
+                for m in ["gso-zc", "gso-zc-fixed", "gso-auto"] {
+                    if let Some(set) = find(m) {
+                        s.compare(set, copy, &SENDER_METRICS);
+                    }
+                }
+            }
+            for set in sets.iter().filter(|s| !s.mode.starts_with("ref-")) {
+                if let Some(r) = find(&format!("ref-{}", set.mode)) {
+                    s.compare(set, r, &[Metric::CpuUsPerMb]);
+                }
+            }
+            let rows = summary::summary_rows(lab_name, segment.get(), n, &sets);
+            s.keep(sets, rows);
+        }
+        Ok(())
+    })?;
     Ok(session.finish())
 }
 

@@ -7,7 +7,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, bail};
 use netlab::{Family, SinkLab};
@@ -20,6 +20,7 @@ use super::mode::Mode;
 use super::receiver::gro_receiver;
 use super::train::TrainPool;
 use crate::bench::sweep::{Conn, Lab, Proto, run_in_lab};
+use crate::bench::tx::send_reaping;
 use crate::measure::{Meter, Run, Work, pin};
 use crate::remote::proto::Check;
 
@@ -110,18 +111,7 @@ fn send_for(sock: UdpSocket, mode: Mode, shape: Shape) -> anyhow::Result<Run> {
             let mut tx: ZeroCopySender<_, &'static [u8]> = ZeroCopySender::new(sock, config)
                 .map_err(|e| e.error)
                 .context("a GSO sender")?;
-            while start.elapsed().as_secs_f64() < seconds {
-                tx.send(pool.train(trains))
-                    .map_err(|e| e.error)
-                    .context("send")?;
-                trains += 1;
-                if trains % REAP_EVERY == 0 {
-                    tx.reap().context("reading the error queue")?;
-                    tx.returned().for_each(drop);
-                }
-            }
-            tx.drain(Duration::from_secs(5))
-                .context("waiting for completions")?;
+            trains = send_reaping(&mut tx, start, seconds, REAP_EVERY, |i| pool.train(i))?;
             let c = tx.counters();
             zero_copy_share = Some(c.zero_copy_share().unwrap_or(0.0));
             if mode == Mode::GsoAuto {

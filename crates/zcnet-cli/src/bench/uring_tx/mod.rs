@@ -264,102 +264,96 @@ pub fn bench(
     let mut session = plan.start("uring-tx", &settings, steps, 0.0)?;
     let mut tables = Vec::new();
     let build = |name: &str| Lab::build(name, proto_of(name));
-    session.each_lab(
-        remote,
-        plan.family,
-        plan.labs,
-        build,
-        |s, lab_name, family, lab| {
-            let proto = proto_of(lab_name);
-            let beside = reference.filter(|_| matches!(lab, Lab::Sink(_)));
-            if reference.is_some() && beside.is_none() {
-                eprintln!("uring-tx {lab_name}: the reference runs in the sink lab only");
-            }
-            let mut table = Vec::new();
-            let mut against = Vec::new();
-            for &size in sizes {
-                let sp = match measured.take_if(|(s, _)| *s == size) {
-                    Some((_, sp)) => sp,
-                    None => make_pool(size, spec)?,
-                };
-                // Registered buffers count against RLIMIT_MEMLOCK (8 MiB for an ordinary user):
-                // where the pool does not fit, zc-fixed is left out with the limit and the way to
-                // raise it, and the other modes run.
-                let fits = zcnet::uring::memlock_check(sp.pool.region_len() as u64);
-                let modes: Vec<Mode> = match &fits {
-                    Err(e) if modes.contains(&Mode::ZeroCopyFixed) => {
-                        eprintln!(
-                            "uring-tx {lab_name} {size} B: zc-fixed skipped: {}",
-                            crate::error_line::chain(e)
-                        );
-                        modes
-                            .iter()
-                            .copied()
-                            .filter(|&m| m != Mode::ZeroCopyFixed)
-                            .collect()
-                    }
-                    _ => modes.to_vec(),
-                };
-                pins_beyond_the_limit(lab_name, size, sp.window, &modes);
-                // Each zcnet mode beside the reference in the same mode: A A' B B', then mirrored
-                // (B' B A' A) in the next round, so neither always runs right after the other.
-                let arms: Vec<Arm> = modes
-                    .iter()
-                    .flat_map(|&m| {
-                        let twin = beside.and(selftest_mode(m)).map(|_| Arm::Reference(m));
-                        std::iter::once(Arm::Zcnet(m)).chain(twin)
-                    })
-                    .collect();
-                let step = plan.step(lab_name, family, proto, size);
-                let sets = s.measure(&step, &arms, Arm::name, |arm| match arm {
-                    Arm::Zcnet(mode) => one_run(&lab, proto, family, mode, seconds, &sp),
-                    Arm::Reference(mode) => {
-                        let r = beside
-                            .expect("arms of the reference only beside it")
-                            .clone();
-                        let m = selftest_mode(mode).expect("a reference arm has a -m");
-                        sweep::in_sink(&lab, family, move |dest| {
-                            r.run_uring_tx(dest, family, size, m, CONFIG.batch, seconds)
-                        })
-                    }
-                })?;
-                let (ours, refs): (Vec<_>, Vec<_>) = arms
-                    .iter()
-                    .zip(sets)
-                    .partition(|(arm, _)| matches!(arm, Arm::Zcnet(_)));
-                let ours: Vec<ResultSet> = ours.into_iter().map(|(_, s)| s).collect();
-                let refs: Vec<ResultSet> = refs.into_iter().map(|(_, s)| s).collect();
-                s.compare_to_first(&ours, &SENDER_METRICS);
-                s.compare_to_first(&refs, &SENDER_METRICS);
-                // zcnet over the kernel's program, mode by mode: the figures of issue 34.
-                for r in &refs {
-                    let twin = ours
+    session.each_lab(remote, plan, build, |s, lab_name, family, lab| {
+        let proto = proto_of(lab_name);
+        let beside = reference.filter(|_| matches!(lab, Lab::Sink(_)));
+        if reference.is_some() && beside.is_none() {
+            eprintln!("uring-tx {lab_name}: the reference runs in the sink lab only");
+        }
+        let mut table = Vec::new();
+        let mut against = Vec::new();
+        for &size in sizes {
+            let sp = match measured.take_if(|(s, _)| *s == size) {
+                Some((_, sp)) => sp,
+                None => make_pool(size, spec)?,
+            };
+            // Registered buffers count against RLIMIT_MEMLOCK (8 MiB for an ordinary user):
+            // where the pool does not fit, zc-fixed is left out with the limit and the way to
+            // raise it, and the other modes run.
+            let fits = zcnet::uring::memlock_check(sp.pool.region_len() as u64);
+            let modes: Vec<Mode> = match &fits {
+                Err(e) if modes.contains(&Mode::ZeroCopyFixed) => {
+                    eprintln!(
+                        "uring-tx {lab_name} {size} B: zc-fixed skipped: {}",
+                        crate::error_line::chain(e)
+                    );
+                    modes
                         .iter()
-                        .find(|o| format!("ref-{}", o.mode) == r.mode)
-                        .expect("every reference arm has its zcnet twin");
-                    s.compare(twin, r, &SENDER_METRICS);
+                        .copied()
+                        .filter(|&m| m != Mode::ZeroCopyFixed)
+                        .collect()
                 }
-                let rows = summary_rows(lab_name, size, heat, &ours);
-                table.push((size, ours.clone()));
-                against.push((size, ours.clone(), refs.clone()));
-                s.keep(ours, rows);
-                s.keep(refs, Vec::new());
+                _ => modes.to_vec(),
+            };
+            pins_beyond_the_limit(lab_name, size, sp.window, &modes);
+            // Each zcnet mode beside the reference in the same mode: A A' B B', then mirrored
+            // (B' B A' A) in the next round, so neither always runs right after the other.
+            let arms: Vec<Arm> = modes
+                .iter()
+                .flat_map(|&m| {
+                    let twin = beside.and(selftest_mode(m)).map(|_| Arm::Reference(m));
+                    std::iter::once(Arm::Zcnet(m)).chain(twin)
+                })
+                .collect();
+            let step = plan.step(lab_name, family, proto, size);
+            let sets = s.measure(&step, &arms, Arm::name, |arm| match arm {
+                Arm::Zcnet(mode) => one_run(&lab, proto, family, mode, seconds, &sp),
+                Arm::Reference(mode) => {
+                    let r = beside
+                        .expect("arms of the reference only beside it")
+                        .clone();
+                    let m = selftest_mode(mode).expect("a reference arm has a -m");
+                    sweep::in_sink(&lab, family, move |dest| {
+                        r.run_uring_tx(dest, family, size, m, CONFIG.batch, seconds)
+                    })
+                }
+            })?;
+            let (ours, refs): (Vec<_>, Vec<_>) = arms
+                .iter()
+                .zip(sets)
+                .partition(|(arm, _)| matches!(arm, Arm::Zcnet(_)));
+            let ours: Vec<ResultSet> = ours.into_iter().map(|(_, s)| s).collect();
+            let refs: Vec<ResultSet> = refs.into_iter().map(|(_, s)| s).collect();
+            s.compare_to_first(&ours, &SENDER_METRICS);
+            s.compare_to_first(&refs, &SENDER_METRICS);
+            // zcnet over the kernel's program, mode by mode: the figures of issue 34.
+            for r in &refs {
+                let twin = ours
+                    .iter()
+                    .find(|o| format!("ref-{}", o.mode) == r.mode)
+                    .expect("every reference arm has its zcnet twin");
+                s.compare(twin, r, &SENDER_METRICS);
             }
-            tables.push(tables::seed_table(lab_name, proto, &table, &against));
-            if beside.is_some() {
-                let mut t = tables::reference_table(lab_name, &against);
-                if spec != PoolSpec::Hot {
-                    t.push_str(&format!(
+            let rows = summary_rows(lab_name, size, heat, &ours);
+            table.push((size, ours.clone()));
+            against.push((size, ours.clone(), refs.clone()));
+            s.keep(ours, rows);
+            s.keep(refs, Vec::new());
+        }
+        tables.push(tables::seed_table(lab_name, proto, &table, &against));
+        if beside.is_some() {
+            let mut t = tables::reference_table(lab_name, &against);
+            if spec != PoolSpec::Hot {
+                t.push_str(&format!(
                     "note: zcnet sent from the {} pool, the program from one hot buffer: unlike \
                      sources (--pool hot compares the send paths alone)\n",
                     spec.name()
                 ));
-                }
-                tables.push(t);
             }
-            Ok(())
-        },
-    )?;
+            tables.push(t);
+        }
+        Ok(())
+    })?;
     if !plan.rounds.quiet {
         for t in &tables {
             println!("\n{t}");
