@@ -19,14 +19,12 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::common::Common;
-use super::engine::Rounds;
+use super::engine::{Rounds, sets_of};
 use super::outcome::{Outcome, SummaryRow};
 use super::verdict::{Goal, Verdict};
 use crate::file_server::{Engine, Stats, fetch, serve};
 use crate::measure::cpu::{MachineCpu, ProcessCpu, ThreadCpu};
-use crate::measure::{
-    self, Comparison, Metric, Progress, Report, ResultSet, Run, Work, pin, ratio_pairs,
-};
+use crate::measure::{self, Comparison, Metric, Progress, Report, Run, Work, pin, ratio_pairs};
 use crate::remote::Remote;
 use crate::remote::proto::Role;
 
@@ -425,6 +423,7 @@ pub fn bench(
         Duration::from_secs_f64(seconds * 1.5 * (runs * ENGINES.len() * sizes.len()) as f64),
     );
     let mut summary = Vec::new();
+    let congestion = super::labs::congestion(lab_name);
     for &size in sizes {
         let files = Files::new(size)?;
         let per = measure::alternate(&ENGINES, runs, &progress, |engine, i| {
@@ -436,21 +435,9 @@ pub fn bench(
             }
             anyhow::Ok(run)
         })?;
-        let sets: Vec<ResultSet> = ENGINES
-            .iter()
-            .zip(per)
-            .map(|(e, runs)| {
-                let params = json!({"size": size, "clients": clients, "mtu": mtu});
-                ResultSet::new(
-                    lab_name,
-                    "ipv4",
-                    super::labs::congestion(lab_name).as_deref(),
-                    params,
-                    e.name(),
-                    runs,
-                )
-            })
-            .collect();
+        let params = json!({"size": size, "clients": clients, "mtu": mtu});
+        let condition = (lab_name, "ipv4", congestion.as_deref());
+        let sets = sets_of(&ENGINES, Engine::name, per, condition, &params);
         let zc = &sets[0];
         for (k, copy) in sets.iter().enumerate().skip(1) {
             for metric in [Metric::CpuUsPerMb, Metric::Gbit] {

@@ -330,15 +330,8 @@ impl Session {
             Some(Proto::Udp) => (None, json!({"size": size, "proto": "udp"})),
             None => (None, json!({"size": size})),
         };
-        let family = step.family.name();
-        Ok(arms
-            .iter()
-            .zip(per_arm)
-            .map(|(&a, runs)| {
-                let params = params.clone();
-                ResultSet::new(lab, family, congestion.as_deref(), params, name(a), runs)
-            })
-            .collect())
+        let condition = (lab, step.family.name(), congestion.as_deref());
+        Ok(sets_of(arms, name, per_arm, condition, &params))
     }
 
     /// Adds `a` over `b` in each of `metrics` to the report's comparisons.
@@ -374,6 +367,21 @@ impl Session {
     pub fn finish(self) -> Outcome {
         Outcome::new(self.report, self.summary)
     }
+}
+
+/// The result sets of `arms` (named by `name`) from their runs (`per_arm`, in the same order),
+/// all in one condition: (lab, family, congestion control) and `params`.
+pub fn sets_of<A: Copy>(
+    arms: &[A],
+    name: impl Fn(A) -> &'static str,
+    per_arm: Vec<Vec<Run>>,
+    (lab, family, congestion): (&str, &str, Option<&str>),
+    params: &serde_json::Value,
+) -> Vec<ResultSet> {
+    arms.iter()
+        .zip(per_arm)
+        .map(|(&a, runs)| ResultSet::new(lab, family, congestion, params.clone(), name(a), runs))
+        .collect()
 }
 
 /// What a sender's run is compared by: requests/s and CPU µs per MB.

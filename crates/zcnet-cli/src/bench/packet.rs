@@ -40,7 +40,7 @@ use serde::Serialize;
 use serde_json::json;
 use zcnet::packet::{RxConfig, RxRing, Socket, TxConfig, TxRing, pcap};
 
-use super::engine::{FRAME_SIZE_HELP, Flags, Rounds, Sweep};
+use super::engine::{FRAME_SIZE_HELP, Flags, Rounds, Sweep, sets_of};
 use super::labs::spawn_in;
 use super::outcome::{Outcome, SummaryRow};
 use super::tcpdump::Tcpdump;
@@ -564,20 +564,8 @@ pub fn bench(
             }
             anyhow::Ok(run)
         })?;
-        let sets: Vec<ResultSet> = modes
-            .iter()
-            .zip(per)
-            .map(|(m, runs)| {
-                ResultSet::new(
-                    lab_name,
-                    "ipv4",
-                    None,
-                    json!({"condition": cond.name(), "size": size}),
-                    m.name(),
-                    runs,
-                )
-            })
-            .collect();
+        let params = json!({"condition": cond.name(), "size": size});
+        let sets = sets_of(modes, Mode::name, per, (lab_name, "ipv4", None), &params);
         let set = |m: Mode| modes.iter().position(|&x| x == m).map(|i| &sets[i]);
         if let Some(ring) = set(Mode::Ring) {
             for other in [Mode::Recvfrom, Mode::Tcpdump, Mode::Xdp] {
@@ -629,6 +617,9 @@ fn median(set: &ResultSet, metric: Metric) -> f64 {
     set.median_of(metric).unwrap_or(f64::NAN)
 }
 
+/// The capture's CPU per packet, as a summary row shows it.
+const CPU_PER_PACKET: (&str, Metric, f64) = ("CPU ns/packet", Metric::CpuNsPerRequest, 1.0);
+
 /// The summary rows of one condition and size: ring against recvfrom (CPU per packet, judged
 /// where the capture's CPU is its own) and ring against tcpdump (the share of the offered
 /// packets captured, judged in both conditions: the offered rate moves from run to run with
@@ -647,6 +638,22 @@ fn summary_rows(
     let name = cond.name();
     let mut rows = Vec::new();
     let pairs = |a: &ResultSet, b: &ResultSet, m: Metric| ratio_pairs(&a.runs, &b.runs, m);
+    // The row of `a -> b`: their medians of `metric` (times `scale`), judged on the pairs `p`;
+    // none without pairs.
+    let mut row = |(a, b): (&ResultSet, &ResultSet),
+                   (unit, metric, scale): (&str, Metric, f64),
+                   p: &[f64],
+                   verdict: &Verdict| {
+        if !p.is_empty() {
+            rows.push(SummaryRow::new(
+                format!("packet {lab} {name} {size} B: {} -> {}", a.mode, b.mode),
+                unit,
+                (scale * median(a, metric), scale * median(b, metric)),
+                None,
+                verdict,
+            ));
+        }
+    };
     if let Some(r) = recvfrom {
         let p = pairs(ring, r, Metric::CpuNsPerRequest);
         let judged = judged && cond == Condition::RxOnGenerator;
@@ -654,18 +661,7 @@ fn summary_rows(
         let verdict = Verdict::judge(&p, judged.then_some(Goal::AtMost(0.5)));
         let per_cpu_s = 1.0 / verdict.ratio();
         let verdict = verdict.note(format!("{per_cpu_s:.1}x packets per CPU-s"));
-        if !p.is_empty() {
-            rows.push(SummaryRow::new(
-                format!("packet {lab} {name} {size} B: recvfrom -> ring"),
-                "CPU ns/packet",
-                (
-                    median(r, Metric::CpuNsPerRequest),
-                    median(ring, Metric::CpuNsPerRequest),
-                ),
-                None,
-                &verdict,
-            ));
-        }
+        row((r, ring), CPU_PER_PACKET, &p, &verdict);
     }
     if let Some(t) = tcpdump {
         let p = pairs(ring, t, Metric::CaptureShare);
@@ -680,18 +676,12 @@ fn summary_rows(
                 median(t, Metric::PacketsDropped),
                 median(ring, Metric::PacketsDropped),
             ));
-        if !p.is_empty() {
-            rows.push(SummaryRow::new(
-                format!("packet {lab} {name} {size} B: tcpdump -> ring"),
-                "captured %",
-                (
-                    100.0 * median(t, Metric::CaptureShare),
-                    100.0 * median(ring, Metric::CaptureShare),
-                ),
-                None,
-                &verdict,
-            ));
-        }
+        row(
+            (t, ring),
+            ("captured %", Metric::CaptureShare, 100.0),
+            &p,
+            &verdict,
+        );
     }
     // Issue 18: AF_XDP's CPU per packet at most the ring's, its captured share at least the
     // ring's, in the same run (at 64 B, where per-packet costs show most).
@@ -704,18 +694,7 @@ fn summary_rows(
         );
         let verdict =
             Verdict::judge(&p, judged.then_some(Goal::AtMost(1.0))).and("share ratio", share);
-        if !p.is_empty() {
-            rows.push(SummaryRow::new(
-                format!("packet {lab} {name} {size} B: ring -> xdp"),
-                "CPU ns/packet",
-                (
-                    median(ring, Metric::CpuNsPerRequest),
-                    median(x, Metric::CpuNsPerRequest),
-                ),
-                None,
-                &verdict,
-            ));
-        }
+        row((ring, x), CPU_PER_PACKET, &p, &verdict);
     }
     rows
 }
