@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::common::Common;
-use super::engine::{Rounds, sets_of};
+use super::engine::{Rounds, asked_or, sets_of};
 use super::outcome::{Outcome, SummaryRow};
 use super::verdict::{Goal, Verdict};
 use crate::file_server::{Engine, Stats, fetch, serve};
@@ -477,11 +477,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     enough_descriptors(opt.clients)?;
     opt.common
         .needs_labs("async-serve builds its veth lab in private network namespaces")?;
-    let sizes = if opt.sizes.is_empty() {
-        SIZES.to_vec()
-    } else {
-        opt.sizes.clone()
-    };
+    let sizes = asked_or(&opt.sizes, &SIZES);
     let out = bench(
         &sizes,
         opt.clients,

@@ -93,20 +93,21 @@ pub struct SendFlags<M: Flags> {
 impl<M: Flags> Sweep<M> {
     /// The sizes asked for, else `default`.
     pub fn sizes_or(&self, default: &[usize]) -> Vec<usize> {
-        if self.sizes.is_empty() {
-            default.to_vec()
-        } else {
-            self.sizes.clone()
-        }
+        asked_or(&self.sizes, default)
     }
 
     /// The modes asked for, else `default`.
     pub fn modes_or(&self, default: &[M]) -> Vec<M> {
-        if self.modes.is_empty() {
-            default.to_vec()
-        } else {
-            self.modes.clone()
-        }
+        asked_or(&self.modes, default)
+    }
+}
+
+/// What a repeatable flag asked for, else the bench's `default`.
+pub fn asked_or<T: Clone>(asked: &[T], default: &[T]) -> Vec<T> {
+    if asked.is_empty() {
+        default.to_vec()
+    } else {
+        asked.to_vec()
     }
 }
 

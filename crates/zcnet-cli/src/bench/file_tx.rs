@@ -334,11 +334,7 @@ pub fn bench(
 pub fn run(opt: Opt) -> anyhow::Result<()> {
     opt.common
         .needs_labs("file-tx builds its loopback lab in a private network namespace")?;
-    let copy_kib = if opt.copy_buffer_kib.is_empty() {
-        COPY_BUFFERS_KIB.to_vec()
-    } else {
-        opt.copy_buffer_kib.clone()
-    };
+    let copy_kib = super::engine::asked_or(&opt.copy_buffer_kib, &COPY_BUFFERS_KIB);
     if let Some(k) = copy_kib.iter().find(|&&k| k == 0 || k > 1 << 20) {
         bail!("--copy-buffer-kib {k}: give 1 to 1048576 KiB");
     }

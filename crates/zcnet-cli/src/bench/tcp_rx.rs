@@ -585,11 +585,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         runs: opt.common.runs.unwrap_or(5),
         seconds: opt.common.seconds.unwrap_or(5.0),
         verify: !opt.no_verify,
-        modes: if opt.modes.is_empty() {
-            vec![Mode::Copy, Mode::Zc]
-        } else {
-            opt.modes.clone()
-        },
+        modes: super::engine::asked_or(&opt.modes, &[Mode::Copy, Mode::Zc]),
         window: opt.window_kib.max(4) * 1024,
     };
     if let Some(addr) = opt.connect {

@@ -110,14 +110,27 @@ pub struct Opt {
 /// Send calls between two reads of the error queue.
 const REAP_EVERY: u64 = 32;
 
-/// Sends `size`-byte buffers for `seconds`, measuring the sending thread.
-fn send_for<S: msg_zerocopy::ExclusiveSocket>(
-    socket: S,
-    mode: Mode,
-    size: usize,
-    seconds: f64,
-    pool: &'static [u8],
-) -> anyhow::Result<Run> {
+/// What one run sends: `size`-byte buffers cut from `pool` in `mode`, for `seconds`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sends {
+    /// The sender's mode.
+    pub mode: Mode,
+    /// Bytes per send call.
+    pub size: usize,
+    /// Seconds of the run.
+    pub seconds: f64,
+    /// The buffers the sends are cut from ([`super::sweep::pool`]).
+    pub pool: &'static [u8],
+}
+
+/// Sends what `sends` says, measuring the sending thread.
+fn send_for<S: msg_zerocopy::ExclusiveSocket>(socket: S, sends: Sends) -> anyhow::Result<Run> {
+    let Sends {
+        mode,
+        size,
+        seconds,
+        pool,
+    } = sends;
     if size >= pool.len() {
         bail!(
             "--size {size} does not fit the {} MiB pool",
@@ -175,16 +188,19 @@ pub(crate) fn send_reaping<S: msg_zerocopy::ExclusiveSocket>(
     Ok(calls)
 }
 
-/// One run of `seconds` in `lab`: `size`-byte sends cut from `pool` in `mode`.
+/// One run in `lab`: what `sends` says, checked where it arrives.
 pub(crate) fn one_run(
     lab: &Lab,
     proto: Proto,
     family: Family,
-    mode: Mode,
-    size: usize,
-    seconds: f64,
-    pool: &'static [u8],
+    sends: Sends,
 ) -> anyhow::Result<Run> {
+    let Sends {
+        size,
+        seconds,
+        pool,
+        ..
+    } = sends;
     // The far side of a remote run checks the sends as they were cut from the pool.
     let check = Check::Pool {
         size: size as u64,
@@ -196,8 +212,8 @@ pub(crate) fn one_run(
         family,
         (seconds, check),
         move |conn| match conn {
-            Conn::Udp(s) => send_for(s, mode, size, seconds, pool),
-            Conn::Tcp(s) => send_for(s, mode, size, seconds, pool),
+            Conn::Udp(s) => send_for(s, sends),
+            Conn::Tcp(s) => send_for(s, sends),
         },
     )
 }
@@ -236,7 +252,14 @@ pub fn bench(
         for &size in plan.sizes {
             let step = plan.step(lab_name, family, proto, size);
             let sets = s.measure(&step, plan.modes, Mode::name, |mode| {
-                one_run(&lab, proto, family, mode, size, plan.rounds.seconds, pool)
+                let seconds = plan.rounds.seconds;
+                let sends = Sends {
+                    mode,
+                    size,
+                    seconds,
+                    pool,
+                };
+                one_run(&lab, proto, family, sends)
             })?;
             s.compare_to_first(&sets, &SENDER_METRICS);
             let rows = summary_rows(proto, lab_name, size, heat, &sets);

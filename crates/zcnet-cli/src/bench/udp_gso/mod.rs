@@ -39,7 +39,7 @@ use serde_json::json;
 use zcnet::udp_gso::{self, Segment};
 
 use super::common::Common;
-use super::engine::{InLab, Plan, SENDER_METRICS};
+use super::engine::{InLab, Plan, SENDER_METRICS, asked_or};
 use super::outcome::Outcome;
 use super::reference::Reference;
 use super::sweep::Proto;
@@ -255,21 +255,9 @@ fn fitting_modes(asked: &[Mode], lab: &str, shape: &Shape, n: usize) -> Vec<Mode
 
 /// `zcnet bench udp-gso`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    let segments = if opt.segments.is_empty() {
-        vec![1200, 1472]
-    } else {
-        opt.segments.clone()
-    };
-    let trains = if opt.trains.is_empty() {
-        vec![1, 8, 42]
-    } else {
-        opt.trains.clone()
-    };
-    let modes = if opt.modes.is_empty() {
-        Mode::ALL.to_vec()
-    } else {
-        opt.modes.clone()
-    };
+    let segments = asked_or(&opt.segments, &[1200, 1472]);
+    let trains = asked_or(&opt.trains, &[1, 8, 42]);
+    let modes = asked_or(&opt.modes, &Mode::ALL);
     // What it would send is checked before anything is built or said about the machine.
     check_shapes(&segments, &trains)?;
     for lab in &opt.common.labs {
