@@ -19,7 +19,8 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::common::Common;
-use super::engine::{Rounds, asked_or, sets_of};
+use super::common::Rounds;
+use super::engine::{asked_or, sets_of};
 use super::outcome::{Outcome, SummaryRow};
 use super::verdict::{Goal, Verdict};
 use crate::file_server::{Engine, Stats, fetch, serve};

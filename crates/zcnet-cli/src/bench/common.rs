@@ -153,8 +153,8 @@ impl Common {
 
     /// `--runs`, `--seconds` and `--json`: the bench's `runs` and `seconds` where they are not
     /// given.
-    pub fn rounds(&self, runs: usize, seconds: f64) -> super::engine::Rounds {
-        super::engine::Rounds {
+    pub fn rounds(&self, runs: usize, seconds: f64) -> Rounds {
+        Rounds {
             runs: self.runs.unwrap_or(runs),
             seconds: self.seconds.unwrap_or(seconds),
             quiet: self.json,
@@ -171,6 +171,18 @@ impl Common {
         }
         Ok(())
     }
+}
+
+/// How long a bench measures, and whether it prints as it goes: every bench's `--runs`,
+/// `--seconds` and `--json` ([`Common::rounds`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Rounds {
+    /// Alternations per mode.
+    pub runs: usize,
+    /// Seconds per run.
+    pub seconds: f64,
+    /// No per-run lines and tables (`--json`).
+    pub quiet: bool,
 }
 
 /// Address family, as a flag.

@@ -18,7 +18,7 @@ use netlab::Family;
 use serde::Serialize;
 use serde_json::json;
 
-use super::common::{Common, FamilyArg};
+use super::common::{Common, FamilyArg, Rounds};
 use super::outcome::{Outcome, SummaryRow};
 use super::sweep::{Lab, Proto};
 use super::verdict::Verdict;
@@ -40,18 +40,6 @@ pub struct Plan<'a, M> {
     pub modes: &'a [M],
     /// Runs, their seconds, and whether to print as they go.
     pub rounds: Rounds,
-}
-
-/// How long a bench measures, and whether it prints as it goes: every bench's `--runs`,
-/// `--seconds` and `--json` ([`super::common::Common::rounds`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Rounds {
-    /// Alternations per mode.
-    pub runs: usize,
-    /// Seconds per run.
-    pub seconds: f64,
-    /// No per-run lines and tables (`--json`).
-    pub quiet: bool,
 }
 
 /// The modes of a bench that sweeps sizes, and what its `--size` and `--mode` say.

@@ -20,7 +20,7 @@ use serde_json::json;
 use zcnet::peek::Mode as Method;
 
 use super::common::Common;
-use super::engine::Rounds;
+use super::common::Rounds;
 use super::labs::spawn_in;
 use super::outcome::{Outcome, SummaryRow};
 use super::verdict::{Goal, Verdict};

@@ -5,7 +5,8 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::common::Common;
-use super::engine::{Plan, Rounds};
+use super::common::Rounds;
+use super::engine::Plan;
 use super::outcome::{Outcome, SummaryRow, finish_document, render_summary};
 use super::{async_serve, file_tx, packet, packet_tx, peek, sweep, tcp_rx, tx, udp_gso, uring_tx};
 use crate::measure::Report;

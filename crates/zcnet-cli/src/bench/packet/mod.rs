@@ -43,7 +43,8 @@ use serde::Serialize;
 use serde_json::json;
 use zcnet::packet::RxConfig;
 
-use super::engine::{Rounds, Sweep, sets_of};
+use super::common::Rounds;
+use super::engine::{Sweep, sets_of};
 use super::outcome::Outcome;
 use crate::measure::{self, Metric};
 use crate::remote::Remote;
