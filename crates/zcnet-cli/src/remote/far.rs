@@ -2,7 +2,7 @@
 //! opened, so that `ready` can name the port), then run on a thread of its own, measured there
 //! (`RUSAGE_THREAD`), bounded by the run's time plus [`GRACE`] and by the server's byte limit
 //! ([`super::bounds`]). The receivers, the sender and the frame generator are here; the HTTP
-//! clients of `async-serve` are [`super::fetch`].
+//! clients of `async-serve` are `fetch`.
 
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};

@@ -3,10 +3,10 @@
 //! a small versioned control protocol ([`proto`]); the report carries both hosts' figures.
 //!
 //! The files: [`proto`] (the protocol), [`client`] (the bench's side), [`server`] (`zcnet
-//! serve`), [`far`] (each role's far side), `bounds` (what bounds a far run and what it
+//! serve`), [`far`] (each role's far side), [`bounds`] (what bounds a far run and what it
 //! reports), `fetch` (the HTTP clients of `async-serve`).
 
-mod bounds;
+pub mod bounds;
 pub mod client;
 pub mod far;
 mod fetch;

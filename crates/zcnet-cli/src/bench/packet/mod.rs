@@ -28,8 +28,8 @@
 //!   and system by its ticks (`/proc/PID/stat`), as getrusage does; its counts are the lines it
 //!   prints when interrupted.
 //!
-//! The files: [`mode`] (the methods and conditions), [`lab`] (the lab and its generator),
-//! [`capture`] (one run), [`summary`] (the lines and the summary rows); the settings' start and
+//! The files: `mode` (the methods and conditions), `lab` (the lab and its generator),
+//! `capture` (one run), `summary` (the lines and the summary rows); the settings' start and
 //! the result sets are [`super::engine`]'s.
 
 mod capture;

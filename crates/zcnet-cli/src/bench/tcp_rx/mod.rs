@@ -12,8 +12,8 @@
 //! zap of the receive window would send a TLB-shootdown IPI to the sender's CPU. Measured here,
 //! that added about 30 µs per MB to the zero-copy receiver.
 //!
-//! The files: [`lab`] (the conditions and their labs), [`stream`] (one connection's sender and
-//! receiver), [`local`] (the runs in a lab here), [`remote`] (across two hosts).
+//! The files: `lab` (the conditions and their labs), `stream` (one connection's sender and
+//! receiver), `local` (the runs in a lab here), `remote` (across two hosts).
 
 mod lab;
 mod local;

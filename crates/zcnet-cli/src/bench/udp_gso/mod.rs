@@ -21,9 +21,9 @@
 //! the kernel's `udpgso_bench_tx` beside each mode it has (`sendmsg` and `sendmmsg` at its
 //! fixed 1472-byte datagrams, `gso-copy` and `gso-zc` at any segment size), in the sink labs.
 //!
-//! The files: [`mode`] (the modes and the arms beside the reference), [`train`] (the trains
-//! and their check), [`receiver`] (the GRO receiver), [`send`] (one run), [`twin`] (the
-//! reference's runs), [`summary`] (the suite's rows); the alternation and the settings shared
+//! The files: `mode` (the modes and the arms beside the reference), `train` (the trains
+//! and their check), `receiver` (the GRO receiver), `send` (one run), `twin` (the
+//! reference's runs), `summary` (the suite's rows); the alternation and the settings shared
 //! are [`super::engine`]'s.
 
 mod mode;

@@ -14,11 +14,11 @@
 //! the program's one page-aligned buffer), zc-fixed from the fewest
 //! registered buffers that keep a batch in the kernel while the one before comes back. `cold`
 //! (256 MiB) is a server sending distinct data, where copy pays for memory the zero-copy modes
-//! never read. The report says what each pool measured ([`super::heat`], measured in [`pool`]), not what it was meant
+//! never read. The report says what each pool measured ([`super::heat`], measured in `pool`), not what it was meant
 //! to be. `--reference` runs the kernel's program beside zcnet ([`super::reference`]).
 //!
-//! The files: [`ring`] (the ring's settings), [`pool`] (the pool condition and its buffers),
-//! [`send`] (one run), [`tables`] (the tables printed); the alternation, the settings shared
+//! The files: `ring` (the ring's settings), `pool` (the pool condition and its buffers),
+//! `send` (one run), `tables` (the tables printed); the alternation, the settings shared
 //! and the summary rows are [`super::engine`]'s.
 
 mod pool;
