@@ -373,6 +373,25 @@ pub fn sets_of<A: Copy>(
         .collect()
 }
 
+/// The modes of `asked` that can run where `fixed` must register `registered` bytes with
+/// io_uring: registered buffers count against `RLIMIT_MEMLOCK` (8 MiB for an ordinary user), so
+/// where they do not fit, `fixed` is left out, saying `what` with the limit and the way to raise
+/// it, and the other modes run.
+pub fn registrable<M: Copy + PartialEq>(
+    asked: &[M],
+    fixed: M,
+    registered: u64,
+    what: &str,
+) -> Vec<M> {
+    match zcnet::uring::memlock_check(registered) {
+        Err(e) if asked.contains(&fixed) => {
+            eprintln!("{what}: {}", crate::error_line::chain(&e));
+            asked.iter().copied().filter(|&m| m != fixed).collect()
+        }
+        _ => asked.to_vec(),
+    }
+}
+
 /// What a sender's run is compared by: requests/s and CPU µs per MB.
 pub const SENDER_METRICS: [Metric; 2] = [Metric::RequestsPerS, Metric::CpuUsPerMb];
 

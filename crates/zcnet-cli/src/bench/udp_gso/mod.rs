@@ -39,7 +39,7 @@ use serde_json::json;
 use zcnet::udp_gso::{self, Segment};
 
 use super::common::Common;
-use super::engine::{InLab, Plan, SENDER_METRICS, asked_or};
+use super::engine::{InLab, Plan, SENDER_METRICS, asked_or, registrable};
 use super::outcome::Outcome;
 use super::reference::Reference;
 use super::sweep::Proto;
@@ -232,25 +232,15 @@ pub fn bench(
     Ok(session.finish())
 }
 
-/// The modes of `asked` that can run at this shape: registered buffers count against
-/// RLIMIT_MEMLOCK (8 MiB for an ordinary user), so where the pool does not fit, gso-zc-fixed is
-/// left out with the limit and the way to raise it, and the other modes run (as uring-tx does).
+/// The modes of `asked` that can run at this shape: gso-zc-fixed registers the pool's trains,
+/// page-rounded ([`registrable`], as uring-tx does).
 fn fitting_modes(asked: &[Mode], lab: &str, shape: &Shape, n: usize) -> Vec<Mode> {
     let pool = shape.pool;
     let page = zcnet::probe::features().host.page_size;
     let registered = ((pool.count() * pool.train_bytes()).next_multiple_of(page)) as u64;
-    match zcnet::uring::memlock_check(registered) {
-        Err(e) if asked.contains(&Mode::GsoZcFixed) => {
-            eprintln!(
-                "udp-gso {lab} {} B x {n}: gso-zc-fixed left out: {}",
-                shape.segment.get(),
-                crate::error_line::chain(&e)
-            );
-            let others = asked.iter().copied();
-            others.filter(|&m| m != Mode::GsoZcFixed).collect()
-        }
-        _ => asked.to_vec(),
-    }
+    let seg = shape.segment.get();
+    let what = format!("udp-gso {lab} {seg} B x {n}: gso-zc-fixed left out");
+    registrable(asked, Mode::GsoZcFixed, registered, &what)
 }
 
 /// `zcnet bench udp-gso`.

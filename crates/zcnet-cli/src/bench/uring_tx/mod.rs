@@ -32,7 +32,9 @@ use anyhow::bail;
 use serde::Serialize;
 use zcnet::uring::Mode;
 
-use super::engine::{Flags, InLab, Plan, SENDER_METRICS, SendFlags, rows_against_base};
+use super::engine::{
+    Flags, InLab, Plan, SENDER_METRICS, SendFlags, registrable, rows_against_base,
+};
 use super::heat::PoolHeat;
 use super::outcome::{Outcome, SummaryRow};
 use super::reference::Reference;
@@ -277,24 +279,10 @@ pub fn bench(
                 Some((_, sp)) => sp,
                 None => make_pool(size, spec)?,
             };
-            // Registered buffers count against RLIMIT_MEMLOCK (8 MiB for an ordinary user):
-            // where the pool does not fit, zc-fixed is left out with the limit and the way to
-            // raise it, and the other modes run.
-            let fits = zcnet::uring::memlock_check(sp.pool.region_len() as u64);
-            let modes: Vec<Mode> = match &fits {
-                Err(e) if modes.contains(&Mode::ZeroCopyFixed) => {
-                    eprintln!(
-                        "uring-tx {lab_name} {size} B: zc-fixed skipped: {}",
-                        crate::error_line::chain(e)
-                    );
-                    modes
-                        .iter()
-                        .copied()
-                        .filter(|&m| m != Mode::ZeroCopyFixed)
-                        .collect()
-                }
-                _ => modes.to_vec(),
-            };
+            // The whole pool is registered for zc-fixed.
+            let registered = sp.pool.region_len() as u64;
+            let what = format!("uring-tx {lab_name} {size} B: zc-fixed skipped");
+            let modes = registrable(modes, Mode::ZeroCopyFixed, registered, &what);
             pins_beyond_the_limit(lab_name, size, sp.window, &modes);
             // Each zcnet mode beside the reference in the same mode: A A' B B', then mirrored
             // (B' B A' A) in the next round, so neither always runs right after the other.
