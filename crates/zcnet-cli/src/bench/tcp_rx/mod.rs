@@ -74,7 +74,7 @@ pub struct Opt {
 /// Runs the bench over `conds`.
 pub fn bench(conds: &[Condition], s: &Settings, quiet: bool) -> anyhow::Result<Outcome> {
     let mut report = Report::new("tcp-rx");
-    report.settings = s.json();
+    report.settings = s.json()?;
     let mut summary = Vec::new();
     let modes = &s.modes;
     let steps = conds.len() * s.runs * modes.len();

@@ -11,8 +11,9 @@ use serde_json::json;
 use super::lab::{connect, listen};
 use super::local::tcp_mmap_line;
 use super::stream::{Mode, Settings, receive, send_for};
+use crate::bench::engine::sets_of;
 use crate::bench::outcome::Outcome;
-use crate::measure::{self, Comparison, Metric, Pinned, Progress, Report, ResultSet, Run, pin};
+use crate::measure::{self, Comparison, Metric, Pinned, Progress, Report, Run, pin};
 use crate::remote::proto::Role;
 
 /// The report of a two-host run: a set per mode, lab `remote`.
@@ -22,17 +23,11 @@ pub(super) fn two_host_report(
     family: Family,
     mss: Option<i32>,
     s: &Settings,
-) -> Report {
+) -> anyhow::Result<Report> {
     let mut report = Report::new("tcp-rx");
-    report.settings = s.json();
-    let sets: Vec<ResultSet> = modes
-        .iter()
-        .zip(per_mode)
-        .map(|(m, runs)| {
-            let params = json!({"mss": mss});
-            ResultSet::new("remote", family.name(), None, params, m.name(), runs)
-        })
-        .collect();
+    report.settings = s.json()?;
+    let condition = ("remote", family.name(), None);
+    let sets = sets_of(modes, Mode::name, per_mode, condition, &json!({"mss": mss}));
     for other in sets.iter().skip(1) {
         for metric in [Metric::CpuUsPerMb, Metric::Gbit] {
             report
@@ -41,7 +36,7 @@ pub(super) fn two_host_report(
         }
     }
     report.results = sets;
-    report
+    Ok(report)
 }
 
 /// `--remote`: this host receives, the `zcnet serve` there sends (`MSG_ZEROCOPY`, so that a
@@ -91,7 +86,7 @@ pub(super) fn with_server(
         anyhow::Ok(run)
     })?;
     let family = Family::of(remote.addr().ip());
-    let mut report = two_host_report(modes, per_mode, family, mss, s);
+    let mut report = two_host_report(modes, per_mode, family, mss, s)?;
     crate::bench::labs::remote_lab(&mut report, Some(&remote), "remote");
     Ok(Outcome::new(report, Vec::new()))
 }
@@ -147,7 +142,7 @@ pub(super) fn remote_receiver(
         }
         anyhow::Ok(run)
     })?;
-    let report = two_host_report(modes, per_mode, Family::of(addr.ip()), mss, s);
+    let report = two_host_report(modes, per_mode, Family::of(addr.ip()), mss, s)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
