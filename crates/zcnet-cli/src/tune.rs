@@ -217,7 +217,13 @@ impl Bench {
                 } else {
                     tx::Mode::Copy
                 };
-                tx::one_run(lab, proto, Family::V4, mode, size, seconds, pool)
+                let sends = tx::Sends {
+                    mode,
+                    size,
+                    seconds,
+                    pool,
+                };
+                tx::one_run(lab, proto, Family::V4, sends)
             }
             Source::Uring(pool) => {
                 use zcnet::uring::Mode;

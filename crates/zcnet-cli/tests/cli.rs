@@ -301,7 +301,7 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
     };
     assert_eq!(sets.len(), 2 * want_modes, "{sets:?}");
     for set in sets {
-        assert_eq!(set["params"]["frame_bytes"], 64);
+        assert_eq!(set["params"]["size"], 64);
         for run in set["runs"].as_array().unwrap() {
             let offered = run["packets_offered"].as_u64().unwrap();
             let dropped = run["packets_dropped"].as_u64().expect("drops reported");
@@ -851,7 +851,7 @@ fn bench_packet_tx_counts_the_frames_that_arrive() {
         }
     }
     for set in sets {
-        let size = set["params"]["frame_bytes"].as_u64().unwrap();
+        let size = set["params"]["size"].as_u64().unwrap();
         for run in set["runs"].as_array().unwrap() {
             let sent = run["packets_offered"].as_u64().unwrap();
             let bytes = run["bytes"].as_u64().unwrap();

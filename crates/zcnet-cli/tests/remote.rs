@@ -557,7 +557,7 @@ fn packet_capture_of_a_remote_generator() {
     );
     for set in r["results"].as_array().unwrap() {
         assert_eq!(set["params"]["condition"], "as-configured", "{set}");
-        let frame = set["params"]["frame_bytes"].as_u64().unwrap();
+        let frame = set["params"]["size"].as_u64().unwrap();
         for run in set["runs"].as_array().unwrap() {
             // Only the generator's frames are counted, none twice.
             let share = run["capture_share"].as_f64().unwrap();
@@ -584,7 +584,7 @@ fn async_serve_to_remote_clients_checks_every_body() {
     );
     assert_two_hosts(&r, &["zcnet", "tokio-copy"], true);
     for set in r["results"].as_array().unwrap() {
-        let size = set["params"]["file_bytes"].as_u64().unwrap();
+        let size = set["params"]["size"].as_u64().unwrap();
         for run in set["runs"].as_array().unwrap() {
             // Whole files only: every fetch ran to its end.
             assert_eq!(run["remote_bytes"].as_u64().unwrap() % size, 0, "{run}");

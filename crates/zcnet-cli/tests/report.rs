@@ -886,3 +886,48 @@ fn a_gate_that_compared_nothing_fails_and_no_page_replaces_its_input() {
         );
     }
 }
+
+#[test]
+fn a_report_with_the_old_size_keys_reads_as_one_with_size() {
+    // The fixture was written when packet said frame_bytes and async-serve file_bytes.
+    for old in ["\"frame_bytes\":", "\"file_bytes\":"] {
+        assert!(SUITE.contains(old), "the fixture has {old}");
+    }
+    let new = SUITE
+        .replace("\"frame_bytes\":", "\"size\":")
+        .replace("\"file_bytes\":", "\"size\":");
+    let page_of = |dir: &str, text: &str| {
+        let d = temp(dir);
+        std::fs::create_dir_all(&d).unwrap();
+        let input = d.join("suite.json");
+        std::fs::write(&input, text).unwrap();
+        render(&[&input], &d.join("page.html"))
+    };
+    let (old_page, new_page) = (page_of("old-keys", SUITE), page_of("new-keys", &new));
+    assert!(
+        old_page.contains("against message size"),
+        "the sweeps are drawn"
+    );
+    assert_eq!(old_page, new_page);
+    // And an old file compares with a new one cell by cell: nothing is left unmatched.
+    let (old, new_file) = (temp("old-keys/suite.json"), temp("new-keys/suite.json"));
+    let r = zcnet()
+        .args(["report", "--json"])
+        .arg(&old)
+        .arg(&new_file)
+        .arg("-o")
+        .arg(temp("both.html"))
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let changes: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let benches: Vec<&str> = changes
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["bench"].as_str())
+        .collect();
+    for bench in ["packet", "async-serve"] {
+        assert!(benches.contains(&bench), "{bench} compared: {benches:?}");
+    }
+}

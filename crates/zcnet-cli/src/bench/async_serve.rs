@@ -15,16 +15,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use netlab::{Family, Side, VethLab, pattern};
+use serde::Serialize;
 use serde_json::json;
 
 use super::common::Common;
+use super::common::Rounds;
+use super::engine::{asked_or, sets_of};
 use super::outcome::{Outcome, SummaryRow};
 use super::verdict::{Goal, Verdict};
 use crate::file_server::{Engine, Stats, fetch, serve};
 use crate::measure::cpu::{MachineCpu, ProcessCpu, ThreadCpu};
-use crate::measure::{
-    self, Comparison, Metric, Progress, Report, ResultSet, Run, Work, pin, ratio_pairs,
-};
+use crate::measure::{self, Comparison, Metric, Progress, Report, Run, Work, pin, ratio_pairs};
 use crate::remote::Remote;
 use crate::remote::proto::Role;
 
@@ -371,30 +372,46 @@ fn enough_descriptors(clients: usize) -> anyhow::Result<()> {
     )
 }
 
+/// The settings of `async-serve`.
+#[derive(Debug, Serialize)]
+struct Settings<'a> {
+    runs: usize,
+    seconds: f64,
+    clients: usize,
+    sizes: &'a [u64],
+    engines: Vec<&'static str>,
+    server: &'static str,
+    /// The clients' CPU (none with `--remote`: another host's).
+    clients_cpu: Option<usize>,
+    lab: &'static str,
+    page_cache: &'static str,
+}
+
 /// Runs the bench.
 pub fn bench(
     sizes: &[u64],
     clients: usize,
-    runs: usize,
-    seconds: f64,
-    quiet: bool,
+    rounds: Rounds,
     remote: Option<Remote>,
 ) -> anyhow::Result<Outcome> {
+    let (runs, seconds) = (rounds.runs, rounds.seconds);
     let mut report = Report::new("async-serve");
-    report.settings = json!({
-        "runs": runs, "seconds": seconds, "clients": clients, "sizes": sizes,
-        "engines": ENGINES.iter().map(|e| e.name()).collect::<Vec<_>>(),
-        "server": "tokio runtime, 1 worker + blocking pool, on CPU 0; CPU of all its threads",
-        "clients_cpu": 1, "lab": "veth", "page_cache": "warm",
-    });
+    let settings = Settings {
+        runs,
+        seconds,
+        clients,
+        sizes,
+        engines: ENGINES.iter().map(|e| e.name()).collect(),
+        server: "tokio runtime, 1 worker + blocking pool, on CPU 0; CPU of all its threads",
+        clients_cpu: remote.is_none().then_some(1),
+        lab: if remote.is_some() { "remote" } else { "veth" },
+        page_cache: "warm",
+    };
+    report.settings = serde_json::to_value(&settings)?;
     enough_descriptors(clients)?;
     let lab_name = super::labs::remote_lab(&mut report, remote.as_ref(), "veth");
     let mut place = match remote {
-        Some(r) => {
-            report.settings["lab"] = "remote".into();
-            report.settings["clients_cpu"] = serde_json::Value::Null;
-            Place::Remote(r)
-        }
+        Some(r) => Place::Remote(r),
         None => Place::Lab(VethLab::new(None)?),
     };
     let mtu = match &place {
@@ -407,32 +424,21 @@ pub fn bench(
         Duration::from_secs_f64(seconds * 1.5 * (runs * ENGINES.len() * sizes.len()) as f64),
     );
     let mut summary = Vec::new();
+    let congestion = super::labs::congestion(lab_name);
     for &size in sizes {
         let files = Files::new(size)?;
         let per = measure::alternate(&ENGINES, runs, &progress, |engine, i| {
             let run = one_run(&mut place, &files, engine, clients, seconds)
                 .with_context(|| format!("{} {size} B run {}", engine.name(), i + 1))?;
-            if !quiet {
+            if !rounds.quiet {
                 let condition = format!("{lab_name} {size} B x {clients}");
                 println!("{}", run.line(&condition, engine.name(), "server"));
             }
             anyhow::Ok(run)
         })?;
-        let sets: Vec<ResultSet> = ENGINES
-            .iter()
-            .zip(per)
-            .map(|(e, runs)| {
-                let params = json!({"file_bytes": size, "clients": clients, "mtu": mtu});
-                ResultSet::new(
-                    lab_name,
-                    "ipv4",
-                    super::labs::congestion(lab_name).as_deref(),
-                    params,
-                    e.name(),
-                    runs,
-                )
-            })
-            .collect();
+        let params = json!({"size": size, "clients": clients, "mtu": mtu});
+        let condition = (lab_name, "ipv4", congestion.as_deref());
+        let sets = sets_of(&ENGINES, Engine::name, per, condition, &params);
         let zc = &sets[0];
         for (k, copy) in sets.iter().enumerate().skip(1) {
             for metric in [Metric::CpuUsPerMb, Metric::Gbit] {
@@ -472,17 +478,11 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     enough_descriptors(opt.clients)?;
     opt.common
         .needs_labs("async-serve builds its veth lab in private network namespaces")?;
-    let sizes = if opt.sizes.is_empty() {
-        SIZES.to_vec()
-    } else {
-        opt.sizes.clone()
-    };
+    let sizes = asked_or(&opt.sizes, &SIZES);
     let out = bench(
         &sizes,
         opt.clients,
-        opt.common.runs.unwrap_or(5),
-        opt.common.seconds.unwrap_or(2.0),
-        opt.common.json,
+        opt.common.rounds(5, 2.0),
         opt.common.remote()?,
     )?;
     out.finish(&opt.common)

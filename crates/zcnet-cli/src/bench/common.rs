@@ -97,6 +97,15 @@ impl Common {
             .take()
     }
 
+    /// The labs asked for (`--lab`), else `default`.
+    pub fn labs_or<'a>(&'a self, default: &[&'a str]) -> Vec<&'a str> {
+        if self.labs.is_empty() {
+            default.to_vec()
+        } else {
+            self.labs.iter().map(String::as_str).collect()
+        }
+    }
+
     /// Checks that labs can be built (`what` says which and why), unless `--remote` replaces
     /// them.
     ///
@@ -142,6 +151,16 @@ impl Common {
             .clone()
     }
 
+    /// `--runs`, `--seconds` and `--json`: the bench's `runs` and `seconds` where they are not
+    /// given.
+    pub fn rounds(&self, runs: usize, seconds: f64) -> Rounds {
+        Rounds {
+            runs: self.runs.unwrap_or(runs),
+            seconds: self.seconds.unwrap_or(seconds),
+            quiet: self.json,
+        }
+    }
+
     /// Installs `--profile` for the `auto` modes.
     ///
     /// # Errors
@@ -152,6 +171,18 @@ impl Common {
         }
         Ok(())
     }
+}
+
+/// How long a bench measures, and whether it prints as it goes: every bench's `--runs`,
+/// `--seconds` and `--json` ([`Common::rounds`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Rounds {
+    /// Alternations per mode.
+    pub runs: usize,
+    /// Seconds per run.
+    pub seconds: f64,
+    /// No per-run lines and tables (`--json`).
+    pub quiet: bool,
 }
 
 /// Address family, as a flag.

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use netlab::{Family, LoopbackLab, pattern};
+use serde::Serialize;
 use serde_json::json;
 use zcnet::ZeroCopyCounters as _;
 use zcnet::file::{self, FileSender, Mode as Strategy};
@@ -190,8 +191,9 @@ fn one_run(place: &mut Place, f: &CachedFile, mode: Mode) -> anyhow::Result<Run>
     Ok(run)
 }
 
-/// The loopback lab, its receive processing steered to CPU 1 where this process may.
-fn loopback_lab(report: &mut Report) -> anyhow::Result<LoopbackLab> {
+/// The loopback lab, its receive processing steered to CPU 1 where this process may (`true`
+/// where it was).
+fn loopback_lab() -> anyhow::Result<(LoopbackLab, bool)> {
     let lab = LoopbackLab::new(None)?;
     // Receive processing on the receiver's CPU, as a NIC's queue would place it; without RPS,
     // loopback runs the receiver's TCP stack in softirq on the sending CPU and charges it to the
@@ -209,10 +211,21 @@ fn loopback_lab(report: &mut Report) -> anyhow::Result<LoopbackLab> {
             false
         }
     };
-    if !rps {
-        report.settings["rps"] = serde_json::Value::Null;
-    }
-    Ok(lab)
+    Ok((lab, rps))
+}
+
+/// The settings of `file-tx`.
+#[derive(Debug, Serialize)]
+struct Settings {
+    runs: usize,
+    file_mib: u64,
+    modes: Vec<String>,
+    /// Who receives: a receiver on CPU 1, or the `--remote` server.
+    receiver: &'static str,
+    sender_cpu: usize,
+    page_cache: &'static str,
+    /// Where receive processing was steered (none where it could not be, or `--remote`).
+    rps: Option<&'static str>,
 }
 
 /// Sends the whole file on `s` by `mode`, measuring this thread, then shuts the write side.
@@ -245,21 +258,29 @@ pub fn bench(
     remote: Option<Remote>,
 ) -> anyhow::Result<Outcome> {
     let mut report = Report::new("file-tx");
-    report.settings = json!({
-        "runs": runs, "file_mib": size_mib, "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
-        "receiver": "recv(MSG_TRUNC) on CPU 1", "sender_cpu": 0, "page_cache": "warm",
-        "rps": "lo rx-0 -> CPU 1",
-    });
     let f = CachedFile::create(size_mib << 20)?;
-    let lab_name = super::labs::remote_lab(&mut report, remote.as_ref(), "loopback");
-    let mut place = match remote {
-        Some(r) => {
-            report.settings["receiver"] = "zcnet serve, checking every byte".into();
-            report.settings["rps"] = serde_json::Value::Null;
-            Place::Remote(r)
+    let (mut place, receiver, rps) = match remote {
+        Some(r) => (Place::Remote(r), "zcnet serve, checking every byte", false),
+        None => {
+            let (lab, rps) = loopback_lab()?;
+            (Place::Lab(lab), "recv(MSG_TRUNC) on CPU 1", rps)
         }
-        None => Place::Lab(loopback_lab(&mut report)?),
     };
+    let settings = Settings {
+        runs,
+        file_mib: size_mib,
+        modes: modes.iter().map(|m| m.name()).collect(),
+        receiver,
+        sender_cpu: 0,
+        page_cache: "warm",
+        rps: rps.then_some("lo rx-0 -> CPU 1"),
+    };
+    report.settings = serde_json::to_value(&settings)?;
+    let far = match &place {
+        Place::Remote(r) => Some(r),
+        Place::Lab(_) => None,
+    };
+    let lab_name = super::labs::remote_lab(&mut report, far, "loopback");
     let _pinned = Pinned::to(1);
     let progress = Progress::new(
         "file-tx",
@@ -334,11 +355,7 @@ pub fn bench(
 pub fn run(opt: Opt) -> anyhow::Result<()> {
     opt.common
         .needs_labs("file-tx builds its loopback lab in a private network namespace")?;
-    let copy_kib = if opt.copy_buffer_kib.is_empty() {
-        COPY_BUFFERS_KIB.to_vec()
-    } else {
-        opt.copy_buffer_kib.clone()
-    };
+    let copy_kib = super::engine::asked_or(&opt.copy_buffer_kib, &COPY_BUFFERS_KIB);
     if let Some(k) = copy_kib.iter().find(|&&k| k == 0 || k > 1 << 20) {
         bail!("--copy-buffer-kib {k}: give 1 to 1048576 KiB");
     }

@@ -5,11 +5,13 @@
 //! This module only dispatches. What the benches share lives in leaf modules that they import,
 //! never here (a bench that used its parent would close an import cycle with this dispatch):
 //! [`common`] (the flags), [`outcome`] (the report and the summary rows, as shown), `labs`
-//! (labs or a remote host), [`sweep`] (the engine of the send benches, which `zcnet tune`
-//! shares) and [`heat`] (whether a pool is hot).
+//! (labs or a remote host), [`sweep`] (the labs of the send benches, which `zcnet tune`
+//! shares), [`engine`] (what the sending benches share: the plan, the settings, the
+//! alternation, the results and the summary rows) and [`heat`] (whether a pool is hot).
 
 pub mod async_serve;
 pub mod common;
+pub mod engine;
 pub mod file_tx;
 pub mod heat;
 mod labs;
@@ -81,12 +83,12 @@ impl Opt {
     fn common(&self) -> &Common {
         match &self.name {
             Some(Name::TcpRx(o)) => &o.common,
-            Some(Name::UdpTx(o) | Name::TcpTx(o)) => &o.common,
+            Some(Name::UdpTx(o) | Name::TcpTx(o)) => &o.flags.sweep.common,
             Some(Name::FileTx(o)) => &o.common,
-            Some(Name::UringTx(o)) => &o.common,
+            Some(Name::UringTx(o)) => &o.flags.sweep.common,
             Some(Name::UdpGso(o)) => &o.common,
             Some(Name::Peek(o)) => &o.common,
-            Some(Name::Packet(o)) => &o.common,
+            Some(Name::Packet(o)) => &o.sweep.common,
             Some(Name::PacketTx(o)) => &o.common,
             Some(Name::AsyncServe(o)) => &o.common,
             None => &self.common,

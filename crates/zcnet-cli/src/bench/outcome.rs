@@ -24,21 +24,11 @@ pub struct SummaryRow {
     pub ratio: f64,
     /// Share really zero-copied (median).
     pub zero_copy_share: Option<f64>,
-    /// The verdict as the table prints it, its word first (`ok (>= 1.6: ...)`, `MISS (...)`,
-    /// `unsure (...)`, `info`, `FAIL (...)`).
-    pub verdict: String,
-    /// The verdict's word alone: `ok`, `miss`, `unsure`, `info` or `fail`.
-    pub decision: Decision,
-    /// What the ratio had to be (`>= 1.6`); `null` for information.
-    pub goal: Option<String>,
-    /// The ratio's 95 % bootstrap interval over the runs; `null` without one.
-    pub ratio_low: Option<f64>,
-    /// Its upper end.
-    pub ratio_high: Option<f64>,
-    /// Runs (pairs) the interval stands on.
-    pub runs: usize,
-    /// For `unsure`: about how many `--runs` would likely decide.
-    pub runs_to_decide: Option<usize>,
+    /// The verdict, as the report carries it (flattened: `verdict`, its text; `decision`, its
+    /// word; `goal`; `ratio_low` and `ratio_high`, the interval; `runs`; `runs_to_decide`: see
+    /// [`Verdict`]'s `Serialize`).
+    #[serde(flatten)]
+    pub verdict: Verdict,
     /// Where other processes or the hypervisor took a large share of the CPU during the
     /// bench's runs ([`crate::measure::Competing`]), what they took.
     pub load: Option<String>,
@@ -53,7 +43,6 @@ impl SummaryRow {
         zero_copy_share: Option<f64>,
         verdict: &Verdict,
     ) -> SummaryRow {
-        let interval = verdict.interval.filter(|_| verdict.runs >= 2);
         SummaryRow {
             experiment,
             metric: metric.to_owned(),
@@ -61,13 +50,7 @@ impl SummaryRow {
             zero_copy,
             ratio: verdict.ratio(),
             zero_copy_share,
-            verdict: verdict.text(),
-            decision: verdict.decision,
-            goal: verdict.goal.map(super::verdict::Goal::text),
-            ratio_low: interval.map(|i| i.low),
-            ratio_high: interval.map(|i| i.high),
-            runs: verdict.runs,
-            runs_to_decide: verdict.runs_to_decide,
+            verdict: verdict.clone(),
             load: None,
         }
     }
@@ -268,13 +251,13 @@ pub fn render_summary(rows: &[SummaryRow]) -> String {
             r.ratio,
             r.zero_copy_share
                 .map_or_else(|| "-".into(), |s| format!("{:.2}", s * 100.0)),
-            r.verdict,
+            r.verdict.text(),
             r.load
                 .as_ref()
                 .map_or_else(String::new, |l| format!(" [busy: {l}]"))
         );
     }
-    let count = |d: Decision| rows.iter().filter(|r| r.decision == d).count();
+    let count = |d: Decision| rows.iter().filter(|r| r.verdict.decision == d).count();
     let _ = writeln!(
         out,
         "{} ok, {} MISS, {} unsure, {} info{}",
@@ -305,6 +288,51 @@ mod tests {
         };
         let json = serde_json::json!({"size": 8000});
         ResultSet::new("sink", "ipv4", None, json, "auto", vec![run.clone(), run])
+    }
+
+    #[test]
+    fn a_row_carries_its_verdict_flat_in_the_report_order() {
+        let verdict = Verdict::judge(&[1.7, 1.8, 1.9], Some(Goal::AtLeast(1.6)));
+        let row = SummaryRow::new("x".into(), "req/s", (1.0, 1.8), Some(1.0), &verdict);
+        let text = serde_json::to_string(&row).unwrap();
+        let keys = [
+            "experiment",
+            "metric",
+            "copy",
+            "zero_copy",
+            "ratio",
+            "zero_copy_share",
+            "verdict",
+            "decision",
+            "goal",
+            "ratio_low",
+            "ratio_high",
+            "runs",
+            "runs_to_decide",
+            "load",
+        ];
+        let at: Vec<usize> = keys
+            .iter()
+            .map(|k| text.find(&format!("\"{k}\":")).unwrap())
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v.as_object().unwrap().len(), keys.len(), "{text}");
+        assert_eq!(v["verdict"], verdict.text());
+        assert_eq!(
+            (v["decision"].as_str(), v["goal"].as_str()),
+            (Some("ok"), Some(">= 1.6"))
+        );
+        let i = verdict.interval.unwrap();
+        assert_eq!(
+            (v["ratio_low"].as_f64(), v["ratio_high"].as_f64()),
+            (Some(i.low), Some(i.high))
+        );
+        assert_eq!(v["runs"], 3);
+        // One run: no interval to show.
+        let one = Verdict::judge(&[1.7], Some(Goal::AtLeast(1.6)));
+        let v = serde_json::to_value(SummaryRow::new("x".into(), "m", (1.0, 1.7), None, &one));
+        assert_eq!(v.unwrap()["ratio_low"], serde_json::Value::Null);
     }
 
     #[test]

@@ -15,23 +15,22 @@
 //!   sending CPU and costs every method alike (about 0.5-0.7 us a frame here), so every ratio
 //!   is narrower than the sink's.
 //!
-//! Frames are counted before and after each run.
+//! Frames are counted before and after each run. The alternation (repeated rounds), the
+//! settings shared and the summary rows are [`super::engine`]'s.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use netlab::{Family, Netns, Side, SinkLab, VethLab};
-use serde_json::json;
+use serde::Serialize;
 use zcnet::packet::{TxConfig, TxRing};
 
-use super::common::Common;
+use super::engine::{FRAME_SIZE_HELP, Flags, Plan, SizeStep, Sweep, rows_against_base};
 use super::outcome::{Outcome, SummaryRow};
 use super::verdict::{Goal, Verdict};
-use crate::measure::{
-    self, Comparison, Metric, Pinned, Progress, Report, ResultSet, Run, ThreadCpu, Work, pin,
-    ratio_pairs,
-};
+use crate::measure::{self, Metric, ResultSet, Run, ThreadCpu, Work, pin};
 
 /// Frame sizes of the issue: Ethernet header through payload.
 pub const SIZES: [usize; 3] = [64, 512, 1500];
@@ -67,19 +66,15 @@ impl Mode {
 /// Every method, the baseline first.
 pub const MODES: [Mode; 4] = [Mode::Sendmmsg, Mode::Ring, Mode::RingBypass, Mode::Xdp];
 
-/// Options of `zcnet bench packet-tx`.
-#[derive(Debug, clap::Args)]
-pub struct Opt {
-    #[command(flatten)]
-    pub common: Common,
-    /// Frame size in bytes, Ethernet header through payload (repeatable; default 64, 512 and
-    /// 1500).
-    #[arg(long = "size", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(60..=1514))]
-    pub sizes: Vec<usize>,
-    /// Sending methods (repeatable; default all four, sendmmsg first: the baseline).
-    #[arg(long = "mode", value_enum)]
-    pub modes: Vec<Mode>,
+impl Flags for Mode {
+    const SIZE_HELP: &'static str = FRAME_SIZE_HELP;
+    const SIZES: std::ops::RangeInclusive<u64> = 60..=1514;
+    const MODE_HELP: &'static str =
+        "Sending methods (repeatable; default all four, sendmmsg first: the baseline)";
 }
+
+/// Options of `zcnet bench packet-tx`: the flags of every size sweep, nothing more.
+pub type Opt = Sweep<Mode>;
 
 /// Where frames go and are counted.
 enum Place {
@@ -382,151 +377,126 @@ fn one_run(lab: &Lab, mode: Mode, size: usize, seconds: f64) -> anyhow::Result<R
 /// The labs, in order, when none is named.
 pub const LABS: [&str; 2] = ["sink", "veth"];
 
-/// Runs the bench in `labs` (`sink`, `veth`).
-pub fn bench(
-    labs: &[&str],
-    sizes: &[usize],
-    modes: &[Mode],
-    runs: usize,
-    seconds: f64,
-    quiet: bool,
-) -> anyhow::Result<Outcome> {
-    let mut report = Report::new("packet-tx");
-    report.settings = json!({
-        "runs": runs, "seconds": seconds, "sender_cpu": 0, "sendmmsg_batch": BATCH,
-        "ring": {"frame_size": "the frame + its header, to a power of two", "frame_count": 4096},
-        "xdp": "copy mode, 4096 frames of 2048 B, TX ring 2048",
-        "counted": {"sink": "sink0 rx_dropped (its transmit routine drops every frame)",
-                    "veth": "veth-b rx_packets (B's stack drops them on the sending CPU)"},
-        "destination_mac": "nobody's",
-        "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
-    });
-    let steps = labs.len() * sizes.len() * runs * modes.len();
-    let progress = Progress::new(
-        "packet-tx",
-        steps as u64,
-        Duration::from_secs_f64((seconds + 0.1) * steps as f64),
-    );
-    let _pinned = Pinned::to(1);
-    let mut out = Outcome {
-        report,
-        summary: Vec::new(),
-    };
-    for &lab_name in labs {
-        let lab = Lab::new(lab_name)?;
-        for &size in sizes {
-            bench_size(
-                &lab,
-                size,
-                modes,
-                (runs, seconds),
-                quiet,
-                &progress,
-                &mut out,
-            )?;
-        }
-    }
-    Ok(Outcome::new(out.report, out.summary))
+/// The settings of `packet-tx` beside the shared ones.
+#[derive(Debug, Serialize)]
+struct Own {
+    sender_cpu: usize,
+    sendmmsg_batch: usize,
+    ring: RingSettings,
+    xdp: &'static str,
+    /// Where the frames are counted, by lab.
+    counted: BTreeMap<&'static str, &'static str>,
+    destination_mac: &'static str,
 }
 
-/// One lab and frame size: the modes alternated; their results, comparisons and summary rows
-/// added to `out`.
-fn bench_size(
-    lab: &Lab,
-    size: usize,
-    modes: &[Mode],
-    (runs, seconds): (usize, f64),
-    quiet: bool,
-    progress: &Progress,
-    out: &mut Outcome,
-) -> anyhow::Result<()> {
-    let name = lab.name();
-    let per = measure::alternate(modes, runs, progress, |m, i| {
-        let run = one_run(lab, m, size, seconds)
-            .with_context(|| format!("{name} {size} B {} run {}", m.name(), i + 1))?;
-        if !quiet {
-            println!(
-                "[{name} {size} B] {:<11} {:>6.3} Mpps arrived ({:.1} % of those sent), {:>6.1} ns CPU per packet, {:>6.2} Gbit",
-                m.name(),
-                run.requests_per_s.unwrap_or(0.0) / 1e6,
-                100.0 * run.capture_share.unwrap_or(0.0),
-                run.cpu_ns_per_request.unwrap_or(f64::NAN),
-                run.gbit
-            );
-        }
-        anyhow::Ok(run)
-    })?;
-    let sets: Vec<ResultSet> = modes
-        .iter()
-        .zip(per)
-        .map(|(m, runs)| {
-            let params = json!({"frame_bytes": size});
-            ResultSet::new(name, "ipv4", None, params, m.name(), runs)
-        })
-        .collect();
-    let base = &sets[0];
-    for other in &sets[1..] {
-        for metric in [Metric::RequestsPerS, Metric::CpuNsPerRequest] {
-            out.report
-                .comparisons
-                .extend(Comparison::new(other, base, metric));
-        }
-        let pairs = ratio_pairs(&other.runs, &base.runs, Metric::RequestsPerS);
-        if pairs.is_empty() {
-            continue;
-        }
-        // Issue 18: AF_XDP and the TX ring (with and without the bypass) each at least 1.7x
-        // sendmmsg's packets per second at 64 B, the figure a C program reached into the sink
-        // (design.md section 4). On veth B's stack receives every frame in the sending CPU's
-        // softirq, a cost alike for all methods that narrows every ratio: reported, not judged.
-        let verdict = match (size, &lab.place) {
-            (64, Place::Sink(_)) => Verdict::judge(&pairs, Some(Goal::AtLeast(1.7))),
-            (64, Place::Veth(_)) => Verdict::info(&pairs, "receive on the sender's CPU"),
-            _ => Verdict::info(&pairs, ""),
-        };
-        out.summary.push(SummaryRow::new(
-            format!("packet-tx {name} {size} B: {} -> {}", base.mode, other.mode),
-            "pkts/s",
+/// The TX ring's geometry, as [`ring_config`] sizes it.
+#[derive(Debug, Serialize)]
+struct RingSettings {
+    frame_size: &'static str,
+    frame_count: usize,
+}
+
+/// Runs the bench in `plan`'s labs (`sink`, `veth`).
+pub fn bench(plan: &Plan<'_, Mode>) -> anyhow::Result<Outcome> {
+    let own = Own {
+        sender_cpu: 0,
+        sendmmsg_batch: BATCH,
+        ring: RingSettings {
+            frame_size: "the frame + its header, to a power of two",
+            frame_count: 4096,
+        },
+        xdp: "copy mode, 4096 frames of 2048 B, TX ring 2048",
+        counted: BTreeMap::from([
             (
-                base.median_of(Metric::RequestsPerS).unwrap_or(f64::NAN),
-                other.median_of(Metric::RequestsPerS).unwrap_or(f64::NAN),
+                "sink",
+                "sink0 rx_dropped (its transmit routine drops every frame)",
             ),
-            None,
-            &verdict,
-        ));
+            (
+                "veth",
+                "veth-b rx_packets (B's stack drops them on the sending CPU)",
+            ),
+        ]),
+        destination_mac: "nobody's",
+    };
+    let settings = plan.settings(Mode::name, own);
+    let steps = plan.steps(plan.modes.len());
+    let mut session = plan.start("packet-tx", &settings, steps, 0.1)?;
+    for &lab_name in plan.labs {
+        let lab = Lab::new(lab_name)?;
+        for &size in plan.sizes {
+            let step = SizeStep {
+                lab: lab.name(),
+                family: Family::V4,
+                proto: None,
+                size,
+                runs: plan.rounds.runs,
+                quiet: plan.rounds.quiet,
+                mirrored: false,
+                line: frames_line,
+            };
+            let sets = session.measure(&step, plan.modes, Mode::name, |m| {
+                one_run(&lab, m, size, plan.rounds.seconds)
+            })?;
+            session.compare_to_first(&sets, &[Metric::RequestsPerS, Metric::CpuNsPerRequest]);
+            let rows = summary_rows(&lab, size, &sets);
+            session.keep(sets, rows);
+        }
     }
-    out.report.results.extend(sets);
-    Ok(())
+    Ok(session.finish())
+}
+
+/// A run's line: the frames that arrived, and the sender's CPU per frame.
+fn frames_line(step: &SizeStep<'_>, name: &str, run: &Run) -> String {
+    format!(
+        "[{} {} B] {:<11} {:>6.3} Mpps arrived ({:.1} % of those sent), {:>6.1} ns CPU per packet, {:>6.2} Gbit",
+        step.lab,
+        step.size,
+        name,
+        run.requests_per_s.unwrap_or(0.0) / 1e6,
+        100.0 * run.capture_share.unwrap_or(0.0),
+        run.cpu_ns_per_request.unwrap_or(f64::NAN),
+        run.gbit
+    )
+}
+
+/// Each method against the baseline in packets/s.
+fn summary_rows(lab: &Lab, size: usize, sets: &[ResultSet]) -> Vec<SummaryRow> {
+    let Some(base) = sets.first() else {
+        return Vec::new();
+    };
+    let name = |s: &ResultSet| {
+        let lab = lab.name();
+        format!("packet-tx {lab} {size} B: {} -> {}", base.mode, s.mode)
+    };
+    // Issue 18: AF_XDP and the TX ring (with and without the bypass) each at least 1.7x
+    // sendmmsg's packets per second at 64 B, the figure a C program reached into the sink
+    // (design.md section 4). On veth B's stack receives every frame in the sending CPU's
+    // softirq, a cost alike for all methods that narrows every ratio: reported, not judged.
+    let verdict = |_: &ResultSet, pairs: &[f64]| match (size, &lab.place) {
+        (64, Place::Sink(_)) => Verdict::judge(pairs, Some(Goal::AtLeast(1.7))),
+        (64, Place::Veth(_)) => Verdict::info(pairs, "receive on the sender's CPU"),
+        _ => Verdict::info(pairs, ""),
+    };
+    rows_against_base(sets, ("pkts/s", Metric::RequestsPerS), false, name, verdict)
 }
 
 /// `zcnet bench packet-tx`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
-    if opt.common.remote.is_some() {
+    let common = &opt.common;
+    if common.remote.is_some() {
         bail!(
             "packet-tx counts frames where they arrive in its lab: it runs in the sink and veth \
              labs only"
         );
     }
-    if let Some(lab) = opt.common.labs.iter().find(|l| !LABS.contains(&l.as_str())) {
+    if let Some(lab) = common.labs.iter().find(|l| !LABS.contains(&l.as_str())) {
         bail!("packet-tx runs in the sink and veth labs, not {lab:?}");
     }
-    let labs: Vec<&str> = if opt.common.labs.is_empty() {
-        LABS.to_vec()
-    } else {
-        opt.common.labs.iter().map(String::as_str).collect()
-    };
+    let labs = common.labs_or(&LABS);
     netlab::check_privileges()
         .context("packet-tx builds its labs in private network namespaces")?;
-    let sizes = if opt.sizes.is_empty() {
-        SIZES.to_vec()
-    } else {
-        opt.sizes.clone()
-    };
-    let mut modes = if opt.modes.is_empty() {
-        MODES.to_vec()
-    } else {
-        opt.modes.clone()
-    };
+    let sizes = opt.sizes_or(&SIZES);
+    let mut modes = opt.modes_or(&MODES);
     if modes[0] != Mode::Sendmmsg {
         bail!("the first --mode is the baseline of the comparisons and must be sendmmsg");
     }
@@ -537,13 +507,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         );
         modes.retain(|&m| m != Mode::Xdp);
     }
-    let out = bench(
-        &labs,
-        &sizes,
-        &modes,
-        opt.common.runs.unwrap_or(5),
-        opt.common.seconds.unwrap_or(2.0),
-        opt.common.json,
-    )?;
-    out.finish(&opt.common)
+    let plan = Plan::ipv4(&labs, &sizes, &modes, common.rounds(5, 2.0));
+    let out = bench(&plan)?;
+    out.finish(common)
 }

@@ -15,17 +15,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use netlab::{Family, Netns, Side, VethLab, pattern};
+use serde::Serialize;
 use serde_json::json;
 use zcnet::peek::Mode as Method;
 
 use super::common::Common;
+use super::common::Rounds;
 use super::labs::spawn_in;
 use super::outcome::{Outcome, SummaryRow};
 use super::verdict::{Goal, Verdict};
-use crate::measure::{
-    self, Comparison, Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, pin,
-    ratio_pairs,
-};
+use crate::measure::{self, Meter, Metric, ResultSet, Run, Work, pin, ratio_pairs};
 use crate::remote::Remote;
 use crate::remote::client::received_all;
 use crate::remote::proto::Role;
@@ -257,34 +256,43 @@ fn relay_run(
     Ok((run, unacked, sent))
 }
 
+/// The settings of `peek`.
+#[derive(Debug, Serialize)]
+struct BenchSettings {
+    runs: usize,
+    seconds: f64,
+    /// The link's rate (with `--remote`, the far side's reads).
+    rate: String,
+    /// The qdisc's queue (none with `--remote`).
+    tbf_limit: Option<&'static str>,
+    relay_cpu: usize,
+    sender_receiver_cpu: usize,
+    modes: [&'static str; 2],
+}
+
 /// Runs the bench.
 pub fn bench(
     conditions: &[Condition],
-    runs: usize,
-    seconds: f64,
-    quiet: bool,
+    rounds: Rounds,
     mut remote: Option<Remote>,
 ) -> anyhow::Result<Outcome> {
     let modes = [Method::Copy, Method::ZeroCopy];
-    let mut report = Report::new("peek");
-    report.settings = json!({
-        "runs": runs, "seconds": seconds, "rate": RATE, "tbf_limit": LIMIT, "relay_cpu": 0,
-        "sender_receiver_cpu": 1, "modes": ["discard-buffer", "peek-offset"],
-    });
-    let lab_name = super::labs::remote_lab(&mut report, remote.as_ref(), "veth");
-    if remote.is_some() {
-        // No qdisc on another host's link: the far side reads at the rate instead.
-        report.settings["rate"] = format!("{RATE} (the far side's reads)").into();
-        report.settings["tbf_limit"] = serde_json::Value::Null;
-    }
-    let steps = conditions.len() * runs * modes.len();
-    let progress = Progress::new(
-        "peek",
-        steps as u64,
-        Duration::from_secs_f64(seconds * steps as f64),
-    );
-    let _pinned = Pinned::to(1);
-    let mut summary = Vec::new();
+    let settings = BenchSettings {
+        runs: rounds.runs,
+        seconds: rounds.seconds,
+        rate: match remote {
+            // No qdisc on another host's link: the far side reads at the rate instead.
+            Some(_) => format!("{RATE} (the far side's reads)"),
+            None => RATE.into(),
+        },
+        tbf_limit: remote.is_none().then_some(LIMIT),
+        relay_cpu: 0,
+        sender_receiver_cpu: 1,
+        modes: modes.map(Method::name),
+    };
+    let steps = conditions.len() * rounds.runs * modes.len();
+    let mut s = rounds.start("peek", &settings, steps, rounds.seconds)?;
+    let lab_name = super::labs::remote_lab(&mut s.report, remote.as_ref(), "veth");
     let mut ratio_1m = None;
     for cond in conditions {
         let mut place = match remote.take() {
@@ -292,11 +300,11 @@ pub fn bench(
             None => Place::Lab(rate_limited_lab()?),
         };
         let mut unacked: Vec<Vec<u64>> = vec![Vec::new(); modes.len()];
-        let per = measure::alternate(&[0usize, 1], runs, &progress, |m, i| {
-            let (run, u) = one_run(&mut place, modes[m], *cond, seconds)
+        let per = measure::alternate(&[0usize, 1], rounds.runs, s.progress(), |m, i| {
+            let (run, u) = one_run(&mut place, modes[m], *cond, rounds.seconds)
                 .with_context(|| format!("{} {} run {}", cond.name, modes[m].name(), i + 1))?;
             unacked[m].push(u);
-            if !quiet {
+            if !rounds.quiet {
                 println!(
                     "[{lab_name} {RATE} max unacked {} KiB] {:<14} {:>6.2} Gbit, relay {:>6.1} us/MB, median unacked {} KiB{}",
                     cond.max_unacked >> 10,
@@ -327,11 +335,7 @@ pub fn bench(
                 )
             })
             .collect();
-        for metric in [Metric::CpuUsPerMb, Metric::Gbit] {
-            report
-                .comparisons
-                .extend(Comparison::new(&sets[1], &sets[0], metric));
-        }
+        s.compare(&sets[1], &sets[0], &[Metric::CpuUsPerMb, Metric::Gbit]);
         let pairs = ratio_pairs(&sets[1].runs, &sets[0].runs, Metric::CpuUsPerMb);
         if !pairs.is_empty() {
             let med = |s: &ResultSet, k: Metric| s.median_of(k).unwrap_or(f64::NAN);
@@ -351,7 +355,7 @@ pub fn bench(
             if cond.name == "1m" {
                 ratio_1m = Some(verdict.ratio());
             }
-            summary.push(SummaryRow::new(
+            s.summary.push(SummaryRow::new(
                 format!(
                     "peek relay {lab_name} {} unacked ({} KiB median)",
                     cond.name,
@@ -366,12 +370,12 @@ pub fn bench(
                 &verdict,
             ));
         }
-        report.results.extend(sets);
+        s.keep(sets, Vec::new());
         if let Place::Remote(r) = place {
             remote = Some(r);
         }
     }
-    Ok(Outcome::new(report, summary))
+    Ok(s.finish())
 }
 
 /// `zcnet bench peek`.
@@ -383,12 +387,6 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
             .then_some(())
             .context("peek needs `tc` (Debian package iproute2) for its rate-limited link")?;
     }
-    let out = bench(
-        &CONDITIONS,
-        opt.common.runs.unwrap_or(5),
-        opt.common.seconds.unwrap_or(2.0),
-        opt.common.json,
-        opt.common.remote()?,
-    )?;
+    let out = bench(&CONDITIONS, opt.common.rounds(5, 2.0), opt.common.remote()?)?;
     out.finish(&opt.common)
 }

@@ -462,41 +462,30 @@ mod tests {
             Reference::new(&p).unwrap()
         };
         let dest: IpAddr = "127.0.0.1".parse().unwrap();
+        // What a run of `r` that must fail says, all its causes.
+        let error_of = |r: &Reference, size: usize| {
+            let e = r.run_uring_tx(dest, Family::V4, size, 0, 16, 0.2);
+            format!("{:#}", e.unwrap_err())
+        };
+        // What running `r` says when it outlasts `limit` and is killed.
+        let killed = |r: &Reference, limit: Duration| {
+            let e = output_of(Command::new(r.path()).stdin(Stdio::null()), limit);
+            format!("{:#}", e.unwrap_err())
+        };
         let fails = script("fails", "echo 'io_uring: queue init: nope' >&2; exit 1");
-        let e = format!(
-            "{:#}",
-            fails
-                .run_uring_tx(dest, Family::V4, 1000, 0, 16, 0.2)
-                .unwrap_err()
-        );
+        let e = error_of(&fails, 1000);
         assert!(e.contains("failed") && e.contains("nope"), "{e}");
         let mute = script("mute", "echo hello >&2");
-        let e = format!(
-            "{:#}",
-            mute.run_uring_tx(dest, Family::V4, 1000, 0, 16, 0.2)
-                .unwrap_err()
-        );
+        let e = error_of(&mute, 1000);
         assert!(e.contains("no `tx=N") && e.contains("hello"), "{e}");
         let silent = script("silent", "exit 0");
-        let e = format!(
-            "{:#}",
-            silent
-                .run_uring_tx(dest, Family::V4, 1000, 0, 16, 0.2)
-                .unwrap_err()
-        );
+        let e = error_of(&silent, 1000);
         assert!(e.ends_with("nothing on stderr"), "{e}");
         // A program that does not end is killed at its limit.
         let hangs = script("hangs", "exec sleep 30");
         let started = Instant::now();
-        let e = output_of(
-            Command::new(hangs.path()).stdin(Stdio::null()),
-            Duration::from_millis(300),
-        )
-        .unwrap_err();
-        assert!(
-            format!("{e:#}").contains("did not end within 0.3 s"),
-            "{e:#}"
-        );
+        let e = killed(&hangs, Duration::from_millis(300));
+        assert!(e.contains("did not end within 0.3 s"), "{e}");
         assert!(started.elapsed() < Duration::from_secs(5));
         // One that leaves something running, holding its stderr open, is still read and done
         // with at once.
@@ -536,15 +525,8 @@ mod tests {
             "hangs-with-a-child",
             &format!("sleep 30 & echo $! > {}; wait", pidfile.display()),
         );
-        let e = output_of(
-            Command::new(hangs_with_a_child.path()).stdin(Stdio::null()),
-            Duration::from_millis(500),
-        )
-        .unwrap_err();
-        assert!(
-            format!("{e:#}").contains("with what it had started"),
-            "{e:#}"
-        );
+        let e = killed(&hangs_with_a_child, Duration::from_millis(500));
+        assert!(e.contains("with what it had started"), "{e}");
         let started: i32 = std::fs::read_to_string(&pidfile)
             .unwrap()
             .trim()
@@ -567,21 +549,13 @@ mod tests {
         assert!(gone, "the program's child {started} outlived the kill");
         // Nothing sent, or more than a u64 of bytes: errors, not figures.
         let none = script("none", "echo 'tx=0 (MB=0), tx/s=0 (MB/s=0)' >&2");
-        let e = format!(
-            "{:#}",
-            none.run_uring_tx(dest, Family::V4, 1024, 0, 16, 0.2)
-                .unwrap_err()
-        );
+        let e = error_of(&none, 1024);
         assert!(e.contains("sent nothing"), "{e}");
         let huge = script(
             "huge",
             "echo 'tx=18446744073709551615 (MB=1), tx/s=0 (MB/s=0)' >&2",
         );
-        let e = format!(
-            "{:#}",
-            huge.run_uring_tx(dest, Family::V4, 1024, 0, 16, 0.2)
-                .unwrap_err()
-        );
+        let e = error_of(&huge, 1024);
         assert!(e.contains("not its own"), "{e}");
         // The path run is the file checked, made absolute: a bare name would be looked up in
         // PATH.
@@ -594,12 +568,7 @@ mod tests {
         assert!(roundabout.path().is_absolute());
         // A line whose MB disagrees with whole datagrams of the size asked for.
         let short = script("short", "echo 'tx=2048 (MB=7), tx/s=2048 (MB/s=7)' >&2");
-        let e = format!(
-            "{:#}",
-            short
-                .run_uring_tx(dest, Family::V4, 1024, 0, 16, 0.2)
-                .unwrap_err()
-        );
+        let e = error_of(&short, 1024);
         assert!(e.contains("short"), "{e}");
         // A well-formed one becomes a run: 2048 datagrams of 1024 bytes = 2 MB.
         let ok = script("ok", "echo 'tx=2048 (MB=2), tx/s=2048 (MB/s=2)' >&2");

@@ -5,6 +5,8 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::common::Common;
+use super::common::Rounds;
+use super::engine::Plan;
 use super::outcome::{Outcome, SummaryRow, finish_document, render_summary};
 use super::{async_serve, file_tx, packet, packet_tx, peek, sweep, tcp_rx, tx, udp_gso, uring_tx};
 use crate::measure::Report;
@@ -74,56 +76,32 @@ pub(super) fn run(common: Common) -> anyhow::Result<()> {
 type Step = Box<dyn FnOnce() -> anyhow::Result<Outcome>>;
 
 /// UDP MSG_ZEROCOPY into the sink: copy, zc and auto at `sizes` from a `pool_mib` pool.
-fn udp_sink(
-    sizes: &[usize],
-    pool_mib: usize,
-    runs: usize,
-    seconds: f64,
-    quiet: bool,
-) -> anyhow::Result<Outcome> {
+fn udp_sink(sizes: &[usize], pool_mib: usize, rounds: Rounds) -> anyhow::Result<Outcome> {
     let modes = [tx::Mode::Copy, tx::Mode::Zc, tx::Mode::Auto];
-    let lab = ["sink"];
-    tx::bench(
-        sweep::Proto::Udp,
-        &lab,
-        netlab::Family::V4,
-        sizes,
-        &modes,
-        runs,
-        seconds,
-        pool_mib,
-        quiet,
-        None,
-    )
+    let plan = Plan::ipv4(&["sink"], sizes, &modes, rounds);
+    tx::bench(sweep::Proto::Udp, &plan, pool_mib, None)
 }
 
 /// io_uring into the sink: every mode at `sizes` from a `pool` pool.
 fn uring_sink(
     sizes: &[usize],
     pool: uring_tx::PoolSpec,
-    runs: usize,
-    seconds: f64,
-    quiet: bool,
+    rounds: Rounds,
 ) -> anyhow::Result<Outcome> {
     use zcnet::uring::Mode;
     let modes = [Mode::Copy, Mode::ZeroCopy, Mode::ZeroCopyFixed, Mode::Auto];
-    let plan = uring_tx::Plan {
-        labs: &["sink"],
-        family: netlab::Family::V4,
-        sizes,
-        modes: &modes,
-        runs,
-        seconds,
-        pool,
-        quiet,
-        reference: None,
-    };
-    uring_tx::bench(&plan, None)
+    let plan = Plan::ipv4(&["sink"], sizes, &modes, rounds);
+    uring_tx::bench(&plan, pool, None, None)
 }
 
 /// The suite: each bench in the conditions its issue's acceptance names.
 fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Step)> {
     use netlab::Family;
+    let rounds = Rounds {
+        runs,
+        seconds,
+        quiet,
+    };
     vec![
         (
             // The two loopback conditions of the RX acceptance, IPv6.
@@ -146,13 +124,13 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
         (
             // The sink, where zero-copy is real: the seed's largest size and a mid size.
             "udp-tx (sink)",
-            Box::new(move || udp_sink(&[8000, 64000], 256, runs, seconds, quiet)),
+            Box::new(move || udp_sink(&[8000, 64000], 256, rounds)),
         ),
         (
             // The same with a small pool (2 MiB), meant to be hot: copy at its cheapest, as the
             // kernel's msg_zerocopy.c measures it. Its report says whether it measured hot.
             "udp-tx (sink, 2 MiB pool)",
-            Box::new(move || udp_sink(&[64000], 2, runs, seconds, quiet)),
+            Box::new(move || udp_sink(&[64000], 2, rounds)),
         ),
         (
             // Loopback copies: the adaptive policy must cost nothing against copy.
@@ -164,18 +142,8 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                     tx::Mode::ZcAdaptive,
                     tx::Mode::Auto,
                 ];
-                tx::bench(
-                    sweep::Proto::Tcp,
-                    &["loopback"],
-                    Family::V4,
-                    &[65536],
-                    &modes,
-                    runs,
-                    seconds,
-                    256,
-                    quiet,
-                    None,
-                )
+                let plan = Plan::ipv4(&["loopback"], &[65536], &modes, rounds);
+                tx::bench(sweep::Proto::Tcp, &plan, 256, None)
             }),
         ),
         (
@@ -200,7 +168,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             "uring-tx (sink, hot pool)",
             Box::new(move || {
                 let pool = uring_tx::PoolSpec::Hot;
-                uring_sink(&[600, 8000, 64000], pool, runs, seconds, quiet)
+                uring_sink(&[600, 8000, 64000], pool, rounds)
             }),
         ),
         (
@@ -209,7 +177,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             "uring-tx (sink, cold pool)",
             Box::new(move || {
                 let pool = uring_tx::PoolSpec::Mib(uring_tx::COLD_MIB);
-                uring_sink(&[8000, 64000], pool, runs, seconds, quiet)
+                uring_sink(&[8000, 64000], pool, rounds)
             }),
         ),
         (
@@ -218,34 +186,19 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             // SEND_ZC from registered buffers and Mode::Auto.
             "udp-gso (sink, 1472 B x 42)",
             Box::new(move || {
-                udp_gso::bench(
-                    &udp_gso::Plan {
-                        labs: &["sink"],
-                        family: Family::V4,
-                        segments: &[1472],
-                        trains: &[42],
-                        modes: &udp_gso::Mode::ALL,
-                        runs,
-                        seconds,
-                        pool_kib: 256,
-                        quiet,
-                        reference: None,
-                    },
-                    None,
-                )
+                let plan = Plan::ipv4(&["sink"], &[1472], &udp_gso::Mode::ALL, rounds);
+                udp_gso::bench(&plan, &[42], 256, None, None)
             }),
         ),
         (
             // The relay holding 64 KiB, 1 MiB and 4 MiB unacknowledged, rate-limited veth.
             "peek (veth)",
-            Box::new(move || peek::bench(&peek::CONDITIONS, runs, seconds, quiet, None)),
+            Box::new(move || peek::bench(&peek::CONDITIONS, rounds, None)),
         ),
         (
             // The async file server, zcnet vs plain tokio: the sizes of issue 19's goal.
             "async-serve (veth)",
-            Box::new(move || {
-                async_serve::bench(&async_serve::SIZES, 64, runs, seconds, quiet, None)
-            }),
+            Box::new(move || async_serve::bench(&async_serve::SIZES, 64, rounds, None)),
         ),
         (
             // Capture of 64-byte frames, the size of the RING acceptance, by every method, with
@@ -253,15 +206,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             "packet (veth)",
             Box::new(move || {
                 let modes = packet::available_modes(&[]);
-                packet::bench(
-                    &packet::CONDITIONS,
-                    &[64],
-                    &modes,
-                    runs,
-                    seconds,
-                    quiet,
-                    None,
-                )
+                packet::bench(&packet::CONDITIONS, &[64], &modes, rounds, None)
             }),
         ),
         (
@@ -273,7 +218,8 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                 if zcnet::probe::features().privileges.user_namespace {
                     modes.retain(|&m| m != packet_tx::Mode::Xdp);
                 }
-                packet_tx::bench(&packet_tx::LABS, &[64], &modes, runs, seconds, quiet)
+                let plan = Plan::ipv4(&packet_tx::LABS, &[64], &modes, rounds);
+                packet_tx::bench(&plan)
             }),
         ),
     ]

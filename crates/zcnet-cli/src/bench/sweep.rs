@@ -1,8 +1,8 @@
-//! The engine of the send benches (`udp-tx`, `tcp-tx`, `uring-tx`) and of `zcnet tune`: a lab
-//! (or a `zcnet serve` on another host) with a receiver that discards or checks what arrives,
-//! one timed run of a sender in it, and a size step that alternates the modes of a sweep and
-//! compares them. What is sent, and how, is the caller's: a closure that gets the connected
-//! socket.
+//! Where the send benches (`udp-tx`, `tcp-tx`, `uring-tx`, `udp-gso`) and `zcnet tune` send: a
+//! lab (or a `zcnet serve` on another host) with a receiver that discards or checks what
+//! arrives, and one timed run of a sender in it. What is sent, and how, is the caller's: a
+//! closure that gets the connected socket. The alternation of the modes and what is made of
+//! the runs are [`super::engine`]'s.
 //!
 //! The sender runs pinned to CPU 0 in the lab, the receiver pinned to CPU 1. The `sink` lab
 //! routes UDP into an `ifb` device that drops it in its transmit routine: the only lab here
@@ -11,11 +11,10 @@
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use netlab::{Family, LoopbackLab, Netns, Side, SinkLab, VethLab, pattern};
-use serde_json::json;
 
-use crate::measure::{self, Comparison, Metric, Progress, Report, ResultSet, Run, pin};
+use crate::measure::{Run, pin};
 use crate::remote::{
     self, Remote,
     proto::{Check, Role},
@@ -294,96 +293,4 @@ where
     })?;
     remote::client::received_all(&role, run.bytes, &far)?;
     Ok(run.with_far(&far))
-}
-
-/// One size in one lab of a send bench: the condition its runs share.
-pub(super) struct SizeStep<'a> {
-    /// Lab name.
-    pub lab: &'a str,
-    /// Address family.
-    pub family: Family,
-    /// Transport.
-    pub proto: Proto,
-    /// Bytes per send.
-    pub size: usize,
-    /// Alternations per mode.
-    pub runs: usize,
-    /// No per-run lines.
-    pub quiet: bool,
-    /// Mirrored rounds (A B C, C B A, ...: [`measure::alternate_abba`]) instead of repeated
-    /// ones, so that no mode always runs right after the same other one.
-    pub mirrored: bool,
-}
-
-impl SizeStep<'_> {
-    /// Alternates `modes` (`runs` rounds), printing each run unless quiet; returns one result
-    /// set per mode and adds each mode's requests/s and CPU ratios against the first to
-    /// `report`.
-    pub(super) fn measure<M: Copy>(
-        &self,
-        modes: &[M],
-        name: impl Fn(M) -> &'static str,
-        progress: &Progress,
-        report: &mut Report,
-        one: impl FnMut(M) -> anyhow::Result<Run>,
-    ) -> anyhow::Result<Vec<ResultSet>> {
-        let sets = self.measure_sets(modes, name, progress, one)?;
-        for other in &sets[1..] {
-            compare(report, other, &sets[0]);
-        }
-        Ok(sets)
-    }
-
-    /// [`SizeStep::measure`] without the comparisons: the caller says which sets to compare.
-    pub(super) fn measure_sets<M: Copy>(
-        &self,
-        modes: &[M],
-        name: impl Fn(M) -> &'static str,
-        progress: &Progress,
-        mut one: impl FnMut(M) -> anyhow::Result<Run>,
-    ) -> anyhow::Result<Vec<ResultSet>> {
-        let (lab, size, family) = (self.lab, self.size, self.family.name());
-        let one_run = |mode, i| {
-            let run = one(mode)
-                .with_context(|| format!("{lab} {size} B {} run {}", name(mode), i + 1))?;
-            if !self.quiet {
-                println!(
-                    "[{lab} {family} {size} B] {:<12} {:>10.0} req/s {:>7.2} Gbit {:>7.1} us/MB sender, {:>6} % zero-copy{}",
-                    name(mode),
-                    run.requests_per_s.unwrap_or(0.0),
-                    run.gbit,
-                    run.cpu_us_per_mb,
-                    run.zero_copy_share
-                        .map_or("-".to_owned(), |z| format!("{:.2}", 100.0 * z)),
-                    run.far_part()
-                );
-            }
-            anyhow::Ok(run)
-        };
-        let per_mode = if self.mirrored {
-            measure::alternate_abba(modes, self.runs, progress, one_run)?.0
-        } else {
-            measure::alternate(modes, self.runs, progress, one_run)?
-        };
-        let (congestion, proto) = match self.proto {
-            Proto::Tcp => (super::labs::congestion(lab), "tcp"),
-            Proto::Udp => (None, "udp"),
-        };
-        let sets: Vec<ResultSet> = modes
-            .iter()
-            .zip(per_mode)
-            .map(|(&m, runs)| {
-                let params = json!({"size": size, "proto": proto});
-                ResultSet::new(lab, family, congestion.as_deref(), params, name(m), runs)
-            })
-            .collect();
-        Ok(sets)
-    }
-}
-
-/// Adds `a` over `b` in requests/s and in CPU µs per MB to `report`'s comparisons.
-pub(super) fn compare(report: &mut Report, a: &ResultSet, b: &ResultSet) {
-    for metric in [Metric::RequestsPerS, Metric::CpuUsPerMb] {
-        report.comparisons.extend(Comparison::new(a, b, metric));
-    }
 }

@@ -11,23 +11,24 @@
 //! reports), `zc-adaptive` (the library's defaults: 16 KiB threshold, copy for 1024 sends after
 //! a completion flagged copied).
 //!
-//! The labs, the receivers and the alternation of the modes are [`super::sweep`]'s, which
-//! `uring-tx` and `zcnet tune` share; `one_run` is one run of this bench's sender, which
-//! `zcnet tune` times too.
+//! The labs and the receivers are [`super::sweep`]'s, which `uring-tx` and `zcnet tune` share;
+//! the alternation of the modes, the settings shared and the summary rows are
+//! [`super::engine`]'s. `one_run` is one run of this bench's sender, which `zcnet tune` times
+//! too.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use netlab::Family;
-use serde_json::json;
+use serde::Serialize;
 use zcnet::ZeroCopyCounters as _;
 use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZeroCopySender};
 
-use super::common::Common;
+use super::engine::{Flags, InLab, Plan, SENDER_METRICS, SendFlags, rows_against_base};
 use super::outcome::{Outcome, SummaryRow};
-use super::sweep::{Conn, Lab, Proto, SizeStep, pool, run_in_lab};
+use super::sweep::{Conn, Lab, Proto, pool, run_in_lab};
 use super::verdict::{Goal, Verdict};
-use crate::measure::{Meter, Metric, Pinned, Progress, Report, ResultSet, Run, Work, ratio_pairs};
+use crate::measure::{Meter, Metric, ResultSet, Run, Work};
 use crate::remote::{Remote, proto::Check};
 
 /// The bench's name for `proto`.
@@ -85,21 +86,19 @@ impl Mode {
     }
 }
 
+impl Flags for Mode {
+    const SIZE_HELP: &'static str =
+        "Buffer size per send call (repeatable). Default: 1024 4096 16384 32768 64000";
+    const SIZES: std::ops::RangeInclusive<u64> = 1..=1073741824;
+    const MODE_HELP: &'static str = "Sender modes to alternate (repeatable). Default: copy, zc, \
+         auto (UDP); copy, zc, zc-adaptive, auto (TCP)";
+}
+
 /// Options of `zcnet bench udp-tx` / `tcp-tx`.
 #[derive(Debug, clap::Args)]
 pub struct Opt {
     #[command(flatten)]
-    pub common: Common,
-    /// Buffer size per send call (repeatable). Default: 1024 4096 16384 32768 64000.
-    #[arg(long = "size", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1073741824))]
-    pub sizes: Vec<usize>,
-    /// Sender modes to alternate (repeatable). Default: copy, zc, auto (UDP); copy, zc,
-    /// zc-adaptive, auto (TCP).
-    #[arg(long = "mode", value_enum)]
-    pub modes: Vec<Mode>,
-    /// Address family. Default: IPv4.
-    #[arg(long, value_enum, default_value = "ipv4")]
-    pub family: super::common::FamilyArg,
+    pub flags: SendFlags<Mode>,
     /// Size of the buffer pool the sends cycle through, in MiB. 256 (default) is meant to be
     /// cold, as for a server sending distinct data; 2 to stay hot in L2/L3, where copying costs
     /// least. The report says which it was: a copy from the pool is timed against one from a hot
@@ -111,14 +110,27 @@ pub struct Opt {
 /// Send calls between two reads of the error queue.
 const REAP_EVERY: u64 = 32;
 
-/// Sends `size`-byte buffers for `seconds`, measuring the sending thread.
-fn send_for<S: msg_zerocopy::ExclusiveSocket>(
-    socket: S,
-    mode: Mode,
-    size: usize,
-    seconds: f64,
-    pool: &'static [u8],
-) -> anyhow::Result<Run> {
+/// What one run sends: `size`-byte buffers cut from `pool` in `mode`, for `seconds`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sends {
+    /// The sender's mode.
+    pub mode: Mode,
+    /// Bytes per send call.
+    pub size: usize,
+    /// Seconds of the run.
+    pub seconds: f64,
+    /// The buffers the sends are cut from ([`super::sweep::pool`]).
+    pub pool: &'static [u8],
+}
+
+/// Sends what `sends` says, measuring the sending thread.
+fn send_for<S: msg_zerocopy::ExclusiveSocket>(socket: S, sends: Sends) -> anyhow::Result<Run> {
+    let Sends {
+        mode,
+        size,
+        seconds,
+        pool,
+    } = sends;
     if size >= pool.len() {
         bail!(
             "--size {size} does not fit the {} MiB pool",
@@ -130,23 +142,11 @@ fn send_for<S: msg_zerocopy::ExclusiveSocket>(
         .context("enabling SO_ZEROCOPY")?;
     let meter = Meter::start();
     let start = Instant::now();
-    let mut calls = 0u64;
-    while start.elapsed().as_secs_f64() < seconds {
-        // Consecutive buffers of the pool, wrapping: every call sends different (cold) memory.
+    // Consecutive buffers of the pool, wrapping: every call sends different (cold) memory.
+    let calls = send_reaping(&mut tx, start, seconds, REAP_EVERY, |calls| {
         let at = ((calls * size as u64) % (pool.len() - size) as u64) as usize;
-        tx.send(&pool[at..at + size])
-            .map_err(|e| e.error)
-            .context("send")?;
-        calls += 1;
-        // Reap in batches: between reads the kernel coalesces completions into one range, and
-        // an empty error queue still costs a recvmsg.
-        if calls % REAP_EVERY == 0 {
-            tx.reap().context("reading the error queue")?;
-            tx.returned().for_each(drop);
-        }
-    }
-    tx.drain(Duration::from_secs(5))
-        .context("waiting for completions")?;
+        &pool[at..at + size]
+    })?;
     let c = tx.counters();
     Ok(meter
         .finish(Work {
@@ -158,16 +158,49 @@ fn send_for<S: msg_zerocopy::ExclusiveSocket>(
         .with_auto(tx.auto_choice(), c.auto, size))
 }
 
-/// One run of `seconds` in `lab`: `size`-byte sends cut from `pool` in `mode`.
+/// Sends `next(i)` as the `i`-th call on `tx` until `seconds` have passed since `start`, reading
+/// the error queue every `reap_every` calls, then waits for the last completions; returns the
+/// calls. `udp-gso` sends its trains by `MSG_ZEROCOPY` with it too.
+///
+/// Reaped in batches: between reads the kernel coalesces completions into one range, and an
+/// empty error queue still costs a `recvmsg`.
+///
+/// # Errors
+/// A send, a read of the error queue, or the wait for the completions failed.
+pub(crate) fn send_reaping<S: msg_zerocopy::ExclusiveSocket>(
+    tx: &mut ZeroCopySender<S, &'static [u8]>,
+    start: Instant,
+    seconds: f64,
+    reap_every: u64,
+    mut next: impl FnMut(u64) -> &'static [u8],
+) -> anyhow::Result<u64> {
+    let mut calls = 0u64;
+    while start.elapsed().as_secs_f64() < seconds {
+        tx.send(next(calls)).map_err(|e| e.error).context("send")?;
+        calls += 1;
+        if calls % reap_every == 0 {
+            tx.reap().context("reading the error queue")?;
+            tx.returned().for_each(drop);
+        }
+    }
+    tx.drain(Duration::from_secs(5))
+        .context("waiting for completions")?;
+    Ok(calls)
+}
+
+/// One run in `lab`: what `sends` says, checked where it arrives.
 pub(crate) fn one_run(
     lab: &Lab,
     proto: Proto,
     family: Family,
-    mode: Mode,
-    size: usize,
-    seconds: f64,
-    pool: &'static [u8],
+    sends: Sends,
 ) -> anyhow::Result<Run> {
+    let Sends {
+        size,
+        seconds,
+        pool,
+        ..
+    } = sends;
     // The far side of a remote run checks the sends as they were cut from the pool.
     let check = Check::Pool {
         size: size as u64,
@@ -179,75 +212,65 @@ pub(crate) fn one_run(
         family,
         (seconds, check),
         move |conn| match conn {
-            Conn::Udp(s) => send_for(s, mode, size, seconds, pool),
-            Conn::Tcp(s) => send_for(s, mode, size, seconds, pool),
+            Conn::Udp(s) => send_for(s, sends),
+            Conn::Tcp(s) => send_for(s, sends),
         },
     )
 }
 
-/// Runs the bench.
-#[allow(clippy::too_many_arguments)]
+/// The settings of `udp-tx` and `tcp-tx` beside the shared ones.
+#[derive(Debug, Serialize)]
+struct Own {
+    #[serde(flatten)]
+    in_lab: InLab,
+    pool_mib: usize,
+    reap_every: u64,
+    /// Hot or cold, measured on the pool the sends come from.
+    pool: super::heat::PoolHeat,
+}
+
+/// Runs the bench: `plan`'s sizes cut from a pool of `pool_mib` MiB.
 pub fn bench(
     proto: Proto,
-    labs: &[&str],
-    family: Family,
-    sizes: &[usize],
-    modes: &[Mode],
-    runs: usize,
-    seconds: f64,
+    plan: &Plan<'_, Mode>,
     pool_mib: usize,
-    quiet: bool,
     remote: Option<Remote>,
 ) -> anyhow::Result<Outcome> {
     let pool = pool(pool_mib)?;
-    // Hot or cold, measured on the pool the sends come from.
     let heat = super::heat::PoolHeat::measure(pool_mib, &[pool]);
-    let mut report = Report::new(bench_name(proto));
-    report.settings = json!({
-        "runs": runs, "seconds": seconds, "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
-        "sender_cpu": 0, "receiver_cpu": 1, "pool_mib": pool_mib,
-        "reap_every": REAP_EVERY,
-        "pool": heat,
-        "auto_profile": zcnet::auto::active().origin(),
-        "order": "mirrored rounds: A B C, then C B A, ...",
-    });
-    let mut summary = Vec::new();
-    let steps = labs.len() * sizes.len() * runs * modes.len();
-    let progress = Progress::new(
-        bench_name(proto),
-        steps as u64,
-        Duration::from_secs_f64(seconds * steps as f64),
-    );
-    let _pinned = Pinned::to(1);
-    let (family, labs) = super::labs::remote_labs(&mut report, remote.as_ref(), family, labs);
-    let mut remote = remote.map(std::sync::Mutex::new);
-    for &lab_name in &labs {
-        let lab = match remote.take() {
-            Some(r) => Lab::Remote(r),
-            None => Lab::build(lab_name, proto)?,
-        };
-        for &size in sizes {
-            let step = SizeStep {
-                lab: lab_name,
-                family,
-                proto,
-                size,
-                runs,
-                quiet,
-                // What a run leaves behind falls on every mode alike: on loopback TCP, auto ran
-                // 0.94 of copy right after zc and 1.21 right after copy (issue 30).
-                mirrored: true,
-            };
-            let sets = step.measure(modes, Mode::name, &progress, &mut report, |mode| {
-                one_run(&lab, proto, family, mode, size, seconds, pool)
+    let own = Own {
+        in_lab: InLab::default(),
+        pool_mib,
+        reap_every: REAP_EVERY,
+        pool: heat,
+    };
+    let settings = plan.settings(Mode::name, own);
+    let steps = plan.steps(plan.modes.len());
+    let mut session = plan.start(bench_name(proto), &settings, steps, 0.0)?;
+    let build = |name: &str| Lab::build(name, proto);
+    session.each_lab(remote, plan, build, |s, lab_name, family, lab| {
+        for &size in plan.sizes {
+            let step = plan.step(lab_name, family, proto, size);
+            let sets = s.measure(&step, plan.modes, Mode::name, |mode| {
+                let seconds = plan.rounds.seconds;
+                let sends = Sends {
+                    mode,
+                    size,
+                    seconds,
+                    pool,
+                };
+                one_run(&lab, proto, family, sends)
             })?;
-            summary.extend(summary_rows(proto, lab_name, size, heat, &sets));
-            report.results.extend(sets);
+            s.compare_to_first(&sets, &SENDER_METRICS);
+            let rows = summary_rows(proto, lab_name, size, heat, &sets);
+            s.keep(sets, rows);
         }
-    }
-    Ok(Outcome::new(report, summary))
+        Ok(())
+    })?;
+    Ok(session.finish())
 }
 
+/// Each mode against copy in requests/s, judged where the seed issue set a bound.
 fn summary_rows(
     proto: Proto,
     lab: &str,
@@ -255,92 +278,54 @@ fn summary_rows(
     heat: super::heat::PoolHeat,
     sets: &[ResultSet],
 ) -> Vec<SummaryRow> {
-    let med = |s: &ResultSet, k: Metric| s.median_of(k);
-    let Some(copy) = sets.iter().find(|s| s.mode == "copy") else {
-        return Vec::new();
+    let name = |s: &ResultSet| {
+        let bench = bench_name(proto);
+        format!("{bench} {lab} {size} B{} {}", heat.suffix(), s.mode)
     };
-    sets.iter()
-        .filter(|s| s.mode != "copy")
-        .filter_map(|s| {
-            let pairs = ratio_pairs(&s.runs, &copy.runs, Metric::RequestsPerS);
-            if pairs.is_empty() {
-                return None;
+    let verdict = |s: &ResultSet, pairs: &[f64]| {
+        let share = s.median_of(Metric::ZeroCopyShare);
+        match (proto, lab, size, s.mode.as_str()) {
+            (_, _, _, "auto") => super::outcome::auto_verdict(s, sets),
+            // The bound holds for a cold pool; a hot one is information.
+            (Proto::Udp, "sink", 64000, "zc") if !heat.is_hot() => {
+                Verdict::judge(pairs, Some(Goal::AtLeast(1.6)))
+                    .require(share.is_some_and(|x| x >= 0.999), "copied > 0 %")
             }
-            let share = med(s, Metric::ZeroCopyShare);
-            let verdict = match (proto, lab, size, s.mode.as_str()) {
-                (_, _, _, "auto") => super::outcome::auto_verdict(s, sets),
-                // The bound holds for a cold pool; a hot one is information.
-                (Proto::Udp, "sink", 64000, "zc") if !heat.is_hot() => {
-                    Verdict::judge(&pairs, Some(Goal::AtLeast(1.6)))
-                        .require(share.is_some_and(|x| x >= 0.999), "copied > 0 %")
-                }
-                // Loopback copies: the adaptive policy must cost nothing against copy.
-                (Proto::Tcp, "loopback", _, "zc-adaptive") => {
-                    Verdict::judge(&pairs, Some(Goal::AtLeast(0.95)))
-                }
-                (_, "loopback" | "veth", _, _) => Verdict::info(&pairs, "kernel copies"),
-                _ => Verdict::info(&pairs, ""),
-            };
-            Some(SummaryRow::new(
-                format!(
-                    "{} {lab} {size} B{} {}",
-                    bench_name(proto),
-                    heat.suffix(),
-                    s.mode
-                ),
-                "req/s",
-                (
-                    med(copy, Metric::RequestsPerS).unwrap_or(f64::NAN),
-                    med(s, Metric::RequestsPerS).unwrap_or(f64::NAN),
-                ),
-                share,
-                &verdict,
-            ))
-        })
-        .collect()
+            // Loopback copies: the adaptive policy must cost nothing against copy.
+            (Proto::Tcp, "loopback", _, "zc-adaptive") => {
+                Verdict::judge(pairs, Some(Goal::AtLeast(0.95)))
+            }
+            (_, "loopback" | "veth", _, _) => Verdict::info(pairs, "kernel copies"),
+            _ => Verdict::info(pairs, ""),
+        }
+    };
+    rows_against_base(sets, ("req/s", Metric::RequestsPerS), true, name, verdict)
 }
 
 /// `zcnet bench udp-tx` / `tcp-tx`.
 pub fn run(proto: Proto, opt: Opt) -> anyhow::Result<()> {
-    opt.common
-        .needs_labs("the tx benches build their labs in private network namespaces")?;
-    let labs: Vec<&str> = if opt.common.labs.is_empty() {
-        match proto {
-            Proto::Udp => vec!["sink", "veth", "loopback"],
-            Proto::Tcp => vec!["loopback", "veth"],
-        }
-    } else {
-        opt.common.labs.iter().map(String::as_str).collect()
-    };
-    let sizes = if opt.sizes.is_empty() {
-        vec![1024, 4096, 16384, 32768, 64000]
-    } else {
-        opt.sizes.clone()
-    };
-    let modes = if opt.modes.is_empty() {
-        match proto {
-            Proto::Udp => vec![Mode::Copy, Mode::Zc, Mode::Auto],
-            Proto::Tcp => vec![Mode::Copy, Mode::Zc, Mode::ZcAdaptive, Mode::Auto],
-        }
-    } else {
-        opt.modes.clone()
-    };
+    let sweep = &opt.flags.sweep;
+    let common = &sweep.common;
+    common.needs_labs("the tx benches build their labs in private network namespaces")?;
+    let labs = common.labs_or(match proto {
+        Proto::Udp => &["sink", "veth", "loopback"],
+        Proto::Tcp => &["loopback", "veth"],
+    });
+    let sizes = sweep.sizes_or(&[1024, 4096, 16384, 32768, 64000]);
+    let modes = sweep.modes_or(match proto {
+        Proto::Udp => &[Mode::Copy, Mode::Zc, Mode::Auto],
+        Proto::Tcp => &[Mode::Copy, Mode::Zc, Mode::ZcAdaptive, Mode::Auto],
+    });
     if modes[0] != Mode::Copy {
         bail!("the first --mode is the baseline of the comparisons and must be copy");
     }
-    let runs = opt.common.runs.unwrap_or(5);
-    let seconds = opt.common.seconds.unwrap_or(2.0);
-    let out = bench(
-        proto,
-        &labs,
-        opt.family.into(),
-        &sizes,
-        &modes,
-        runs,
-        seconds,
-        opt.pool_mib,
-        opt.common.json,
-        opt.common.remote()?,
-    )?;
-    out.finish(&opt.common)
+    let plan = Plan {
+        labs: &labs,
+        family: opt.flags.family.into(),
+        sizes: &sizes,
+        modes: &modes,
+        rounds: common.rounds(5, 2.0),
+    };
+    let out = bench(proto, &plan, opt.pool_mib, common.remote()?)?;
+    out.finish(common)
 }

@@ -108,6 +108,26 @@ pub struct Verdict {
     pub notes: Vec<String>,
 }
 
+/// A verdict as a summary row of the report carries it: its text (`ok (>= 1.6: ...)`), its
+/// word (`decision`), the goal's text (`null` for information), the ratio's 95 % interval
+/// (`ratio_low`, `ratio_high`; `null` where it stands on fewer than two runs), the runs and,
+/// for `unsure`, about how many `--runs` would likely decide.
+impl Serialize for Verdict {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let interval = self.interval.filter(|_| self.runs >= 2);
+        let mut row = s.serialize_struct("Verdict", 7)?;
+        row.serialize_field("verdict", &self.text())?;
+        row.serialize_field("decision", &self.decision)?;
+        row.serialize_field("goal", &self.goal.map(Goal::text))?;
+        row.serialize_field("ratio_low", &interval.map(|i| i.low))?;
+        row.serialize_field("ratio_high", &interval.map(|i| i.high))?;
+        row.serialize_field("runs", &self.runs)?;
+        row.serialize_field("runs_to_decide", &self.runs_to_decide)?;
+        row.end()
+    }
+}
+
 impl Verdict {
     /// Judges the pairwise ratios `pairs` against `goal` (information without one).
     pub fn judge(pairs: &[f64], goal: Option<Goal>) -> Verdict {

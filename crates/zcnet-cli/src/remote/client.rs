@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use super::far::GRACE;
+use super::bounds::GRACE;
 use super::proto::{self, Key, Limits, Message, Role, VERSION};
 use crate::measure::Far;
 

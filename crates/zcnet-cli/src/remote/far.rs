@@ -1,30 +1,22 @@
 //! The far side of each bench, as `zcnet serve` runs it: a [`Role`] prepared (its data socket
 //! opened, so that `ready` can name the port), then run on a thread of its own, measured there
-//! (`RUSAGE_THREAD`), bounded by the run's time plus [`GRACE`] and by the server's byte limit.
+//! (`RUSAGE_THREAD`), bounded by the run's time plus [`GRACE`] and by the server's byte limit
+//! ([`super::bounds`]). The receivers, the sender and the frame generator are here; the HTTP
+//! clients of `async-serve` are `fetch`.
 
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use netlab::pattern::{self, Verifier};
 use zcnet::msg_zerocopy::{self, CopiedPolicy, ZeroCopySender};
 
+use super::bounds::{Bounds, GRACE, Signals, far, work};
+use super::fetch::fetch;
 use super::proto::{Check, Key, Limits, Proto, Role};
-use crate::measure::{Far, Meter, Run, Work, pin};
-
-/// Time a run may take beyond its seconds (connection set-up, draining, a slow peer).
-pub const GRACE: Duration = Duration::from_secs(10);
-
-/// How the session tells a running role what happens on the control connection.
-#[derive(Debug, Default)]
-pub struct Signals {
-    /// The client said `finish`: its side is over (datagram receivers stop once quiet).
-    pub finish: AtomicBool,
-    /// The control connection broke: stop now.
-    pub abort: AtomicBool,
-}
+use crate::measure::{Far, Meter, pin};
 
 /// A role with its data socket open.
 pub struct Prepared {
@@ -179,37 +171,6 @@ pub fn prepare(
     })
 }
 
-/// What bounds a run: its end, the byte limit, the session's signals.
-struct Bounds<'a> {
-    seconds: f64,
-    deadline: Instant,
-    max_bytes: u64,
-    signals: &'a Signals,
-}
-
-impl Bounds<'_> {
-    /// Fails once the run is past its time or bytes, or the session broke.
-    fn check(&self, bytes: u64) -> anyhow::Result<()> {
-        if bytes > self.max_bytes {
-            bail!(
-                "the run passed this server's byte limit ({} bytes, its --max-bytes)",
-                self.max_bytes
-            );
-        }
-        if Instant::now() > self.deadline {
-            bail!(
-                "the run passed its time ({} s and {} s of grace)",
-                self.seconds,
-                GRACE.as_secs()
-            );
-        }
-        if self.signals.abort.load(Ordering::Acquire) {
-            bail!("the control connection closed");
-        }
-        Ok(())
-    }
-}
-
 impl Prepared {
     /// Runs the role on this thread (pinned to CPU 1, where the labs put the far side).
     ///
@@ -230,29 +191,6 @@ impl Prepared {
             Job::Generate(s, to, frame) => generate(&s, to, frame, &bounds),
             Job::Fetch(addr, clients, size) => fetch(addr, clients, size, &bounds),
         }
-    }
-}
-
-/// The figures of a measured run.
-fn far(run: &Run, messages: u64, verifier: Option<&Verifier>) -> Far {
-    Far {
-        bytes: run.bytes,
-        messages,
-        verified: verifier.map(Verifier::ok),
-        first_bad: verifier.and_then(Verifier::first_bad),
-        seconds: run.seconds,
-        cpu_user_s: run.cpu_user_s,
-        cpu_sys_s: run.cpu_sys_s,
-        cpu_us_per_mb: run.cpu_us_per_mb,
-        ctx_switches: run.ctx_switches,
-        machine_cpu_us_per_mb: run.machine_cpu_us_per_mb,
-    }
-}
-
-fn work(bytes: u64) -> Work {
-    Work {
-        bytes,
-        ..Work::default()
     }
 }
 
@@ -541,162 +479,4 @@ fn generate(s: &UdpSocket, to: SocketAddr, frame: usize, bounds: &Bounds) -> any
     }
     let run = meter.finish(work(sent * frame as u64));
     Ok(far(&run, sent, None))
-}
-
-/// How often a fetch looks at its time and its session while no read returns.
-const WATCH: Duration = Duration::from_millis(50);
-
-/// HTTP clients fetching the pattern file on one current-thread runtime (this thread). Every
-/// read is bounded (see [`Bounded`]), and a watch ends the fetch while none returns: a client
-/// whose server answers nothing, or never ends a body, holds `zcnet serve` no longer than the
-/// run's time, bytes and session (it held it until the body's end, if ever, before).
-fn fetch(addr: SocketAddr, clients: usize, size: u64, bounds: &Bounds) -> anyhow::Result<Far> {
-    use std::sync::atomic::AtomicU64;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let bytes = AtomicU64::new(0);
-    let moved = AtomicU64::new(0);
-    let files = AtomicU64::new(0);
-    let bad = std::sync::Mutex::new(None::<u64>);
-    let meter = Meter::start();
-    let seconds = bounds.seconds;
-    let result = rt.block_on(async {
-        let one = || async {
-            let s = tokio::net::TcpStream::connect(addr)
-                .await
-                .with_context(|| format!("connecting to {addr}"))?;
-            let mut s = tokio::io::BufReader::new(Bounded {
-                inner: s,
-                moved: &moved,
-                bounds,
-            });
-            let start = Instant::now();
-            while start.elapsed().as_secs_f64() < seconds {
-                let mut v = Verifier::new();
-                let (code, len) = crate::file_server::fetch(&mut s, "f", |p| {
-                    v.check(p);
-                    bytes.fetch_add(p.len() as u64, Ordering::Relaxed);
-                })
-                .await?;
-                anyhow::ensure!(code == 200, "the client's server answered {code}");
-                anyhow::ensure!(len == size, "a body of {len} bytes, not {size}");
-                if let Some(at) = v.first_bad() {
-                    bad.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .get_or_insert(at);
-                }
-                files.fetch_add(1, Ordering::Relaxed);
-            }
-            anyhow::Ok(())
-        };
-        let watch = async {
-            loop {
-                tokio::time::sleep(WATCH).await;
-                if let Err(e) = bounds.check(moved.load(Ordering::Relaxed)) {
-                    return e;
-                }
-            }
-        };
-        let all: Vec<_> = (0..clients).map(|_| one()).collect();
-        // The watch ending drops every client: their connections close with them.
-        tokio::select! {
-            outcomes = join_all(all) => outcomes.into_iter().collect::<anyhow::Result<Vec<()>>>(),
-            e = watch => Err(e),
-        }
-    });
-    result?;
-    let run = meter.finish(work(bytes.load(Ordering::Relaxed)));
-    let first_bad = *bad.lock().unwrap_or_else(|e| e.into_inner());
-    let mut f = far(&run, files.load(Ordering::Relaxed), None);
-    f.verified = Some(first_bad.is_none());
-    f.first_bad = first_bad;
-    Ok(f)
-}
-
-/// A fetch's connection whose every read counts against the run's byte limit (heads
-/// included: all a client's server sends is moved) and fails once the run is past its time
-/// or bytes or its session broke: an endless body is cut at the limit, mid-file.
-struct Bounded<'a> {
-    inner: tokio::net::TcpStream,
-    /// Bytes read by every connection of the fetch.
-    moved: &'a std::sync::atomic::AtomicU64,
-    bounds: &'a Bounds<'a>,
-}
-
-impl tokio::io::AsyncRead for Bounded<'_> {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let moved = this.moved.load(Ordering::Relaxed);
-        if let Err(e) = this.bounds.check(moved) {
-            return std::task::Poll::Ready(Err(std::io::Error::other(format!("{e:#}"))));
-        }
-        // One byte past the limit at most: enough for the next read to say it was passed.
-        let room = (this.bounds.max_bytes - moved).saturating_add(1);
-        let want = buf
-            .remaining()
-            .min(usize::try_from(room).unwrap_or(usize::MAX));
-        let mut part = tokio::io::ReadBuf::new(buf.initialize_unfilled_to(want));
-        std::task::ready!(std::pin::Pin::new(&mut this.inner).poll_read(cx, &mut part))?;
-        let n = part.filled().len();
-        buf.advance(n);
-        this.moved.fetch_add(n as u64, Ordering::Relaxed);
-        std::task::Poll::Ready(Ok(()))
-    }
-}
-
-impl tokio::io::AsyncWrite for Bounded<'_> {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-}
-
-/// Awaits every future on this one task (they borrow the run's counters, so they are not
-/// spawned); each wake polls those not done, few enough here (at most --max-clients).
-async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
-    let mut out = Vec::with_capacity(futs.len());
-    let mut pinned: Vec<_> = futs.into_iter().map(Box::pin).map(Some).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for slot in &mut pinned {
-            if let Some(f) = slot {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => {
-                        out.push(v);
-                        *slot = None;
-                    }
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    out
 }

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
-use super::far::{self, Signals};
+use super::bounds::{GRACE, Signals};
+use super::far;
 use super::proto::{self, Limits, Message, ProtoError, VERSION};
 
 /// How the server runs.
@@ -369,7 +370,7 @@ fn session(mut conn: TcpStream, config: &Config) -> Result<u64, String> {
             });
             // The client's finish comes when its side is over: within the run and its grace.
             let _ = conn.set_read_timeout(Some(
-                Duration::from_secs_f64(seconds) + far::GRACE + Duration::from_secs(5),
+                Duration::from_secs_f64(seconds) + GRACE + Duration::from_secs(5),
             ));
             let told = proto::read(&mut conn);
             match &told {

@@ -287,11 +287,31 @@ pub fn parse_value(value: Value) -> Result<Input, String> {
     };
     input.check_counts()?;
     input.clip();
+    input.rename_old_size_keys();
     input.label = input.reports[0].host.hostname.clone();
     Ok(input)
 }
 
+/// How reports written before every bench said `size` named a set's message size: `bytes`,
+/// `frame_bytes` (packet, packet-tx), `file_bytes` (async-serve).
+pub const OLD_SIZE_KEYS: [&str; 3] = ["bytes", "frame_bytes", "file_bytes"];
+
 impl Input {
+    /// Renames a set's message size from an old spelling ([`OLD_SIZE_KEYS`]) to `size`, as every
+    /// bench writes it now: an old file reads as a new one, and compares cell by cell with it.
+    fn rename_old_size_keys(&mut self) {
+        for r in &mut self.reports {
+            for set in &mut r.results {
+                if set.params.contains_key("size") {
+                    continue;
+                }
+                if let Some(v) = OLD_SIZE_KEYS.iter().find_map(|k| set.params.remove(*k)) {
+                    set.params.insert("size".into(), v);
+                }
+            }
+        }
+    }
+
     /// Refuses more reports, sets, runs or entries than a page draws, naming the first count
     /// over its cap.
     fn check_counts(&self) -> Result<(), String> {
@@ -420,6 +440,32 @@ mod tests {
           "mode":"zc","runs":[{"gbit":9.5,"cpu_us_per_mb":50.0,"zero_copy_share":1.0}],
           "median":{},"min":{},"max":{}}],
         "comparisons":[]}"#;
+
+    #[test]
+    fn old_spellings_of_the_size_read_as_size() {
+        for old in OLD_SIZE_KEYS {
+            let text = ONE.replace(
+                r#""params":{"size":8000}"#,
+                &format!(r#""params":{{"{old}":8000}}"#),
+            );
+            assert!(text.contains(old), "{text}");
+            let input = parse(&text).unwrap();
+            let params = &input.reports[0].results[0].params;
+            assert_eq!(params.get("size"), Some(&Value::from(8000)), "{old}");
+            assert!(!params.contains_key(old), "{old}");
+        }
+        // A set that says size keeps it, and an old key beside it is left as it was.
+        let text = ONE.replace(
+            r#""params":{"size":8000}"#,
+            r#""params":{"size":8000,"bytes":5}"#,
+        );
+        let input = parse(&text).unwrap();
+        let params = &input.reports[0].results[0].params;
+        assert_eq!(
+            (params["size"].as_u64(), params["bytes"].as_u64()),
+            (Some(8000), Some(5))
+        );
+    }
 
     #[test]
     fn one_report_and_a_suite_are_read() {

@@ -1,0 +1,193 @@
+//! One run of `uring-tx`: a sender that cycles through the pool's buffers ([`cycle_pool`],
+//! which `udp-gso`'s registered trains share), or sends the hot condition's one shared buffer
+//! over and over, in a lab of [`crate::bench::sweep`].
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use netlab::Family;
+use zcnet::ZeroCopyCounters as _;
+use zcnet::uring::{Config, Mode, PoolBuf, UringSender};
+
+use super::pool::SendPool;
+use super::ring::CONFIG;
+use crate::bench::sweep::{self, Lab, Proto};
+use crate::measure::{Meter, Run, Work};
+
+/// Sends `size`-byte requests for `seconds` in `mode`, measuring the sending thread.
+fn send_for<S: zcnet::uring::ExclusiveSocket>(
+    socket: S,
+    mode: Mode,
+    seconds: f64,
+    sp: &SendPool,
+) -> anyhow::Result<Run> {
+    let (pool, window) = (&sp.pool, sp.window);
+    let config = Config {
+        mode,
+        window,
+        ..CONFIG
+    };
+    if let Some(one) = sp.shares(mode) {
+        return send_shared(socket, config, seconds, one);
+    }
+    let mut tx = UringSender::with_pool(socket, config, pool).map_err(|e| e.error)?;
+    if let Some(why) = tx.fallback_reason() {
+        bail!("{} asked for, but {why}", mode.name());
+    }
+    let size = pool.buf_size();
+    // Every buffer of the pool, in its order; each goes out again as it comes back, in the order
+    // it came back (as an application resends the buffers it gets back), so the sends cycle
+    // through the whole pool without a trip through the pool's free list per request.
+    let spare: VecDeque<PoolBuf> = std::iter::from_fn(|| pool.acquire()).collect();
+    let meter = Meter::start();
+    let (requests, failed) = cycle_pool(&mut tx, spare, seconds)?;
+    let c = tx.counters();
+    let run = meter
+        .finish(Work {
+            bytes: requests * size as u64,
+            requests: Some(requests),
+            zero_copy_share: Some(c.zero_copy_share().unwrap_or(0.0)),
+            verified: None,
+        })
+        .with_auto(tx.auto_choice(), c.auto, size);
+    if let Some(e) = failed {
+        bail!(
+            "{} of {requests} sends failed, the first with: {e}",
+            c.errors
+        );
+    }
+    Ok(run)
+}
+
+/// Sends the buffers of `spare` for `seconds`, each again as it comes back, in the order it
+/// came back (as an application resends the buffers it gets back), so the sends cycle through
+/// the whole pool without a trip through its free list per request; then waits for every
+/// notification. Returns the requests sent and the first error a returned buffer carried.
+///
+/// The clock is read once a batch, as the kernel's io_uring_zerocopy_tx.c reads it once per
+/// batch it submits: a read per request was a fifth of the sender's user time.
+pub(crate) fn cycle_pool<S: zcnet::uring::ExclusiveSocket>(
+    tx: &mut UringSender<S, PoolBuf>,
+    mut spare: VecDeque<PoolBuf>,
+    seconds: f64,
+) -> anyhow::Result<(u64, Option<std::io::Error>)> {
+    let start = Instant::now();
+    let mut requests = 0u64;
+    let mut failed = None;
+    let check_every = CONFIG.batch.max(1) as u64;
+    while requests % check_every != 0 || start.elapsed().as_secs_f64() < seconds {
+        let buf = loop {
+            if let Some(b) = spare.pop_front() {
+                break b;
+            }
+            for r in tx.returned() {
+                failed = failed.or(r.error);
+                spare.push_back(r.buf);
+            }
+            // The window is smaller than the pool: with none in hand, some came back already
+            // (the sender collected them while it waited for room). Reaping is for safety only.
+            if spare.is_empty() {
+                tx.reap().context("io_uring_enter")?;
+            }
+        };
+        tx.send(buf)
+            .map_err(|e| e.error)
+            .context("queueing a send")?;
+        requests += 1;
+    }
+    tx.drain(Duration::from_secs(5))
+        .context("waiting for notifications")?;
+    for r in tx.returned() {
+        failed = failed.or(r.error);
+    }
+    Ok((requests, failed))
+}
+
+/// [`send_for`] of one shared buffer: each request sends it again (`&'static [u8]` is an
+/// [`zcnet::uring::OwnedBuf`]: several requests may read one buffer nobody writes).
+fn send_shared<S: zcnet::uring::ExclusiveSocket>(
+    socket: S,
+    config: Config,
+    seconds: f64,
+    one: &'static [u8],
+) -> anyhow::Result<Run> {
+    let mut tx = UringSender::new(socket, config).map_err(|e| e.error)?;
+    if let Some(why) = tx.fallback_reason() {
+        bail!("{} asked for, but {why}", config.mode.name());
+    }
+    let meter = Meter::start();
+    let start = Instant::now();
+    let mut requests = 0u64;
+    let mut failed = None;
+    let check_every = CONFIG.batch.max(1) as u64;
+    while requests % check_every != 0 || start.elapsed().as_secs_f64() < seconds {
+        tx.send(one)
+            .map_err(|e| e.error)
+            .context("queueing a send")?;
+        requests += 1;
+        // The clones come back as their requests complete: dropped once a batch.
+        if requests % check_every == 0 {
+            for r in tx.returned() {
+                failed = failed.or(r.error);
+            }
+        }
+    }
+    tx.drain(Duration::from_secs(5))
+        .context("waiting for notifications")?;
+    for r in tx.returned() {
+        failed = failed.or(r.error);
+    }
+    let c = tx.counters();
+    let run = meter
+        .finish(Work {
+            bytes: requests * one.len() as u64,
+            requests: Some(requests),
+            zero_copy_share: Some(c.zero_copy_share().unwrap_or(0.0)),
+            verified: None,
+        })
+        .with_auto(tx.auto_choice(), c.auto, one.len());
+    if let Some(e) = failed {
+        bail!(
+            "{} of {requests} sends failed, the first with: {e}",
+            c.errors
+        );
+    }
+    Ok(run)
+}
+
+/// One run of `seconds` in `lab`: `mode`'s sends from `pool`, checked where they arrive.
+pub(crate) fn one_run(
+    lab: &Lab,
+    proto: Proto,
+    family: Family,
+    mode: Mode,
+    seconds: f64,
+    pool: &SendPool,
+) -> anyhow::Result<Run> {
+    // Buffers come back in completion order and go out again in that order: the receiver
+    // checks that every buffer's worth of the stream is one whole buffer of the pool.
+    let check = crate::remote::proto::Check::Buffers {
+        size: pool.pool.buf_size() as u64,
+        // The shared buffer is the pool's first: one buffer, over and over.
+        count: match pool.shares(mode) {
+            Some(_) => 1,
+            None => pool.pool.count() as u64,
+        },
+    };
+    let pool = pool.clone();
+    let far = (seconds, check);
+    sweep::run_in_lab(lab, proto, family, far, move |conn| match conn {
+        sweep::Conn::Udp(s) => send_for(s, mode, seconds, &pool),
+        sweep::Conn::Tcp(s) => send_for(s, mode, seconds, &pool),
+    })
+}
+
+/// The protocol each lab runs: UDP into the sink, TCP elsewhere.
+pub(crate) fn proto_of(lab: &str) -> Proto {
+    if lab == "sink" {
+        Proto::Udp
+    } else {
+        Proto::Tcp
+    }
+}
