@@ -922,6 +922,103 @@ fn dev_null() -> (bool, u32, u32, u32) {
     (m.file_type().is_char_device(), m.uid(), m.gid(), m.mode())
 }
 
+/// A stand-in for one of the kernel's send programs in `dir`: it writes the arguments it was
+/// given to the returned log, one run a line, and prints `line` on stderr with `$mb` the MiB of
+/// 1000 datagrams of its `-s` size (what the real program says after sending them).
+fn stand_in(
+    dir: &std::path::Path,
+    name: &str,
+    line: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let (log, fake) = (dir.join(format!("{name}.args")), dir.join(name));
+    let script = format!(
+        "#!/bin/sh\necho \"$@\" >> {log}\nsize=0\nwhile [ $# -gt 0 ]; do [ \"$1\" = -s ] && size=$2; shift; done\n\
+         mb=$((1000 * size / 1048576))\necho \"{line}\" >&2\n",
+        log = log.display()
+    );
+    std::fs::write(&fake, script).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (fake, log)
+}
+
+/// `bench udp-tx --reference PATH` runs the kernel's `msg_zerocopy` beside zcnet in the sink
+/// lab, copy and zc (`-z`), as uring-tx runs its program (the test above); zc-adaptive and
+/// auto have no twin; tcp-tx refuses it.
+#[test]
+fn bench_udp_tx_runs_msg_zerocopy_beside_zcnet() {
+    if netlab::check_privileges().is_err() {
+        return netlab::skip::skip("benches need root for their labs");
+    }
+    let dir = std::env::temp_dir().join(format!("zcnet-reference-mz-{}", std::process::id()));
+    let (fake, log) = stand_in(&dir, "msg_zerocopy", "tx=1000 ($mb MB) txc=1000 zc=y");
+    let out = zcnet()
+        .args([
+            "bench",
+            "udp-tx",
+            "--lab",
+            "sink",
+            "--size",
+            "8000",
+            "--pool-mib",
+            "2",
+        ])
+        .args(["--mode", "copy", "--mode", "zc", "--mode", "auto"])
+        .args(["--runs", "2", "--seconds", "0.2", "--json", "--reference"])
+        .arg(&fake)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let modes: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["copy", "zc", "auto", "ref-copy", "ref-zc"], "{v}");
+    for r in v["results"].as_array().unwrap() {
+        if r["mode"].as_str().unwrap().starts_with("ref-") {
+            for run in r["runs"].as_array().unwrap() {
+                assert_eq!(run["bytes"], 1000 * 8000, "{run}");
+                assert_eq!(run["zero_copy_share"], serde_json::Value::Null, "{run}");
+            }
+        }
+    }
+    let pairs: Vec<(&str, &str)> = v["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["metric"] == "cpu_us_per_mb")
+        .map(|c| (c["a"].as_str().unwrap(), c["b"].as_str().unwrap()))
+        .collect();
+    for want in [
+        ("ref-zc", "ref-copy"),
+        ("copy", "ref-copy"),
+        ("zc", "ref-zc"),
+    ] {
+        assert!(pairs.contains(&want), "{want:?} in {pairs:?}");
+    }
+    assert_eq!(v["settings"]["reference"]["program"], "msg_zerocopy");
+    let asked = std::fs::read_to_string(&log).unwrap();
+    let target = netlab::SinkLab::target(netlab::Family::V4);
+    for z in ["", " -z"] {
+        let line = format!("-4 -D {target} -p 9 -s 8000 -t 1{z} udp");
+        assert_eq!(asked.lines().filter(|l| *l == line).count(), 2, "{asked}");
+    }
+    assert_eq!(asked.lines().count(), 4, "{asked}");
+    let out = zcnet()
+        .args(["bench", "tcp-tx", "--lab", "loopback", "--reference"])
+        .arg(&fake)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("udp-tx only"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `bench uring-tx --reference PATH` runs the program beside zcnet in the sink lab, in the same
 /// rounds, and reports it as its own sets with zcnet's ratios to it. A stand-in for the kernel's
 /// `io_uring_zerocopy_tx` prints its line for the arguments it was given, and writes them down,
@@ -932,20 +1029,11 @@ fn bench_uring_tx_runs_a_reference_beside_zcnet() {
         return netlab::skip::skip("benches need root for their labs");
     }
     let dir = std::env::temp_dir().join(format!("zcnet-reference-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("args");
-    let fake = dir.join("io_uring_zerocopy_tx");
-    // 1000 datagrams of the -s size: MB = 1000 * size >> 20.
-    let script = format!(
-        "#!/bin/sh\necho \"$@\" >> {log}\nsize=0\nwhile [ $# -gt 0 ]; do [ \"$1\" = -s ] && size=$2; shift; done\n\
-         echo \"tx=1000 (MB=$((1000 * size / 1048576))), tx/s=1000 (MB/s=0)\" >&2\n",
-        log = log.display()
+    let (fake, log) = stand_in(
+        &dir,
+        "io_uring_zerocopy_tx",
+        "tx=1000 (MB=$mb), tx/s=1000 (MB/s=0)",
     );
-    std::fs::write(&fake, script).unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
     let out = zcnet()
         .args(["bench", "uring-tx", "--lab", "sink", "--size", "8000"])
         .args(["--mode", "copy", "--mode", "zc-fixed", "--mode", "auto"])

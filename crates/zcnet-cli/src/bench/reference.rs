@@ -8,6 +8,11 @@
 //! address, `-n` the batch zcnet submits, `-m 0|1|2` for copy, zc and zc-fixed (auto has no
 //! twin). It sends one hot buffer over and over, which its copy mode copies from L1.
 //!
+//! `bench udp-tx` takes a build of `tools/testing/selftests/net/msg_zerocopy.c` (`gcc -O2` of the
+//! one file), likewise in the `sink` lab only: `udp` to the sink's address, `-s` the size, `-z`
+//! for zc (without it, plain `send`: copy); zc-adaptive and auto have no twin. It too sends one
+//! buffer over and over (a static array), and reads its completions every 32 sends.
+//!
 //! Its figures come from outside it: requests from its own `tx=N` line (each UDP send is one
 //! whole datagram of `-s` bytes, which `MB=` confirms), CPU from `getrusage(RUSAGE_CHILDREN)`
 //! around its `wait` (user + system of the process, exec and set-up included: about a
@@ -23,12 +28,59 @@ use anyhow::{Context, bail};
 use netlab::Family;
 use nix::sys::resource::{UsageWho, getrusage};
 
-use crate::measure::{MachineCpu, Run, ThreadCpu, Work, record};
+use super::engine::{Session, SizeStep};
+use crate::measure::{Comparison, MachineCpu, Metric, ResultSet, Run, ThreadCpu, Work, record};
 
 /// A reference program given with `--reference`.
 #[derive(Clone, Debug)]
 pub struct Reference {
     path: PathBuf,
+}
+
+/// How the kernel's program runs beside zcnet, for a report's settings.
+#[derive(Debug, serde::Serialize)]
+pub struct Settings {
+    program: &'static str,
+    path: PathBuf,
+    /// Its arguments, `<whole>` being `-t`'s whole seconds (`whole_seconds`).
+    args: String,
+    whole_seconds: u64,
+    seconds_per_run: f64,
+    sends_from: &'static str,
+    labs: [&'static str; 1],
+}
+
+impl Settings {
+    /// `program` at `r`'s path, run with `args` for runs of about `seconds`, sending from
+    /// `sends_from`, in the sink lab.
+    pub fn new(
+        r: &Reference,
+        program: &'static str,
+        args: &str,
+        seconds: f64,
+        sends_from: &'static str,
+    ) -> Settings {
+        let whole = Reference::whole_seconds(seconds);
+        Settings {
+            program,
+            path: r.path().to_path_buf(),
+            args: args.to_owned(),
+            whole_seconds: whole,
+            seconds_per_run: 0.2 + whole as f64,
+            sends_from,
+            labs: ["sink"],
+        }
+    }
+}
+
+/// Where and what a program sends into the sink lab: `size`-byte datagrams to `dest` port 9
+/// over `family`, for about `seconds`.
+#[derive(Clone, Copy, Debug)]
+pub struct Sink {
+    pub dest: IpAddr,
+    pub family: Family,
+    pub size: usize,
+    pub seconds: f64,
 }
 
 impl Reference {
@@ -73,52 +125,101 @@ impl Reference {
     /// The largest `-s` the program takes: 65535 less the IPv6, TCP and TCP option headers.
     pub const MAX_SIZE: usize = 65535 - 40 - 20 - 40;
 
+    /// The program of `--reference PATH`, if given, for a bench that runs it in the sink lab:
+    /// refused with `--remote`, without `--lab sink`, or with a size over
+    /// [`Reference::MAX_SIZE`].
+    ///
+    /// # Errors
+    /// Those, and [`Reference::new`]'s.
+    pub fn for_sink(
+        path: Option<&Path>,
+        remote: bool,
+        labs: &[&str],
+        sizes: &[usize],
+    ) -> anyhow::Result<Option<Reference>> {
+        let Some(path) = path else {
+            return Ok(None);
+        };
+        if remote {
+            bail!("--reference runs the kernel's program in the sink lab here: not with --remote");
+        }
+        if !labs.contains(&"sink") {
+            bail!("--reference runs the kernel's program in the sink lab: add --lab sink");
+        }
+        let max = Reference::MAX_SIZE;
+        if let Some(s) = sizes.iter().find(|&&s| s > max) {
+            bail!("--size {s}: the kernel's program sends at most {max} bytes (--reference)");
+        }
+        Reference::new(path).map(Some)
+    }
+
     /// One run of `io_uring_zerocopy_tx` sending `size`-byte UDP datagrams to `dest` port 9,
     /// `batch` per submission, in `mode` (`-m`: 0 copy, 1 zc, 2 zc-fixed), for about `seconds`
     /// (its `-t` takes whole seconds and adds 0.2: the nearest, at least 1, as it divides by the
     /// whole seconds it ran when it prints its rate). Call it on a thread inside the
     /// lab's namespace, pinned to the sender's CPU: the program inherits both.
-    pub fn run_uring_tx(
+    pub fn run_uring_tx(&self, to: Sink, mode: u8, batch: usize) -> anyhow::Result<Run> {
+        let extra = ["-n", &batch.to_string(), "-m", &mode.to_string(), "udp"].map(String::from);
+        self.run_into_sink(
+            to,
+            &extra,
+            "`tx=N (MB=M)` (is it io_uring_zerocopy_tx?)",
+            parse_uring_tx,
+        )
+    }
+
+    /// One run of `msg_zerocopy` sending `size`-byte UDP datagrams to `dest` port 9, with
+    /// `MSG_ZEROCOPY` where `zerocopy` (`-z`), for about `seconds` (`-t`, as
+    /// [`Reference::run_uring_tx`]). Call it on a thread inside the lab's namespace, pinned to
+    /// the sender's CPU: the program inherits both.
+    pub fn run_msg_zerocopy(&self, to: Sink, zerocopy: bool) -> anyhow::Result<Run> {
+        let extra: Vec<String> = zerocopy
+            .then_some("-z")
+            .into_iter()
+            .chain(["udp"])
+            .map(String::from)
+            .collect();
+        self.run_into_sink(
+            to,
+            &extra,
+            "`tx=N (M MB) txc=C zc=y|n` (is it msg_zerocopy?)",
+            |e| parse_msg_zerocopy(e).map(|t| (t.packets, t.mb)),
+        )
+    }
+
+    /// One run of a program that sends `to.size`-byte datagrams into the sink for `to.seconds`
+    /// with `extra` arguments after the shared ones, and says at its end how many it sent and
+    /// their MiB (`parse`, its `line` named in the error where it did not).
+    fn run_into_sink(
         &self,
-        dest: IpAddr,
-        family: Family,
-        size: usize,
-        mode: u8,
-        batch: usize,
-        seconds: f64,
+        to: Sink,
+        extra: &[String],
+        line: &str,
+        parse: impl Fn(&str) -> Option<(u64, u64)>,
     ) -> anyhow::Result<Run> {
-        let whole = Self::whole_seconds(seconds);
-        let args = [
-            match family {
-                Family::V4 => "-4".to_owned(),
-                Family::V6 => "-6".to_owned(),
-            },
-            "-D".to_owned(),
-            dest.to_string(),
-            "-p".to_owned(),
-            "9".to_owned(),
-            "-s".to_owned(),
-            size.to_string(),
-            "-t".to_owned(),
-            whole.to_string(),
-            "-n".to_owned(),
-            batch.to_string(),
-            "-m".to_owned(),
-            mode.to_string(),
-            "udp".to_owned(),
-        ];
+        let whole = Self::whole_seconds(to.seconds);
+        let family = match to.family {
+            Family::V4 => "-4",
+            Family::V6 => "-6",
+        };
+        let (dest, size) = (to.dest.to_string(), to.size.to_string());
+        let mut args: Vec<String> = [family, "-D", &dest, "-p", "9", "-s", &size, "-t"]
+            .map(String::from)
+            .to_vec();
+        args.push(whole.to_string());
+        args.extend_from_slice(extra);
         let m = self.measured(&args, whole)?;
         let (stderr, said) = (&m.stderr, &m.said);
-        let Some((packets, mb)) = parse_uring_tx(stderr) else {
+        let Some((packets, mb)) = parse(stderr) else {
             bail!(
-                "the reference {} printed no `tx=N (MB=M)` line (is it io_uring_zerocopy_tx?): \
-                 {said}",
-                self.path.display(),
+                "the reference {} printed no {line} line: {said}",
+                self.path.display()
             );
         };
         if packets == 0 {
             bail!("the reference sent nothing ({said})");
         }
+        let size = to.size;
         let Some(bytes) = packets.checked_mul(size as u64).filter(|&b| b >> 20 == mb) else {
             bail!(
                 "the reference counted {packets} datagrams of {size} bytes but {mb} MB: some \
@@ -128,6 +229,7 @@ impl Reference {
         let work = Work {
             bytes,
             requests: Some(packets),
+            // msg_zerocopy's `zc=y` says only that its last completion was not flagged copied.
             zero_copy_share: None,
             verified: None,
         };
@@ -394,6 +496,199 @@ pub fn parse_uring_tx(stderr: &str) -> Option<(u64, u64)> {
     Some((packets.parse().ok()?, mb.parse().ok()?))
 }
 
+/// One arm of a size step's alternation: a zcnet mode, or the reference program in that mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arm<M> {
+    Zcnet(M),
+    Reference(M),
+}
+
+/// The names of the program's runs: `ref-` and the mode of their zcnet twin.
+const REF_NAMES: [&str; 3] = ["ref-copy", "ref-zc", "ref-zc-fixed"];
+
+impl<M: Copy> Arm<M> {
+    /// The arm's name: the mode's (`name`), or `ref-` and it.
+    pub fn name(self, name: fn(M) -> &'static str) -> &'static str {
+        match self {
+            Arm::Zcnet(m) => name(m),
+            Arm::Reference(m) => REF_NAMES
+                .iter()
+                .find(|r| r[4..] == *name(m))
+                .copied()
+                .unwrap_or("ref-other"),
+        }
+    }
+
+    /// Each mode, followed by its twin where the program runs `beside` and has one (`twin`):
+    /// A A' B B'; the engine mirrors them in the next round, so that neither always runs right
+    /// after the other.
+    pub fn alternate(modes: &[M], beside: bool, twin: fn(M) -> bool) -> Vec<Arm<M>> {
+        modes
+            .iter()
+            .flat_map(|&m| {
+                let twin = (beside && twin(m)).then_some(Arm::Reference(m));
+                std::iter::once(Arm::Zcnet(m)).chain(twin)
+            })
+            .collect()
+    }
+
+    /// The runs of `arms` in `step`, alternated by `session` ([`Session::measure`]), each arm
+    /// named by its mode's `name`.
+    ///
+    /// # Errors
+    /// A run failed.
+    pub fn measure(
+        session: &Session,
+        step: &SizeStep<'_>,
+        arms: &[Arm<M>],
+        name: fn(M) -> &'static str,
+        one: impl FnMut(Arm<M>) -> anyhow::Result<Run>,
+    ) -> anyhow::Result<Vec<ResultSet>> {
+        session.measure(step, arms, |a| a.name(name), one)
+    }
+
+    /// The runs of each arm: (zcnet's, the program's), each compared with its own first (copy)
+    /// and the program's with their zcnet twin, mode by mode, in `session`.
+    pub fn split(
+        arms: &[Arm<M>],
+        sets: Vec<ResultSet>,
+        session: &mut Session,
+        metrics: &[Metric],
+    ) -> (Vec<ResultSet>, Vec<ResultSet>) {
+        let (ours, refs): (Vec<_>, Vec<_>) = arms
+            .iter()
+            .zip(sets)
+            .partition(|(arm, _)| matches!(arm, Arm::Zcnet(_)));
+        let ours: Vec<ResultSet> = ours.into_iter().map(|(_, s)| s).collect();
+        let refs: Vec<ResultSet> = refs.into_iter().map(|(_, s)| s).collect();
+        session.compare_to_first(&ours, metrics);
+        session.compare_to_first(&refs, metrics);
+        // zcnet over the kernel's program, mode by mode.
+        for r in &refs {
+            let twin = ours
+                .iter()
+                .find(|o| format!("ref-{}", o.mode) == r.mode)
+                .expect("every reference arm has its zcnet twin");
+            session.compare(twin, r, metrics);
+        }
+        (ours, refs)
+    }
+}
+
+/// What `msg_zerocopy`'s sender says at its end: `tx=196528 (11995 MB) txc=196528 zc=y`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MsgZerocopyTx {
+    /// Sends.
+    pub packets: u64,
+    /// Their bytes in whole MiB.
+    pub mb: u64,
+    /// Completions read (`-z`).
+    pub completions: u64,
+    /// Whether the last completion said the kernel did not copy.
+    pub zero_copy: bool,
+}
+
+/// The last `tx=` line of `msg_zerocopy`'s stderr.
+pub fn parse_msg_zerocopy(stderr: &str) -> Option<MsgZerocopyTx> {
+    let line = stderr.lines().rev().find(|l| l.starts_with("tx="))?;
+    let mut words = line.split_whitespace();
+    let packets = words.next()?.strip_prefix("tx=")?.parse().ok()?;
+    let mb = words.next()?.strip_prefix('(')?.parse().ok()?;
+    if words.next()? != "MB)" {
+        return None;
+    }
+    let completions = words.next()?.strip_prefix("txc=")?.parse().ok()?;
+    let zero_copy = match words.next()?.strip_prefix("zc=")? {
+        "y" => true,
+        "n" => false,
+        _ => return None,
+    };
+    Some(MsgZerocopyTx {
+        packets,
+        mb,
+        completions,
+        zero_copy,
+    })
+}
+
+/// The tables a bench made, printed after its runs unless `quiet`.
+pub fn print(tables: &[String], quiet: bool) {
+    if !quiet {
+        for t in tables {
+            println!("\n{t}");
+        }
+    }
+}
+
+/// zcnet beside the kernel's program in one lab of `bench`, mode by mode: CPU µs per MB
+/// (medians) and zcnet's over the program's, pair by pair (median, min-max); then each one's
+/// zero copy over its copy in requests/s; and `note`, where the two sent from unlike sources.
+/// `program` is (its name, the note); `rows` are (size, zcnet's sets, the program's sets, each
+/// named `ref-` and its twin's mode, copy first).
+pub fn table(
+    bench: &str,
+    (program, note): (&str, Option<&str>),
+    lab: &str,
+    rows: &[(usize, Vec<ResultSet>, Vec<ResultSet>)],
+) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "{bench} {lab}: zcnet beside the kernel's {program} (sender CPU us/MB, medians; zcnet / \
+         selftest: median of pairs, min-max)\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:>8} | {:<9} | {:>9} | {:>9} | {:>20} | {:>16} | {:>16}",
+        "IO size",
+        "mode",
+        "selftest",
+        "zcnet",
+        "zcnet / selftest",
+        "selftest / copy",
+        "zcnet / copy"
+    );
+    for (size, ours, refs) in rows {
+        let (Some(ref_copy), Some(our_copy)) = (refs.first(), ours.first()) else {
+            continue;
+        };
+        for r in refs {
+            let Some(o) = ours.iter().find(|o| format!("ref-{}", o.mode) == r.mode) else {
+                continue;
+            };
+            let cpu = |s: &ResultSet| s.median_of(Metric::CpuUsPerMb).unwrap_or(f64::NAN);
+            let ratio = Comparison::new(o, r, Metric::CpuUsPerMb)
+                .map(|c| {
+                    format!(
+                        "{:.3} ({:.2}-{:.2})",
+                        c.ratio_median, c.ratio_min, c.ratio_max
+                    )
+                })
+                .unwrap_or_else(|| "n/a".into());
+            let gain = |s: &ResultSet, base: &ResultSet| {
+                if std::ptr::eq(s, base) {
+                    return "-".to_owned();
+                }
+                Comparison::new(s, base, Metric::RequestsPerS)
+                    .map(|c| format!("{:.2}x", c.ratio_median))
+                    .unwrap_or_else(|| "n/a".into())
+            };
+            let _ = writeln!(
+                out,
+                "{size:>8} | {:<9} | {:>9.1} | {:>9.1} | {ratio:>20} | {:>16} | {:>16}",
+                o.mode,
+                cpu(r),
+                cpu(o),
+                gain(r, ref_copy),
+                gain(o, our_copy),
+            );
+        }
+    }
+    if let Some(note) = note {
+        let _ = writeln!(out, "note: {note}");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,6 +706,36 @@ mod tests {
             None
         );
         assert_eq!(parse_udpgso_sum(""), None);
+    }
+
+    #[test]
+    fn the_msg_zerocopy_line() {
+        let err = "tx=196528 (11995 MB) txc=196528 zc=y\n";
+        assert_eq!(
+            parse_msg_zerocopy(err),
+            Some(MsgZerocopyTx {
+                packets: 196528,
+                mb: 11995,
+                completions: 196528,
+                zero_copy: true
+            })
+        );
+        let err = "missing notifications: 1 < 2\ntx=20 (1 MB) txc=0 zc=n\n";
+        assert_eq!(
+            parse_msg_zerocopy(err).map(|t| (t.packets, t.zero_copy)),
+            Some((20, false))
+        );
+        for bad in [
+            "",
+            "tx=",
+            "tx=20 (1 MB)",
+            "tx=20 (1 MB) txc=0 zc=?",
+            "tx=20 (x MB) txc=0 zc=y",
+            "tx=20 (1 GB) txc=0 zc=y",
+            "rx=20 (1 MB)",
+        ] {
+            assert_eq!(parse_msg_zerocopy(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
@@ -461,10 +786,15 @@ mod tests {
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
             Reference::new(&p).unwrap()
         };
-        let dest: IpAddr = "127.0.0.1".parse().unwrap();
+        let sink = |size| Sink {
+            dest: "127.0.0.1".parse().unwrap(),
+            family: Family::V4,
+            size,
+            seconds: 0.2,
+        };
         // What a run of `r` that must fail says, all its causes.
         let error_of = |r: &Reference, size: usize| {
-            let e = r.run_uring_tx(dest, Family::V4, size, 0, 16, 0.2);
+            let e = r.run_uring_tx(sink(size), 0, 16);
             format!("{:#}", e.unwrap_err())
         };
         // What running `r` says when it outlasts `limit` and is killed.
@@ -494,9 +824,7 @@ mod tests {
             "sleep 3 & echo 'tx=2048 (MB=2), tx/s=2048 (MB/s=2)' >&2",
         );
         let started = Instant::now();
-        let run = leaves
-            .run_uring_tx(dest, Family::V4, 1024, 0, 16, 0.2)
-            .unwrap();
+        let run = leaves.run_uring_tx(sink(1024), 0, 16).unwrap();
         assert_eq!(run.bytes, 2 << 20);
         assert!(
             started.elapsed() < Duration::from_millis(2500),
@@ -572,7 +900,7 @@ mod tests {
         assert!(e.contains("short"), "{e}");
         // A well-formed one becomes a run: 2048 datagrams of 1024 bytes = 2 MB.
         let ok = script("ok", "echo 'tx=2048 (MB=2), tx/s=2048 (MB/s=2)' >&2");
-        let run = ok.run_uring_tx(dest, Family::V4, 1024, 2, 16, 0.2).unwrap();
+        let run = ok.run_uring_tx(sink(1024), 2, 16).unwrap();
         assert_eq!((run.bytes, run.zero_copy_share), (2 << 20, None));
         assert!(run.requests_per_s.is_some_and(|r| r > 0.0));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -79,7 +79,7 @@ type Step = Box<dyn FnOnce() -> anyhow::Result<Outcome>>;
 fn udp_sink(sizes: &[usize], pool_mib: usize, rounds: Rounds) -> anyhow::Result<Outcome> {
     let modes = [tx::Mode::Copy, tx::Mode::Zc, tx::Mode::Auto];
     let plan = Plan::ipv4(&["sink"], sizes, &modes, rounds);
-    tx::bench(sweep::Proto::Udp, &plan, pool_mib, None)
+    tx::bench(sweep::Proto::Udp, &plan, pool_mib, None, None)
 }
 
 /// io_uring into the sink: every mode at `sizes` from a `pool` pool.
@@ -143,7 +143,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                     tx::Mode::Auto,
                 ];
                 let plan = Plan::ipv4(&["loopback"], &[65536], &modes, rounds);
-                tx::bench(sweep::Proto::Tcp, &plan, 256, None)
+                tx::bench(sweep::Proto::Tcp, &plan, 256, None, None)
             }),
         ),
         (

@@ -26,7 +26,8 @@ use zcnet::msg_zerocopy::{self, Config as SenderConfig, CopiedPolicy, ZeroCopySe
 
 use super::engine::{Flags, InLab, Plan, SENDER_METRICS, SendFlags, rows_against_base};
 use super::outcome::{Outcome, SummaryRow};
-use super::sweep::{Conn, Lab, Proto, pool, run_in_lab};
+use super::reference::{self, Arm, Reference, Sink};
+use super::sweep::{Conn, Lab, Proto, in_sink, pool, run_in_lab};
 use super::verdict::{Goal, Verdict};
 use crate::measure::{Meter, Metric, ResultSet, Run, Work};
 use crate::remote::{Remote, proto::Check};
@@ -105,6 +106,20 @@ pub struct Opt {
     /// buffer before the runs (`settings.pool`), whatever size the cache claims to be.
     #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=16384))]
     pub pool_mib: usize,
+    /// udp-tx: a build of the kernel's `tools/testing/selftests/net/msg_zerocopy.c` to run
+    /// beside zcnet in the sink lab, same CPU, same rounds (copy and zc), with the ratios of
+    /// zcnet's cost to its cost.
+    #[arg(long, value_name = "PATH")]
+    pub reference: Option<std::path::PathBuf>,
+}
+
+/// `msg_zerocopy`'s twin of `mode`: `-z` or not; zc-adaptive and auto have none.
+fn selftest_zerocopy(mode: Mode) -> Option<bool> {
+    match mode {
+        Mode::Copy => Some(false),
+        Mode::Zc => Some(true),
+        Mode::ZcAdaptive | Mode::Auto => None,
+    }
 }
 
 /// Send calls between two reads of the error queue.
@@ -227,46 +242,104 @@ struct Own {
     reap_every: u64,
     /// Hot or cold, measured on the pool the sends come from.
     pool: super::heat::PoolHeat,
+    /// How the kernel's program runs beside zcnet (`--reference`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reference: Option<reference::Settings>,
 }
 
-/// Runs the bench: `plan`'s sizes cut from a pool of `pool_mib` MiB.
+/// Runs the bench: `plan`'s sizes cut from a pool of `pool_mib` MiB, with `reference` beside it
+/// in the sink lab.
 pub fn bench(
     proto: Proto,
     plan: &Plan<'_, Mode>,
     pool_mib: usize,
+    reference: Option<&Reference>,
     remote: Option<Remote>,
 ) -> anyhow::Result<Outcome> {
     let pool = pool(pool_mib)?;
     let heat = super::heat::PoolHeat::measure(pool_mib, &[pool]);
+    let seconds = plan.rounds.seconds;
     let own = Own {
         in_lab: InLab::default(),
         pool_mib,
         reap_every: REAP_EVERY,
         pool: heat,
+        reference: reference.map(|r| {
+            let args = "-4|-6 -D <sink> -p 9 -s <size> -t <whole> [-z] udp";
+            reference::Settings::new(r, "msg_zerocopy", args, seconds, "one static buffer")
+        }),
     };
     let settings = plan.settings(Mode::name, own);
-    let steps = plan.steps(plan.modes.len());
+    let twins = plan
+        .modes
+        .iter()
+        .filter(|&&m| reference.is_some() && selftest_zerocopy(m).is_some())
+        .count();
+    let steps: usize = plan
+        .labs
+        .iter()
+        .map(|&l| {
+            let arms = plan.modes.len() + if l == "sink" { twins } else { 0 };
+            plan.sizes.len() * plan.rounds.runs * arms
+        })
+        .sum();
     let mut session = plan.start(bench_name(proto), &settings, steps, 0.0)?;
+    let mut tables = Vec::new();
     let build = |name: &str| Lab::build(name, proto);
     session.each_lab(remote, plan, build, |s, lab_name, family, lab| {
-        for &size in plan.sizes {
-            let step = plan.step(lab_name, family, proto, size);
-            let sets = s.measure(&step, plan.modes, Mode::name, |mode| {
-                let seconds = plan.rounds.seconds;
-                let sends = Sends {
-                    mode,
-                    size,
-                    seconds,
-                    pool,
-                };
-                one_run(&lab, proto, family, sends)
-            })?;
-            s.compare_to_first(&sets, &SENDER_METRICS);
-            let rows = summary_rows(proto, lab_name, size, heat, &sets);
-            s.keep(sets, rows);
+        let beside = reference.filter(|_| matches!(lab, Lab::Sink(_)));
+        if reference.is_some() && beside.is_none() {
+            eprintln!("udp-tx {lab_name}: the reference runs in the sink lab only");
         }
+        let mut against = Vec::new();
+        for &size in plan.sizes {
+            let arms = Arm::alternate(plan.modes, beside.is_some(), |m| {
+                selftest_zerocopy(m).is_some()
+            });
+            let step = plan.step(lab_name, family, proto, size);
+            let sets = Arm::measure(s, &step, &arms, Mode::name, |arm| match arm {
+                Arm::Zcnet(mode) => {
+                    let sends = Sends {
+                        mode,
+                        size,
+                        seconds,
+                        pool,
+                    };
+                    one_run(&lab, proto, family, sends)
+                }
+                Arm::Reference(mode) => {
+                    let r = beside
+                        .expect("arms of the reference only beside it")
+                        .clone();
+                    let z = selftest_zerocopy(mode).expect("a reference arm has a twin");
+                    in_sink(&lab, family, move |dest| {
+                        let to = Sink {
+                            dest,
+                            family,
+                            size,
+                            seconds,
+                        };
+                        r.run_msg_zerocopy(to, z)
+                    })
+                }
+            })?;
+            let (ours, refs) = Arm::split(&arms, sets, s, &SENDER_METRICS);
+            let rows = summary_rows(proto, lab_name, size, heat, &ours);
+            against.push((size, ours.clone(), refs.clone()));
+            s.keep(ours, rows);
+            s.keep(refs, Vec::new());
+        }
+        let note = (!heat.is_hot()).then_some(
+            "zcnet sent from a cold pool, the program from one hot buffer: unlike sources \
+             (--pool-mib 2 compares the send paths alone)",
+        );
+        let program = ("msg_zerocopy", note);
+        tables.extend(
+            beside.map(|_| reference::table(bench_name(proto), program, lab_name, &against)),
+        );
         Ok(())
     })?;
+    reference::print(&tables, plan.rounds.quiet);
     Ok(session.finish())
 }
 
@@ -326,6 +399,17 @@ pub fn run(proto: Proto, opt: Opt) -> anyhow::Result<()> {
         modes: &modes,
         rounds: common.rounds(5, 2.0),
     };
-    let out = bench(proto, &plan, opt.pool_mib, common.remote()?)?;
+    if opt.reference.is_some() && proto == Proto::Tcp {
+        bail!("--reference runs the kernel's msg_zerocopy in the sink lab: udp-tx only");
+    }
+    let remote = common.remote.is_some();
+    let reference = Reference::for_sink(opt.reference.as_deref(), remote, &labs, &sizes)?;
+    let out = bench(
+        proto,
+        &plan,
+        opt.pool_mib,
+        reference.as_ref(),
+        common.remote()?,
+    )?;
     out.finish(common)
 }

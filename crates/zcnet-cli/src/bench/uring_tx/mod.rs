@@ -37,7 +37,7 @@ use super::engine::{
 };
 use super::heat::PoolHeat;
 use super::outcome::{Outcome, SummaryRow};
-use super::reference::Reference;
+use super::reference::{self, Arm, Reference, Sink};
 use super::sweep::{self, Lab};
 use super::verdict::{Goal, Verdict};
 use crate::measure::{Metric, ResultSet};
@@ -102,25 +102,6 @@ pub struct Opt {
     pub reference: Option<std::path::PathBuf>,
 }
 
-/// One arm of a size step's alternation: a zcnet mode, or the reference program in that mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Arm {
-    Zcnet(Mode),
-    Reference(Mode),
-}
-
-impl Arm {
-    fn name(self) -> &'static str {
-        match self {
-            Arm::Zcnet(m) => m.name(),
-            Arm::Reference(Mode::Copy) => "ref-copy",
-            Arm::Reference(Mode::ZeroCopy) => "ref-zc",
-            Arm::Reference(Mode::ZeroCopyFixed) => "ref-zc-fixed",
-            Arm::Reference(_) => "ref-other",
-        }
-    }
-}
-
 /// `io_uring_zerocopy_tx -m` for `mode`: 0 copy, 1 zc, 2 zc-fixed; auto has no twin there.
 fn selftest_mode(mode: Mode) -> Option<u8> {
     match mode {
@@ -153,18 +134,7 @@ struct Own {
     shared_buffer: Option<PoolHeat>,
     /// What each mode sends from.
     sends_from: BTreeMap<&'static str, &'static str>,
-    reference: Option<ReferenceSettings>,
-}
-
-/// How the kernel's program runs beside zcnet.
-#[derive(Debug, Serialize)]
-struct ReferenceSettings {
-    program: &'static str,
-    path: std::path::PathBuf,
-    args: String,
-    seconds_per_run: f64,
-    sends_from: &'static str,
-    labs: [&'static str; 1],
+    reference: Option<reference::Settings>,
 }
 
 impl Own {
@@ -204,23 +174,6 @@ impl Own {
     }
 }
 
-impl ReferenceSettings {
-    fn new(r: &Reference, seconds: f64) -> ReferenceSettings {
-        let whole = Reference::whole_seconds(seconds);
-        ReferenceSettings {
-            program: "io_uring_zerocopy_tx",
-            path: r.path().to_path_buf(),
-            args: format!(
-                "-4|-6 -D <sink> -p 9 -s <size> -t {whole} -n {} -m 0|1|2 udp",
-                CONFIG.batch
-            ),
-            seconds_per_run: 0.2 + whole as f64,
-            sends_from: "one buffer, page-aligned, in every mode",
-            labs: ["sink"],
-        }
-    }
-}
-
 /// Runs the bench: `plan` from `spec`'s pools, with `reference` beside it in the sink lab.
 pub fn bench(
     plan: &Plan<'_, Mode>,
@@ -246,7 +199,14 @@ pub fn bench(
         .and_then(|(_, sp)| sp.shared)
         .map(|one| PoolHeat::measure(0, &[one]));
     let mut own = Own::new(plan, spec, heat, shared_heat);
-    own.reference = reference.map(|r| ReferenceSettings::new(r, seconds));
+    own.reference = reference.map(|r| {
+        let args = format!(
+            "-4|-6 -D <sink> -p 9 -s <size> -t <whole> -n {} -m 0|1|2 udp",
+            CONFIG.batch
+        );
+        let from = "one buffer, page-aligned, in every mode";
+        reference::Settings::new(r, "io_uring_zerocopy_tx", &args, seconds, from)
+    });
     let settings = plan.settings(Mode::name, own);
     let twins = |lab: &str| {
         if reference.is_some() && lab == "sink" {
@@ -284,17 +244,9 @@ pub fn bench(
             let what = format!("uring-tx {lab_name} {size} B: zc-fixed skipped");
             let modes = registrable(modes, Mode::ZeroCopyFixed, registered, &what);
             pins_beyond_the_limit(lab_name, size, sp.window, &modes);
-            // Each zcnet mode beside the reference in the same mode: A A' B B', then mirrored
-            // (B' B A' A) in the next round, so neither always runs right after the other.
-            let arms: Vec<Arm> = modes
-                .iter()
-                .flat_map(|&m| {
-                    let twin = beside.and(selftest_mode(m)).map(|_| Arm::Reference(m));
-                    std::iter::once(Arm::Zcnet(m)).chain(twin)
-                })
-                .collect();
+            let arms = Arm::alternate(&modes, beside.is_some(), |m| selftest_mode(m).is_some());
             let step = plan.step(lab_name, family, proto, size);
-            let sets = s.measure(&step, &arms, Arm::name, |arm| match arm {
+            let sets = Arm::measure(s, &step, &arms, Mode::name, |arm| match arm {
                 Arm::Zcnet(mode) => one_run(&lab, proto, family, mode, seconds, &sp),
                 Arm::Reference(mode) => {
                     let r = beside
@@ -302,26 +254,17 @@ pub fn bench(
                         .clone();
                     let m = selftest_mode(mode).expect("a reference arm has a -m");
                     sweep::in_sink(&lab, family, move |dest| {
-                        r.run_uring_tx(dest, family, size, m, CONFIG.batch, seconds)
+                        let to = Sink {
+                            dest,
+                            family,
+                            size,
+                            seconds,
+                        };
+                        r.run_uring_tx(to, m, CONFIG.batch)
                     })
                 }
             })?;
-            let (ours, refs): (Vec<_>, Vec<_>) = arms
-                .iter()
-                .zip(sets)
-                .partition(|(arm, _)| matches!(arm, Arm::Zcnet(_)));
-            let ours: Vec<ResultSet> = ours.into_iter().map(|(_, s)| s).collect();
-            let refs: Vec<ResultSet> = refs.into_iter().map(|(_, s)| s).collect();
-            s.compare_to_first(&ours, &SENDER_METRICS);
-            s.compare_to_first(&refs, &SENDER_METRICS);
-            // zcnet over the kernel's program, mode by mode: the figures of issue 34.
-            for r in &refs {
-                let twin = ours
-                    .iter()
-                    .find(|o| format!("ref-{}", o.mode) == r.mode)
-                    .expect("every reference arm has its zcnet twin");
-                s.compare(twin, r, &SENDER_METRICS);
-            }
+            let (ours, refs) = Arm::split(&arms, sets, s, &SENDER_METRICS);
             let rows = summary_rows(lab_name, size, heat, &ours);
             table.push((size, ours.clone()));
             against.push((size, ours.clone(), refs.clone()));
@@ -329,24 +272,18 @@ pub fn bench(
             s.keep(refs, Vec::new());
         }
         tables.push(tables::seed_table(lab_name, proto, &table, &against));
-        if beside.is_some() {
-            let mut t = tables::reference_table(lab_name, &against);
-            if spec != PoolSpec::Hot {
-                t.push_str(&format!(
-                    "note: zcnet sent from the {} pool, the program from one hot buffer: unlike \
-                     sources (--pool hot compares the send paths alone)\n",
-                    spec.name()
-                ));
-            }
-            tables.push(t);
-        }
+        let note = (spec != PoolSpec::Hot).then(|| {
+            format!(
+                "zcnet sent from the {} pool, the program from one hot buffer: unlike sources \
+                 (--pool hot compares the send paths alone)",
+                spec.name()
+            )
+        });
+        let program = ("io_uring_zerocopy_tx", note.as_deref());
+        tables.extend(beside.map(|_| reference::table("uring-tx", program, lab_name, &against)));
         Ok(())
     })?;
-    if !plan.rounds.quiet {
-        for t in &tables {
-            println!("\n{t}");
-        }
-    }
+    reference::print(&tables, plan.rounds.quiet);
     Ok(session.finish())
 }
 
@@ -415,24 +352,8 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         bail!("the first --mode is the baseline of the comparisons and must be copy");
     }
     let rounds = common.rounds(5, 1.0);
-    let reference = match &opt.reference {
-        Some(path) => {
-            if common.remote.is_some() {
-                bail!(
-                    "--reference runs the kernel's program in the sink lab here: not with --remote"
-                );
-            }
-            if !labs.contains(&"sink") {
-                bail!("--reference runs the kernel's program in the sink lab: add --lab sink");
-            }
-            let max = Reference::MAX_SIZE;
-            if let Some(s) = sizes.iter().find(|&&s| s > max) {
-                bail!("--size {s}: the kernel's program sends at most {max} bytes (--reference)");
-            }
-            Some(Reference::new(path)?)
-        }
-        None => None,
-    };
+    let remote = common.remote.is_some();
+    let reference = Reference::for_sink(opt.reference.as_deref(), remote, &labs, &sizes)?;
     let plan = Plan {
         labs: &labs,
         family: opt.flags.family.into(),

@@ -1,8 +1,9 @@
 //! The tables `uring-tx` prints: the patches' table (requests/s by IO size, each mode's change
-//! against copy) with the figures to check it against, and zcnet beside the kernel's program.
+//! against copy) with the figures to check it against (zcnet beside the kernel's program is
+//! [`super::super::reference::table`]).
 
 use crate::bench::sweep::Proto;
-use crate::measure::{Comparison, Metric, ResultSet};
+use crate::measure::{Metric, ResultSet};
 
 /// Requests/s of the io_uring zero-copy send patches' cover letter (UDP to a `dummy` device):
 /// (IO size, `SEND`, `SEND_ZC`).
@@ -86,68 +87,6 @@ fn check_against(size: usize, refs: &[ResultSet]) -> String {
         Some((_, copy, zc)) => format!("the patches (dummy device): zc {}", change(*copy, *zc)),
         None => "-".into(),
     }
-}
-
-/// zcnet beside the kernel's program, mode by mode: CPU µs per MB (medians) and zcnet's over the
-/// program's, pair by pair (median, min-max); then each one's zero copy over its copy in
-/// requests/s.
-pub(super) fn reference_table(
-    lab: &str,
-    rows: &[(usize, Vec<ResultSet>, Vec<ResultSet>)],
-) -> String {
-    use std::fmt::Write as _;
-    let mut out = format!(
-        "uring-tx {lab}: zcnet beside the kernel's io_uring_zerocopy_tx (sender CPU us/MB, \
-         medians; zcnet / selftest: median of pairs, min-max)\n"
-    );
-    let _ = writeln!(
-        out,
-        "{:>8} | {:<9} | {:>9} | {:>9} | {:>20} | {:>16} | {:>16}",
-        "IO size",
-        "mode",
-        "selftest",
-        "zcnet",
-        "zcnet / selftest",
-        "selftest / copy",
-        "zcnet / copy"
-    );
-    for (size, ours, refs) in rows {
-        let (Some(ref_copy), Some(our_copy)) = (refs.first(), ours.first()) else {
-            continue;
-        };
-        for r in refs {
-            let Some(o) = ours.iter().find(|o| format!("ref-{}", o.mode) == r.mode) else {
-                continue;
-            };
-            let cpu = |s: &ResultSet| s.median_of(Metric::CpuUsPerMb).unwrap_or(f64::NAN);
-            let ratio = Comparison::new(o, r, Metric::CpuUsPerMb)
-                .map(|c| {
-                    format!(
-                        "{:.3} ({:.2}-{:.2})",
-                        c.ratio_median, c.ratio_min, c.ratio_max
-                    )
-                })
-                .unwrap_or_else(|| "n/a".into());
-            let gain = |s: &ResultSet, base: &ResultSet| {
-                if std::ptr::eq(s, base) {
-                    return "-".to_owned();
-                }
-                Comparison::new(s, base, Metric::RequestsPerS)
-                    .map(|c| format!("{:.2}x", c.ratio_median))
-                    .unwrap_or_else(|| "n/a".into())
-            };
-            let _ = writeln!(
-                out,
-                "{size:>8} | {:<9} | {:>9.1} | {:>9.1} | {ratio:>20} | {:>16} | {:>16}",
-                o.mode,
-                cpu(r),
-                cpu(o),
-                gain(r, ref_copy),
-                gain(o, our_copy),
-            );
-        }
-    }
-    out
 }
 
 /// The change of `median` against `base` in whole percent, from the two medians themselves, so
