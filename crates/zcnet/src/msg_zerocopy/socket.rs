@@ -37,7 +37,7 @@ pub(super) fn disable(socket: &impl AsFd) -> Result<(), ZeroCopyError> {
     sys::sockopt::set_zerocopy(socket.as_fd(), false).map_err(io_err("setsockopt(SO_ZEROCOPY, 0)"))
 }
 
-/// Sets [`Config::segment`] on a sender's socket (nothing when there is none).
+/// Sets [`Config::segment`](super::Config::segment) on a sender's socket (nothing when there is none).
 ///
 /// # Errors
 /// [`ZeroCopyError::Unsupported`] for a socket that is not UDP or a kernel without
