@@ -13,7 +13,8 @@ pub struct Counters {
     pub zero_copy_bytes: u64,
     /// For mmap-zc, the `MSG_ZEROCOPY` sender's counters of the last file.
     pub mmap_window: Option<msg_zerocopy::Counters>,
-    /// [`Mode::Auto`](super::Mode::Auto): files sent each way and why (one call per file; zeros in other modes).
+    /// [`Mode::Auto`](super::Mode::Auto): files sent each way and why (one call per file; zeros in
+    /// other modes).
     pub auto: crate::auto::AutoCounters,
 }
 

@@ -37,13 +37,13 @@ pub enum Mode {
     ZeroCopy,
     /// Every send by copy: the copying twin, with the same API.
     Copy,
-    /// Zero copy where it pays, learned on this sender's own traffic ([`crate::auto`]): per
-    /// size class, starting from the profile's threshold for this socket's path (UDP or TCP)
-    /// and route and moving to what the sending thread's CPU per byte says; after a completion
-    /// flagged "copied", by copy for [`crate::auto::BACKOFF_SENDS`] sends (doubling while
-    /// completions keep saying so), then zero copy again. [`ZeroCopySender::auto_choice`](super::ZeroCopySender::auto_choice) says
-    /// where it started and what it learned; [`Config::threshold`] and [`Config::policy`] are
-    /// not used.
+    /// Zero copy where it pays, learned on this sender's own traffic ([`crate::auto`]): per size
+    /// class, starting from the profile's threshold for this socket's path (UDP or TCP) and route
+    /// and moving to what the sending thread's CPU per byte says; after a completion flagged
+    /// "copied", by copy for [`crate::auto::BACKOFF_SENDS`] sends (doubling while completions keep
+    /// saying so), then zero copy again.
+    /// [`ZeroCopySender::auto_choice`](super::ZeroCopySender::auto_choice) says where it started
+    /// and what it learned; [`Config::threshold`] and [`Config::policy`] are not used.
     Auto,
 }
 
@@ -57,13 +57,13 @@ pub struct Config {
     pub threshold: usize,
     /// What to do about completions flagged copied.
     pub policy: CopiedPolicy,
-    /// UDP only: send each buffer as a GSO train of datagrams of this size
-    /// ([`crate::udp_gso`], `UDP_SEGMENT`, Linux 4.18), the last one shorter; a buffer of at
-    /// most one segment is one datagram. Set on the socket at [`ZeroCopySender::new`](super::ZeroCopySender::new); a buffer
-    /// of more than [`crate::udp_gso::MAX_SEGMENTS`] segments is refused before the kernel sees
-    /// it. Zero copy, the loan, the copied report and [`Mode::Auto`]'s choice are per train.
-    /// `None` (default): the socket's `UDP_SEGMENT` is left as it is (0, one datagram per
-    /// buffer, unless the caller set it).
+    /// UDP only: send each buffer as a GSO train of datagrams of this size ([`crate::udp_gso`],
+    /// `UDP_SEGMENT`, Linux 4.18), the last one shorter; a buffer of at most one segment is one
+    /// datagram. Set on the socket at [`ZeroCopySender::new`](super::ZeroCopySender::new); a buffer
+    /// of more than [`crate::udp_gso::MAX_SEGMENTS`] segments is refused before the kernel sees it.
+    /// Zero copy, the loan, the copied report and [`Mode::Auto`]'s choice are per train. `None`
+    /// (default): the socket's `UDP_SEGMENT` is left as it is (0, one datagram per buffer, unless
+    /// the caller set it).
     pub segment: Option<crate::udp_gso::Segment>,
 }
 

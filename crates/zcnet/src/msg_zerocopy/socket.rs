@@ -10,10 +10,10 @@ use crate::sys;
 
 /// `setsockopt(SOL_SOCKET, SO_ZEROCOPY, 1)`: without it `MSG_ZEROCOPY` is silently ignored.
 ///
-/// For sockets whose completions the caller reads itself. A [`ZeroCopySender`](super::ZeroCopySender) enables it on
-/// its own socket, and refuses a socket on which it is on already
-/// ([`ZeroCopyError::SocketInUse`]): the kernel's completion ids there may have started before
-/// the sender's first send.
+/// For sockets whose completions the caller reads itself. A
+/// [`ZeroCopySender`](super::ZeroCopySender) enables it on its own socket, and refuses a socket on
+/// which it is on already ([`ZeroCopyError::SocketInUse`]): the kernel's completion ids there may
+/// have started before the sender's first send.
 ///
 /// # Errors
 /// [`ZeroCopyError::Unsupported`] on `ENOPROTOOPT`/`EOPNOTSUPP` (kernel or socket type without
@@ -37,7 +37,8 @@ pub(super) fn disable(socket: &impl AsFd) -> Result<(), ZeroCopyError> {
     sys::sockopt::set_zerocopy(socket.as_fd(), false).map_err(io_err("setsockopt(SO_ZEROCOPY, 0)"))
 }
 
-/// Sets [`Config::segment`](super::Config::segment) on a sender's socket (nothing when there is none).
+/// Sets [`Config::segment`](super::Config::segment) on a sender's socket (nothing when there is
+/// none).
 ///
 /// # Errors
 /// [`ZeroCopyError::Unsupported`] for a socket that is not UDP or a kernel without

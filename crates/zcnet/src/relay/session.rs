@@ -65,7 +65,8 @@ struct Reply {
 const BUF: usize = 64 * 1024;
 
 /// One relayed connection as a state machine, without a wait of its own: the blocking
-/// [`relay`](super::relay) and the async `zcnet::tokio::relay` drive the same steps, both directions.
+/// [`relay`](super::relay) and the async `zcnet::tokio::relay` drive the same steps, both
+/// directions.
 pub(crate) struct Session<'a> {
     link: Link<'a>,
     cur: PeekCursor<TcpStream>,

@@ -7,9 +7,10 @@ use std::time::Duration;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Mode {
-    /// `XDP_ZEROCOPY`: the driver writes and reads the UMEM. Where the driver cannot (or the
-    /// socket shares a UMEM bound in copy mode), the socket binds in [`Mode::Copy`] and
-    /// [`XdpSocket::fallback_reason`](super::XdpSocket::fallback_reason) says why, as every zero-copy mode falls back.
+    /// `XDP_ZEROCOPY`: the driver writes and reads the UMEM. Where the driver cannot (or the socket
+    /// shares a UMEM bound in copy mode), the socket binds in [`Mode::Copy`] and
+    /// [`XdpSocket::fallback_reason`](super::XdpSocket::fallback_reason) says why, as every
+    /// zero-copy mode falls back.
     #[default]
     #[doc(alias = "XDP_ZEROCOPY")]
     ZeroCopy,

@@ -7,16 +7,16 @@ use super::program::{Program, attach};
 use super::{Config, XdpError, memlock, sys_err};
 use crate::sys;
 
-/// A UMEM: memory cut into frames that the kernel writes received frames into and reads sent
-/// frames from, shared by the sockets opened on it ([`XdpSocket::new_shared`](super::XdpSocket::new_shared)) on several
-/// queues of one interface or of several (`XDP_SHARED_UMEM`; Linux 5.10 for another queue).
-/// Each socket takes a range of frames of its own, given back when it drops (in copy mode: a
-/// zero-copy driver may use a closed socket's frames until the kernel's deferred release, so
-/// those stay out of use until the UMEM drops); the first registers the memory
-/// (`XDP_UMEM_REG`) and binds in the [`Mode`](super::Mode) asked, the others share that registration and
-/// its mode. The sockets of one interface share its redirect program, each in its queue's slot
-/// of the XSKMAP; the program is detached when the last of them drops. A clone is the same
-/// UMEM.
+/// A UMEM: memory cut into frames that the kernel writes received frames into and reads sent frames
+/// from, shared by the sockets opened on it
+/// ([`XdpSocket::new_shared`](super::XdpSocket::new_shared)) on several queues of one interface or
+/// of several (`XDP_SHARED_UMEM`; Linux 5.10 for another queue). Each socket takes a range of
+/// frames of its own, given back when it drops (in copy mode: a zero-copy driver may use a closed
+/// socket's frames until the kernel's deferred release, so those stay out of use until the UMEM
+/// drops); the first registers the memory (`XDP_UMEM_REG`) and binds in the [`Mode`](super::Mode)
+/// asked, the others share that registration and its mode. The sockets of one interface share its
+/// redirect program, each in its queue's slot of the XSKMAP; the program is detached when the last
+/// of them drops. A clone is the same UMEM.
 #[derive(Clone, Debug)]
 #[doc(alias("XDP_SHARED_UMEM", "XDP_UMEM_REG"))]
 pub struct Umem {
