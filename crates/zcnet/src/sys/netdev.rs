@@ -1,5 +1,5 @@
-//! A device's name and offload features: `ioctl(abi::SIOCGIFNAME)` and `ioctl(abi::SIOCETHTOOL)` with
-//! `abi::ETHTOOL_GSSET_INFO`, `abi::ETHTOOL_GSTRINGS` and `abi::ETHTOOL_GFEATURES` (`linux/ethtool.h`, the
+//! A device's name and offload features: `ioctl(SIOCGIFNAME)` and `ioctl(SIOCETHTOOL)` with
+//! `ETHTOOL_GSSET_INFO`, `ETHTOOL_GSTRINGS` and `ETHTOOL_GFEATURES` (`linux/ethtool.h`, the
 //! features since Linux 2.6.39), asked on a socket so that the names are its network
 //! namespace's.
 
@@ -12,7 +12,7 @@ use super::cvt;
 /// More feature bits than any kernel has (6.x has about 70): a reply beyond is not believed.
 const MAX_FEATURES: u32 = 4096;
 
-/// The features of a device, as the kernel reports them: the names (`abi::ETH_GSTRING_LEN` bytes
+/// The features of a device, as the kernel reports them: the names (`ETH_GSTRING_LEN` bytes
 /// each, NUL-padded, in bit order) and one `active` word per 32 bits.
 #[derive(Debug)]
 pub struct Features {
@@ -37,12 +37,12 @@ fn ifreq(iface: &str) -> io::Result<libc::ifreq> {
     Ok(ifr)
 }
 
-/// One `abi::SIOCETHTOOL` call on `fd` for `iface` with the command buffer at `data`, whose first
+/// One `SIOCETHTOOL` call on `fd` for `iface` with the command buffer at `data`, whose first
 /// word is the command.
 ///
 /// # Safety
 /// `data` must be writable for everything the kernel writes for that command, which is the
-/// kernel's to size, not the caller's (`abi::ETHTOOL_GSTRINGS` writes as many names as the kernel
+/// kernel's to size, not the caller's (`ETHTOOL_GSTRINGS` writes as many names as the kernel
 /// counts in the set, whatever `len` says): the callers size it from the kernel's own counts.
 pub unsafe fn ethtool<T>(fd: BorrowedFd<'_>, iface: &str, data: *mut T) -> io::Result<()> {
     let mut ifr = ifreq(iface)?;
@@ -115,12 +115,12 @@ pub fn ethtool_features(fd: BorrowedFd<'_>, iface: &str) -> io::Result<Features>
     Ok(Features { names, active })
 }
 
-/// `ioctl(abi::SIOCGIFNAME)`: the name of device `index` in the namespace of the socket `fd`.
+/// `ioctl(SIOCGIFNAME)`: the name of device `index` in the namespace of the socket `fd`.
 pub fn if_name(fd: BorrowedFd<'_>, index: u32) -> io::Result<String> {
     // SAFETY: ifreq is plain data for which all-zero is valid.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     ifr.ifr_ifru.ifru_ifindex = index as libc::c_int;
-    // SAFETY: `ifr` is a valid ifreq the kernel fills (its name) for abi::SIOCGIFNAME; it lives
+    // SAFETY: `ifr` is a valid ifreq the kernel fills (its name) for SIOCGIFNAME; it lives
     // across the call.
     cvt(unsafe { libc::ioctl(fd.as_raw_fd(), abi::SIOCGIFNAME, &mut ifr) })?;
     Ok(super::process::c_string(&ifr.ifr_name))

@@ -95,13 +95,13 @@ pub fn in_initial_user_ns() -> bool {
 }
 
 /// Whether the network namespace of this thread is owned by this thread's user namespace
-/// (`ioctl(abi::NS_GET_USERNS)` on `/proc/thread-self/ns/net`, Linux 4.9, compared by inode with
+/// (`ioctl(NS_GET_USERNS)` on `/proc/thread-self/ns/net`, Linux 4.9, compared by inode with
 /// `/proc/thread-self/ns/user`): where it is, capabilities in the user namespace (`unshare
 /// -rn`) work on its sockets and devices; where it is not (`unshare -r` alone), they do not.
 pub fn user_ns_owns_net_ns() -> io::Result<bool> {
     use std::os::unix::fs::MetadataExt;
     let net = std::fs::File::open("/proc/thread-self/ns/net")?;
-    // SAFETY: abi::NS_GET_USERNS takes no argument and returns a new descriptor we own.
+    // SAFETY: NS_GET_USERNS takes no argument and returns a new descriptor we own.
     let fd = cvt(unsafe { libc::ioctl(net.as_raw_fd(), abi::NS_GET_USERNS as _) })?;
     // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
     let owner = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
@@ -110,7 +110,7 @@ pub fn user_ns_owns_net_ns() -> io::Result<bool> {
     Ok(owner.ino() == mine.ino() && owner.dev() == mine.dev())
 }
 
-/// Whether this thread's effective capabilities include `abi::CAP_IPC_LOCK` (bit 14 of `CapEff` in
+/// Whether this thread's effective capabilities include `CAP_IPC_LOCK` (bit 14 of `CapEff` in
 /// `/proc/thread-self/status`) in the initial user namespace, the only place where it exempts
 /// from `RLIMIT_MEMLOCK` (`capable()` in `mm/mlock.c`).
 pub fn has_cap_ipc_lock() -> bool {

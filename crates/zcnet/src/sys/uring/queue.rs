@@ -9,8 +9,8 @@
 //! single cost of the sender's user time (issue 34); its completion queue hands each CQE out
 //! through a call to the entry's `clone`, which is not inlined across the crate boundary. The
 //! crate still sets the ring up, registers and enters; this is a second mapping of the same
-//! queues (`mmap(2)` of the ring fd at `abi::IORING_OFF_SQ_RING`, `abi::IORING_OFF_SQES` and
-//! `abi::IORING_OFF_CQ_RING`, as `io_uring_setup(2)` describes), through which this ring's requests
+//! queues (`mmap(2)` of the ring fd at `IORING_OFF_SQ_RING`, `IORING_OFF_SQES` and
+//! `IORING_OFF_CQ_RING`, as `io_uring_setup(2)` describes), through which this ring's requests
 //! are queued and completions read. Both sides read the indexes from the shared ring, so either
 //! may be used between the other's calls.
 

@@ -68,7 +68,7 @@ impl<B: StableBytes> SendRing<B> {
     /// fd is registered at the first submission when asked.
     ///
     /// With `DEFER_TASKRUN` the kernel posts the completions that wait on task work (every
-    /// `SEND_ZC` notification) only when the issuer enters with `abi::IORING_ENTER_GETEVENTS`: every
+    /// `SEND_ZC` notification) only when the issuer enters with `IORING_ENTER_GETEVENTS`: every
     /// submission here asks for it ([`SendRing::submit`]), so a submission also brings in the
     /// notifications that came meanwhile, in one batch.
     pub fn new(entries: u32, want: Setup) -> io::Result<SendRing<B>> {

@@ -1,0 +1,528 @@
+//! One relayed connection as a state machine ([`Session`]), both directions: the source's bytes
+//! peeked, written, dropped once acknowledged; failover; the reply copied back; ends passed on.
+//! Its driver (the blocking [`relay`](super::relay) or the async one) does the waiting.
+
+use std::io;
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use super::ack::{Dest, Unanswered, ask_ack_notifications, end_is_fin};
+use super::{Config, Failover, RelayError, Report, io_err};
+use crate::peek::{self, PeekCursor};
+use crate::sys::{self, event::Epoll};
+use crate::tcp_info::tcp_info;
+
+/// Epoll tokens.
+const SOURCE: u64 = 0;
+const DESTINATION: u64 = 1;
+
+/// Without acknowledgement notifications, how often `TCP_INFO` is read while bytes are
+/// unacknowledged.
+const ACK_POLL: Duration = Duration::from_millis(1);
+
+/// With them, the same, as a backstop: the kernel marks the last byte of a write only if its
+/// segment is still in the write queue when `tcp_sendmsg` ends (`tcp_tx_timestamp`), so a write
+/// sent out whole at once gets no notification. Mid-stream the next write's covers it; at the
+/// bound or the end of the stream only this timer does (the failover test caught one such
+/// stall: a stream acknowledged in full, then five seconds of silence).
+const ACK_BACKSTOP: Duration = Duration::from_millis(2);
+
+/// What a connection's destinations share across failovers.
+pub(crate) struct Link<'a> {
+    s: &'a Config,
+    /// The session's epoll set: its driver's (the blocking relay's, or the async relay's, which
+    /// watches it too), borrowed for the session's life.
+    epoll: &'a Epoll,
+}
+
+/// What a session asks of its driver after doing all it could without blocking.
+pub(crate) enum Next {
+    /// Both directions ended: the source's stream acknowledged end to end and its FIN passed on,
+    /// the destination's reply and its FIN passed back.
+    Done,
+    /// Connect to one of these targets (indices into [`Config::targets`]), tried in this order
+    /// and in turn again until the connect timeout, then [`Session::adopt`].
+    Connect(Vec<usize>),
+    /// Wait for an event of the session's epoll set, at most this long (`None`: nothing can time
+    /// out, only an event brings work), then [`Session::woke`].
+    Wait(Option<Duration>),
+}
+
+/// The reply: what the destination sends, copied to the source as it comes.
+#[derive(Default)]
+struct Reply {
+    /// Allocated with the first reply bytes: a connection whose destination never answers
+    /// costs none.
+    buf: Vec<u8>,
+    /// Bytes of `buf` read and not yet written to the source.
+    pending: std::ops::Range<usize>,
+    /// The destination's FIN was passed to the source: nothing more comes back.
+    done: bool,
+}
+
+/// Bytes of each direction's buffer.
+const BUF: usize = 64 * 1024;
+
+/// One relayed connection as a state machine, without a wait of its own: the blocking
+/// [`relay`](super::relay) and the async `zcnet::tokio::relay` drive the same steps, both
+/// directions.
+pub(crate) struct Session<'a> {
+    link: Link<'a>,
+    cur: PeekCursor<TcpStream>,
+    dest: Option<Dest>,
+    stats: Report,
+    buf: Vec<u8>,
+    /// Bytes of `buf` peeked and not yet written to the destination.
+    pending: std::ops::Range<usize>,
+    eof: bool,
+    /// The source's connection ended without its FIN: how. Kept across failovers (a rewind
+    /// makes the bytes before it readable again, but the kernel reports the error only once).
+    source_reset: Option<io::Error>,
+    failed: Option<String>,
+    /// Why the destination being replaced failed, and the offset resumed at.
+    failover: Option<(SocketAddr, String, u64)>,
+    /// Destinations that failed on this connection; none is used again.
+    given_up: Vec<SocketAddr>,
+    /// Since when the destination has owed an answer and acknowledged nothing.
+    stalled_since: Option<Instant>,
+    /// The source's FIN was passed to the destination: the source's stream is done.
+    destination_shut: bool,
+    /// The destination's FIN was passed to the source.
+    source_shut: bool,
+    reply: Reply,
+    /// Both directions ended cleanly: nothing to reset when dropped.
+    finished: bool,
+    events: Vec<(u32, u64)>,
+}
+
+impl<'a> Session<'a> {
+    /// A session for `src`, not yet connected, waiting on `epoll`: the driver connects to the
+    /// targets from the first and calls [`Session::adopt`].
+    pub(crate) fn new(src: TcpStream, s: &'a Config, epoll: &'a Epoll) -> Result<Self, RelayError> {
+        if s.targets.is_empty() {
+            return Err(RelayError::Config("no destination"));
+        }
+        if s.max_unacked == 0 {
+            return Err(RelayError::Config(
+                "max_unacked is 0: nothing could ever be forwarded",
+            ));
+        }
+        let peer = src.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+        // New bytes (edge-triggered: the queue only grows at its tail, past the peek offset) and
+        // room for the reply.
+        epoll
+            .add(
+                src.as_fd(),
+                (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLOUT | libc::EPOLLET) as u32,
+                SOURCE,
+            )
+            .map_err(io_err("epoll_ctl"))?;
+        let cur = PeekCursor::new(src, peek::Config { mode: s.mode })?;
+        let stats = Report {
+            peer,
+            method: cur.mode().name().to_owned(),
+            fallback_reason: cur.fallback_reason().map(str::to_owned),
+            ..Report::default()
+        };
+        Ok(Session {
+            link: Link { s, epoll },
+            cur,
+            dest: None,
+            stats,
+            buf: Vec::new(),
+            pending: 0..0,
+            eof: false,
+            source_reset: None,
+            failed: None,
+            failover: None,
+            given_up: Vec::new(),
+            stalled_since: None,
+            destination_shut: false,
+            source_shut: false,
+            reply: Reply::default(),
+            finished: false,
+            events: Vec::with_capacity(Epoll::MAX_EVENTS),
+        })
+    }
+
+    /// What to do first: connect to the targets, in order.
+    pub(crate) fn start(&self) -> Next {
+        Next::Connect((0..self.link.s.targets.len()).collect())
+    }
+
+    fn dest(&self) -> &Dest {
+        self.dest.as_ref().expect("connected")
+    }
+
+    /// Reads the destination's `TCP_INFO` once: drops from the source what it acknowledged, and
+    /// keeps the stall clock, which runs from the first look at which the destination owed an
+    /// answer while acknowledging nothing.
+    fn observe(&mut self) -> Result<Unanswered, RelayError> {
+        let dest = self.dest.as_ref().expect("connected");
+        let info =
+            tcp_info(&dest.stream).map_err(io_err("getsockopt(TCP_INFO) of the destination"))?;
+        let progressed = dest.consume_acked(&info, &mut self.cur)?;
+        let unanswered = Unanswered::of(&info);
+        if progressed || unanswered == Unanswered::Nothing {
+            self.stalled_since = None;
+        } else {
+            self.stalled_since.get_or_insert_with(Instant::now);
+        }
+        Ok(unanswered)
+    }
+
+    /// Takes `stream`, connected to target `target`, as the destination.
+    ///
+    /// # Errors
+    /// `setsockopt` and `epoll_ctl` errors.
+    pub(crate) fn adopt(&mut self, stream: TcpStream, target: usize) -> Result<(), RelayError> {
+        let dest = self.link.adopt(stream, target, self.cur.consumed())?;
+        if !dest.ack_events {
+            self.stats.ack_polling = true;
+        }
+        if let Some((from, why, acknowledged)) = self.failover.take() {
+            self.stats.failovers.push(Failover {
+                from,
+                to: self.link.s.targets[target],
+                why,
+                acknowledged,
+            });
+        }
+        self.dest = Some(dest);
+        self.pending = 0..0;
+        // The rewind made the bytes past the resume point unpeeked again: a FIN seen before the
+        // failure comes after them (without this, a destination failing after the source's end
+        // lost the rest: the stream "ended" at the resume point).
+        self.eof = false;
+        self.stalled_since = None;
+        Ok(())
+    }
+
+    /// The source's stream is acknowledged end to end (all it sent, up to its FIN or its reset).
+    fn forward_complete(&self) -> bool {
+        self.eof && self.cur.outstanding() == 0
+    }
+
+    /// Does all it can without blocking, both ways (consume what was acknowledged, write what
+    /// it peeked, peek more; copy the reply) and says what it waits for.
+    ///
+    /// # Errors
+    /// The source's failure, the destination's after the source's stream was acknowledged
+    /// whole, or a call on the destination that is not the destination failing.
+    pub(crate) fn step(&mut self) -> Result<Next, RelayError> {
+        let s = self.link.s;
+        loop {
+            if let Some(why) = self.failed.take() {
+                if self.destination_shut {
+                    // Only its reply was left: no other destination can give that one.
+                    return Err(RelayError::ReplyCut {
+                        target: s.targets[self.dest().target],
+                        why,
+                        relayed: self.cur.consumed(),
+                    });
+                }
+                return Ok(Next::Connect(self.failing_over(why)?));
+            }
+            let unanswered = self.observe()?;
+            let stalled = self.stalled_since.map_or(Duration::ZERO, |t| t.elapsed());
+            if let Some(why) = unanswered.expired(stalled, s.ack_timeout) {
+                self.failed = Some(why);
+                continue;
+            }
+            if self.forward_complete() && !self.destination_shut {
+                self.pass_the_source_end()?;
+            }
+            if !self.destination_shut {
+                self.forward()?;
+            }
+            self.backward();
+            if self.failed.is_some() || (self.forward_complete() && !self.destination_shut) {
+                continue;
+            }
+            if self.destination_shut && self.reply.done {
+                return Ok(Next::Done);
+            }
+            // With nothing outstanding nothing can time out: only an event brings work.
+            let backstop = if self.dest().ack_events {
+                ACK_BACKSTOP
+            } else {
+                ACK_POLL
+            };
+            return Ok(Next::Wait((self.cur.outstanding() > 0).then_some(backstop)));
+        }
+    }
+
+    /// The source's stream is acknowledged end to end: passes its end on. Its FIN as a FIN, the
+    /// reply still to come; a reset as [`RelayError::SourceReset`] (both connections reset when
+    /// the session drops).
+    fn pass_the_source_end(&mut self) -> Result<(), RelayError> {
+        let relayed = self.cur.consumed();
+        if let Some(source) = self.source_reset.take() {
+            return Err(RelayError::SourceReset { relayed, source });
+        }
+        self.destination_shut = true;
+        let _ = self.dest().stream.shutdown(Shutdown::Write);
+        // Nothing more goes forward: its buffer goes (a crowd of connections waiting on their
+        // replies holds none).
+        self.buf = Vec::new();
+        Ok(())
+    }
+
+    /// Writes what was peeked and peeks more while there is room, until one side would block.
+    fn forward(&mut self) -> Result<(), RelayError> {
+        let s = self.link.s;
+        loop {
+            if self.pending.is_empty() {
+                // Acknowledgements arrive while this loop runs: without taking them before each
+                // peek the source queue (and the discard method's re-reading) grows with every
+                // write the destination accepts.
+                self.observe()?;
+                if self.eof || self.cur.outstanding() >= s.max_unacked {
+                    return Ok(());
+                }
+                if self.buf.is_empty() {
+                    self.buf = vec![0u8; BUF];
+                }
+                let room = usize::try_from(s.max_unacked - self.cur.outstanding())
+                    .unwrap_or(usize::MAX)
+                    .min(self.buf.len());
+                match self
+                    .cur
+                    .peek_with(&mut self.buf[..room], libc::MSG_DONTWAIT)
+                {
+                    Ok(0) => {
+                        self.source_ended(None);
+                        return Ok(());
+                    }
+                    Ok(n) => {
+                        self.pending = 0..n;
+                        if s.sample_unacked {
+                            self.stats.unacked_samples.push(self.cur.outstanding());
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    // The kernel gives a connection's error only once no byte is left before it:
+                    // every byte the source's TCP took was peeked by now.
+                    Err(e) => {
+                        self.source_ended(Some(e.into()));
+                        return Ok(());
+                    }
+                }
+            }
+            let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+            let data = &self.buf[self.pending.clone()];
+            match sys::net::sendto(self.dest().stream.as_fd(), data, flags, None) {
+                Ok(w) => {
+                    self.pending.start += w;
+                    self.stats.written += w as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.failed = Some(e.to_string());
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Copies the destination's reply to the source until one side would block; passes the
+    /// destination's FIN on once read. A destination's error is its failure (`failed`); a
+    /// source that cannot be written to any more ended without its FIN (`source_reset`), which
+    /// the forward direction passes on once every byte its TCP took is acknowledged.
+    fn backward(&mut self) {
+        let Some(dest) = &self.dest else { return };
+        // Once the source has the destination's end, or its own connection is cut, nothing more
+        // can reach it.
+        if self.reply.done || self.source_reset.is_some() {
+            return;
+        }
+        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+        loop {
+            if self.reply.pending.is_empty() {
+                if self.reply.buf.is_empty() {
+                    self.reply.buf = vec![0u8; BUF];
+                }
+                match sys::net::recv(dest.stream.as_fd(), &mut self.reply.buf, libc::MSG_DONTWAIT) {
+                    Ok(0) => {
+                        if end_is_fin(&dest.stream, self.destination_shut) {
+                            self.source_shut = true;
+                            self.reply = Reply {
+                                done: true,
+                                ..Reply::default()
+                            };
+                            let _ = self.cur.get_ref().shutdown(Shutdown::Write);
+                        } else {
+                            self.failed = Some("connection reset".to_owned());
+                        }
+                        return;
+                    }
+                    Ok(n) => self.reply.pending = 0..n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        self.failed = Some(e.to_string());
+                        return;
+                    }
+                }
+            }
+            let data = &self.reply.buf[self.reply.pending.clone()];
+            match sys::net::sendto(self.cur.get_ref().as_fd(), data, flags, None) {
+                Ok(w) => self.reply.pending.start += w,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.source_reset = Some(e);
+                    self.reply.pending = 0..0;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The source's stream ended at the peek offset: with its FIN, or cut (`error`, what the
+    /// peek returned).
+    fn source_ended(&mut self, error: Option<io::Error>) {
+        self.eof = true;
+        if self.source_reset.is_none() {
+            self.source_reset = error.or_else(|| self.closed_without_fin());
+        }
+    }
+
+    /// A plain end of the peeks can still be a reset: the kernel reports a connection's error to
+    /// one call only, and a write of the reply to the source may have taken it. The state tells:
+    /// closed (`TCP_CLOSE`) although no FIN went to the source is a reset or a timeout; after
+    /// the source's FIN alone it is `CLOSE_WAIT`.
+    fn closed_without_fin(&self) -> Option<io::Error> {
+        (!end_is_fin(self.cur.get_ref(), self.source_shut)).then(|| {
+            io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "closed by a reset or a timeout whose error a write took",
+            )
+        })
+    }
+
+    /// Takes the events the wait returned (`timeout` 0: those ready now, for a driver that
+    /// waited elsewhere); returns how many it read.
+    ///
+    /// # Errors
+    /// `epoll_wait`'s error, and reading the destination's error queue.
+    pub(crate) fn woke(&mut self, timeout: Duration) -> Result<usize, RelayError> {
+        self.link
+            .epoll
+            .wait(&mut self.events, timeout)
+            .map_err(io_err("epoll_wait"))?;
+        let err = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+        if self
+            .events
+            .iter()
+            .any(|&(ev, token)| token == DESTINATION && ev & err != 0)
+        {
+            let failure = self
+                .dest()
+                .failure(self.destination_shut)
+                .map_err(io_err("recvmsg(MSG_ERRQUEUE) of the destination"))?;
+            self.failed = self.failed.take().or(failure);
+        }
+        Ok(self.events.len())
+    }
+
+    /// The destination failed: take its last acknowledgements, reset it, give it up, and rewind
+    /// the cursor to the first unacknowledged byte; returns the targets left, in turn from the
+    /// next one. Its reply not yet written to the source is dropped with it.
+    ///
+    /// # Errors
+    /// [`RelayError::DestinationFailed`] when none is left.
+    fn failing_over(&mut self, why: String) -> Result<Vec<usize>, RelayError> {
+        let old = self.dest.take().expect("connected");
+        // TCP_INFO stays readable after a reset: its acknowledged count is final.
+        if let Ok(info) = tcp_info(&old.stream) {
+            let _ = old.consume_acked(&info, &mut self.cur);
+        }
+        let at = self.cur.consumed();
+        let failed = old.target;
+        let target = self.link.s.targets[failed];
+        // A reset, not a FIN: the part it got must not pass for the whole stream. Closing it
+        // takes it out of the epoll set.
+        reset(&old.stream);
+        drop(old);
+        self.reply.pending = 0..0;
+        self.given_up.push(target);
+        let targets = &self.link.s.targets;
+        let left: Vec<usize> = (1..=targets.len())
+            .map(|k| (failed + k) % targets.len())
+            .filter(|&i| !self.given_up.contains(&targets[i]))
+            .collect();
+        if left.is_empty() {
+            return Err(RelayError::DestinationFailed {
+                target,
+                why,
+                acknowledged: at,
+            });
+        }
+        self.stats.resent += self.cur.peeked() - at;
+        self.cur.rewind(at)?;
+        self.failover = Some((target, why, at));
+        Ok(left)
+    }
+
+    /// Ends the session after [`Next::Done`]: both directions ended, every byte of the source's
+    /// stream acknowledged. Returns the report.
+    pub(crate) fn finish(mut self) -> Report {
+        self.finished = true;
+        self.stats.bytes = self.cur.consumed();
+        self.stats.peek = self.cur.counters();
+        std::mem::take(&mut self.stats)
+    }
+}
+
+impl Link<'_> {
+    /// Registers a new destination with the epoll: room for the source's bytes, its
+    /// acknowledgement notifications and errors, and its reply.
+    fn adopt(&self, stream: TcpStream, target: usize, base: u64) -> Result<Dest, RelayError> {
+        if let Some(b) = self.s.dest_sndbuf {
+            let b = i32::try_from(b).unwrap_or(i32::MAX);
+            // Past net.core.wmem_max with CAP_NET_ADMIN (SO_SNDBUFFORCE), else capped there.
+            let fd = stream.as_fd();
+            sys::sockopt::set_send_buffer(fd, b).map_err(io_err("setsockopt(SO_SNDBUF)"))?;
+        }
+        let ack_events = ask_ack_notifications(&stream).is_ok();
+        self.epoll
+            .add(
+                stream.as_fd(),
+                (libc::EPOLLOUT | libc::EPOLLERR | libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET)
+                    as u32,
+                DESTINATION,
+            )
+            .map_err(io_err("epoll_ctl"))?;
+        Ok(Dest {
+            stream,
+            target,
+            base,
+            ack_events,
+        })
+    }
+}
+
+impl Drop for Session<'_> {
+    /// A session that did not end both ways cleanly (an error, the source's reset, the async
+    /// relay's future dropped, a drain that ran out of time) resets both connections: a FIN
+    /// would tell either side that what it got was whole.
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        if let Some(dest) = &self.dest {
+            reset(&dest.stream);
+        }
+        reset(self.cur.get_ref());
+    }
+}
+
+/// Aborts `stream`'s connection now: a reset to the peer, whichever duplicates of the
+/// descriptor a reverse copy still holds (they wake with an error, not an end).
+pub(super) fn reset(stream: &TcpStream) {
+    let _ = sys::net::disconnect(stream.as_fd());
+}
