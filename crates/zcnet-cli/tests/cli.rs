@@ -1019,6 +1019,94 @@ fn bench_udp_tx_runs_msg_zerocopy_beside_zcnet() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Issue 51: the kernel's own programs, built from Debian's `linux-source` by `.ci/selftests`
+/// into the directory `ZCNET_SELFTESTS` names, run beside zcnet: each bench that takes
+/// `--reference` gets real figures from its program (its own count of what it sent, the CPU it
+/// took) and pairs them with zcnet's, mode by mode. Stand-ins above check the arguments and the
+/// parsing; this checks that the real programs say what those read.
+#[test]
+fn the_kernels_own_programs_run_beside_zcnet() {
+    let Some(dir) = std::env::var_os("ZCNET_SELFTESTS") else {
+        return netlab::skip::skip(
+            "ZCNET_SELFTESTS is not set: build the kernel's programs with .ci/selftests DIR \
+             and set it to DIR",
+        );
+    };
+    if netlab::check_privileges().is_err() {
+        return netlab::skip::skip("benches need root for their labs");
+    }
+    let dir = std::path::PathBuf::from(dir);
+    let benches: [(&str, &str, &[&str], &str); 3] = [
+        (
+            "udp-tx",
+            "msg_zerocopy",
+            &["--size", "8000", "--mode", "copy", "--mode", "zc"],
+            "zc",
+        ),
+        (
+            "uring-tx",
+            "io_uring_zerocopy_tx",
+            &["--size", "8000", "--mode", "copy", "--mode", "zc"],
+            "zc",
+        ),
+        (
+            "udp-gso",
+            "udpgso_bench_tx",
+            &[
+                "--segment",
+                "1472",
+                "--train",
+                "8",
+                "--mode",
+                "gso-copy",
+                "--mode",
+                "gso-zc",
+            ],
+            "gso-zc",
+        ),
+    ];
+    for (bench, program, args, zc) in benches {
+        let path = dir.join(program);
+        assert!(
+            path.is_file(),
+            "{} is missing from ZCNET_SELFTESTS",
+            path.display()
+        );
+        let out = zcnet()
+            .args(["bench", bench, "--lab", "sink"])
+            .args(args)
+            .args(["--runs", "1", "--seconds", "1", "--json", "--reference"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if bench == "uring-tx" && err.contains("io_uring is not available") {
+            netlab::skip::skip(&format!("no io_uring here: {err}"));
+            continue;
+        }
+        assert!(out.status.success(), "{bench} {program}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let refs: Vec<&serde_json::Value> = v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["mode"].as_str().unwrap().starts_with("ref-"))
+            .collect();
+        assert_eq!(refs.len(), 2, "{bench}: {v}");
+        for r in refs {
+            for run in r["runs"].as_array().unwrap() {
+                let bytes = run["bytes"].as_f64().unwrap();
+                let cpu = run["cpu_us_per_mb"].as_f64().unwrap();
+                assert!(bytes > 0.0 && cpu > 0.0, "{bench} {program}: {run}");
+            }
+        }
+        let paired = v["comparisons"].as_array().unwrap().iter().any(|c| {
+            c["metric"] == "cpu_us_per_mb" && c["a"] == zc && c["b"] == format!("ref-{zc}")
+        });
+        assert!(paired, "{bench}: no {zc} over ref-{zc}: {v}");
+    }
+}
+
 /// `bench uring-tx --reference PATH` runs the program beside zcnet in the sink lab, in the same
 /// rounds, and reports it as its own sets with zcnet's ratios to it. A stand-in for the kernel's
 /// `io_uring_zerocopy_tx` prints its line for the arguments it was given, and writes them down,
