@@ -922,6 +922,24 @@ fn dev_null() -> (bool, u32, u32, u32) {
     (m.file_type().is_char_device(), m.uid(), m.gid(), m.mode())
 }
 
+/// The modes of a bench's JSON results, in order.
+fn modes_of(v: &serde_json::Value) -> Vec<&str> {
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["mode"].as_str().unwrap())
+        .collect()
+}
+
+/// `zcnet ARGS PROGRAM` is refused before anything runs: exit 1, `needle` in what it says.
+fn refused(args: &[&str], program: &std::path::Path, needle: &str) {
+    let out = zcnet().args(args).arg(program).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(needle), "{err}");
+}
+
 /// A stand-in for one of the kernel's send programs in `dir`: it writes the arguments it was
 /// given to the returned log, one run a line, and prints `line` on stderr with `$mb` the MiB of
 /// 1000 datagrams of its `-s` size (what the real program says after sending them).
@@ -972,12 +990,7 @@ fn bench_udp_tx_runs_msg_zerocopy_beside_zcnet() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let modes: Vec<&str> = v["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["mode"].as_str().unwrap())
-        .collect();
+    let modes = modes_of(&v);
     assert_eq!(modes, ["copy", "zc", "auto", "ref-copy", "ref-zc"], "{v}");
     for r in v["results"].as_array().unwrap() {
         if r["mode"].as_str().unwrap().starts_with("ref-") {
@@ -1009,13 +1022,11 @@ fn bench_udp_tx_runs_msg_zerocopy_beside_zcnet() {
         assert_eq!(asked.lines().filter(|l| *l == line).count(), 2, "{asked}");
     }
     assert_eq!(asked.lines().count(), 4, "{asked}");
-    let out = zcnet()
-        .args(["bench", "tcp-tx", "--lab", "loopback", "--reference"])
-        .arg(&fake)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("udp-tx only"));
+    refused(
+        &["bench", "tcp-tx", "--lab", "loopback", "--reference"],
+        &fake,
+        "udp-tx only",
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -1136,12 +1147,7 @@ fn bench_uring_tx_runs_a_reference_beside_zcnet() {
     }
     assert!(out.status.success(), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let modes: Vec<&str> = v["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["mode"].as_str().unwrap())
-        .collect();
+    let modes = modes_of(&v);
     // zcnet's sets, then the program's for the modes it has (auto has no twin there).
     assert_eq!(
         modes,
@@ -1199,13 +1205,11 @@ fn bench_uring_tx_runs_a_reference_beside_zcnet() {
     }
     assert_eq!(asked.lines().count(), 4, "{asked}");
     // Refused before any lab is built: a missing program, and a run without the sink lab.
-    let out = zcnet()
-        .args(["bench", "uring-tx", "--lab", "loopback", "--reference"])
-        .arg(&fake)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("sink"));
+    refused(
+        &["bench", "uring-tx", "--lab", "loopback", "--reference"],
+        &fake,
+        "sink",
+    );
     let out = zcnet()
         .args(["bench", "uring-tx", "--lab", "sink", "--reference"])
         .arg(dir.join("missing"))
