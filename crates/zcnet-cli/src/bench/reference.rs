@@ -100,9 +100,9 @@ impl Reference {
             && nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok();
         if !executable {
             bail!(
-                "--reference {}: not executable by this user (chmod +x, or build it from the \
-                 kernel's tools/testing/selftests/net: gcc -O2 -o io_uring_zerocopy_tx \
-                 io_uring_zerocopy_tx.c, or udpgso_bench_tx)",
+                "--reference {}: not executable by this user (chmod +x, or build the kernel's \
+                 programs from its tools/testing/selftests/net: `.ci/selftests DIR` builds \
+                 msg_zerocopy, io_uring_zerocopy_tx, udpgso_bench_tx and tcp_mmap with gcc -O2)",
                 path.display()
             );
         }
