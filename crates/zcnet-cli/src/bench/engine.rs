@@ -464,3 +464,12 @@ pub fn rows_against_base(
         })
         .collect()
 }
+
+/// The tables a bench made, printed after its runs unless `quiet`.
+pub fn print_tables(tables: &[String], quiet: bool) {
+    if !quiet {
+        for t in tables {
+            println!("\n{t}");
+        }
+    }
+}

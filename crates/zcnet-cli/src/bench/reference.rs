@@ -611,15 +611,6 @@ pub fn parse_msg_zerocopy(stderr: &str) -> Option<MsgZerocopyTx> {
     })
 }
 
-/// The tables a bench made, printed after its runs unless `quiet`.
-pub fn print(tables: &[String], quiet: bool) {
-    if !quiet {
-        for t in tables {
-            println!("\n{t}");
-        }
-    }
-}
-
 /// zcnet beside the kernel's program in one lab of `bench`, mode by mode: CPU µs per MB
 /// (medians) and zcnet's over the program's, pair by pair (median, min-max); then each one's
 /// zero copy over its copy in requests/s; and `note`, where the two sent from unlike sources.

@@ -339,7 +339,7 @@ pub fn bench(
         );
         Ok(())
     })?;
-    reference::print(&tables, plan.rounds.quiet);
+    super::engine::print_tables(&tables, plan.rounds.quiet);
     Ok(session.finish())
 }
 

@@ -392,7 +392,7 @@ pub struct TcpInfo {
     pub bytes_retrans: u64,
 }
 
-// --- moved here from the files that used them (issue 50: one place for kernel numbers) ---
+// --- io_uring set-up and enter, ethtool and sockios, nsfs, capabilities ---
 
 /// `IORING_REGISTER_RING_FDS` (Linux 5.18).
 pub const IORING_REGISTER_RING_FDS: libc::c_uint =

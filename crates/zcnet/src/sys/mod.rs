@@ -1,8 +1,11 @@
 //! Kernel ABI and raw system calls: the only module of the crate with `unsafe` code.
 //!
-//! Every function here is a thin, safe wrapper over one C call. They return
+//! Every function here is a thin wrapper over one C call, safe except the two socket options
+//! whose value holds an address the kernel writes through (`sockopt::tcp_zerocopy_receive`,
+//! `sockopt::register_umem`: `unsafe fn`, their contract stated). They return
 //! [`std::io::Result`] with the `errno` intact and leave `EINTR` and retry policy to the caller,
-//! as socket2 and mio do. Every `unsafe` block says why it is sound.
+//! as socket2 and mio do. Every `unsafe` block says why it is sound. One file per area: see the
+//! modules below.
 #![allow(unsafe_code)]
 
 pub mod abi;

@@ -347,9 +347,13 @@ pub unsafe fn register_umem(
 /// The four rings of an `AF_XDP` socket, as `XDP_*_RING` names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum XdpRing {
+    /// `XDP_UMEM_FILL_RING`: frames given to the kernel to receive into.
     Fill,
+    /// `XDP_UMEM_COMPLETION_RING`: frames the kernel has sent.
     Completion,
+    /// `XDP_RX_RING`: received descriptors.
     Rx,
+    /// `XDP_TX_RING`: descriptors to send.
     Tx,
 }
 

@@ -283,7 +283,7 @@ pub fn bench(
         tables.extend(beside.map(|_| reference::table("uring-tx", program, lab_name, &against)));
         Ok(())
     })?;
-    reference::print(&tables, plan.rounds.quiet);
+    super::engine::print_tables(&tables, plan.rounds.quiet);
     Ok(session.finish())
 }
 
