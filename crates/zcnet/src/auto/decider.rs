@@ -261,7 +261,9 @@ pub(crate) struct Decider {
     /// Sends decided, every way (wrapping).
     sends: u64,
     backoff: u64,
-    pub(crate) counters: AutoCounters,
+    /// What is counted per event (back-offs, switches, rounds): the per-way sends and bytes
+    /// are each class's tally, added in [`Decider::counters`].
+    counted: AutoCounters,
     /// Whether it starts classes from, and tells, what other senders learned ([`MEMORY`]).
     shares: bool,
 }
@@ -292,7 +294,7 @@ impl Decider {
             sends: 0,
             backoff,
             classes: Default::default(),
-            counters: AutoCounters::default(),
+            counted: AutoCounters::default(),
             choice,
             shares: false,
         }
@@ -327,7 +329,6 @@ impl Decider {
         len: usize,
         clock: impl FnOnce() -> Option<Reading>,
     ) -> bool {
-        let len64 = len as u64;
         // Every send this sender decided, counted with the thread's (which counts every
         // sender's), so that a round sees whether other senders sent on its thread.
         let own = self.sends;
@@ -335,11 +336,28 @@ impl Decider {
         count_thread_send();
         if self.copy_for > 0 {
             self.copy_for -= 1;
-            self.counters.backoff_calls += 1;
-            self.counters.backoff_bytes += len64;
+            self.counted.backoff_calls += 1;
+            self.counted.backoff_bytes += len as u64;
             return false;
         }
         let i = class_of(len);
+        match self.classes[i].send_within(len) {
+            Some(zero_copy) => zero_copy,
+            None => self.at_edge(i, len, own, clock),
+        }
+    }
+
+    /// A send of class `i` at the edge of a round (or its class's first): once a round, off
+    /// the path of every send.
+    #[cold]
+    #[inline(never)]
+    fn at_edge(
+        &mut self,
+        i: usize,
+        len: usize,
+        own: u64,
+        clock: impl FnOnce() -> Option<Reading>,
+    ) -> bool {
         if !self.classes[i].started() {
             self.start_class(i, len);
         }
@@ -351,29 +369,33 @@ impl Decider {
                 ..r
             })
         };
-        let (zero_copy, explore) = self.classes[i].send(len, clock, &mut turn);
+        let zero_copy = self.classes[i].send(len, clock, &mut turn);
         if turn.recorded {
             self.share(i);
         }
-        let c = &mut self.counters;
+        let c = &mut self.counted;
         c.unmeasured_rounds += u64::from(turn.unmeasured);
         c.switches += u64::from(turn.switched);
         c.explore_extra_ns += turn.explore_extra_ns;
         c.measured_ns += turn.measured_ns;
         c.measured_bytes += turn.measured_bytes;
         c.discarded_pairs += u64::from(turn.discarded);
-        if explore {
-            c.explore_calls += 1;
-            c.explore_bytes += len64;
-        }
-        if zero_copy {
-            c.zero_copy_calls += 1;
-            c.zero_copy_bytes += len64;
-        } else {
-            c.small_calls += 1;
-            c.small_bytes += len64;
-        }
         zero_copy
+    }
+
+    /// Why it sent each message the way it did: what it counted, and each class's sends and
+    /// bytes per way.
+    pub(crate) fn counters(&self) -> AutoCounters {
+        let mut c = self.counted;
+        for t in self.classes.iter().map(Class::tally) {
+            c.zero_copy_calls += t.zero_copy_calls;
+            c.zero_copy_bytes += t.zero_copy_bytes;
+            c.small_calls += t.copy_calls;
+            c.small_bytes += t.copy_bytes;
+            c.explore_calls += t.explore_calls;
+            c.explore_bytes += t.explore_bytes;
+        }
+        c
     }
 
     /// Starts class `i`, whose first message is `len` bytes: from what the same class of an
@@ -389,7 +411,7 @@ impl Decider {
         match learned {
             Some(l) => {
                 self.classes[i].resume(&l);
-                self.counters.resumed_classes += 1;
+                self.counted.resumed_classes += 1;
             }
             None => self.classes[i].start(prior),
         }
@@ -462,9 +484,9 @@ impl Decider {
         }
         self.copy_for = self.backoff;
         self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-        self.counters.backoffs += 1;
+        self.counted.backoffs += 1;
         for c in &mut self.classes {
-            self.counters.unmeasured_rounds += u64::from(c.interrupt());
+            self.counted.unmeasured_rounds += u64::from(c.interrupt());
         }
     }
 
@@ -572,7 +594,7 @@ mod tests {
         assert!(d.zero_copy(5000));
         d.copied();
         assert!(!d.zero_copy(5000));
-        let c = d.counters;
+        let c = d.counters();
         assert_eq!(
             (
                 c.small_calls,
@@ -595,6 +617,64 @@ mod tests {
         );
     }
 
+    /// The per-way sends and bytes are added up once a round (issue 47): read at any send, mid
+    /// round or at an edge, exploring or backing off, they still equal the decisions made.
+    #[test]
+    fn counters_added_per_round_equal_the_decisions_at_every_send() {
+        let mut d = decider(Threshold::From(4096));
+        let mut sim = Sim::new(0.05);
+        let mut want = AutoCounters::default();
+        let sizes = [600, 5000, 64000, 5000];
+        for n in 0..40_000u64 {
+            let len = sizes[(n / 997) as usize % sizes.len()];
+            let before = d.counters();
+            let zc = sim.send(&mut d, 1, len, |zc| if zc { 0.5 } else { 1.0 }) == 1;
+            if n % 9_000 == 4_500 {
+                d.copied();
+            }
+            let after = d.counters();
+            let (len, backoff) = (len as u64, after.backoff_calls > before.backoff_calls);
+            if backoff {
+                want.backoff_calls += 1;
+                want.backoff_bytes += len;
+            } else if zc {
+                want.zero_copy_calls += 1;
+                want.zero_copy_bytes += len;
+            } else {
+                want.small_calls += 1;
+                want.small_bytes += len;
+            }
+            want.explore_calls += after.explore_calls - before.explore_calls;
+            assert!(after.explore_calls - before.explore_calls <= 1);
+            assert_eq!(
+                (
+                    after.zero_copy_calls,
+                    after.zero_copy_bytes,
+                    after.small_calls,
+                    after.small_bytes,
+                    after.backoff_calls,
+                    after.backoff_bytes
+                ),
+                (
+                    want.zero_copy_calls,
+                    want.zero_copy_bytes,
+                    want.small_calls,
+                    want.small_bytes,
+                    want.backoff_calls,
+                    want.backoff_bytes
+                ),
+                "send {n}"
+            );
+        }
+        let c = d.counters();
+        assert!(c.explore_calls > 0 && c.backoffs > 0, "{c:?}");
+        let classes = d.choice().classes;
+        let sends: u64 = classes.iter().map(|c| c.sends).sum();
+        assert_eq!(sends, c.zero_copy_calls + c.small_calls);
+        let explored: u64 = classes.iter().map(|c| c.explore_sends).sum();
+        assert_eq!(explored, c.explore_calls);
+    }
+
     #[test]
     fn back_offs_in_a_row_double_and_a_clean_completion_starts_over() {
         let mut d = decider(Threshold::Always);
@@ -610,7 +690,7 @@ mod tests {
         d.copied();
         let n = copies_until_zero_copy(&mut d);
         assert_eq!(n, BACKOFF_SENDS);
-        assert_eq!(d.counters.backoffs, 5);
+        assert_eq!(d.counters().backoffs, 5);
         for _ in 0..20 {
             d.copied();
             copies_until_zero_copy(&mut d);
@@ -649,10 +729,10 @@ mod tests {
         assert!((0.5..0.7).contains(&m), "{c:?}");
         // At steady state one round in `every` explores, `every` = gap / EXPLORE_COST.
         assert_eq!(c.explore_every, every_for(1.0 / m - 1.0));
-        let before = d.counters;
+        let before = d.counters();
         let n = 2_000_000;
         let zc = sim.send(&mut d, n, 8000, cost);
-        let explored = d.counters.explore_calls - before.explore_calls;
+        let explored = d.counters().explore_calls - before.explore_calls;
         let share = explored as f64 / n as f64;
         assert!(share < 2.0 / c.explore_every as f64, "explored {share}");
         assert_eq!(
@@ -660,7 +740,7 @@ mod tests {
             n - explored,
             "every send but the exploring ones by zero copy"
         );
-        assert_eq!(d.counters.switches, 1);
+        assert_eq!(d.counters().switches, 1);
         let c = class(&d, 8000);
         assert_eq!(c.pairs, PAIRS_KEPT);
         let [lo, hi] = c.spread.unwrap();
@@ -702,7 +782,7 @@ mod tests {
                 (m - zc_cost).abs() < 0.1,
                 "the pairs cancel the load: {m} {c:?}"
             );
-            let share = d.counters.explore_cost_share().unwrap();
+            let share = d.counters().explore_cost_share().unwrap();
             assert!(
                 share > 0.0 && share < 2.0 * EXPLORE_COST,
                 "exploring cost {share} of the CPU"
@@ -727,13 +807,13 @@ mod tests {
         let zc = Sim::new(0.1).send(&mut next, 10 * round, 8000, cost);
         let c = class(&next, 8000);
         assert!(c.resumed && c.learned && c.zero_copy, "{c:?}");
-        assert_eq!(next.counters.resumed_classes, 1);
+        assert_eq!(next.counters().resumed_classes, 1);
         assert!(
-            next.counters.explore_calls <= round,
+            next.counters().explore_calls <= round,
             "at most one exploring round in its first ten: {:?}",
-            next.counters
+            next.counters()
         );
-        assert_eq!(zc, 10 * round - next.counters.explore_calls);
+        assert_eq!(zc, 10 * round - next.counters().explore_calls);
         forget();
         let mut after = shared();
         Sim::new(0.1).send(&mut after, 1, 8000, cost);
@@ -870,7 +950,7 @@ mod tests {
         }
         let c = class(&d, 64000);
         assert!(c.learned && c.zero_copy, "{c:?}");
-        let (every, pairs) = (u64::from(c.explore_every), d.counters.explore_calls);
+        let (every, pairs) = (u64::from(c.explore_every), d.counters().explore_calls);
         let round = (ROUND_BYTES / 64000) as u64;
         reads = 0;
         let rounds = 20 * every;
@@ -882,12 +962,12 @@ mod tests {
             "{reads} clock reads in {rounds} rounds"
         );
         assert!(
-            d.counters.explore_calls >= pairs + 19 * round,
+            d.counters().explore_calls >= pairs + 19 * round,
             "exploring goes on: {:?}",
-            d.counters
+            d.counters()
         );
-        assert_eq!(d.counters.unmeasured_rounds, 0, "{:?}", d.counters);
-        let share = d.counters.explore_cost_share().unwrap();
+        assert_eq!(d.counters().unmeasured_rounds, 0, "{:?}", d.counters());
+        let share = d.counters().explore_cost_share().unwrap();
         assert!(
             share > 0.0 && share < 2.0 * EXPLORE_COST,
             "exploring cost {share} of the CPU"
@@ -907,18 +987,18 @@ mod tests {
             sim.send(&mut b, 1, 64000, cost);
         }
         for d in [&a, &b] {
-            assert_eq!(d.counters.explore_calls, 0, "{:?}", d.counters);
+            assert_eq!(d.counters().explore_calls, 0, "{:?}", d.counters());
             assert_eq!(
-                d.counters.zero_copy_calls,
+                d.counters().zero_copy_calls,
                 4 * bound,
                 "the prior, every send"
             );
-            assert!(d.counters.unmeasured_rounds > 0, "{:?}", d.counters);
+            assert!(d.counters().unmeasured_rounds > 0, "{:?}", d.counters());
             assert!(!class(d, 64000).learned);
         }
         // Alone on the thread, a learns where copy pays as a sender that never shared, once
         // the round that began while b sent has ended.
-        let before = a.counters.zero_copy_calls + a.counters.small_calls;
+        let before = a.counters().zero_copy_calls + a.counters().small_calls;
         let round = (bound - 1) / (2 * FIRST_PAIRS as u64 + 1);
         sim.send(&mut a, round + bound, 64000, cost);
         let c = class(&a, 64000);
@@ -936,7 +1016,7 @@ mod tests {
             sim.send(&mut d, 1, 64000, cost);
             sim.send(&mut d, 1, 40000, cost);
         }
-        assert_eq!(d.counters.unmeasured_rounds, 0, "{:?}", d.counters);
+        assert_eq!(d.counters().unmeasured_rounds, 0, "{:?}", d.counters());
         for len in [64000, 40000] {
             let c = class(&d, len);
             assert!(c.learned && !c.zero_copy, "{c:?}");
@@ -961,9 +1041,9 @@ mod tests {
                 })
             });
         }
-        assert!(d.counters.unmeasured_rounds >= 9, "{:?}", d.counters);
+        assert!(d.counters().unmeasured_rounds >= 9, "{:?}", d.counters());
         assert!(!class(&d, 64000).learned);
-        assert_eq!(d.counters.explore_calls, 0, "no pair could be made");
+        assert_eq!(d.counters().explore_calls, 0, "no pair could be made");
     }
 
     fn software_trains_decider() -> Decider {
@@ -985,7 +1065,7 @@ mod tests {
         let mut d = software_trains_decider();
         let mut sim = Sim::new(0.0);
         sim.send(&mut d, 1, train, |_| 1.0);
-        assert_eq!(d.counters.small_calls, 1, "a train starts at copy");
+        assert_eq!(d.counters().small_calls, 1, "a train starts at copy");
         sim.send(&mut d, 3 * learning_bound(train), train, |zc| {
             if zc { 0.9 } else { 1.0 }
         });

@@ -164,6 +164,39 @@ pub struct SizeClass {
     pub resumed: bool,
 }
 
+/// The sends and bytes of a class's rounds, per way: added up once a round, when it ends, not
+/// once a send (the auto sender's per-send work is a few instructions, issue 47).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    pub(crate) zero_copy_calls: u64,
+    pub(crate) zero_copy_bytes: u64,
+    pub(crate) copy_calls: u64,
+    pub(crate) copy_bytes: u64,
+    pub(crate) explore_calls: u64,
+    pub(crate) explore_bytes: u64,
+}
+
+impl Tally {
+    fn add(&mut self, r: &Round) {
+        let (calls, bytes) = (u64::from(r.sends), r.bytes);
+        if r.zero_copy {
+            self.zero_copy_calls += calls;
+            self.zero_copy_bytes += bytes;
+        } else {
+            self.copy_calls += calls;
+            self.copy_bytes += bytes;
+        }
+        if r.explore {
+            self.explore_calls += calls;
+            self.explore_bytes += bytes;
+        }
+    }
+
+    fn calls(&self) -> u64 {
+        self.zero_copy_calls + self.copy_calls
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Round {
     zero_copy: bool,
@@ -192,8 +225,8 @@ pub(crate) struct Class {
     zero_copy: bool,
     margin: f64,
     decided_after: Option<u64>,
-    sends: u64,
-    explore_sends: u64,
+    /// The rounds that ended.
+    tally: Tally,
     switches: u64,
     round: Option<Round>,
     /// Cost per byte (ns) of the last exploit round, if it was measured and the way has not
@@ -216,8 +249,7 @@ impl Default for Class {
             zero_copy: false,
             margin: HYSTERESIS,
             decided_after: None,
-            sends: 0,
-            explore_sends: 0,
+            tally: Tally::default(),
             switches: 0,
             round: None,
             before: None,
@@ -362,15 +394,29 @@ impl Class {
         })
     }
 
-    /// The way for the next send of `len` bytes of a started class, its round ended and the
-    /// next begun if due. Returns (zero copy, exploring).
+    /// The way for the next send of `len` bytes when it falls inside the round in progress (no
+    /// edge): the path of almost every send, two additions. `None` at an edge, or before the
+    /// class started: [`Class::send`] then.
     #[inline]
+    pub(crate) fn send_within(&mut self, len: usize) -> Option<bool> {
+        match &mut self.round {
+            Some(r) if r.sends < r.target => {
+                r.sends += 1;
+                r.bytes += len as u64;
+                Some(r.zero_copy)
+            }
+            _ => None,
+        }
+    }
+
+    /// The way for the next send of `len` bytes of a started class, its round ended and the
+    /// next begun if due. Returns whether it goes by zero copy.
     pub(crate) fn send(
         &mut self,
         len: usize,
         clock: impl FnOnce() -> Option<Reading>,
         turn: &mut Turn,
-    ) -> (bool, bool) {
+    ) -> bool {
         debug_assert!(self.started, "a class starts before it sends");
         if self.at_edge() {
             let timed = self.next_timed();
@@ -380,9 +426,17 @@ impl Class {
         let r = self.round.as_mut().expect("a round was begun");
         r.sends += 1;
         r.bytes += len as u64;
-        self.sends += 1;
-        self.explore_sends += u64::from(r.explore);
-        (r.zero_copy, r.explore)
+        r.zero_copy
+    }
+
+    /// The sends and bytes of this class, per way: the rounds that ended and the one in
+    /// progress.
+    pub(crate) fn tally(&self) -> Tally {
+        let mut t = self.tally;
+        if let Some(r) = &self.round {
+            t.add(r);
+        }
+        t
     }
 
     /// Ends the round in progress at `now` and begins the next: once a round, off the path of
@@ -391,7 +445,10 @@ impl Class {
     #[inline(never)]
     fn turn(&mut self, len: usize, now: Option<Reading>, timed: bool) -> Turn {
         let turn = match self.round.take() {
-            Some(r) => self.close(r, now),
+            Some(r) => {
+                self.tally.add(&r);
+                self.close(r, now)
+            }
             None => Turn::default(),
         };
         // One round in `every` explores: `every - 1` rounds of the chosen way, then one.
@@ -414,7 +471,11 @@ impl Class {
 
     /// Ends the round in progress unmeasured (a back-off cut it short).
     pub(crate) fn interrupt(&mut self) -> bool {
-        let had = self.round.take().is_some();
+        let round = self.round.take();
+        if let Some(r) = &round {
+            self.tally.add(r);
+        }
+        let had = round.is_some();
         self.before = None;
         self.pending = None;
         had
@@ -494,7 +555,7 @@ impl Class {
             return false;
         }
         if self.decided_after.is_none() {
-            self.decided_after = Some(self.sends);
+            self.decided_after = Some(self.tally.calls());
         }
         let m = self.median().expect("pairs are kept");
         let want = if m < 1.0 - self.margin {
@@ -569,8 +630,8 @@ impl Class {
             to,
             zero_copy: self.zero_copy,
             learned: self.learned(),
-            sends: self.sends,
-            explore_sends: self.explore_sends,
+            sends: self.tally().calls(),
+            explore_sends: self.tally().explore_calls,
             decided_after: self.decided_after,
             zero_copy_over_copy: self.median(),
             spread: (!v.is_empty()).then(|| [v[0], v[v.len() - 1]]),

@@ -190,7 +190,11 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
     /// Counters so far.
     pub fn counters(&self) -> Counters {
         Counters {
-            auto: self.auto.as_ref().map(|d| d.counters).unwrap_or_default(),
+            auto: self
+                .auto
+                .as_ref()
+                .map(crate::auto::Decider::counters)
+                .unwrap_or_default(),
             ..self.counters
         }
     }
