@@ -1047,22 +1047,28 @@ fn the_kernels_own_programs_run_beside_zcnet() {
         return netlab::skip::skip("benches need root for their labs");
     }
     let dir = std::path::PathBuf::from(dir);
-    let benches: [(&str, &str, &[&str], &str); 3] = [
+    // (bench, program, lab, the bench's arguments, the zero-copy mode paired with the program)
+    type Beside<'a> = (&'a str, &'a str, &'a [&'a str], &'a [&'a str], &'a str);
+    let sink: &[&str] = &["--lab", "sink"];
+    let benches: [Beside; 4] = [
         (
             "udp-tx",
             "msg_zerocopy",
+            sink,
             &["--size", "8000", "--mode", "copy", "--mode", "zc"],
             "zc",
         ),
         (
             "uring-tx",
             "io_uring_zerocopy_tx",
+            sink,
             &["--size", "8000", "--mode", "copy", "--mode", "zc"],
             "zc",
         ),
         (
             "udp-gso",
             "udpgso_bench_tx",
+            sink,
             &[
                 "--segment",
                 "1472",
@@ -1075,8 +1081,16 @@ fn the_kernels_own_programs_run_beside_zcnet() {
             ],
             "gso-zc",
         ),
+        // tcp_mmap's server and client, MSS 4108 on loopback IPv6 (the condition).
+        (
+            "tcp-rx",
+            "tcp_mmap",
+            &["--lab", "loopback", "--family", "ipv6"],
+            &["--no-verify", "--mode", "copy", "--mode", "zc"],
+            "zc",
+        ),
     ];
-    for (bench, program, args, zc) in benches {
+    for (bench, program, lab, args, zc) in benches {
         let path = dir.join(program);
         assert!(
             path.is_file(),
@@ -1084,7 +1098,8 @@ fn the_kernels_own_programs_run_beside_zcnet() {
             path.display()
         );
         let out = zcnet()
-            .args(["bench", bench, "--lab", "sink"])
+            .args(["bench", bench])
+            .args(lab)
             .args(args)
             .args(["--runs", "1", "--seconds", "1", "--json", "--reference"])
             .arg(&path)
@@ -1103,18 +1118,82 @@ fn the_kernels_own_programs_run_beside_zcnet() {
             .iter()
             .filter(|r| r["mode"].as_str().unwrap().starts_with("ref-"))
             .collect();
-        assert_eq!(refs.len(), 2, "{bench}: {v}");
+        // tcp-rx: a copy and a zc set per condition (two on loopback IPv6).
+        let conditions = if bench == "tcp-rx" { 2 } else { 1 };
+        assert_eq!(refs.len(), 2 * conditions, "{bench}: {v}");
         for r in refs {
             for run in r["runs"].as_array().unwrap() {
                 let bytes = run["bytes"].as_f64().unwrap();
                 let cpu = run["cpu_us_per_mb"].as_f64().unwrap();
                 assert!(bytes > 0.0 && cpu > 0.0, "{bench} {program}: {run}");
+                if bench == "tcp-rx" {
+                    // The program's own word on what it mapped: none in copy, most in zc
+                    // (what it is told to skip is read).
+                    let mapped = run["zero_copy_share"].as_f64().unwrap();
+                    match r["mode"].as_str().unwrap() {
+                        "ref-copy" => assert_eq!(mapped, 0.0, "{run}"),
+                        _ => assert!(mapped > 0.5, "{run}"),
+                    }
+                }
             }
         }
         let paired = v["comparisons"].as_array().unwrap().iter().any(|c| {
             c["metric"] == "cpu_us_per_mb" && c["a"] == zc && c["b"] == format!("ref-{zc}")
         });
         assert!(paired, "{bench}: no {zc} over ref-{zc}: {v}");
+    }
+}
+
+/// `bench --selftests DIR` (the suite beside the kernel's programs) checks the four programs
+/// before anything runs, and names the one missing and how to build them.
+#[test]
+fn the_suite_refuses_a_selftests_dir_without_the_programs() {
+    let dir = std::env::temp_dir().join(format!("zcnet-selftests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = zcnet()
+        .args(["bench", "--json", "--selftests"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(out.stdout.is_empty(), "nothing ran");
+    assert!(
+        err.contains("tcp_mmap")
+            && err.contains(".ci/selftests DIR")
+            && err.contains("cannot read it"),
+        "{err}"
+    );
+}
+
+/// `bench tcp-rx --reference PATH` is refused with a reason before any lab is built: a program
+/// that is not there, beside a far host (the program runs in a lab here), or beside a hand-run
+/// sender or receiver.
+#[test]
+fn bench_tcp_rx_refuses_a_reference_it_cannot_run() {
+    for (args, says) in [
+        (
+            vec!["--reference", "/nonexistent/tcp_mmap"],
+            "cannot read it",
+        ),
+        (
+            vec!["--reference", "/bin/true", "--remote", "127.0.0.1:9"],
+            "not with --remote",
+        ),
+        (
+            vec!["--reference", "/bin/true", "--connect", "127.0.0.1:9"],
+            "cannot be used with",
+        ),
+    ] {
+        let out = zcnet()
+            .args(["bench", "tcp-rx"])
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
     }
 }
 

@@ -40,6 +40,12 @@ pub struct Opt {
     name: Option<Name>,
     #[command(flatten)]
     common: Common,
+    /// The suite only: a directory holding builds of the kernel's own programs (`.ci/selftests
+    /// DIR` builds them: tcp_mmap, msg_zerocopy, io_uring_zerocopy_tx, udpgso_bench_tx), run
+    /// beside the steps of their seeds with a summary row per mode, zcnet's CPU per MB over the
+    /// program's. tcp-rx then does not read the bytes, as tcp_mmap does not.
+    #[arg(long, value_name = "DIR")]
+    selftests: Option<std::path::PathBuf>,
 }
 
 /// The benches.
@@ -113,6 +119,6 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         Some(Name::Packet(o)) => packet::run(o),
         Some(Name::PacketTx(o)) => packet_tx::run(o),
         Some(Name::AsyncServe(o)) => async_serve::run(o),
-        None => suite::run(opt.common),
+        None => suite::run(opt.common, opt.selftests.as_deref()),
     }
 }

@@ -1,6 +1,8 @@
 //! `zcnet bench` without a name, the main job: every bench in a short mode, in the conditions its
 //! issue's acceptance names, then one summary table.
 
+use std::path::Path;
+
 use anyhow::Context;
 use serde::Serialize;
 
@@ -8,6 +10,7 @@ use super::common::Common;
 use super::common::Rounds;
 use super::engine::Plan;
 use super::outcome::{Outcome, SummaryRow, finish_document, render_summary};
+use super::reference::Reference;
 use super::{async_serve, file_tx, packet, packet_tx, peek, sweep, tcp_rx, tx, udp_gso, uring_tx};
 use crate::measure::Report;
 
@@ -19,14 +22,16 @@ struct Suite<'a> {
     summary: Vec<SummaryRow>,
 }
 
-/// The main job: every bench in a short mode, then one summary table.
-pub(super) fn run(common: Common) -> anyhow::Result<()> {
+/// The main job: every bench in a short mode, then one summary table; with `selftests`, the
+/// kernel's programs in that directory beside their seeds' steps.
+pub(super) fn run(common: Common, selftests: Option<&Path>) -> anyhow::Result<()> {
     if common.remote.is_some() {
         anyhow::bail!(
             "the suite runs in this machine's labs: with --remote, name a bench (tcp-rx, udp-tx, \
              tcp-tx, file-tx, uring-tx, peek, packet, async-serve)"
         );
     }
+    let programs = selftests.map(Programs::in_dir).transpose()?;
     let probe = zcnet::probe::features();
     if !common.json {
         print!("{}", crate::probe::render(probe));
@@ -45,7 +50,7 @@ pub(super) fn run(common: Common) -> anyhow::Result<()> {
             crate::error_line::chain(&e)
         ),
         Ok(()) => {
-            for (name, step) in suite_steps(runs, seconds, quiet) {
+            for (name, step) in suite_steps(runs, seconds, quiet, programs.as_ref()) {
                 if !quiet {
                     println!("\n== {name}, {runs} alternations per mode");
                 }
@@ -72,31 +77,79 @@ pub(super) fn run(common: Common) -> anyhow::Result<()> {
     finish_document(serde_json::to_value(&suite)?, &common)
 }
 
+/// The kernel's own programs the suite runs beside its seeds (`--selftests DIR`).
+#[derive(Clone, Debug)]
+struct Programs {
+    tcp_mmap: Reference,
+    msg_zerocopy: Reference,
+    io_uring_zerocopy_tx: Reference,
+    udpgso_bench_tx: Reference,
+}
+
+impl Programs {
+    /// The four programs in `dir`, each checked as `--reference` checks one.
+    fn in_dir(dir: &Path) -> anyhow::Result<Programs> {
+        let one = |name: &str| {
+            Reference::new(&dir.join(name)).with_context(|| {
+                format!(
+                    "--selftests {}: {name} (`.ci/selftests DIR` builds the four programs)",
+                    dir.display()
+                )
+            })
+        };
+        Ok(Programs {
+            tcp_mmap: one("tcp_mmap")?,
+            msg_zerocopy: one("msg_zerocopy")?,
+            io_uring_zerocopy_tx: one("io_uring_zerocopy_tx")?,
+            udpgso_bench_tx: one("udpgso_bench_tx")?,
+        })
+    }
+}
+
 /// One bench of the suite, run in its short mode.
 type Step = Box<dyn FnOnce() -> anyhow::Result<Outcome>>;
 
-/// UDP MSG_ZEROCOPY into the sink: copy, zc and auto at `sizes` from a `pool_mib` pool.
-fn udp_sink(sizes: &[usize], pool_mib: usize, rounds: Rounds) -> anyhow::Result<Outcome> {
+/// UDP MSG_ZEROCOPY into the sink: copy, zc and auto at `sizes` from a `pool_mib` pool, the
+/// kernel's `msg_zerocopy` beside them where given.
+fn udp_sink(
+    sizes: &[usize],
+    pool_mib: usize,
+    rounds: Rounds,
+    reference: Option<&Reference>,
+) -> anyhow::Result<Outcome> {
     let modes = [tx::Mode::Copy, tx::Mode::Zc, tx::Mode::Auto];
     let plan = Plan::ipv4(&["sink"], sizes, &modes, rounds);
-    tx::bench(sweep::Proto::Udp, &plan, pool_mib, None, None)
+    tx::bench(sweep::Proto::Udp, &plan, pool_mib, reference, None)
 }
 
-/// io_uring into the sink: every mode at `sizes` from a `pool` pool.
+/// io_uring into the sink: every mode at `sizes` from a `pool` pool, the kernel's
+/// `io_uring_zerocopy_tx` beside them where given.
 fn uring_sink(
     sizes: &[usize],
     pool: uring_tx::PoolSpec,
     rounds: Rounds,
+    reference: Option<&Reference>,
 ) -> anyhow::Result<Outcome> {
     use zcnet::uring::Mode;
     let modes = [Mode::Copy, Mode::ZeroCopy, Mode::ZeroCopyFixed, Mode::Auto];
     let plan = Plan::ipv4(&["sink"], sizes, &modes, rounds);
-    uring_tx::bench(&plan, pool, None, None)
+    uring_tx::bench(&plan, pool, reference, None)
 }
 
-/// The suite: each bench in the conditions its issue's acceptance names.
-fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Step)> {
+/// The suite: each bench in the conditions its issue's acceptance names; the kernel's
+/// `programs` beside the seeds' steps where given (each where it sends as zcnet does: the sink
+/// from a hot source, tcp-rx without reading the bytes).
+fn suite_steps(
+    runs: usize,
+    seconds: f64,
+    quiet: bool,
+    programs: Option<&Programs>,
+) -> Vec<(&'static str, Step)> {
     use netlab::Family;
+    let tcp_mmap = programs.map(|p| p.tcp_mmap.clone());
+    let msg_zerocopy = programs.map(|p| p.msg_zerocopy.clone());
+    let uring_program = programs.map(|p| p.io_uring_zerocopy_tx.clone());
+    let udpgso_program = programs.map(|p| p.udpgso_bench_tx.clone());
     let rounds = Rounds {
         runs,
         seconds,
@@ -114,23 +167,23 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
                 let settings = tcp_rx::Settings {
                     runs,
                     seconds,
-                    verify: true,
+                    verify: tcp_mmap.is_none(),
                     modes: vec![tcp_rx::Mode::Copy, tcp_rx::Mode::Zc],
                     window: zcnet::tcp_rx::DEFAULT_WINDOW,
                 };
-                tcp_rx::bench(&conds, &settings, quiet)
+                tcp_rx::bench(&conds, &settings, tcp_mmap.as_ref(), quiet)
             }),
         ),
         (
             // The sink, where zero-copy is real: the seed's largest size and a mid size.
             "udp-tx (sink)",
-            Box::new(move || udp_sink(&[8000, 64000], 256, rounds)),
+            Box::new(move || udp_sink(&[8000, 64000], 256, rounds, None)),
         ),
         (
             // The same with a small pool (2 MiB), meant to be hot: copy at its cheapest, as the
             // kernel's msg_zerocopy.c measures it. Its report says whether it measured hot.
             "udp-tx (sink, 2 MiB pool)",
-            Box::new(move || udp_sink(&[64000], 2, rounds)),
+            Box::new(move || udp_sink(&[64000], 2, rounds, msg_zerocopy.as_ref())),
         ),
         (
             // Loopback copies: the adaptive policy must cost nothing against copy.
@@ -168,7 +221,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             "uring-tx (sink, hot pool)",
             Box::new(move || {
                 let pool = uring_tx::PoolSpec::Hot;
-                uring_sink(&[600, 8000, 64000], pool, rounds)
+                uring_sink(&[600, 8000, 64000], pool, rounds, uring_program.as_ref())
             }),
         ),
         (
@@ -177,7 +230,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             "uring-tx (sink, cold pool)",
             Box::new(move || {
                 let pool = uring_tx::PoolSpec::Mib(uring_tx::COLD_MIB);
-                uring_sink(&[8000, 64000], pool, rounds)
+                uring_sink(&[8000, 64000], pool, rounds, None)
             }),
         ),
         (
@@ -187,7 +240,7 @@ fn suite_steps(runs: usize, seconds: f64, quiet: bool) -> Vec<(&'static str, Ste
             "udp-gso (sink, 1472 B x 42)",
             Box::new(move || {
                 let plan = Plan::ipv4(&["sink"], &[1472], &udp_gso::Mode::ALL, rounds);
-                udp_gso::bench(&plan, &[42], 256, None, None)
+                udp_gso::bench(&plan, &[42], 256, udpgso_program.as_ref(), None)
             }),
         ),
         (

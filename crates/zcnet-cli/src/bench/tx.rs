@@ -325,9 +325,12 @@ pub fn bench(
             })?;
             let (ours, refs) = Arm::split(&arms, sets, s, &SENDER_METRICS);
             let rows = summary_rows(proto, lab_name, size, heat, &ours);
+            let what = format!("{} {lab_name} {size} B{}", bench_name(proto), heat.suffix());
+            let beside_rows =
+                reference::beside_rows(reference::SENDER, &what, "msg_zerocopy", &ours, &refs);
             against.push((size, ours.clone(), refs.clone()));
             s.keep(ours, rows);
-            s.keep(refs, Vec::new());
+            s.keep(refs, beside_rows);
         }
         let note = (!heat.is_hot()).then_some(
             "zcnet sent from a cold pool, the program from one hot buffer: unlike sources \

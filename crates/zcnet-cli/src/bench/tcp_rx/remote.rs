@@ -93,15 +93,21 @@ pub(super) fn with_server(
 
 /// `--connect`: the sender of a two-host run, one connection per run and mode (`2 × runs`
 /// of them); with `--json`, one JSON line per connection on stdout (`{"bytes": N, ...}`).
+/// `paced` (a lab's sender, started by the receiver): each connection waits for a line on
+/// stdin, and the sender stops at its end.
 pub(super) fn remote_sender(
     addr: SocketAddr,
     mss: Option<i32>,
     runs: usize,
     seconds: f64,
-    json: bool,
+    (json, paced): (bool, bool),
 ) -> anyhow::Result<()> {
     pin(0);
+    let mut go = std::io::stdin().lines();
     for i in 0..runs * 2 {
+        if paced && !matches!(go.next(), Some(Ok(_))) {
+            return Ok(());
+        }
         let c = send_for(connect(addr, mss)?, seconds)
             .with_context(|| format!("connection {}", i + 1))?;
         let bytes = c.loaned_bytes + c.copy_bytes;

@@ -43,7 +43,7 @@ use super::engine::{InLab, Plan, SENDER_METRICS, asked_or, registrable};
 use super::outcome::Outcome;
 use super::reference::Reference;
 use super::sweep::Proto;
-use crate::measure::Metric;
+use crate::measure::{Metric, ResultSet};
 use crate::remote::Remote;
 
 use mode::Arm;
@@ -224,7 +224,19 @@ pub fn bench(
                     s.compare(set, r, &[Metric::CpuUsPerMb]);
                 }
             }
-            let rows = summary::summary_rows(lab_name, segment.get(), n, &sets);
+            let mut rows = summary::summary_rows(lab_name, segment.get(), n, &sets);
+            let (refs, ours): (Vec<ResultSet>, Vec<ResultSet>) = sets
+                .iter()
+                .cloned()
+                .partition(|s| s.mode.starts_with("ref-"));
+            let what = format!("udp-gso {lab_name} {} B x {n}", segment.get());
+            rows.extend(super::reference::beside_rows(
+                super::reference::SENDER,
+                &what,
+                "udpgso_bench_tx",
+                &ours,
+                &refs,
+            ));
             s.keep(sets, rows);
         }
         Ok(())

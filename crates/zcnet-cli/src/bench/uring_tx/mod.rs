@@ -266,10 +266,14 @@ pub fn bench(
             })?;
             let (ours, refs) = Arm::split(&arms, sets, s, &SENDER_METRICS);
             let rows = summary_rows(lab_name, size, heat, &ours);
+            let what = format!("uring-tx {lab_name} {size} B{}", heat.suffix());
+            let program = "io_uring_zerocopy_tx";
+            let beside_rows =
+                reference::beside_rows(reference::SENDER, &what, program, &ours, &refs);
             table.push((size, ours.clone()));
             against.push((size, ours.clone(), refs.clone()));
             s.keep(ours, rows);
-            s.keep(refs, Vec::new());
+            s.keep(refs, beside_rows);
         }
         tables.push(tables::seed_table(lab_name, proto, &table, &against));
         let note = (spec != PoolSpec::Hot).then(|| {

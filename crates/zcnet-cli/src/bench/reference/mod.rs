@@ -28,8 +28,12 @@ use anyhow::{Context, bail};
 use netlab::Family;
 use nix::sys::resource::{UsageWho, getrusage};
 
+mod table;
+
+pub use table::{RECEIVER, SENDER, Side, beside_rows, table, table_of};
+
 use super::engine::{Session, SizeStep};
-use crate::measure::{Comparison, MachineCpu, Metric, ResultSet, Run, ThreadCpu, Work, record};
+use crate::measure::{MachineCpu, Metric, ResultSet, Run, ThreadCpu, Work, record};
 
 /// A reference program given with `--reference`.
 #[derive(Clone, Debug)]
@@ -609,75 +613,6 @@ pub fn parse_msg_zerocopy(stderr: &str) -> Option<MsgZerocopyTx> {
         completions,
         zero_copy,
     })
-}
-
-/// zcnet beside the kernel's program in one lab of `bench`, mode by mode: CPU µs per MB
-/// (medians) and zcnet's over the program's, pair by pair (median, min-max); then each one's
-/// zero copy over its copy in requests/s; and `note`, where the two sent from unlike sources.
-/// `program` is (its name, the note); `rows` are (size, zcnet's sets, the program's sets, each
-/// named `ref-` and its twin's mode, copy first).
-pub fn table(
-    bench: &str,
-    (program, note): (&str, Option<&str>),
-    lab: &str,
-    rows: &[(usize, Vec<ResultSet>, Vec<ResultSet>)],
-) -> String {
-    use std::fmt::Write as _;
-    let mut out = format!(
-        "{bench} {lab}: zcnet beside the kernel's {program} (sender CPU us/MB, medians; zcnet / \
-         selftest: median of pairs, min-max)\n"
-    );
-    let _ = writeln!(
-        out,
-        "{:>8} | {:<9} | {:>9} | {:>9} | {:>20} | {:>16} | {:>16}",
-        "IO size",
-        "mode",
-        "selftest",
-        "zcnet",
-        "zcnet / selftest",
-        "selftest / copy",
-        "zcnet / copy"
-    );
-    for (size, ours, refs) in rows {
-        let (Some(ref_copy), Some(our_copy)) = (refs.first(), ours.first()) else {
-            continue;
-        };
-        for r in refs {
-            let Some(o) = ours.iter().find(|o| format!("ref-{}", o.mode) == r.mode) else {
-                continue;
-            };
-            let cpu = |s: &ResultSet| s.median_of(Metric::CpuUsPerMb).unwrap_or(f64::NAN);
-            let ratio = Comparison::new(o, r, Metric::CpuUsPerMb)
-                .map(|c| {
-                    format!(
-                        "{:.3} ({:.2}-{:.2})",
-                        c.ratio_median, c.ratio_min, c.ratio_max
-                    )
-                })
-                .unwrap_or_else(|| "n/a".into());
-            let gain = |s: &ResultSet, base: &ResultSet| {
-                if std::ptr::eq(s, base) {
-                    return "-".to_owned();
-                }
-                Comparison::new(s, base, Metric::RequestsPerS)
-                    .map(|c| format!("{:.2}x", c.ratio_median))
-                    .unwrap_or_else(|| "n/a".into())
-            };
-            let _ = writeln!(
-                out,
-                "{size:>8} | {:<9} | {:>9.1} | {:>9.1} | {ratio:>20} | {:>16} | {:>16}",
-                o.mode,
-                cpu(r),
-                cpu(o),
-                gain(r, ref_copy),
-                gain(o, our_copy),
-            );
-        }
-    }
-    if let Some(note) = note {
-        let _ = writeln!(out, "note: {note}");
-    }
-    out
 }
 
 #[cfg(test)]
