@@ -95,7 +95,7 @@ pub fn bench(
     let mut report = Report::new("tcp-rx");
     report.settings = s.json()?;
     if let Some(r) = reference {
-        report.settings["reference"] = serde_json::to_value(ReferenceSettings::of(r, s))?;
+        report.settings["reference"] = serde_json::to_value(ReferenceSettings::of(r))?;
     }
     let mut summary = Vec::new();
     let mut tables = Vec::new();
@@ -237,7 +237,7 @@ struct ReferenceSettings {
 }
 
 impl ReferenceSettings {
-    fn of(r: &Reference, _s: &Settings) -> ReferenceSettings {
+    fn of(r: &Reference) -> ReferenceSettings {
         ReferenceSettings {
             program: "tcp_mmap",
             path: r.path().to_path_buf(),
