@@ -71,7 +71,7 @@ fn sweep(base: &[&str], opt: &str, strict: bool) {
 
 /// Options that take no number: addresses, paths, names, lab lists; `torture --seed`, an
 /// identifier that every `u64` is (a valid one would run the harness).
-const NOT_NUMBERS: [&str; 18] = [
+const NOT_NUMBERS: [&str; 19] = [
     "labs",
     "listen",
     "connect",
@@ -90,6 +90,7 @@ const NOT_NUMBERS: [&str; 18] = [
     "token_file",
     "seed",
     "reference",
+    "selftests",
 ];
 
 /// Numbers that have a meaning at every value in range, so that only some of the sweep is

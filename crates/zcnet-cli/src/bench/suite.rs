@@ -90,12 +90,15 @@ impl Programs {
     /// The four programs in `dir`, each checked as `--reference` checks one.
     fn in_dir(dir: &Path) -> anyhow::Result<Programs> {
         let one = |name: &str| {
-            Reference::new(&dir.join(name)).with_context(|| {
-                format!(
-                    "--selftests {}: {name} (`.ci/selftests DIR` builds the four programs)",
+            let path = dir.join(name);
+            if !path.is_file() {
+                anyhow::bail!(
+                    "--selftests {}: no {name} there (`.ci/selftests DIR` builds the four \
+                     programs: tcp_mmap, msg_zerocopy, io_uring_zerocopy_tx, udpgso_bench_tx)",
                     dir.display()
-                )
-            })
+                );
+            }
+            Reference::new(&path)
         };
         Ok(Programs {
             tcp_mmap: one("tcp_mmap")?,
