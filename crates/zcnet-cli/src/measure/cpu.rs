@@ -24,7 +24,18 @@ pub struct ThreadCpu {
 impl ThreadCpu {
     /// Reads the calling thread's counters.
     pub fn now() -> ThreadCpu {
-        match getrusage(UsageWho::RUSAGE_THREAD) {
+        // getrusage(RUSAGE_THREAD) cannot fail for the calling thread on Linux 2.6.26+.
+        ThreadCpu::of(UsageWho::RUSAGE_THREAD)
+    }
+
+    /// The counters of this process's children that were waited for, so far
+    /// (`getrusage(RUSAGE_CHILDREN)`): across one child's `wait`, that child's.
+    pub fn children() -> ThreadCpu {
+        ThreadCpu::of(UsageWho::RUSAGE_CHILDREN)
+    }
+
+    fn of(who: UsageWho) -> ThreadCpu {
+        match getrusage(who) {
             Ok(u) => {
                 let secs =
                     |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
@@ -35,7 +46,6 @@ impl ThreadCpu {
                     involuntary: u.involuntary_context_switches(),
                 }
             }
-            // getrusage(RUSAGE_THREAD) cannot fail for the calling thread on Linux 2.6.26+.
             Err(_) => ThreadCpu::default(),
         }
     }

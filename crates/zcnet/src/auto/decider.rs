@@ -383,6 +383,11 @@ impl Decider {
         zero_copy
     }
 
+    /// A sender's auto counters: `d`'s, or none where the sender is not in auto mode.
+    pub(crate) fn counters_of(d: Option<&Decider>) -> AutoCounters {
+        d.map(Decider::counters).unwrap_or_default()
+    }
+
     /// Why it sent each message the way it did: what it counted, and each class's sends and
     /// bytes per way.
     pub(crate) fn counters(&self) -> AutoCounters {

@@ -103,11 +103,7 @@ impl<S: AsFd> FileSender<S> {
     /// What was sent so far.
     pub fn counters(&self) -> Counters {
         Counters {
-            auto: self
-                .auto
-                .as_ref()
-                .map(crate::auto::Decider::counters)
-                .unwrap_or_default(),
+            auto: crate::auto::Decider::counters_of(self.auto.as_ref()),
             ..self.counters
         }
     }

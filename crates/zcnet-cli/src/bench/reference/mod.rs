@@ -26,7 +26,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use netlab::Family;
-use nix::sys::resource::{UsageWho, getrusage};
 
 mod table;
 
@@ -248,7 +247,7 @@ impl Reference {
     /// It could not run, ran past its limit, or exited with a failure (what it said with it).
     fn measured(&self, args: &[String], whole: u64) -> anyhow::Result<Measured> {
         let machine = MachineCpu::now();
-        let before = children_cpu();
+        let before = ThreadCpu::children();
         let start = Instant::now();
         let limit = Duration::from_secs(whole + 10);
         let out = output_of(
@@ -257,7 +256,7 @@ impl Reference {
         )
         .with_context(|| format!("running the reference {}", self.path.display()))?;
         let seconds = start.elapsed().as_secs_f64();
-        let cpu = children_cpu().since(&before);
+        let cpu = ThreadCpu::children().since(&before);
         let machine = MachineCpu::elapsed(machine);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let said = match stderr.trim() {
@@ -470,24 +469,6 @@ fn output_of(cmd: &mut Command, limit: Duration) -> anyhow::Result<std::process:
         stdout: gather(out),
         stderr: gather(err),
     })
-}
-
-/// CPU and context switches of this process's waited-for children so far
-/// (`getrusage(RUSAGE_CHILDREN)`). Benches run one child at a time, so the change across a
-/// `wait` is that child's.
-fn children_cpu() -> ThreadCpu {
-    match getrusage(UsageWho::RUSAGE_CHILDREN) {
-        Ok(u) => {
-            let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
-            ThreadCpu {
-                user_s: secs(u.user_time()),
-                sys_s: secs(u.system_time()),
-                voluntary: u.voluntary_context_switches(),
-                involuntary: u.involuntary_context_switches(),
-            }
-        }
-        Err(_) => ThreadCpu::default(),
-    }
 }
 
 /// The requests and MB of `io_uring_zerocopy_tx`'s last line:
