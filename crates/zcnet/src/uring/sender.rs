@@ -242,8 +242,10 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// At an edge of a learning round a pair uses, what is queued goes to the kernel and what
     /// completed is taken first, so that their cost counts in the round that chose their way:
     /// that submission's error.
-    fn zero_copy(&mut self, buf: &B) -> io::Result<bool> {
-        let len = buf.bytes().len();
+    ///
+    /// Takes the length, not the buffer: a buffer lent to a call that is not inlined goes
+    /// through memory, and is read back from there wider than it was written (issue 51).
+    fn zero_copy(&mut self, len: usize) -> io::Result<bool> {
         if let Some(segment) = self.config.segment {
             segment.check_train(len)?;
         }
@@ -296,7 +298,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// `stall_timeout`, or the ring failed.
     #[inline]
     pub fn send(&mut self, buf: B) -> Result<(), SendError<B>> {
-        let zc = match self.zero_copy(&buf) {
+        let zc = match self.zero_copy(buf.bytes().len()) {
             Ok(zc) => zc,
             Err(error) => {
                 return Err(SendError {
@@ -316,7 +318,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// # Errors
     /// As [`UringSender::send`].
     pub fn send_to(&mut self, buf: B, dest: SocketAddr) -> Result<(), SendError<B>> {
-        let op = match self.zero_copy(&buf) {
+        let op = match self.zero_copy(buf.bytes().len()) {
             Ok(true) => SendOp::SendMsgZc,
             Ok(false) => SendOp::SendMsg,
             Err(error) => {
@@ -522,12 +524,26 @@ struct Collect<'a, B> {
 impl<B> Finish<B> for Collect<'_, B> {
     #[inline(always)]
     fn finish(&mut self, f: Finished<B>) {
+        let (sent, copied) = (f.sent, f.copied);
+        let (failed, memlock) = (f.error.is_some(), f.memlock_fallback);
+        // The buffer goes into its slot first, before the calls below (the decider's) would
+        // have it kept on the stack across them.
+        crate::sys::uring::hot::push_back(
+            self.returned,
+            Returned {
+                buf: f.buf,
+                sent,
+                error: f.error,
+                zero_copy: f.zero_copy,
+                copied,
+            },
+        );
         let c = &mut *self.counters;
         c.returned += 1;
-        c.bytes += f.sent as u64;
-        c.errors += u64::from(f.error.is_some());
-        c.memlock_fallbacks += u64::from(f.memlock_fallback);
-        match f.copied {
+        c.bytes += sent as u64;
+        c.errors += u64::from(failed);
+        c.memlock_fallbacks += u64::from(memlock);
+        match copied {
             Some(true) => {
                 c.copied += 1;
                 if let Some(d) = self.auto {
@@ -536,20 +552,13 @@ impl<B> Finish<B> for Collect<'_, B> {
             }
             Some(false) => {
                 c.not_copied += 1;
-                c.not_copied_bytes += f.sent as u64;
+                c.not_copied_bytes += sent as u64;
                 if let Some(d) = self.auto {
                     d.not_copied();
                 }
             }
             None => {}
         }
-        self.returned.push_back(Returned {
-            buf: f.buf,
-            sent: f.sent,
-            error: f.error,
-            zero_copy: f.zero_copy,
-            copied: f.copied,
-        });
     }
 }
 

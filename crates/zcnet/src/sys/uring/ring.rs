@@ -511,13 +511,14 @@ impl<B: StableBytes> SendRing<B> {
     #[inline]
     fn finish(&mut self, key: u32, out: &mut impl Finish<B>) {
         let k = key as usize;
-        let held = &mut self.held[k];
-        let Some(buf) = held.buf.take() else {
+        if self.held[k].buf.is_none() {
             debug_assert!(false, "a finished request has its buffer");
             return;
-        };
+        }
         self.in_flight -= 1;
-        self.free.push(key);
+        // Before the buffer is taken: a push that may grow would keep it on the stack (`hot`).
+        super::hot::push(&mut self.free, key);
+        let held = &mut self.held[k];
         held.next_generation = held.state.generation.wrapping_add(1);
         let state = &held.state;
         let zero_copy = held.op.zero_copy();
@@ -526,15 +527,19 @@ impl<B: StableBytes> SendRing<B> {
             (None, Some(errno)) => Some(broken_stream(errno)),
             (None, None) => None,
         };
+        let (sent, copy_retry, copied) = (state.sent, state.copy_retry, state.copied);
+        let Some(buf) = held.buf.take() else {
+            unreachable!("checked above");
+        };
         out.finish(Finished {
             // What was really done: a copy retry is not zero-copy.
-            zero_copy: zero_copy && !state.copy_retry,
-            memlock_fallback: state.copy_retry,
-            sent: state.sent,
+            zero_copy: zero_copy && !copy_retry,
+            memlock_fallback: copy_retry,
+            sent,
             error,
             // A notification of the refused zero-copy attempt says nothing about the copy that
             // sent the bytes: no usage report for it.
-            copied: state.copied.filter(|_| !state.copy_retry),
+            copied: copied.filter(|_| !copy_retry),
             buf,
         });
     }
