@@ -4,10 +4,9 @@
 
 //!
 //! `mod.rs`: setup, the opcode probe and the one-shot send the support check uses; `pool.rs`:
-//! the registered-buffer pool; `hot.rs`: pushes of the per-request path; `ring.rs`: the ring whose requests own their buffers (its
+//! the registered-buffer pool; `ring.rs`: the ring whose requests own their buffers (its
 //! completion logic is the pure state machine of `state`).
 
-pub mod hot;
 mod pool;
 mod queue;
 mod register;
