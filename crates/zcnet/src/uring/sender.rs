@@ -243,8 +243,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// completed is taken first, so that their cost counts in the round that chose their way:
     /// that submission's error.
     ///
-    /// Takes the length, not the buffer: a buffer lent to a call that is not inlined goes
-    /// through memory, and is read back from there wider than it was written (issue 51).
+    /// Decided by the buffer's length alone, which is all it takes.
     fn zero_copy(&mut self, len: usize) -> io::Result<bool> {
         if let Some(segment) = self.config.segment {
             segment.check_train(len)?;

@@ -516,14 +516,10 @@ impl<B: StableBytes> SendRing<B> {
             return;
         }
         self.in_flight -= 1;
-        // Before the buffer is taken, and with the growing out of line: a push that may grow is a
-        // call, across which the buffer would be kept on the stack and read back wider than it
-        // was written (a store-forwarding stall per buffer, issue 51).
-        if self.free.len() < self.free.capacity() {
-            self.free.push(key);
-        } else {
-            grow_and_push(&mut self.free, key);
-        }
+        // Before the buffer is taken: a push that may grow is a call, across which a buffer
+        // already taken would be kept on the stack and read back wider than it was written (a
+        // store-forwarding stall per buffer, issue 51).
+        self.free.push(key);
         let held = &mut self.held[k];
         held.next_generation = held.state.generation.wrapping_add(1);
         let state = &held.state;
@@ -549,12 +545,6 @@ impl<B: StableBytes> SendRing<B> {
             buf,
         });
     }
-}
-
-#[cold]
-#[inline(never)]
-fn grow_and_push(v: &mut Vec<u32>, x: u32) {
-    v.push(x);
 }
 
 impl<B: StableBytes> Drop for SendRing<B> {
