@@ -12,7 +12,7 @@ use crate::sys::{self, uring::SendRing};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
 /// Sends owned buffers on a socket through io_uring and gives each back after the kernel is done
@@ -30,6 +30,8 @@ use std::time::{Duration, Instant};
 pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
     ring: Ring<B>,
     socket: S,
+    /// `socket`'s descriptor, open while the sender owns it.
+    fd: RawFd,
     config: Config,
     mode: Mode,
     fallback: Option<String>,
@@ -179,6 +181,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             });
         }
         Ok(UringSender {
+            fd: socket.as_fd().as_raw_fd(),
             fixed,
             auto,
             ring,
@@ -224,9 +227,11 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         self.config.window
     }
 
-    /// The oldest buffer given back and not yet taken.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn pop_returned(&mut self) -> Option<Returned<B>> {
+    /// The oldest buffer given back and not yet taken, without waiting: what a loop that
+    /// sends each buffer again as it comes back takes one at a time ([`UringSender::returned`]
+    /// drains them all).
+    #[inline]
+    pub fn pop_returned(&mut self) -> Option<Returned<B>> {
         self.returned.pop_front()
     }
 
@@ -244,7 +249,17 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// that submission's error.
     ///
     /// Decided by the buffer's length alone, which is all it takes.
+    #[inline(always)]
     fn zero_copy(&mut self, len: usize) -> io::Result<bool> {
+        // A fixed mode without trains, as most are: nothing to look at.
+        if self.config.segment.is_none() && self.mode != Mode::Auto {
+            return Ok(self.mode != Mode::Copy);
+        }
+        self.zero_copy_by(len)
+    }
+
+    /// [`UringSender::zero_copy`] with trains or [`Mode::Auto`](super::Mode::Auto).
+    fn zero_copy_by(&mut self, len: usize) -> io::Result<bool> {
         if let Some(segment) = self.config.segment {
             segment.check_train(len)?;
         }
@@ -361,7 +376,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             report_usage: true,
         };
         self.ring
-            .push(self.socket.as_fd(), buf, req)
+            .push(self.fd, buf, req)
             .map_err(|(buf, error)| SendError {
                 error,
                 sent: 0,
@@ -375,10 +390,16 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     }
 
     /// Waits until the window has room, reaping as completions come.
+    #[inline(always)]
     fn make_room(&mut self) -> io::Result<()> {
         if self.ring.in_flight() < self.config.window {
             return Ok(());
         }
+        self.wait_for_room()
+    }
+
+    /// [`UringSender::make_room`] with the window full.
+    fn wait_for_room(&mut self) -> io::Result<()> {
         // What completed during the last submission is in the ring already: taking it needs no
         // system call (the requests queued since go with the next batch).
         self.collect()?;

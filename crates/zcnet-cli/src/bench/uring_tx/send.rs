@@ -77,19 +77,21 @@ pub(crate) fn cycle_pool<S: zcnet::uring::ExclusiveSocket>(
     let mut failed = None;
     let check_every = CONFIG.batch.max(1) as u64;
     while requests % check_every != 0 || start.elapsed().as_secs_f64() < seconds {
-        let buf = loop {
-            if let Some(b) = spare.pop_front() {
-                break b;
-            }
-            for r in tx.returned() {
-                failed = failed.or(r.error);
-                spare.push_back(r.buf);
-            }
-            // The window is smaller than the pool: with none in hand, some came back already
-            // (the sender collected them while it waited for room). Reaping is for safety only.
-            if spare.is_empty() {
+        // The pool's buffers not sent yet, then each as it came back, taken one by one.
+        let buf = match spare.pop_front() {
+            Some(b) => b,
+            None => loop {
+                if let Some(r) = tx.pop_returned() {
+                    if r.error.is_some() {
+                        failed = failed.or(r.error);
+                    }
+                    break r.buf;
+                }
+                // The window is smaller than the pool: with none in hand, some came back
+                // already (the sender collected them while it waited for room). Reaping is for
+                // safety only.
                 tx.reap().context("io_uring_enter")?;
-            }
+            },
         };
         tx.send(buf)
             .map_err(|e| e.error)

@@ -246,6 +246,10 @@ pub struct Cq {
     tail: *const AtomicU32,
     mask: u32,
     cqes: *const Cqe,
+    /// The head as this side last stored it (only this side writes it).
+    taken: u32,
+    /// The tail as last loaded: the entries before it are posted.
+    seen: u32,
 }
 
 // SAFETY: as for `Sq`: the pointers point into the mapping this value owns, used by one thread
@@ -271,42 +275,44 @@ impl Cq {
                 base.add(p.cq_off.cqes as usize) as *const Cqe,
             )
         };
+        // SAFETY: as above; nothing is consumed yet.
+        let taken = unsafe { (*head).load(Ordering::Relaxed) };
         Ok(Cq {
             head,
             tail,
             mask,
             cqes,
+            taken,
+            seen: taken,
             _ring: map,
         })
     }
 
     /// How many completions there are now (the kernel may post more meanwhile).
     #[inline]
-    pub fn ready(&self) -> u32 {
-        // SAFETY: `head` and `tail` point at the ring's u32 head and tail (see `map`); only this
-        // ring's one user writes the head, the kernel writes the tail (the acquire load makes
-        // the entries before it visible).
-        unsafe {
-            (*self.tail)
-                .load(Ordering::Acquire)
-                .wrapping_sub((*self.head).load(Ordering::Relaxed))
-        }
+    pub fn ready(&mut self) -> u32 {
+        // SAFETY: `tail` points at the ring's u32 tail (see `map`), which the kernel writes (the
+        // acquire load makes the entries before it visible).
+        self.seen = unsafe { (*self.tail).load(Ordering::Acquire) };
+        self.seen.wrapping_sub(self.taken)
     }
 
     /// The oldest completion, consumed (its entry given back to the kernel); `None` when there
-    /// is none.
+    /// is none. The tail is loaded again only when the entries it showed last are all taken.
     #[inline]
     pub fn pop(&mut self) -> Option<Cqe> {
-        if self.ready() == 0 {
+        if self.taken == self.seen && self.ready() == 0 {
             return None;
         }
-        // SAFETY: as in `ready`; the entry at `head & mask` was posted (`ready` saw the tail
-        // past it, with acquire) and is the kernel's to overwrite only after the release store
-        // of the head.
+        let head = self.taken;
+        self.taken = head.wrapping_add(1);
+        // SAFETY: `head` points at the ring's u32 head, which only this side writes (`taken`
+        // is its value). The entry at `head & mask` was posted (an acquire load of the tail
+        // saw past it) and is the kernel's to overwrite only after the release store of the
+        // head.
         unsafe {
-            let head = (*self.head).load(Ordering::Relaxed);
             let cqe = self.cqes.add((head & self.mask) as usize).read();
-            (*self.head).store(head.wrapping_add(1), Ordering::Release);
+            (*self.head).store(self.taken, Ordering::Release);
             Some(cqe)
         }
     }

@@ -159,7 +159,6 @@ pub(super) fn fill<B>(
     link: bool,
 ) {
     let (ptr, len) = held.rest();
-    let fixed_file = file == Some(held.fd);
     let mut zc_flags = 0;
     if held.report_usage && !usage_refused && !held.state.usage_retry {
         zc_flags |= abi::IORING_SEND_ZC_REPORT_USAGE;
@@ -170,15 +169,20 @@ pub(super) fn fill<B>(
         (SendOp::SendMsgZc, true) => SendOp::SendMsg,
         (op, _) => op,
     };
+    let user_data = u64::from(key) | u64::from(held.state.generation) << 32;
     let (opcode, ioprio, addr, len) = match op {
-        SendOp::Send => (abi::IORING_OP_SEND, 0, ptr as u64, len),
-        SendOp::SendZc => {
-            let fixed = if held.fixed {
-                abi::IORING_RECVSEND_FIXED_BUF
-            } else {
-                0
+        SendOp::Send | SendOp::SendZc => {
+            let send = PlainSend {
+                zero_copy: op == SendOp::SendZc,
+                fixed_buf: held.fixed,
+                zc_flags,
+                fd: held.fd,
+                ptr,
+                len,
+                msg_flags: held.flags,
+                user_data,
             };
-            (abi::IORING_OP_SEND_ZC, zc_flags | fixed, ptr as u64, len)
+            return fill_send(sqe, send, file, link);
         }
         SendOp::SendMsg | SendOp::SendMsgZc => {
             let msg = held
@@ -199,18 +203,87 @@ pub(super) fn fill<B>(
             }
         }
     };
+    write(
+        sqe, opcode, ioprio, held.fd, file, addr, len, held.flags, user_data, link,
+    );
+}
+
+/// A `SEND` or `SEND_ZC` of bytes at `ptr`, as [`fill`] writes it: what [`SendRing::push`]
+/// writes straight from the request for its first submission, without reading it back from the
+/// slot.
+///
+/// [`SendRing::push`]: super::ring::SendRing::push
+#[derive(Clone, Copy)]
+pub(super) struct PlainSend {
+    pub(super) zero_copy: bool,
+    /// `IORING_RECVSEND_FIXED_BUF` (zero copy only).
+    pub(super) fixed_buf: bool,
+    /// `IORING_SEND_ZC_REPORT_USAGE` or nothing (zero copy only).
+    pub(super) zc_flags: u16,
+    pub(super) fd: RawFd,
+    pub(super) ptr: *const u8,
+    pub(super) len: u32,
+    pub(super) msg_flags: i32,
+    pub(super) user_data: u64,
+}
+
+/// Writes `send`'s SQE (see [`PlainSend`]); the socket registered as `file` is fixed file 0.
+#[inline(always)]
+pub(super) fn fill_send(sqe: &mut Sqe, send: PlainSend, file: Option<RawFd>, link: bool) {
+    let (opcode, ioprio) = match send.zero_copy {
+        false => (abi::IORING_OP_SEND, 0),
+        true => {
+            let fixed = if send.fixed_buf {
+                abi::IORING_RECVSEND_FIXED_BUF
+            } else {
+                0
+            };
+            (abi::IORING_OP_SEND_ZC, send.zc_flags | fixed)
+        }
+    };
+    let (addr, len) = (send.ptr as u64, send.len);
+    write(
+        sqe,
+        opcode,
+        ioprio,
+        send.fd,
+        file,
+        addr,
+        len,
+        send.msg_flags,
+        send.user_data,
+        link,
+    );
+}
+
+/// Every member of a send's SQE.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn write(
+    sqe: &mut Sqe,
+    opcode: u8,
+    ioprio: u16,
+    fd: RawFd,
+    file: Option<RawFd>,
+    addr: u64,
+    len: u32,
+    msg_flags: i32,
+    user_data: u64,
+    link: bool,
+) {
+    let fixed_file = file == Some(fd);
     // Member by member, into the queue: a whole `Sqe` made first and then copied in would be
     // read back while its stores are still in flight (see `queue`).
     sqe.opcode = opcode;
     sqe.flags = if fixed_file { abi::IOSQE_FIXED_FILE } else { 0 }
         | if link { abi::IOSQE_IO_LINK } else { 0 };
     sqe.ioprio = ioprio;
-    sqe.fd = if fixed_file { 0 } else { held.fd };
+    sqe.fd = if fixed_file { 0 } else { fd };
     sqe.off = 0;
     sqe.addr = addr;
     sqe.len = len;
-    sqe.op_flags = held.flags as u32;
-    sqe.user_data = u64::from(key) | u64::from(held.state.generation) << 32;
+    sqe.op_flags = msg_flags as u32;
+    sqe.user_data = user_data;
     // Registered buffer 0 (the pool), read only with IORING_RECVSEND_FIXED_BUF.
     sqe.buf_index = 0;
     sqe.personality = 0;

@@ -12,7 +12,7 @@ use super::super::abi;
 use super::super::stable::StableBytes;
 use super::queue::{Cq, Sq};
 pub use super::request::{Finish, Finished, SendOp, SendRequest};
-use super::request::{Held, MsgStorage, broken_stream, fill};
+use super::request::{Held, MsgStorage, PlainSend, broken_stream, fill, fill_send};
 use super::state::{Order, Request, State, Step};
 use super::{OpcodeSupport, Setup, Slab, probe_opcodes};
 
@@ -190,18 +190,15 @@ impl<B: StableBytes> SendRing<B> {
         self.usage_refused
     }
 
-    /// Queues a send of `buf` on `fd`; submitted by the next [`SendRing::submit`] or
+    /// Queues a send of `buf` on `fd` (a socket the caller keeps open while the request is in
+    /// flight: a raw descriptor, as the SQE carries it); submitted by the next [`SendRing::submit`] or
     /// [`SendRing::wait`] (or now, when the submission queue is full).
     ///
     /// # Errors
     /// The buffer comes back with `InvalidInput` for a fixed send outside the registered pool or
     /// a buffer over 4 GiB, or with the error of a submission that failed.
-    pub fn push(
-        &mut self,
-        fd: BorrowedFd<'_>,
-        buf: B,
-        req: SendRequest,
-    ) -> Result<(), (B, io::Error)> {
+    #[inline(always)]
+    pub fn push(&mut self, fd: RawFd, buf: B, req: SendRequest) -> Result<(), (B, io::Error)> {
         let bytes = buf.stable_bytes();
         let (at, len) = (bytes.as_ptr(), bytes.len());
         if len > u32::MAX as usize {
@@ -244,8 +241,8 @@ impl<B: StableBytes> SendRing<B> {
         held.fixed = req.fixed;
         held.flags = req.flags;
         held.report_usage = req.report_usage;
-        held.fd = fd.as_raw_fd();
-        held.state = State::new(held.next_generation);
+        held.fd = fd;
+        held.state.reset(held.next_generation);
         if matches!(req.op, SendOp::SendMsg | SendOp::SendMsgZc) {
             let msg = held.msg.get_or_insert_with(|| {
                 // SAFETY: all-zero is a valid msghdr, iovec and sockaddr_storage.
@@ -264,6 +261,7 @@ impl<B: StableBytes> SendRing<B> {
                 }
             }
         }
+        let generation = held.state.generation;
         held.buf = Some(buf);
         self.in_flight += 1;
         if let Some(order) = &mut self.order {
@@ -271,7 +269,36 @@ impl<B: StableBytes> SendRing<B> {
             order.push(key);
             return Ok(());
         }
-        if let Err(e) = self.push_request(key) {
+        let queued = match req.op {
+            // The first submission of a plain send, written from the request as it is at hand
+            // (what `fill` would read back from the slot).
+            SendOp::Send | SendOp::SendZc => {
+                let report_usage = req.report_usage && !self.usage_refused;
+                let send = PlainSend {
+                    zero_copy: req.op == SendOp::SendZc,
+                    fixed_buf: req.fixed,
+                    zc_flags: if report_usage {
+                        abi::IORING_SEND_ZC_REPORT_USAGE
+                    } else {
+                        0
+                    },
+                    fd,
+                    ptr: at,
+                    len: len as u32,
+                    msg_flags: req.flags,
+                    user_data: u64::from(key) | u64::from(generation) << 32,
+                };
+                let file = self.file;
+                // SAFETY: as in `queue_sqe`: the buffer is the slot's, held until its request's
+                // last CQE (leaked if the ring goes first).
+                unsafe { self.sq.push(|sqe| fill_send(sqe, send, file, false)) }
+            }
+            _ => self.queue_sqe(key, false),
+        };
+        if queued {
+            return Ok(());
+        }
+        if let Err(e) = self.push_when_full(key) {
             let buf = self.held[k].buf.take().expect("just stored");
             self.free.push(key);
             self.in_flight -= 1;
@@ -421,6 +448,30 @@ impl<B: StableBytes> SendRing<B> {
         for _ in 0..self.cq.ready() {
             let Some(c) = self.cq.pop() else { break };
             let (key, generation) = (c.user_data as u32, (c.user_data >> 32) as u32);
+            // A whole result or its notification, as nearly every CQE is: decided here. A
+            // stream's results go the general way, which tells its order.
+            if (self.order.is_none() || c.flags & abi::IORING_CQE_F_NOTIF != 0)
+                && let Some(held) = self.held.get_mut(key as usize)
+                && held.buf.is_some()
+            {
+                let req = Request {
+                    len: held.len as usize,
+                    zero_copy: held.op.zero_copy(),
+                    report_usage: held.report_usage,
+                    linked: self.order.is_some(),
+                };
+                match held
+                    .state
+                    .on_cqe_common(req, generation, c.res, c.flags, self.usage_refused)
+                {
+                    Some(Step::Done) => {
+                        self.finish_inline(key, out);
+                        continue;
+                    }
+                    Some(_) => continue,
+                    None => {}
+                }
+            }
             if let Err(e) = self.on_cqe(key, generation, c.res, c.flags, out) {
                 result = result.and(Err(e));
             }
@@ -508,19 +559,22 @@ impl<B: StableBytes> SendRing<B> {
     }
 
     /// Hands back the buffer of a request whose every CQE was seen.
-    #[inline]
     fn finish(&mut self, key: u32, out: &mut impl Finish<B>) {
-        let k = key as usize;
-        if self.held[k].buf.is_none() {
+        self.finish_inline(key, out);
+    }
+
+    /// [`SendRing::finish`], inlined where nearly every buffer finishes.
+    #[inline(always)]
+    fn finish_inline(&mut self, key: u32, out: &mut impl Finish<B>) {
+        let Some(held) = self.held.get_mut(key as usize).filter(|h| h.buf.is_some()) else {
             debug_assert!(false, "a finished request has its buffer");
             return;
-        }
+        };
         self.in_flight -= 1;
         // Before the buffer is taken: a push that may grow is a call, across which a buffer
         // already taken would be kept on the stack and read back wider than it was written (a
         // store-forwarding stall per buffer, issue 51).
         self.free.push(key);
-        let held = &mut self.held[k];
         held.next_generation = held.state.generation.wrapping_add(1);
         let state = &held.state;
         let zero_copy = held.op.zero_copy();
@@ -570,7 +624,7 @@ mod tests {
 
     use super::*;
     use std::net::UdpSocket;
-    use std::os::fd::AsFd;
+    use std::os::fd::AsRawFd;
 
     const RESULT_MORE: u32 = abi::IORING_CQE_F_MORE;
     const NOTIF: u32 = abi::IORING_CQE_F_NOTIF;
@@ -596,7 +650,7 @@ mod tests {
                 flags: 0,
                 report_usage: true,
             };
-            ring.push(sock.as_fd(), vec![i as u8; 1000], req)
+            ring.push(sock.as_raw_fd(), vec![i as u8; 1000], req)
                 .map_err(|(_, e)| e)
                 .unwrap();
         }

@@ -107,6 +107,67 @@ impl State {
         }
     }
 
+    /// Makes this the state of a new request about to be submitted as generation `generation`,
+    /// as [`State::new`] would, in place: the list of owed notifications keeps its allocation.
+    #[inline(always)]
+    pub fn reset(&mut self, generation: u32) {
+        self.owed_old.clear();
+        self.sent = 0;
+        self.generation = generation;
+        self.result_due = true;
+        self.owed = false;
+        self.early = None;
+        self.error = None;
+        self.copied = None;
+        self.usage_retry = false;
+        self.copy_retry = false;
+        self.abandoned = None;
+    }
+
+    /// The two CQEs nearly every request gets, decided without the general machine: its
+    /// current submission's result when it completes the buffer (announcing a notification
+    /// with `F_MORE`, or ending a copy), and the notification so announced. `None` for every
+    /// other CQE, which [`State::on_cqe`] decides; where this answers, the step and the state
+    /// after it are `on_cqe`'s (held to that by a proptest below). `usage_refused` is only
+    /// read: a request that could learn it (sent again without usage reports) goes the
+    /// general way.
+    #[inline(always)]
+    pub fn on_cqe_common(
+        &mut self,
+        req: Request,
+        generation: u32,
+        res: i32,
+        flags: u32,
+        usage_refused: bool,
+    ) -> Option<Step> {
+        if generation != self.generation || !self.owed_old.is_empty() {
+            return None;
+        }
+        if flags & abi::IORING_CQE_F_NOTIF != 0 {
+            // `owed` is set only with the result in (and no early notification): the request
+            // is settled once its notification is.
+            if !self.owed {
+                return None;
+            }
+            self.owed = false;
+            let copied = res as u32 & abi::IORING_NOTIF_USAGE_ZC_COPIED != 0;
+            self.notified(req, copied, usage_refused);
+            return Some(Step::Done);
+        }
+        if !self.result_due
+            || self.early.is_some()
+            || self.usage_retry
+            || res <= 0
+            || self.sent + (res as usize) < req.len
+        {
+            return None;
+        }
+        self.result_due = false;
+        self.sent += res as usize;
+        self.owed = flags & abi::IORING_CQE_F_MORE != 0;
+        Some(if self.owed { Step::Wait } else { Step::Done })
+    }
+
     /// Gives up the send that is due (never submitted, or a resubmission that will not be made)
     /// because an earlier request of the stream failed with `errno`; the buffer is free once the
     /// notifications already announced have come.
@@ -140,6 +201,7 @@ impl State {
         }
     }
 
+    #[inline(always)]
     fn notified(&mut self, req: Request, copied: bool, usage_refused: bool) {
         if req.report_usage && !usage_refused {
             self.copied = Some(self.copied.unwrap_or(false) | copied);
@@ -195,7 +257,7 @@ impl State {
             // Kernels before 6.2 refuse IORING_SEND_ZC_REPORT_USAGE: send again without it.
             self.usage_retry = true;
             true
-        } else if matches!(-res, libc::ENOMEM | libc::ENOBUFS)
+        } else if (res == -libc::ENOMEM || res == -libc::ENOBUFS)
             && req.zero_copy
             && !self.copy_retry
             && self.sent == 0
@@ -204,7 +266,9 @@ impl State {
             self.copy_retry = true;
             true
         } else if res < 0 {
-            self.error.get_or_insert(-res);
+            // `wrapping_neg`: a result of `i32::MIN` (no errno, but not a count either) must not
+            // panic the completion path.
+            self.error.get_or_insert(res.wrapping_neg());
             false
         } else {
             self.sent += res as usize;
@@ -489,6 +553,85 @@ mod tests {
         ]);
         assert_eq!(steps, [Step::Wait, Step::Wait, Step::Wait, Step::Done]);
         assert_eq!(s.sent, 1000);
+    }
+
+    /// A CQE for the proptest below: its submission (of the few a request has), result and
+    /// flags, drawn so that the common cases and their near misses both come up.
+    fn cqe() -> impl proptest::strategy::Strategy<Value = (u32, i32, u32)> {
+        use proptest::prelude::*;
+        let res = prop_oneof![
+            4 => Just(1000),
+            2 => 0i32..1200,
+            1 => Just(-libc::ECANCELED),
+            1 => Just(-libc::EINVAL),
+            1 => Just(-libc::ENOBUFS),
+            1 => Just(-libc::EPIPE),
+            1 => Just(abi::IORING_NOTIF_USAGE_ZC_COPIED as i32),
+        ];
+        let flags = prop_oneof![Just(0), Just(MORE), Just(NOTIF)];
+        (0u32..3, res, flags)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+
+        /// Wherever the common path answers, it answers as the general machine does: the same
+        /// step and the same state after it, and the ring's usage knowledge untouched. And a
+        /// state reset in place is a new one, whatever came before.
+        #[test]
+        fn the_common_path_decides_as_the_general_machine(
+            zero_copy in proptest::prelude::any::<bool>(),
+            report_usage in proptest::prelude::any::<bool>(),
+            linked in proptest::prelude::any::<bool>(),
+            refused in proptest::prelude::any::<bool>(),
+            cqes in proptest::collection::vec(cqe(), 1..12),
+        ) {
+            use proptest::prop_assert_eq;
+            let req = Request { len: 1000, zero_copy, report_usage, linked };
+            let mut s = State::new(0);
+            let mut usage_refused = refused;
+            for (generation, res, flags) in cqes {
+                let mut common = s.clone();
+                let known = usage_refused;
+                let got = common.on_cqe_common(req, generation, res, flags, known);
+                let step = s.on_cqe(req, generation, res, flags, &mut usage_refused);
+                if let Some(got) = got {
+                    prop_assert_eq!(got, step);
+                    prop_assert_eq!(&common, &s);
+                    prop_assert_eq!(known, usage_refused);
+                }
+            }
+            let mut reset = s.clone();
+            reset.reset(5);
+            prop_assert_eq!(reset, State::new(5));
+        }
+    }
+
+    #[test]
+    fn the_common_path_takes_the_usual_pair_and_leaves_the_rest() {
+        let mut refused = false;
+        // Result then notification: both on the common path.
+        let mut s = State::new(0);
+        assert_eq!(s.on_cqe_common(ZC, 0, 1000, MORE, false), Some(Step::Wait));
+        assert_eq!(s.on_cqe_common(ZC, 0, 0, NOTIF, false), Some(Step::Done));
+        assert_eq!((s.sent, s.copied), (1000, Some(false)));
+        // A copy's whole result ends it.
+        let copy = Request {
+            zero_copy: false,
+            ..ZC
+        };
+        let mut s = State::new(0);
+        assert_eq!(s.on_cqe_common(copy, 0, 1000, 0, false), Some(Step::Done));
+        // A short result, an error, an early notification, another generation: the general way.
+        let mut s = State::new(0);
+        assert_eq!(s.on_cqe_common(ZC, 0, 400, MORE, false), None);
+        assert_eq!(s.on_cqe_common(ZC, 0, -libc::EPIPE, MORE, false), None);
+        assert_eq!(s.on_cqe_common(ZC, 0, 0, NOTIF, false), None);
+        assert_eq!(s.on_cqe_common(ZC, 1, 1000, MORE, false), None);
+        assert_eq!(s, State::new(0));
+        // After a resubmission the old notification is owed: the general way until it came.
+        assert_eq!(s.on_cqe(ZC, 0, 400, MORE, &mut refused), Step::Resubmit);
+        assert_eq!(s.on_cqe_common(ZC, 1, 600, MORE, false), None);
     }
 }
 
