@@ -42,7 +42,9 @@ pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
     /// Zero-copy sends use the registered pool.
     fixed: bool,
     /// [`Mode::Auto`](super::Mode::Auto)'s decisions.
-    auto: Option<Decider>,
+    /// Boxed: its tables are kilobytes, and the fields every send reads stay close together
+    /// without them.
+    auto: Option<Box<Decider>>,
     /// When a stalled wait for completions kicks the kernel's deferred frees.
     kick: crate::loan::DeferredKick,
     /// The socket's place among the sockets senders of this process hold.
@@ -131,11 +133,11 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             },
         };
         let mut auto = (mode == Mode::Auto).then(|| {
-            Decider::new(Choice::for_socket(
+            Box::new(Decider::new(Choice::for_socket(
                 SendPath::UringZc,
                 &socket,
                 config.segment,
-            ))
+            )))
         });
         let mut fixed = mode == Mode::ZeroCopyFixed;
         if let Some(pool) = pool {
@@ -146,7 +148,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             {
                 fixed = true;
                 // The route and its device as found above, for the registered path.
-                auto = auto.map(|d| Decider::new(d.choice().for_path(SendPath::UringZcFixed)));
+                auto = auto.map(|d| Box::new(Decider::new(d.choice().for_path(SendPath::UringZcFixed))));
             }
             if mode == Mode::ZeroCopyFixed {
                 let registered = memlock_check(pool.region_len() as u64).and_then(|()| {
@@ -212,7 +214,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// In [`Mode::Auto`](super::Mode::Auto): the path, route and prior threshold, the profile they came from, and
     /// what each size class learned (built when asked: keep it off the path of every send).
     pub fn auto_choice(&self) -> Option<Choice> {
-        self.auto.as_ref().map(Decider::choice)
+        self.auto.as_deref().map(Decider::choice)
     }
 
     /// Signals `fd`, an eventfd, at every completion (`IORING_REGISTER_EVENTFD`).
@@ -287,7 +289,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// What was done so far.
     pub fn counters(&self) -> Counters {
         Counters {
-            auto: crate::auto::Decider::counters_of(self.auto.as_ref()),
+            auto: crate::auto::Decider::counters_of(self.auto.as_deref()),
             ..self.counters
         }
     }
@@ -537,7 +539,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
 /// its notification said, and queues it for [`UringSender::returned`].
 struct Collect<'a, B> {
     counters: &'a mut Counters,
-    auto: &'a mut Option<Decider>,
+    auto: &'a mut Option<Box<Decider>>,
     returned: &'a mut VecDeque<Returned<B>>,
 }
 
