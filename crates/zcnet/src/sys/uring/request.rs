@@ -101,28 +101,33 @@ unsafe impl Send for MsgStorage {}
 /// Everything a request needs lies here, together: between two batches the kernel's work on the
 /// sends evicts the sender's memory from the nearest caches, and each place a request's state
 /// is spread over costs a miss per request.
+#[repr(C, align(64))]
 pub(super) struct Held<B> {
     /// The buffer; `None` when the slot is free.
     pub(super) buf: Option<B>,
+    /// Its length (at most `u32::MAX`, checked at push).
+    pub(super) len: u32,
+    pub(super) op: SendOp,
+    pub(super) fixed: bool,
+    pub(super) report_usage: bool,
+    /// Which CQEs are still due (the pure state machine of `state`). With the three fields
+    /// above and a buffer of up to three words (a pool's, a `Vec`, a slice), what a CQE of the
+    /// common case reads lies in the slot's first cache line (slots are line-aligned): the
+    /// kernel's work between two batches evicts the sender's lines, and each one a CQE touches
+    /// costs a miss.
+    pub(super) state: State,
     /// `buf`'s bytes as `stable_bytes` gave them at push, which stay where they are while the
     /// buffer lives ([`StableBytes`]): building a request reads them here instead of through
     /// the buffer. Meaningful while `buf` is `Some`.
     pub(super) at: *const u8,
-    /// Their length (at most `u32::MAX`, checked at push).
-    pub(super) len: u32,
     /// The generation the slot's next submission gets (see [`State`]): a CQE names its
     /// submission as `key | generation << 32` in `user_data`, so that a late CQE of an earlier
     /// submission (or of the slot's previous buffer) is never taken for the current one's.
     pub(super) next_generation: u32,
-    pub(super) op: SendOp,
-    pub(super) fixed: bool,
     pub(super) flags: i32,
-    pub(super) report_usage: bool,
     pub(super) fd: RawFd,
     /// For the `SendMsg` ops: the header, its `iovec` and the destination, written at push.
     pub(super) msg: Option<Box<MsgStorage>>,
-    /// Which CQEs are still due (the pure state machine of `state`).
-    pub(super) state: State,
 }
 
 // SAFETY: `at` points into `buf`'s bytes, owned by this same slot (and `msg`'s pointers into its

@@ -61,33 +61,87 @@ pub(crate) struct Request {
 /// it would stand in for that submission's own notification, and the buffer would come back
 /// while the kernel still held its pages. A cancelled request never ran, so the kernel never
 /// read its buffer; its stray notification is ignored.
+///
+/// Laid out (`repr(C)`) with what every CQE reads first, in 32 bytes: with the slot's buffer and
+/// length before it, one cache line of the slot is all a CQE of the common case touches
+/// ([`super::request::Held`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub(crate) struct State {
-    /// Bytes the kernel accepted so far.
-    pub sent: usize,
     /// The generation of the current submission.
     pub generation: u32,
     /// Whether the current submission's result CQE is still to come.
     result_due: bool,
     /// The current submission's result announced a notification (`F_MORE`) not yet seen.
     owed: bool,
-    /// The current submission's notification came before its result: what it said (copied).
-    early: Option<bool>,
-    /// Earlier submissions (cut short, sent again) whose announced notifications are still to
-    /// come.
-    owed_old: Vec<u32>,
-    /// The first error (a positive errno).
-    pub error: Option<i32>,
-    /// What the notifications said about copying (`None`: no report).
-    pub copied: Option<bool>,
     /// Sent again without `REPORT_USAGE` after the kernel refused it.
     pub usage_retry: bool,
     /// Sent again by copy after the kernel refused to pin its pages (`ENOMEM`/`ENOBUFS`).
     pub copy_retry: bool,
+    /// The current submission's notification came before its result: what it said (copied).
+    early: Option<bool>,
+    /// What the notifications said about copying (`None`: no report).
+    pub copied: Option<bool>,
+    /// Bytes the kernel accepted so far.
+    pub sent: usize,
+    /// Earlier submissions (cut short, sent again) whose announced notifications are still to
+    /// come.
+    owed_old: Owed,
+    /// The first error (a positive errno).
+    pub error: Option<i32>,
     /// Not sent (or not all of it) because an earlier request of its stream failed: that
     /// request's errno.
     pub abandoned: Option<i32>,
 }
+
+/// The generations of a request's earlier submissions whose announced notifications are still
+/// to come: none nearly always (a stream send cut short with a notification announced adds
+/// one), so kept out of line, one word in the state.
+#[derive(Clone, Debug, Default)]
+struct Owed(Option<Box<Vec<u32>>>);
+
+impl Owed {
+    fn as_slice(&self) -> &[u32] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+
+    #[inline(always)]
+    fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|v| v.is_empty())
+    }
+
+    fn push(&mut self, generation: u32) {
+        self.0.get_or_insert_default().push(generation);
+    }
+
+    /// Takes `generation` off the list; whether it was on it.
+    fn take(&mut self, generation: u32) -> bool {
+        let Some(v) = &mut self.0 else { return false };
+        match v.iter().position(|&g| g == generation) {
+            Some(i) => {
+                v.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Empties the list, keeping its allocation.
+    #[inline(always)]
+    fn clear(&mut self) {
+        if let Some(v) = &mut self.0 {
+            v.clear();
+        }
+    }
+}
+
+impl PartialEq for Owed {
+    fn eq(&self, other: &Owed) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Owed {}
 
 impl State {
     /// A request about to be submitted as generation `generation`: one result CQE due.
@@ -98,7 +152,7 @@ impl State {
             result_due: true,
             owed: false,
             early: None,
-            owed_old: Vec::new(),
+            owed_old: Owed::default(),
             error: None,
             copied: None,
             usage_retry: false,
@@ -226,8 +280,7 @@ impl State {
             } else if generation == self.generation && self.result_due && self.early.is_none() {
                 // Before its result: the result says whether it was announced.
                 self.early = Some(copied);
-            } else if let Some(i) = self.owed_old.iter().position(|&g| g == generation) {
-                self.owed_old.swap_remove(i);
+            } else if self.owed_old.take(generation) {
                 self.notified(req, copied, *usage_refused);
             }
             // Else a notification nothing announced (a cancelled request's): ignored.
