@@ -148,7 +148,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             {
                 fixed = true;
                 // The route and its device as found above, for the registered path.
-                auto = auto.map(|d| Box::new(Decider::new(d.choice().for_path(SendPath::UringZcFixed))));
+                auto = auto
+                    .map(|d| Box::new(Decider::new(d.choice().for_path(SendPath::UringZcFixed))));
             }
             if mode == Mode::ZeroCopyFixed {
                 let registered = memlock_check(pool.region_len() as u64).and_then(|()| {

@@ -80,7 +80,7 @@ impl Slab {
         let index = self.inner.free().pop_front()?;
         Some(Slot {
             pool: self.inner.clone(),
-            index,
+            start: self.inner.map.addr() + index as usize * self.inner.buf_size,
             len: self.inner.buf_size,
         })
     }
@@ -97,14 +97,17 @@ impl SlabInner {
 #[derive(Debug)]
 pub struct Slot {
     pool: Arc<SlabInner>,
-    index: u32,
+    /// Where its bytes start, computed once: the bytes of a buffer are read at every send, and
+    /// reaching them through the pool's shared record costs a cache miss a send once the
+    /// kernel's work between two batches has evicted it.
+    start: usize,
     len: usize,
 }
 
 impl Slot {
     /// Its index in the pool.
     pub fn index(&self) -> usize {
-        self.index as usize
+        (self.start - self.pool.map.addr()) / self.pool.buf_size
     }
 
     /// The buffer size of its pool.
@@ -122,7 +125,7 @@ impl Slot {
     }
 
     fn start(&self) -> *mut u8 {
-        (self.pool.map.addr() + self.index as usize * self.pool.buf_size) as *mut u8
+        self.start as *mut u8
     }
 }
 
@@ -146,6 +149,7 @@ impl std::ops::DerefMut for Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.pool.free().push_back(self.index);
+        let index = self.index() as u32;
+        self.pool.free().push_back(index);
     }
 }

@@ -42,6 +42,9 @@ pub struct SendRing<B: StableBytes> {
     pub(super) in_flight: usize,
     /// The registered pool; declared after `ring`, `sq` and `cq` so that it drops after them.
     pub(super) registered: Option<Slab>,
+    /// Its region (start, length), kept here: every fixed send is checked against it, and the
+    /// pool's shared record would be a cache miss a send.
+    pub(super) region: (usize, usize),
     pub(super) usage_refused: bool,
     /// What the set-up asked for, and what the kernel granted so far.
     pub(super) want: Setup,
@@ -106,6 +109,7 @@ impl<B: StableBytes> SendRing<B> {
                         free: Vec::new(),
                         in_flight: 0,
                         registered: None,
+                        region: (0, 0),
                         usage_refused: false,
                         want,
                         granted: Setup {
@@ -176,6 +180,7 @@ impl<B: StableBytes> SendRing<B> {
         // and keeps the pages pinned until then).
         unsafe { self.ring.submitter().register_buffers(&[iov])? };
         self.registered = Some(pool.clone());
+        self.region = pool.region();
         Ok(())
     }
 
@@ -308,11 +313,10 @@ impl<B: StableBytes> SendRing<B> {
     }
 
     fn in_registered(&self, at: *const u8, len: usize) -> bool {
-        self.registered.as_ref().is_some_and(|p| {
-            let (start, size) = p.region();
-            let at = at as usize;
-            at >= start && at + len <= start + size
-        })
+        // With no pool registered the region is empty, and holds no buffer.
+        let (start, size) = self.region;
+        let at = at as usize;
+        size > 0 && at >= start && at + len <= start + size
     }
 
     /// Queues the request of slot `key` (which holds a buffer): its SQE, for the unsent rest of
