@@ -125,6 +125,29 @@ pub struct Sqe {
 
 const _: () = assert!(size_of::<Sqe>() == 64);
 
+#[cfg(test)]
+impl Sqe {
+    /// Every member, named, for comparing two entries.
+    pub fn fields(&self) -> [(&'static str, u64); 14] {
+        [
+            ("opcode", u64::from(self.opcode)),
+            ("flags", u64::from(self.flags)),
+            ("ioprio", u64::from(self.ioprio)),
+            ("fd", self.fd as u64),
+            ("off", self.off),
+            ("addr", self.addr),
+            ("len", u64::from(self.len)),
+            ("op_flags", u64::from(self.op_flags)),
+            ("user_data", self.user_data),
+            ("buf_index", u64::from(self.buf_index)),
+            ("personality", u64::from(self.personality)),
+            ("file_index", self.file_index as u64),
+            ("addr3", self.addr3),
+            ("pad", self.pad),
+        ]
+    }
+}
+
 /// The submission queue, mapped a second time for in-place writes.
 pub struct Sq {
     /// The ring's head, tail and index array (the first part of the SQ ring mapping).
@@ -213,6 +236,15 @@ impl Sq {
             (*self.tail).store(tail.wrapping_add(1), Ordering::Release);
         }
         true
+    }
+
+    /// Queued entry `i` (counted from the ring's start), as written.
+    #[cfg(test)]
+    pub fn entry(&self, i: u32) -> &Sqe {
+        assert!(i < self.entries, "an entry of the queue");
+        // SAFETY: `i & mask` indexes one of the `entries` SQEs of the mapping; a test reads it
+        // while nothing is submitted, so the kernel does not write it meanwhile.
+        unsafe { &*self.sqes.add((i & self.mask) as usize) }
     }
 
     /// Entries queued and not yet consumed by the kernel.

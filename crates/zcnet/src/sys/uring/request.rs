@@ -393,25 +393,7 @@ mod tests {
             let mut got: Sqe = unsafe { std::mem::zeroed() };
             h.state.generation = 3;
             fill(&mut got, &mut h, file, false, key, false);
-            let fields = |q: &Sqe| {
-                [
-                    ("opcode", u64::from(q.opcode)),
-                    ("flags", u64::from(q.flags)),
-                    ("ioprio", u64::from(q.ioprio)),
-                    ("fd", q.fd as u64),
-                    ("off", q.off),
-                    ("addr", q.addr),
-                    ("len", u64::from(q.len)),
-                    ("op_flags", u64::from(q.op_flags)),
-                    ("user_data", q.user_data),
-                    ("buf_index", u64::from(q.buf_index)),
-                    ("personality", u64::from(q.personality)),
-                    ("file_index", q.file_index as u64),
-                    ("addr3", q.addr3),
-                    ("pad", q.pad),
-                ]
-            };
-            for ((name, a), (_, b)) in fields(&got).into_iter().zip(fields(&want)) {
+            for ((name, a), (_, b)) in got.fields().into_iter().zip(want.fields()) {
                 assert_eq!(
                     a, b,
                     "{what}: field {name}: fill wrote {a:#x}, the crate {b:#x}"

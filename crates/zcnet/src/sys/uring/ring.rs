@@ -196,8 +196,8 @@ impl<B: StableBytes> SendRing<B> {
     }
 
     /// Queues a send of `buf` on `fd` (a socket the caller keeps open while the request is in
-    /// flight: a raw descriptor, as the SQE carries it); submitted by the next [`SendRing::submit`] or
-    /// [`SendRing::wait`] (or now, when the submission queue is full).
+    /// flight: a raw descriptor, as the SQE carries it); submitted by the next
+    /// [`SendRing::submit`] or [`SendRing::wait`] (or now, when the submission queue is full).
     ///
     /// # Errors
     /// The buffer comes back with `InvalidInput` for a fixed send outside the registered pool or
@@ -626,6 +626,7 @@ mod tests {
     //! The completion state machine on fabricated CQEs: requests are queued but never submitted,
     //! so the kernel never sees them and only the CQEs below exist.
 
+    use super::super::queue::Sqe;
     use super::*;
     use std::net::UdpSocket;
     use std::os::fd::AsRawFd;
@@ -792,6 +793,56 @@ mod tests {
         drop(a);
         assert_eq!(pool.available(), 2);
         assert_eq!(pool.acquire().unwrap().index(), 1);
+    }
+
+    /// A plain send's first SQE is written by `push` from the request at hand, not by `fill`
+    /// from the slot: both must say the same to the kernel (`fill` itself is checked against the
+    /// io-uring crate's encoder in `request`'s tests).
+    #[test]
+    fn push_writes_the_sqe_fill_writes_for_the_slot() {
+        for (op, report_usage, file) in [
+            (SendOp::Send, true, false),
+            (SendOp::SendZc, true, false),
+            (SendOp::SendZc, false, true),
+        ] {
+            let Some((mut ring, sock)) = ring_with(0, op) else {
+                return no_ring();
+            };
+            if file {
+                ring.file = Some(sock.as_raw_fd());
+            }
+            let req = SendRequest {
+                op,
+                fixed: false,
+                dest: None,
+                flags: libc::MSG_WAITALL,
+                report_usage,
+            };
+            for i in 0..3u8 {
+                ring.push(sock.as_raw_fd(), vec![i; 1000 + usize::from(i)], req)
+                    .map_err(|(_, e)| e)
+                    .unwrap();
+            }
+            for key in 0..3u32 {
+                let pushed = ring.sq.entry(key).fields();
+                // SAFETY: all-zero is a valid `Sqe` (integers only).
+                let mut want: Sqe = unsafe { std::mem::zeroed() };
+                let (file, refused) = (ring.file, ring.usage_refused);
+                fill(
+                    &mut want,
+                    &mut ring.held[key as usize],
+                    file,
+                    refused,
+                    key,
+                    false,
+                );
+                assert_eq!(
+                    pushed,
+                    want.fields(),
+                    "{op:?}, usage {report_usage}, file {file:?}"
+                );
+            }
+        }
     }
 
     fn no_ring() {
