@@ -98,7 +98,7 @@ impl Programs {
                     dir.display()
                 );
             }
-            Reference::new(&path)
+            Reference::named(&path, &format!("--selftests {}: {name}", dir.display()))
         };
         Ok(Programs {
             tcp_mmap: one("tcp_mmap")?,
@@ -279,4 +279,33 @@ fn suite_steps(
             }),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--selftests DIR` names what the user gave it, and the program that is wrong: not a
+    /// `--reference` the user never typed.
+    #[test]
+    fn selftests_name_the_directory_and_the_program() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("zcnet-selftests-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["tcp_mmap", "msg_zerocopy", "io_uring_zerocopy_tx"] {
+            let p = dir.join(name);
+            std::fs::write(&p, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let e = format!("{:#}", Programs::in_dir(&dir).unwrap_err());
+        assert!(e.contains("no udpgso_bench_tx there"), "{e}");
+        std::fs::write(dir.join("udpgso_bench_tx"), "#!/bin/sh\n").unwrap();
+        let e = format!("{:#}", Programs::in_dir(&dir).unwrap_err());
+        let want = format!(
+            "--selftests {}: udpgso_bench_tx: not executable",
+            dir.display()
+        );
+        assert!(e.starts_with(&want) && !e.contains("--reference"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -93,25 +93,32 @@ impl Reference {
     /// # Errors
     /// A missing file, a directory, or a file without an execute bit.
     pub fn new(path: &Path) -> anyhow::Result<Reference> {
+        Reference::named(path, &format!("--reference {}", path.display()))
+    }
+
+    /// [`Reference::new`], its errors naming the program as the user named it (`what`: the flag
+    /// and what it was given).
+    ///
+    /// # Errors
+    /// As [`Reference::new`].
+    pub fn named(path: &Path, what: &str) -> anyhow::Result<Reference> {
         use std::os::unix::fs::PermissionsExt as _;
-        let meta = std::fs::metadata(path)
-            .with_context(|| format!("--reference {}: cannot read it", path.display()))?;
+        let meta = std::fs::metadata(path).with_context(|| format!("{what}: cannot read it"))?;
         if !meta.is_file() {
-            bail!("--reference {}: not a file", path.display());
+            bail!("{what}: not a file");
         }
         let executable = meta.permissions().mode() & 0o111 != 0
             && nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok();
         if !executable {
             bail!(
-                "--reference {}: not executable by this user (chmod +x, or build the kernel's \
-                 programs from its tools/testing/selftests/net: `.ci/selftests DIR` builds \
-                 msg_zerocopy, io_uring_zerocopy_tx, udpgso_bench_tx and tcp_mmap with gcc -O2)",
-                path.display()
+                "{what}: not executable by this user (chmod +x, or build the kernel's programs \
+                 from its tools/testing/selftests/net: `.ci/selftests DIR` builds msg_zerocopy, \
+                 io_uring_zerocopy_tx, udpgso_bench_tx and tcp_mmap with gcc -O2)"
             );
         }
         // The file checked is the file run: a bare name would otherwise be looked up in PATH.
-        let path = std::fs::canonicalize(path)
-            .with_context(|| format!("--reference {}: cannot resolve it", path.display()))?;
+        let path =
+            std::fs::canonicalize(path).with_context(|| format!("{what}: cannot resolve it"))?;
         Ok(Reference { path })
     }
 
