@@ -338,10 +338,10 @@ impl Cq {
         }
         let head = self.taken;
         self.taken = head.wrapping_add(1);
-        // SAFETY: `head` points at the ring's u32 head, which only this side writes (`taken`
-        // is its value). The entry at `head & mask` was posted (an acquire load of the tail
-        // saw past it) and is the kernel's to overwrite only after the release store of the
-        // head.
+        // SAFETY: `self.head` points at the ring's u32 head, which only this side writes
+        // (`head` is its value). The entry at `head & mask` was posted (an acquire load of the
+        // tail saw past it) and is the kernel's to overwrite only after the release store of
+        // the new head.
         unsafe {
             let cqe = self.cqes.add((head & self.mask) as usize).read();
             (*self.head).store(self.taken, Ordering::Release);

@@ -112,9 +112,10 @@ pub(super) struct Held<B> {
     pub(super) report_usage: bool,
     /// Which CQEs are still due (the pure state machine of `state`). With the three fields
     /// above and a buffer of up to three words (a pool's, a `Vec`, a slice), what a CQE of the
-    /// common case reads lies in the slot's first cache line (slots are line-aligned): the
-    /// kernel's work between two batches evicts the sender's lines, and each one a CQE touches
-    /// costs a miss.
+    /// common case reads to be decided lies in the slot's first cache line (slots are
+    /// line-aligned; the finish of the buffer reads the errors and writes the next generation
+    /// in the second): the kernel's work between two batches evicts the sender's lines, and
+    /// each one a CQE touches costs a miss.
     pub(super) state: State,
     /// `buf`'s bytes as `stable_bytes` gave them at push, which stay where they are while the
     /// buffer lives ([`StableBytes`]): building a request reads them here instead of through

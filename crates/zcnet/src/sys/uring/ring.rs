@@ -800,26 +800,42 @@ mod tests {
     /// io-uring crate's encoder in `request`'s tests).
     #[test]
     fn push_writes_the_sqe_fill_writes_for_the_slot() {
-        for (op, report_usage, file) in [
-            (SendOp::Send, true, false),
-            (SendOp::SendZc, true, false),
-            (SendOp::SendZc, false, true),
+        // Three buffers in one allocation, which a fixed send takes for the registered region
+        // (nothing is submitted: the kernel never sees these SQEs).
+        let bytes: &'static [u8] = Box::leak(vec![7u8; 3 * 1024].into_boxed_slice());
+        for (op, report_usage, refused, file, fixed) in [
+            (SendOp::Send, true, false, false, false),
+            (SendOp::SendZc, true, false, false, false),
+            (SendOp::SendZc, true, true, false, false),
+            (SendOp::SendZc, false, false, true, false),
+            (SendOp::SendZc, true, false, true, true),
         ] {
-            let Some((mut ring, sock)) = ring_with(0, op) else {
+            let setup = Setup {
+                coop_taskrun: true,
+                single_issuer: false,
+                defer_taskrun: false,
+                registered_ring_fd: false,
+                registered_file: false,
+            };
+            let Ok(mut ring) = SendRing::<&'static [u8]>::new(64, setup) else {
                 return no_ring();
             };
+            let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
             if file {
                 ring.file = Some(sock.as_raw_fd());
             }
+            ring.usage_refused = refused;
+            ring.region = (bytes.as_ptr() as usize, bytes.len());
             let req = SendRequest {
                 op,
-                fixed: false,
+                fixed,
                 dest: None,
                 flags: libc::MSG_WAITALL,
                 report_usage,
             };
-            for i in 0..3u8 {
-                ring.push(sock.as_raw_fd(), vec![i; 1000 + usize::from(i)], req)
+            for i in 0..3 {
+                let buf = &bytes[i * 1024..i * 1024 + 1000 + i];
+                ring.push(sock.as_raw_fd(), buf, req)
                     .map_err(|(_, e)| e)
                     .unwrap();
             }
@@ -839,7 +855,7 @@ mod tests {
                 assert_eq!(
                     pushed,
                     want.fields(),
-                    "{op:?}, usage {report_usage}, file {file:?}"
+                    "{op:?}, usage {report_usage}, refused {refused}, file {file:?}, fixed {fixed}"
                 );
             }
         }

@@ -62,9 +62,9 @@ pub(crate) struct Request {
 /// while the kernel still held its pages. A cancelled request never ran, so the kernel never
 /// read its buffer; its stray notification is ignored.
 ///
-/// Laid out (`repr(C)`) with what every CQE reads first, in 32 bytes: with the slot's buffer and
-/// length before it, one cache line of the slot is all a CQE of the common case touches
-/// ([`super::request::Held`]).
+/// Laid out (`repr(C)`) with what every CQE reads to be decided first, in 32 bytes: with the
+/// slot's buffer and length before it, that lies in the slot's first cache line
+/// ([`super::request::Held`]); the errors, read when the buffer goes back, come after.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub(crate) struct State {
@@ -199,6 +199,12 @@ impl State {
         if generation != self.generation || !self.owed_old.is_empty() {
             return None;
         }
+        // A linked request's result also tells its stream's order: the caller sends those the
+        // general way (notifications say nothing about the order).
+        debug_assert!(
+            !req.linked || flags & abi::IORING_CQE_F_NOTIF != 0,
+            "a stream's result goes the general way"
+        );
         if flags & abi::IORING_CQE_F_NOTIF != 0 {
             // `owed` is set only with the result in (and no early notification): the request
             // is settled once its notification is.
@@ -627,6 +633,24 @@ mod tests {
         (0u32..3, res, flags)
     }
 
+    /// What happens to a request next in the proptest below: a CQE, or the ring giving up its
+    /// due send (its stream broke) or failing to resubmit it.
+    #[derive(Clone, Copy, Debug)]
+    enum Event {
+        Cqe(u32, i32, u32),
+        Abandon,
+        NotResubmitted,
+    }
+
+    fn event() -> impl proptest::strategy::Strategy<Value = Event> {
+        use proptest::prelude::*;
+        prop_oneof![
+            10 => cqe().prop_map(|(g, res, flags)| Event::Cqe(g, res, flags)),
+            1 => Just(Event::Abandon),
+            1 => Just(Event::NotResubmitted),
+        ]
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
 
@@ -639,16 +663,32 @@ mod tests {
             report_usage in proptest::prelude::any::<bool>(),
             linked in proptest::prelude::any::<bool>(),
             refused in proptest::prelude::any::<bool>(),
-            cqes in proptest::collection::vec(cqe(), 1..12),
+            events in proptest::collection::vec(event(), 1..14),
         ) {
             use proptest::prop_assert_eq;
             let req = Request { len: 1000, zero_copy, report_usage, linked };
             let mut s = State::new(0);
             let mut usage_refused = refused;
-            for (generation, res, flags) in cqes {
+            for event in events {
+                let (generation, res, flags) = match event {
+                    Event::Cqe(generation, res, flags) => (generation, res, flags),
+                    Event::Abandon => {
+                        s.abandon(libc::ECONNRESET);
+                        continue;
+                    }
+                    Event::NotResubmitted => {
+                        s.not_resubmitted(libc::EBADF);
+                        continue;
+                    }
+                };
                 let mut common = s.clone();
                 let known = usage_refused;
-                let got = common.on_cqe_common(req, generation, res, flags, known);
+                // A stream's results go the general way (the ring's caller sees to it).
+                let got = if linked && flags & NOTIF == 0 {
+                    None
+                } else {
+                    common.on_cqe_common(req, generation, res, flags, known)
+                };
                 let step = s.on_cqe(req, generation, res, flags, &mut usage_refused);
                 if let Some(got) = got {
                     prop_assert_eq!(got, step);
