@@ -27,6 +27,15 @@ struct GeteventsArg {
     ts: u64,
 }
 
+/// The calling thread's id, read from a thread-local once it is known: `thread::current()`
+/// clones the thread's handle (two atomic operations), and every submission checks its thread.
+fn this_thread() -> std::thread::ThreadId {
+    thread_local! {
+        static ID: std::thread::ThreadId = std::thread::current().id();
+    }
+    ID.with(|id| *id)
+}
+
 impl<B: StableBytes> SendRing<B> {
     /// Registers `fd` as fixed file 0 (`IORING_REGISTER_FILES`, 5.1) when the set-up asks for
     /// it: requests on it then skip the per-request file lookup. Refused registration leaves
@@ -50,7 +59,7 @@ impl<B: StableBytes> SendRing<B> {
     /// single issuer) and registers the ring fd (per thread) when asked.
     pub(super) fn ready(&mut self) -> io::Result<()> {
         if let Some(issuer) = self.issuer {
-            if issuer != std::thread::current().id() {
+            if issuer != this_thread() {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     "this io_uring sender is set up for the one thread that sent first \
@@ -64,7 +73,7 @@ impl<B: StableBytes> SendRing<B> {
         self.ring.submitter().register_enable_rings()?;
         self.enabled = true;
         if self.granted.single_issuer {
-            self.issuer = Some(std::thread::current().id());
+            self.issuer = Some(this_thread());
         }
         if self.want.registered_ring_fd {
             let mut up = RsrcUpdate {
@@ -86,7 +95,7 @@ impl<B: StableBytes> SendRing<B> {
             if r == 1 {
                 self.ring_index = Some(up.offset);
                 self.granted.registered_ring_fd = true;
-                self.issuer = Some(std::thread::current().id());
+                self.issuer = Some(this_thread());
             }
         }
         Ok(())
@@ -146,7 +155,7 @@ impl<B: StableBytes> SendRing<B> {
         let Some(index) = self.ring_index.take() else {
             return;
         };
-        if self.issuer != Some(std::thread::current().id()) {
+        if self.issuer != Some(this_thread()) {
             return;
         }
         let mut up = RsrcUpdate {
