@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
 use super::super::abi;
+use super::super::stable::StableBytes;
 use super::queue::Sqe;
 use super::state::State;
 
@@ -110,44 +111,45 @@ pub(super) struct Held<B> {
     pub(super) op: SendOp,
     pub(super) fixed: bool,
     pub(super) report_usage: bool,
-    /// Which CQEs are still due (the pure state machine of `state`). With the three fields
-    /// above and a buffer of up to three words (a pool's, a `Vec`, a slice), what a CQE of the
-    /// common case reads to be decided lies in the slot's first cache line (slots are
-    /// line-aligned; the finish of the buffer reads the errors and writes the next generation
-    /// in the second): the kernel's work between two batches evicts the sender's lines, and
-    /// each one a CQE touches costs a miss.
-    pub(super) state: State,
-    /// `buf`'s bytes as `stable_bytes` gave them at push, which stay where they are while the
-    /// buffer lives ([`StableBytes`]): building a request reads them here instead of through
-    /// the buffer. Meaningful while `buf` is `Some`.
-    pub(super) at: *const u8,
-    /// The generation the slot's next submission gets (see [`State`]): a CQE names its
-    /// submission as `key | generation << 32` in `user_data`, so that a late CQE of an earlier
-    /// submission (or of the slot's previous buffer) is never taken for the current one's.
-    pub(super) next_generation: u32,
     pub(super) flags: i32,
     pub(super) fd: RawFd,
+    /// Which CQEs are still due (the pure state machine of `state`). With the fields above and
+    /// a buffer of up to three words (a pool's, a `Vec`, a slice), everything a request of the
+    /// common case writes at push and reads at its CQEs and its finish lies in the slot's
+    /// first cache line (slots are line-aligned; only the state's list of older owed
+    /// notifications and the `SENDMSG` header lie beyond): the kernel's work between two
+    /// batches evicts the sender's lines, and each one a request touches costs a miss. The
+    /// state's generation, kept after the finish, is the one the slot's next request follows
+    /// (see [`State`]): a CQE names its submission as `key | generation << 32` in `user_data`,
+    /// so that a late CQE of an earlier submission (or of the slot's previous buffer) is never
+    /// taken for the current one's.
+    pub(super) state: State,
     /// For the `SendMsg` ops: the header, its `iovec` and the destination, written at push.
     pub(super) msg: Option<Box<MsgStorage>>,
 }
 
-// SAFETY: `at` points into `buf`'s bytes, owned by this same slot (and `msg`'s pointers into its
-// own box and those bytes); nothing is shared between threads through them.
-unsafe impl<B: Send> Send for Held<B> {}
+// The state after the slot's other fields, with a three-word buffer: its first 24 bytes end the
+// first cache line (see `State`).
+const _: () = assert!(std::mem::offset_of!(Held<Vec<u8>>, state) == 40);
 
-impl<B> Held<B> {
+impl<B: StableBytes> Held<B> {
     /// The unsent rest of the buffer.
     ///
     /// # Panics
     /// If the slot holds no buffer: an SQE for it would point the kernel at memory freed or
     /// reused since (a bookkeeping bug, caught here in every build).
     pub(super) fn rest(&self) -> (*const u8, u32) {
-        assert!(self.buf.is_some(), "a request being queued has its buffer");
-        let sent = self.state.sent.min(self.len as usize);
-        // `at` and `len` describe the buffer's bytes (taken at push, stable while it is held,
-        // which was just checked) and `sent <= len`: the pointer stays inside them. Rust never
-        // reads through it; the kernel does, while the slot holds the buffer.
-        (self.at.wrapping_add(sent), self.len - sent as u32)
+        let buf = self
+            .buf
+            .as_ref()
+            .expect("a request being queued has its buffer");
+        // The same bytes as at push: they stay where they are while the buffer lives
+        // ([`StableBytes`]), and `len` is their length.
+        let at = buf.stable_bytes().as_ptr();
+        let sent = self.state.sent().min(self.len as usize);
+        // `sent <= len`: the pointer stays inside the buffer's bytes. Rust never reads
+        // through it; the kernel does, while the slot holds the buffer.
+        (at.wrapping_add(sent), self.len - sent as u32)
     }
 }
 
@@ -156,7 +158,7 @@ impl<B> Held<B> {
 /// buffer), `_sendmsg` and `_sendmsg_zc` make it: every member, those an op does not use zero,
 /// as the kernel asks. A socket registered as `file` is fixed file 0.
 #[inline]
-pub(super) fn fill<B>(
+pub(super) fn fill<B: StableBytes>(
     sqe: &mut Sqe,
     held: &mut Held<B>,
     file: Option<RawFd>,
@@ -319,12 +321,10 @@ mod tests {
     fn fill_writes_what_the_io_uring_crates_encoder_writes() {
         use io_uring::{opcode, types};
 
-        let bytes = vec![7u8; 3000];
-        let held = |op: SendOp, fixed: bool, flags: i32, report_usage: bool| Held::<Vec<u8>> {
-            buf: Some(bytes.clone()),
-            at: bytes.as_ptr(),
+        let bytes: &'static [u8] = Box::leak(vec![7u8; 3000].into_boxed_slice());
+        let held = |op: SendOp, fixed: bool, flags: i32, report_usage: bool| Held::<&[u8]> {
+            buf: Some(bytes),
             len: 3000,
-            next_generation: 0,
             op,
             fixed,
             flags,
@@ -342,7 +342,7 @@ mod tests {
         let user_data = u64::from(key) | 3 << 32;
         let ptr = bytes.as_ptr();
         let usage = abi::IORING_SEND_ZC_REPORT_USAGE;
-        type Case<'a> = (&'a str, Held<Vec<u8>>, Option<RawFd>, Sqe);
+        type Case<'a> = (&'a str, Held<&'static [u8]>, Option<RawFd>, Sqe);
         let cases: Vec<Case> = vec![
             (
                 "send (copy)",

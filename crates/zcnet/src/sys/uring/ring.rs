@@ -224,30 +224,28 @@ impl<B: StableBytes> SendRing<B> {
             None => {
                 self.held.push(Held {
                     buf: None,
-                    at: std::ptr::null(),
                     len: 0,
-                    next_generation: 0,
                     op: SendOp::Send,
                     fixed: false,
                     flags: 0,
                     report_usage: false,
                     fd: -1,
                     msg: None,
-                    state: State::new(0),
+                    // Its first request follows it: generation 0.
+                    state: State::new(u32::MAX),
                 });
                 (self.held.len() - 1) as u32
             }
         };
         let k = key as usize;
         let held = &mut self.held[k];
-        held.at = at;
         held.len = len as u32;
         held.op = req.op;
         held.fixed = req.fixed;
         held.flags = req.flags;
         held.report_usage = req.report_usage;
         held.fd = fd;
-        held.state.reset(held.next_generation);
+        held.state.reset(held.state.generation.wrapping_add(1));
         if matches!(req.op, SendOp::SendMsg | SendOp::SendMsgZc) {
             let msg = held.msg.get_or_insert_with(|| {
                 // SAFETY: all-zero is a valid msghdr, iovec and sockaddr_storage.
@@ -535,8 +533,8 @@ impl<B: StableBytes> SendRing<B> {
         {
             // A request that ends short of its buffer, with an error or without one, leaves a
             // gap that nothing after it may cross.
-            let failed = (step != Step::Resubmit && held.state.sent < req.len)
-                .then(|| held.state.error.unwrap_or(libc::EIO));
+            let failed = (step != Step::Resubmit && held.state.sent() < req.len)
+                .then(|| held.state.error().unwrap_or(libc::EIO));
             order.on_result(key, step == Step::Resubmit, failed, &mut abandon);
         }
         match step {
@@ -579,15 +577,14 @@ impl<B: StableBytes> SendRing<B> {
         // already taken would be kept on the stack and read back wider than it was written (a
         // store-forwarding stall per buffer, issue 51).
         self.free.push(key);
-        held.next_generation = held.state.generation.wrapping_add(1);
         let state = &held.state;
         let zero_copy = held.op.zero_copy();
-        let error = match (state.error, state.abandoned) {
+        let error = match (state.error(), state.abandoned()) {
             (Some(errno), _) => Some(io::Error::from_raw_os_error(errno)),
             (None, Some(errno)) => Some(broken_stream(errno)),
             (None, None) => None,
         };
-        let (sent, copy_retry, copied) = (state.sent, state.copy_retry, state.copied);
+        let (sent, copy_retry, copied) = (state.sent(), state.copy_retry, state.copied);
         let Some(buf) = held.buf.take() else {
             unreachable!("checked above");
         };

@@ -22,7 +22,12 @@
 //! breaks the stream: nothing after it is sent, every later buffer comes back with an error, as
 //! the bytes after a gap would corrupt the stream.
 
+use std::num::NonZeroI32;
+
 use crate::sys::abi;
+
+/// `EIO`, for an errno of 0 where one is due (never from the kernel).
+const EIO: NonZeroI32 = NonZeroI32::new(libc::EIO).unwrap();
 
 /// What to do with a request after a CQE.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +75,13 @@ pub(crate) struct Request {
 pub(crate) struct State {
     /// The generation of the current submission.
     pub generation: u32,
+    /// Bytes the kernel accepted so far (a request's buffer is at most 4 GiB).
+    sent: u32,
+    /// The first error (a positive errno).
+    error: Option<NonZeroI32>,
+    /// Not sent (or not all of it) because an earlier request of its stream failed: that
+    /// request's errno.
+    abandoned: Option<NonZeroI32>,
     /// Whether the current submission's result CQE is still to come.
     result_due: bool,
     /// The current submission's result announced a notification (`F_MORE`) not yet seen.
@@ -78,21 +90,22 @@ pub(crate) struct State {
     pub usage_retry: bool,
     /// Sent again by copy after the kernel refused to pin its pages (`ENOMEM`/`ENOBUFS`).
     pub copy_retry: bool,
+    /// Whether `owed_old` holds any generation: read instead of it, which lies beyond the
+    /// first cache line of a slot.
+    owes_old: bool,
     /// The current submission's notification came before its result: what it said (copied).
     early: Option<bool>,
     /// What the notifications said about copying (`None`: no report).
     pub copied: Option<bool>,
-    /// Bytes the kernel accepted so far.
-    pub sent: usize,
     /// Earlier submissions (cut short, sent again) whose announced notifications are still to
     /// come.
     owed_old: Owed,
-    /// The first error (a positive errno).
-    pub error: Option<i32>,
-    /// Not sent (or not all of it) because an earlier request of its stream failed: that
-    /// request's errno.
-    pub abandoned: Option<i32>,
 }
+
+// What a CQE of the common case reads and a push writes in the first 24 bytes, the list of
+// older owed notifications after them (see `Held`, whose first cache line holds the rest).
+const _: () = assert!(std::mem::offset_of!(State, owed_old) == 24);
+const _: () = assert!(size_of::<State>() == 32);
 
 /// The generations of a request's earlier submissions whose announced notifications are still
 /// to come: none nearly always (a stream send cut short with a notification announced adds
@@ -154,6 +167,7 @@ impl State {
             result_due: true,
             owed: false,
             early: None,
+            owes_old: false,
             owed_old: Owed::default(),
             error: None,
             copied: None,
@@ -163,11 +177,37 @@ impl State {
         }
     }
 
+    /// Bytes the kernel accepted so far.
+    pub fn sent(&self) -> usize {
+        self.sent as usize
+    }
+
+    /// The first error (a positive errno).
+    pub fn error(&self) -> Option<i32> {
+        self.error.map(NonZeroI32::get)
+    }
+
+    /// The errno of the earlier request of its stream that failed, when this one was not sent
+    /// (or not all of it) for it.
+    pub fn abandoned(&self) -> Option<i32> {
+        self.abandoned.map(NonZeroI32::get)
+    }
+
+    /// Records `errno` as the error, unless one came first.
+    fn fail(&mut self, errno: i32) {
+        if self.error.is_none() {
+            self.error = Some(NonZeroI32::new(errno).unwrap_or(EIO));
+        }
+    }
+
     /// Makes this the state of a new request about to be submitted as generation `generation`,
     /// as [`State::new`] would, in place: the list of owed notifications keeps its allocation.
     #[inline(always)]
     pub fn reset(&mut self, generation: u32) {
-        self.owed_old.clear();
+        if self.owes_old {
+            self.owed_old.clear();
+            self.owes_old = false;
+        }
         self.sent = 0;
         self.generation = generation;
         self.result_due = true;
@@ -196,7 +236,7 @@ impl State {
         flags: u32,
         usage_refused: bool,
     ) -> Option<Step> {
-        if generation != self.generation || !self.owed_old.is_empty() {
+        if generation != self.generation || self.owes_old {
             return None;
         }
         // A linked request's result also tells its stream's order: the caller sends those the
@@ -220,12 +260,12 @@ impl State {
             || self.early.is_some()
             || self.usage_retry
             || res <= 0
-            || self.sent + (res as usize) < req.len
+            || (self.sent as usize + res as usize) < req.len
         {
             return None;
         }
         self.result_due = false;
-        self.sent += res as usize;
+        self.sent = self.sent.saturating_add(res as u32);
         self.owed = flags & abi::IORING_CQE_F_MORE != 0;
         Some(if self.owed { Step::Wait } else { Step::Done })
     }
@@ -236,7 +276,7 @@ impl State {
     pub fn abandon(&mut self, errno: i32) -> Step {
         self.result_due = false;
         self.early = None;
-        self.abandoned = Some(errno);
+        self.abandoned = Some(NonZeroI32::new(errno).unwrap_or(EIO));
         self.status()
     }
 
@@ -246,13 +286,13 @@ impl State {
     pub fn not_resubmitted(&mut self, errno: i32) -> Step {
         self.result_due = false;
         self.early = None;
-        self.error.get_or_insert(errno);
+        self.fail(errno);
         self.status()
     }
 
     /// Whether every CQE announced so far was seen (nothing of this request is in the kernel).
     pub fn settled(&self) -> bool {
-        !self.result_due && !self.owed && self.early.is_none() && self.owed_old.is_empty()
+        !self.result_due && !self.owed && self.early.is_none() && !self.owes_old
     }
 
     fn status(&self) -> Step {
@@ -288,7 +328,8 @@ impl State {
             } else if generation == self.generation && self.result_due && self.early.is_none() {
                 // Before its result: the result says whether it was announced.
                 self.early = Some(copied);
-            } else if self.owed_old.take(generation) {
+            } else if self.owes_old && self.owed_old.take(generation) {
+                self.owes_old = !self.owed_old.is_empty();
                 self.notified(req, copied, *usage_refused);
             }
             // Else a notification nothing announced (a cancelled request's): ignored.
@@ -329,19 +370,20 @@ impl State {
         } else if res < 0 {
             // `wrapping_neg`: a result of `i32::MIN` (no errno, but not a count either) must not
             // panic the completion path.
-            self.error.get_or_insert(res.wrapping_neg());
+            self.fail(res.wrapping_neg());
             false
         } else {
-            self.sent += res as usize;
+            self.sent = self.sent.saturating_add(res as u32);
             if self.usage_retry {
                 *usage_refused = true;
             }
             // A stream send cut short (a signal, or no MSG_WAITALL): send the rest.
-            res > 0 && self.sent < req.len
+            res > 0 && (self.sent as usize) < req.len
         };
         if resubmit {
             if self.owed {
                 self.owed_old.push(self.generation);
+                self.owes_old = true;
                 self.owed = false;
             }
             self.generation = self.generation.wrapping_add(1);
@@ -483,7 +525,7 @@ mod tests {
         let copied = abi::IORING_NOTIF_USAGE_ZC_COPIED as i32;
         let (steps, s, _) = run(&[(0, 1000, MORE), (0, copied, NOTIF)]);
         assert_eq!(steps, [Step::Wait, Step::Done]);
-        assert_eq!((s.sent, s.copied, s.error), (1000, Some(true), None));
+        assert_eq!((s.sent(), s.copied, s.error()), (1000, Some(true), None));
         let (steps, s, _) = run(&[(0, 0, NOTIF), (0, 1000, MORE)]);
         assert_eq!(steps, [Step::Wait, Step::Done]);
         assert_eq!(s.copied, Some(false));
@@ -498,22 +540,22 @@ mod tests {
         assert_eq!(s.not_resubmitted(libc::EBADF), Step::Wait);
         let mut refused = false;
         assert_eq!(s.on_cqe(ZC, 0, 0, NOTIF, &mut refused), Step::Done);
-        assert_eq!((s.sent, s.error), (0, Some(libc::EBADF)));
+        assert_eq!((s.sent(), s.error()), (0, Some(libc::EBADF)));
         // Without a notification owed, the buffer is free at once, with the error.
         let (steps, mut s, _) = run(&[(0, -libc::ENOBUFS, 0)]);
         assert_eq!(steps, [Step::Resubmit]);
         assert_eq!(s.not_resubmitted(libc::EBADF), Step::Done);
-        assert_eq!(s.error, Some(libc::EBADF));
+        assert_eq!(s.error(), Some(libc::EBADF));
         // A result for the submission that never went in is not taken for anything.
         assert_eq!(s.on_cqe(ZC, 1, 1000, 0, &mut refused), Step::Done);
-        assert_eq!(s.sent, 0);
+        assert_eq!(s.sent(), 0);
     }
 
     #[test]
     fn a_failed_request_with_f_more_waits_for_its_notification() {
         let (steps, s, _) = run(&[(0, -libc::ECONNREFUSED, MORE), (0, 0, NOTIF)]);
         assert_eq!(steps, [Step::Wait, Step::Done]);
-        assert_eq!((s.sent, s.error), (0, Some(libc::ECONNREFUSED)));
+        assert_eq!((s.sent(), s.error()), (0, Some(libc::ECONNREFUSED)));
         let (steps, s, _) = run(&[(0, -libc::EPIPE, 0)]);
         assert_eq!(steps, [Step::Done]);
         assert_eq!(s.copied, None);
@@ -524,7 +566,7 @@ mod tests {
         // The first submission's notification may come after the second's result.
         let (steps, s, _) = run(&[(0, 400, MORE), (1, 600, MORE), (0, 0, NOTIF), (1, 0, NOTIF)]);
         assert_eq!(steps, [Step::Resubmit, Step::Wait, Step::Wait, Step::Done]);
-        assert_eq!((s.sent, s.generation), (1000, 1));
+        assert_eq!((s.sent(), s.generation), (1000, 1));
         // Nor is the buffer free when the second's notification came and the first's has not.
         let (steps, _, _) = run(&[(0, 400, MORE), (1, 600, MORE), (1, 0, NOTIF), (0, 0, NOTIF)]);
         assert_eq!(steps, [Step::Resubmit, Step::Wait, Step::Wait, Step::Done]);
@@ -535,7 +577,7 @@ mod tests {
         let (steps, s, refused) = run(&[(0, -libc::EINVAL, 0), (1, 1000, MORE), (1, 0, NOTIF)]);
         assert_eq!(steps, [Step::Resubmit, Step::Wait, Step::Done]);
         assert!(refused && s.usage_retry);
-        assert_eq!((s.sent, s.copied, s.error), (1000, None, None));
+        assert_eq!((s.sent(), s.copied, s.error()), (1000, None, None));
     }
 
     #[test]
@@ -543,11 +585,11 @@ mod tests {
         let (steps, s, _) = run(&[(0, -libc::ENOMEM, 0), (1, 1000, 0)]);
         assert_eq!(steps, [Step::Resubmit, Step::Done]);
         assert!(s.copy_retry);
-        assert_eq!((s.sent, s.error, s.copied), (1000, None, None));
+        assert_eq!((s.sent(), s.error(), s.copied), (1000, None, None));
         // Refused again by copy: the error stands, no loop.
         let (steps, s, _) = run(&[(0, -libc::ENOBUFS, 0), (1, -libc::ENOBUFS, 0)]);
         assert_eq!(steps, [Step::Resubmit, Step::Done]);
-        assert_eq!(s.error, Some(libc::ENOBUFS));
+        assert_eq!(s.error(), Some(libc::ENOBUFS));
     }
 
     #[test]
@@ -613,7 +655,7 @@ mod tests {
             (0, 0, NOTIF),
         ]);
         assert_eq!(steps, [Step::Wait, Step::Wait, Step::Wait, Step::Done]);
-        assert_eq!(s.sent, 1000);
+        assert_eq!(s.sent(), 1000);
     }
 
     /// A CQE for the proptest below: its submission (of the few a request has), result and
@@ -709,7 +751,7 @@ mod tests {
         let mut s = State::new(0);
         assert_eq!(s.on_cqe_common(ZC, 0, 1000, MORE, false), Some(Step::Wait));
         assert_eq!(s.on_cqe_common(ZC, 0, 0, NOTIF, false), Some(Step::Done));
-        assert_eq!((s.sent, s.copied), (1000, Some(false)));
+        assert_eq!((s.sent(), s.copied), (1000, Some(false)));
         // A copy's whole result ends it.
         let copy = Request {
             zero_copy: false,
@@ -894,7 +936,7 @@ mod order_tests {
             for key in chain {
                 let k = key as usize;
                 let st = &self.states[k];
-                let (generation, sent) = (st.generation, st.sent);
+                let (generation, sent) = (st.generation, st.sent());
                 // A zero-copy request sent again by copy has no notification.
                 let zc = self.zero_copy && !st.copy_retry;
                 let more = if zc { MORE } else { 0 };
@@ -975,8 +1017,8 @@ mod order_tests {
             let step = self.states[k].on_cqe(req, c.generation, res, flags, &mut false);
             let mut abandon = Vec::new();
             if flags & NOTIF == 0 {
-                let failed = (step != Step::Resubmit && self.states[k].sent < req.len)
-                    .then(|| self.states[k].error.unwrap_or(libc::EIO));
+                let failed = (step != Step::Resubmit && self.states[k].sent() < req.len)
+                    .then(|| self.states[k].error().unwrap_or(libc::EIO));
                 self.order
                     .on_result(key, step == Step::Resubmit, failed, &mut abandon);
             }
@@ -1006,9 +1048,9 @@ mod order_tests {
             assert!(self.states[k].settled());
             let st = &self.states[k];
             self.back[k] = Some(Back {
-                sent: st.sent,
-                error: st.error,
-                abandoned: st.abandoned,
+                sent: st.sent(),
+                error: st.error(),
+                abandoned: st.abandoned(),
             });
         }
 
