@@ -67,9 +67,10 @@ pub(crate) struct Request {
 /// while the kernel still held its pages. A cancelled request never ran, so the kernel never
 /// read its buffer; its stray notification is ignored.
 ///
-/// Laid out (`repr(C)`) with what every CQE reads to be decided first, in 32 bytes: with the
-/// slot's buffer and length before it, that lies in the slot's first cache line
-/// ([`super::request::Held`]); the errors, read when the buffer goes back, come after.
+/// Laid out (`repr(C)`) in 32 bytes, what a push writes and a CQE or the finish of the common
+/// case reads in the first 24 (which end the slot's first cache line, see
+/// [`super::request::Held`]), the list of older owed notifications, nearly always empty and
+/// then not read, after them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub(crate) struct State {
