@@ -82,9 +82,7 @@ pub(crate) fn cycle_pool<S: zcnet::uring::ExclusiveSocket>(
             Some(b) => b,
             None => loop {
                 if let Some(r) = tx.pop_returned() {
-                    if r.error.is_some() {
-                        failed = failed.or(r.error);
-                    }
+                    failed = failed.or(r.error);
                     break r.buf;
                 }
                 // The window is smaller than the pool: with none in hand, some came back

@@ -177,7 +177,7 @@ pub(super) fn fill<B: StableBytes>(
         (SendOp::SendMsgZc, true) => SendOp::SendMsg,
         (op, _) => op,
     };
-    let user_data = u64::from(key) | u64::from(held.state.generation) << 32;
+    let user_data = user_data(key, held.state.generation);
     let (opcode, ioprio, addr, len) = match op {
         SendOp::Send | SendOp::SendZc => {
             let send = PlainSend {
@@ -214,6 +214,18 @@ pub(super) fn fill<B: StableBytes>(
     write(
         sqe, opcode, ioprio, held.fd, file, addr, len, held.flags, user_data, link,
     );
+}
+
+/// The `user_data` of slot `key`'s submission `generation` (see [`Held::state`]).
+#[inline(always)]
+pub(super) fn user_data(key: u32, generation: u32) -> u64 {
+    u64::from(key) | u64::from(generation) << 32
+}
+
+/// The slot and the submission a CQE's `user_data` names ([`user_data`] read back).
+#[inline(always)]
+pub(super) fn key_generation(user_data: u64) -> (u32, u32) {
+    (user_data as u32, (user_data >> 32) as u32)
 }
 
 /// A `SEND` or `SEND_ZC` of bytes at `ptr`, as [`fill`] writes it: what [`SendRing::push`]

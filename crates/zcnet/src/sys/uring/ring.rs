@@ -12,7 +12,9 @@ use super::super::abi;
 use super::super::stable::StableBytes;
 use super::queue::{Cq, Sq};
 pub use super::request::{Finish, Finished, SendOp, SendRequest};
-use super::request::{Held, MsgStorage, PlainSend, broken_stream, fill, fill_send};
+use super::request::{
+    Held, MsgStorage, PlainSend, broken_stream, fill, fill_send, key_generation, user_data,
+};
 use super::state::{Order, Request, State, Step};
 use super::{OpcodeSupport, Setup, Slab, probe_opcodes};
 
@@ -289,7 +291,7 @@ impl<B: StableBytes> SendRing<B> {
                     ptr: at,
                     len: len as u32,
                     msg_flags: req.flags,
-                    user_data: u64::from(key) | u64::from(generation) << 32,
+                    user_data: user_data(key, generation),
                 };
                 let file = self.file;
                 // SAFETY: as in `queue_sqe`: the buffer is the slot's, held until its request's
@@ -449,7 +451,7 @@ impl<B: StableBytes> SendRing<B> {
         let mut result = Ok(());
         for _ in 0..self.cq.ready() {
             let Some(c) = self.cq.pop() else { break };
-            let (key, generation) = (c.user_data as u32, (c.user_data >> 32) as u32);
+            let (key, generation) = key_generation(c.user_data);
             // A whole result or its notification, as nearly every CQE is: decided here. A
             // stream's results go the general way, which tells its order.
             if (self.order.is_none() || c.flags & abi::IORING_CQE_F_NOTIF != 0)

@@ -67,10 +67,9 @@ pub(crate) struct Request {
 /// while the kernel still held its pages. A cancelled request never ran, so the kernel never
 /// read its buffer; its stray notification is ignored.
 ///
-/// Laid out (`repr(C)`) in 32 bytes, what a push writes and a CQE or the finish of the common
-/// case reads in the first 24 (which end the slot's first cache line, see
-/// [`super::request::Held`]), the list of older owed notifications, nearly always empty and
-/// then not read, after them.
+/// Laid out (`repr(C)`) with what a push writes and a CQE or the finish of the common case reads
+/// in the first 24 bytes (which end the slot's first cache line, see [`super::request::Held`]),
+/// and the list of older owed notifications, nearly always empty and then not read, after them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub(crate) struct State {
@@ -91,8 +90,9 @@ pub(crate) struct State {
     pub usage_retry: bool,
     /// Sent again by copy after the kernel refused to pin its pages (`ENOMEM`/`ENOBUFS`).
     pub copy_retry: bool,
-    /// Whether `owed_old` holds any generation: read instead of it, which lies beyond the
-    /// first cache line of a slot.
+    /// Whether `owed_old` holds any generation (kept by [`State::owe_old`] and
+    /// [`State::take_old`]): read instead of it, which lies beyond the first cache line of a
+    /// slot.
     owes_old: bool,
     /// The current submission's notification came before its result: what it said (copied).
     early: Option<bool>,
@@ -100,64 +100,12 @@ pub(crate) struct State {
     pub copied: Option<bool>,
     /// Earlier submissions (cut short, sent again) whose announced notifications are still to
     /// come.
-    owed_old: Owed,
+    owed_old: Vec<u32>,
 }
 
 // What a CQE of the common case reads and a push writes in the first 24 bytes, the list of
 // older owed notifications after them (see `Held`, whose first cache line holds the rest).
 const _: () = assert!(std::mem::offset_of!(State, owed_old) == 24);
-const _: () = assert!(size_of::<State>() == 32);
-
-/// The generations of a request's earlier submissions whose announced notifications are still
-/// to come: none nearly always (a stream send cut short with a notification announced adds
-/// one), so kept out of line, one word in the state.
-#[derive(Clone, Debug, Default)]
-// Boxed on purpose: one word in the slot's first cache line instead of a `Vec`'s three.
-#[allow(clippy::box_collection)]
-struct Owed(Option<Box<Vec<u32>>>);
-
-impl Owed {
-    fn as_slice(&self) -> &[u32] {
-        self.0.as_deref().map_or(&[], Vec::as_slice)
-    }
-
-    #[inline(always)]
-    fn is_empty(&self) -> bool {
-        self.0.as_ref().is_none_or(|v| v.is_empty())
-    }
-
-    fn push(&mut self, generation: u32) {
-        self.0.get_or_insert_default().push(generation);
-    }
-
-    /// Takes `generation` off the list; whether it was on it.
-    fn take(&mut self, generation: u32) -> bool {
-        let Some(v) = &mut self.0 else { return false };
-        match v.iter().position(|&g| g == generation) {
-            Some(i) => {
-                v.swap_remove(i);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Empties the list, keeping its allocation.
-    #[inline(always)]
-    fn clear(&mut self) {
-        if let Some(v) = &mut self.0 {
-            v.clear();
-        }
-    }
-}
-
-impl PartialEq for Owed {
-    fn eq(&self, other: &Owed) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl Eq for Owed {}
 
 impl State {
     /// A request about to be submitted as generation `generation`: one result CQE due.
@@ -169,7 +117,7 @@ impl State {
             owed: false,
             early: None,
             owes_old: false,
-            owed_old: Owed::default(),
+            owed_old: Vec::new(),
             error: None,
             copied: None,
             usage_retry: false,
@@ -192,6 +140,23 @@ impl State {
     /// (or not all of it) for it.
     pub fn abandoned(&self) -> Option<i32> {
         self.abandoned.map(NonZeroI32::get)
+    }
+
+    /// Owes the notification of the earlier submission `generation`.
+    fn owe_old(&mut self, generation: u32) {
+        self.owed_old.push(generation);
+        self.owes_old = true;
+    }
+
+    /// Takes the notification of the earlier submission `generation` off what is owed;
+    /// whether it was owed.
+    fn take_old(&mut self, generation: u32) -> bool {
+        let Some(i) = self.owed_old.iter().position(|&g| g == generation) else {
+            return false;
+        };
+        self.owed_old.swap_remove(i);
+        self.owes_old = !self.owed_old.is_empty();
+        true
     }
 
     /// Records `errno` as the error, unless one came first.
@@ -293,6 +258,7 @@ impl State {
 
     /// Whether every CQE announced so far was seen (nothing of this request is in the kernel).
     pub fn settled(&self) -> bool {
+        debug_assert_eq!(self.owes_old, !self.owed_old.is_empty());
         !self.result_due && !self.owed && self.early.is_none() && !self.owes_old
     }
 
@@ -329,8 +295,7 @@ impl State {
             } else if generation == self.generation && self.result_due && self.early.is_none() {
                 // Before its result: the result says whether it was announced.
                 self.early = Some(copied);
-            } else if self.owes_old && self.owed_old.take(generation) {
-                self.owes_old = !self.owed_old.is_empty();
+            } else if self.owes_old && self.take_old(generation) {
                 self.notified(req, copied, *usage_refused);
             }
             // Else a notification nothing announced (a cancelled request's): ignored.
@@ -383,8 +348,7 @@ impl State {
         };
         if resubmit {
             if self.owed {
-                self.owed_old.push(self.generation);
-                self.owes_old = true;
+                self.owe_old(self.generation);
                 self.owed = false;
             }
             self.generation = self.generation.wrapping_add(1);
