@@ -61,6 +61,8 @@ pub trait LoaningSender<B: OwnedBuf>: Mechanism {
     fn reap(&mut self) -> io::Result<usize>;
     /// The buffers that came back, each once.
     fn returned(&mut self) -> impl Iterator<Item = Returned<B>> + '_;
+    /// The oldest buffer that came back and was not taken yet, alone, without waiting.
+    fn pop_returned(&mut self) -> Option<Returned<B>>;
     /// Buffers loaned and not yet back.
     fn in_flight(&self) -> usize;
     /// Submits and waits up to `timeout` for every loan to come back.
@@ -222,6 +224,9 @@ macro_rules! loaning_sender {
             }
             fn returned(&mut self) -> impl Iterator<Item = $crate::loan::Returned<B>> + '_ {
                 <$ty>::returned(self)
+            }
+            fn pop_returned(&mut self) -> Option<$crate::loan::Returned<B>> {
+                <$ty>::pop_returned(self)
             }
             fn in_flight(&self) -> usize {
                 <$ty>::in_flight(self)

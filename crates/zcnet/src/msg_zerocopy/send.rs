@@ -191,9 +191,10 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
         copy
     }
 
-    /// The oldest buffer given back and not yet taken.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn pop_returned(&mut self) -> Option<Returned<B>> {
+    /// The oldest buffer given back and not yet taken, without waiting: what a loop that
+    /// sends each buffer again as it comes back takes one at a time
+    /// ([`ZeroCopySender::returned`] drains them all).
+    pub fn pop_returned(&mut self) -> Option<Returned<B>> {
         self.ready.pop_front()
     }
 
