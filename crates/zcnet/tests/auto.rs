@@ -243,23 +243,42 @@ fn size_switch(
             .cloned()
     };
     let mut out: Vec<auto::Choice> = Vec::new();
+    let mut total = 0;
     for &(len, n) in phases {
         let before = out.last().and_then(|c| class_of(c, len));
-        for _ in 0..n {
-            send(len);
-        }
-        let c = choice();
-        let k = class_of(&c, len).expect("the class that sent is reported");
-        // A class learns within the first pairs: each an exploit and an explore round, the
-        // exploit round that closes the last, and the send that measures it.
         let round = (auto::ROUND_BYTES / len)
             .clamp(auto::ROUND_SENDS.0 as usize, auto::ROUND_SENDS.1 as usize)
             as u64;
-        // A pair dropped because the load changed across it (another test's sender beside
-        // this one: `DRIFT_MAX`) is measured again: two more rounds each.
+        // A pair dropped because the load changed across it (`DRIFT_MAX`: a noisy guest, or
+        // another test's sender beside this one) is measured again: a class that has not
+        // learned by the end of the phase gets two more rounds for each pair dropped in it,
+        // up to four times the phase. On a quiet 2-vCPU guest a pair of the 600 B class (its
+        // rounds take a few ms) is dropped now and then; three of its first five, too many for
+        // the fixed phase this test had, came once in 30 runs of the file.
+        let dropped_before = counters().discarded_pairs;
+        let (mut sent, mut target) = (0, n);
+        while sent < target {
+            send(len);
+            sent += 1;
+            if sent == target && !class_of(&choice(), len).is_some_and(|k| k.learned) {
+                let dropped = counters().discarded_pairs - dropped_before;
+                target = (n + 2 * dropped * round).min(4 * n);
+            }
+        }
+        total += sent;
+        let n = sent;
+        let c = choice();
+        let k = class_of(&c, len).expect("the class that sent is reported");
+        // A class learns within the first pairs: each an exploit and an explore round, the
+        // exploit round that closes the last, and the send that measures it; two more rounds
+        // for each pair dropped.
         let again = 2 * counters().discarded_pairs;
         let bound = (2 * auto::FIRST_PAIRS as u64 + 1 + again) * round + 1;
-        assert!(k.learned, "{len} B: not learned in {n} sends: {c}");
+        assert!(
+            k.learned,
+            "{len} B: not learned in {n} sends: {c}; {:?}",
+            counters()
+        );
         assert!(k.decided_after.unwrap() <= bound, "{len} B: {c}");
         match before {
             // A class that learned before keeps what it learned: nothing to learn again.
@@ -278,11 +297,10 @@ fn size_switch(
         }
         let [lo, hi] = k.spread.unwrap();
         assert!(lo <= m && m <= hi);
-        println!("after {n} sends of {len} B: {c}");
+        println!("after {n} sends of {len} B: {c}; {:?}", counters());
         out.push(c);
     }
     let a = counters();
-    let total: u64 = phases.iter().map(|p| p.1).sum();
     assert_eq!(a.zero_copy_calls + a.small_calls + a.backoff_calls, total);
     let explored: u64 = out
         .last()
