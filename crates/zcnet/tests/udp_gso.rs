@@ -112,9 +112,9 @@ fn await_train(got: &Datagrams, t: u32, seg: usize, what: &str) {
     }
 }
 
-/// One sender under test (the `MSG_ZEROCOPY` one boxed: its decider's tables are inline).
+/// One sender under test.
 enum Tx {
-    Msg(Box<ZeroCopySender<UdpSocket, Vec<u8>>>),
+    Msg(ZeroCopySender<UdpSocket, Vec<u8>>),
     Uring(UringSender<UdpSocket, Vec<u8>>),
     Fixed(UringSender<UdpSocket, uring::PoolBuf>, Pool),
 }
@@ -188,15 +188,9 @@ fn sender(mode: &str, sock: UdpSocket, segment: Segment) -> Tx {
         ..uring::Config::default()
     };
     match mode {
-        "copy" => Tx::Msg(Box::new(
-            ZeroCopySender::new(sock, msg(msg_zerocopy::Mode::Copy)).unwrap(),
-        )),
-        "zc" => Tx::Msg(Box::new(
-            ZeroCopySender::new(sock, msg(msg_zerocopy::Mode::ZeroCopy)).unwrap(),
-        )),
-        "auto" => Tx::Msg(Box::new(
-            ZeroCopySender::new(sock, msg(msg_zerocopy::Mode::Auto)).unwrap(),
-        )),
+        "copy" => Tx::Msg(ZeroCopySender::new(sock, msg(msg_zerocopy::Mode::Copy)).unwrap()),
+        "zc" => Tx::Msg(ZeroCopySender::new(sock, msg(msg_zerocopy::Mode::ZeroCopy)).unwrap()),
+        "auto" => Tx::Msg(ZeroCopySender::new(sock, msg(msg_zerocopy::Mode::Auto)).unwrap()),
         "uring-copy" => Tx::Uring(UringSender::new(sock, ring(uring::Mode::Copy)).unwrap()),
         "uring-zc" => Tx::Uring(UringSender::new(sock, ring(uring::Mode::ZeroCopy)).unwrap()),
         _ => {
@@ -393,7 +387,7 @@ fn auto_into(lab: &SinkLab, uring: bool, trains: u32, singles: u32) -> (zcnet::a
                     .unwrap(),
                 )
             } else {
-                Tx::Msg(Box::new(
+                Tx::Msg(
                     ZeroCopySender::new(
                         s,
                         msg_zerocopy::Config {
@@ -403,7 +397,7 @@ fn auto_into(lab: &SinkLab, uring: bool, trains: u32, singles: u32) -> (zcnet::a
                         },
                     )
                     .unwrap(),
-                ))
+                )
             };
             for t in 0..trains {
                 tx.send(train(t, 1472, 42, 1472));

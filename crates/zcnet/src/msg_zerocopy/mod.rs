@@ -94,8 +94,9 @@ pub struct ZeroCopySender<S: ExclusiveSocket, B: OwnedBuf> {
     counters: Counters,
     /// An error that ended a partly loaned send, reported again by the next send.
     pending_error: Option<io::Error>,
-    /// [`Mode::Auto`]'s decisions.
-    auto: Option<crate::auto::Decider>,
+    /// [`Mode::Auto`]'s decisions, boxed: their tables (about 4 KB) would put the fields every
+    /// send reads kilobytes apart.
+    auto: Option<Box<crate::auto::Decider>>,
     /// The buffer whose calls are being made: always `None` between synchronous calls; an async
     /// send that would block leaves it here, owned by the sender, to be finished first.
     current: Option<InProgress<B>>,

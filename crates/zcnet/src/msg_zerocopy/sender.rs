@@ -140,7 +140,11 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
             } else {
                 SendPath::MsgZerocopyUdp
             };
-            crate::auto::Decider::new(Choice::for_socket(path, &socket, config.segment))
+            Box::new(crate::auto::Decider::new(Choice::for_socket(
+                path,
+                &socket,
+                config.segment,
+            )))
         });
         ZeroCopySender {
             auto,
@@ -179,7 +183,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
     /// In [`Mode::Auto`]: the path, route and prior threshold, the profile they came from, and
     /// what each size class learned (built when asked: keep it off the path of every send).
     pub fn auto_choice(&self) -> Option<Choice> {
-        self.auto.as_ref().map(crate::auto::Decider::choice)
+        self.auto.as_deref().map(crate::auto::Decider::choice)
     }
 
     /// The socket (poll it for `POLLERR` to know when to [`reap`](Self::reap)).
@@ -190,7 +194,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
     /// Counters so far.
     pub fn counters(&self) -> Counters {
         Counters {
-            auto: crate::auto::Decider::counters_of(self.auto.as_ref()),
+            auto: crate::auto::Decider::counters_of(self.auto.as_deref()),
             ..self.counters
         }
     }
