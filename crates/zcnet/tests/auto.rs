@@ -252,9 +252,10 @@ fn size_switch(
         // A pair dropped because the load changed across it (`DRIFT_MAX`: a noisy guest, or
         // another test's sender beside this one) is measured again: a class that has not
         // learned by the end of the phase gets two more rounds for each pair dropped in it,
-        // up to four times the phase. On a quiet 2-vCPU guest a pair of the 600 B class (its
-        // rounds take a few ms) is dropped now and then; three of its first five, too many for
-        // the fixed phase this test had, came once in 30 runs of the file.
+        // up to four times the phase. On a 2-vCPU guest a pair of the 600 B class (its rounds
+        // take a few ms) is dropped now and then; three of its first five, too many for the
+        // fixed phase this test had, failed it once in a fresh-machine run, and once in 30 runs
+        // of the file beside other load.
         let dropped_before = counters().discarded_pairs;
         let (mut sent, mut target) = (0, n);
         while sent < target {
