@@ -289,7 +289,7 @@ async fn the_async_auto_sender_learns_as_the_sync_one_does() {
         }
         total += i;
         let choice = tx.auto_choice().unwrap();
-        let k = &class(&choice).unwrap();
+        let k = class(&choice).unwrap();
         let again = 2 * tx.counters().auto.discarded_pairs;
         let bound = (2 * zcnet::auto::FIRST_PAIRS as u64 + 1 + again) * round + 1;
         assert!(
