@@ -38,6 +38,8 @@ pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
     stream: bool,
     queued: usize,
     returned: VecDeque<Returned<B>>,
+    /// An empty queue with room, for [`UringSender::resend_returned`] to swap with `returned`.
+    spare: VecDeque<Returned<B>>,
     counters: Counters,
     /// Zero-copy sends use the registered pool.
     fixed: bool,
@@ -196,6 +198,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             queued: 0,
             closed: false,
             returned: VecDeque::new(),
+            spare: VecDeque::new(),
             counters: Counters::default(),
             kick: crate::loan::DeferredKick::default(),
             _claim: claim,
@@ -454,6 +457,14 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     }
 
     fn collect(&mut self) -> io::Result<usize> {
+        self.collect_again(|_: &mut B| false).map(|(back, _)| back)
+    }
+
+    /// [`UringSender::collect`], sending again from its slot each buffer that finished whole and
+    /// that `again` keeps (see [`UringSender::resend_returned`]); how many came back, and how
+    /// many of them went again.
+    #[inline(always)]
+    fn collect_again(&mut self, again: impl FnMut(&mut B) -> bool) -> io::Result<(usize, usize)> {
         if self.returned.is_empty() {
             // Back to its first entries: a caller that takes each buffer as it comes back keeps
             // the queue short, and its entries then stay the same few cache lines instead of
@@ -465,9 +476,117 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             counters: &mut self.counters,
             auto: &mut self.auto,
             returned: &mut self.returned,
+            again,
+            resent: 0,
         };
-        self.ring.complete(&mut back)?;
-        Ok((self.counters.returned - before) as usize)
+        let done = self.ring.complete(&mut back);
+        let resent = back.resent;
+        // Their SQEs wait for the next submission, as those of `send` do.
+        self.queued += resent;
+        done?;
+        Ok(((self.counters.returned - before) as usize, resent))
+    }
+
+    /// Sends each buffer again as it comes back, without handing it out: what a loop that
+    /// sends every buffer again (refilled or not) does with [`UringSender::pop_returned`] and
+    /// [`UringSender::send`], with a buffer's trip through the queue of returned buffers, the
+    /// free slots and the checks of `send` left out. Submits what is queued, collects what
+    /// completed, waiting up to `wait` for the first completion when none is there and buffers
+    /// are loaned, and offers `again` each buffer that came back whole (no error), in
+    /// completion order (those already back and not taken first): `true` sends it again, as
+    /// [`UringSender::send`] or [`UringSender::send_to`] sent it the last time (the same
+    /// destination; its bytes as `again` left them). The others stay in
+    /// [`UringSender::returned`], as do buffers that came back with an error and one that
+    /// cannot go as `again` left it (over 4 GiB, or a fixed send's bytes out of the registered
+    /// pool: `EINVAL`). Buffers that were back before the call are offered only while the
+    /// window has room (`again` is asked only of a buffer that can go at once): with more
+    /// buffers than the window, those beyond it wait in [`UringSender::returned`] while the ones
+    /// in flight go again in place. Returns how many went again. The kernel is done with a
+    /// buffer before `again` sees it: it may write it. Should `again` panic, the buffers being
+    /// handed back then stay loaned (counted by [`crate::loan::leaked_buffers`] when the sender
+    /// drops), never freed while the kernel might read them.
+    ///
+    /// In [`Mode::Auto`](super::Mode::Auto), with trains ([`Config::segment`](super::Config::segment))
+    /// and on stream sockets, and for buffers that were back before the call, each buffer kept
+    /// goes through [`UringSender::send`] instead (the learner's choice, the train's check, the
+    /// stream's order): the same result on a connected socket, without the saving. A send that
+    /// fails there (on an unconnected socket, `send` has no destination) leaves its buffer in
+    /// [`UringSender::returned`] with the error, `sent` 0.
+    ///
+    /// # Errors
+    /// `io_uring_enter`'s error.
+    pub fn resend_returned(
+        &mut self,
+        wait: Duration,
+        mut again: impl FnMut(&mut B) -> bool,
+    ) -> io::Result<usize> {
+        let mut resent = 0;
+        if !self.returned.is_empty() {
+            resent += self.resend_taken(&mut again);
+        }
+        self.flush()?;
+        let in_place = self.mode != Mode::Auto && self.config.segment.is_none() && !self.stream;
+        let mut deadline = None;
+        loop {
+            let back = if in_place {
+                let (back, n) = self.collect_again(&mut again)?;
+                resent += n;
+                back
+            } else {
+                let back = self.collect()?;
+                resent += self.resend_taken(&mut again);
+                back
+            };
+            if back > 0 || self.ring.in_flight() == 0 || wait.is_zero() {
+                return Ok(resent);
+            }
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + wait);
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(resent);
+            }
+            self.ring.wait(left.min(crate::loan::DeferredKick::STALL))?;
+            if self.kick.kick_if_stalled(self.counters.returned) {
+                self.counters.deferred_kicks += 1;
+            }
+        }
+    }
+
+    /// [`UringSender::resend_returned`]'s way for the buffers in [`UringSender::returned`]: each
+    /// that came back whole and that `again` keeps goes through [`UringSender::send`]; the rest
+    /// stay, in their order, before any that come back meanwhile. How many went again.
+    fn resend_taken(&mut self, again: &mut impl FnMut(&mut B) -> bool) -> usize {
+        // The queue is taken whole (what comes back while sending, a full window waited for,
+        // goes into the spare one): those that stay go back to its end as it is walked, in
+        // their order, and end up before the newcomers.
+        let mut old = std::mem::replace(&mut self.returned, std::mem::take(&mut self.spare));
+        let mut resent = 0;
+        for _ in 0..old.len() {
+            let Some(mut r) = old.pop_front() else { break };
+            // Only where it can go without waiting: a wait would collect the buffers that come
+            // back meanwhile past `again`.
+            if r.error.is_some()
+                || self.ring.in_flight() >= self.config.window
+                || !again(&mut r.buf)
+            {
+                old.push_back(r);
+                continue;
+            }
+            match self.send(r.buf) {
+                Ok(()) => resent += 1,
+                Err(e) => old.push_back(Returned {
+                    buf: e.buf,
+                    sent: 0,
+                    error: Some(e.error),
+                    zero_copy: false,
+                    copied: None,
+                }),
+            }
+        }
+        old.append(&mut self.returned);
+        // Both queues keep their allocations for the next call.
+        self.spare = std::mem::replace(&mut self.returned, old);
+        resent
     }
 
     /// Ends the sender: submits what is queued, waits up to `timeout` for what the kernel still
@@ -543,14 +662,18 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
 }
 
 /// What a sender does with each buffer the ring hands back: counts it, tells the decider what
-/// its notification said, and queues it for [`UringSender::returned`].
-struct Collect<'a, B> {
+/// its notification said, and queues it for [`UringSender::returned`], or has the ring send it
+/// again from its slot where `again` says so ([`UringSender::resend_returned`]).
+struct Collect<'a, B, F> {
     counters: &'a mut Counters,
     auto: &'a mut Option<Box<Decider>>,
     returned: &'a mut VecDeque<Returned<B>>,
+    again: F,
+    /// How many went again from their slots.
+    resent: usize,
 }
 
-impl<B> Finish<B> for Collect<'_, B> {
+impl<B, F: FnMut(&mut B) -> bool> Finish<B> for Collect<'_, B, F> {
     #[inline(always)]
     fn finish(&mut self, f: Finished<B>) {
         let (sent, copied) = (f.sent, f.copied);
@@ -567,6 +690,30 @@ impl<B> Finish<B> for Collect<'_, B> {
                 copied,
             },
         );
+        self.count(sent, failed, memlock, copied);
+    }
+
+    #[inline(always)]
+    fn again(&mut self, buf: &mut B) -> bool {
+        (self.again)(buf)
+    }
+
+    #[inline(always)]
+    fn resent(&mut self, f: Finished<()>, op: SendOp, fixed: bool) {
+        self.count(f.sent, false, f.memlock_fallback, f.copied);
+        let c = &mut *self.counters;
+        c.requests += 1;
+        c.zero_copy_requests += u64::from(op != SendOp::Send && op != SendOp::SendMsg);
+        c.fixed_requests += u64::from(fixed);
+        self.resent += 1;
+    }
+}
+
+impl<B, F> Collect<'_, B, F> {
+    /// Counts a buffer back: `sent` bytes, whether it `failed`, went by copy after a refused
+    /// pin (`memlock`), and what the kernel said of copying.
+    #[inline(always)]
+    fn count(&mut self, sent: usize, failed: bool, memlock: bool, copied: Option<bool>) {
         let c = &mut *self.counters;
         c.returned += 1;
         c.bytes += sent as u64;

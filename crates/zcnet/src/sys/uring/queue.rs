@@ -222,7 +222,7 @@ impl Sq {
     ///
     /// # Safety
     /// Everything the entry points at must stay valid until the request's last CQE.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn push(&mut self, fill: impl FnOnce(&mut Sqe)) -> bool {
         let (head, tail) = self.indexes();
         if tail.wrapping_sub(head) >= self.entries {

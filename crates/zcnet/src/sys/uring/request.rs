@@ -73,6 +73,23 @@ pub struct Finished<B> {
 pub trait Finish<B> {
     /// Takes one finished buffer.
     fn finish(&mut self, f: Finished<B>);
+
+    /// Whether the buffer of a request that finished whole (no error), still in its slot, goes
+    /// again from there instead of being handed to [`Finish::finish`]. Asked only of datagram
+    /// rings (a stream's requests go in its order); the ring may still hand the buffer to
+    /// `finish` after a yes (see [`SendRing::complete`]).
+    ///
+    /// [`SendRing::complete`]: super::ring::SendRing::complete
+    #[inline(always)]
+    fn again(&mut self, _buf: &mut B) -> bool {
+        false
+    }
+
+    /// A buffer [`Finish::again`] kept went again, in its slot, as `op` (with
+    /// `IORING_RECVSEND_FIXED_BUF` where `fixed`): `f` is what its request that finished did
+    /// (its `buf` is the slot's, not moved).
+    #[inline(always)]
+    fn resent(&mut self, _f: Finished<()>, _op: SendOp, _fixed: bool) {}
 }
 
 impl<B> Finish<B> for Vec<Finished<B>> {

@@ -313,10 +313,7 @@ impl<B: StableBytes> SendRing<B> {
     }
 
     fn in_registered(&self, at: *const u8, len: usize) -> bool {
-        // With no pool registered the region is empty, and holds no buffer.
-        let (start, size) = self.region;
-        let at = at as usize;
-        size > 0 && at >= start && at + len <= start + size
+        in_region(self.region, at, len)
     }
 
     /// Queues the request of slot `key` (which holds a buffer): its SQE, for the unsent rest of
@@ -427,7 +424,12 @@ impl<B: StableBytes> SendRing<B> {
     }
 
     /// Reads every CQE there is and hands each buffer the kernel is done with to `out`, in the
-    /// order they finished.
+    /// order they finished. On a datagram ring a buffer whose request finished whole and that
+    /// `out` keeps ([`Finish::again`]) goes again from its slot, as pushed the first time (the
+    /// same op, flags and destination; its bytes read anew): its SQE waits for the next
+    /// submission, and `out` hears of it by [`Finish::resent`]. One that cannot go as it is now
+    /// (over 4 GiB, or a fixed send whose bytes left the registered pool) comes back to
+    /// [`Finish::finish`] with `EINVAL`.
     pub fn complete(&mut self, out: &mut impl Finish<B>) -> io::Result<()> {
         if !self.done.is_empty() {
             self.hand_done(out);
@@ -570,10 +572,14 @@ impl<B: StableBytes> SendRing<B> {
     /// [`SendRing::finish`], inlined where nearly every buffer finishes.
     #[inline(always)]
     fn finish_inline(&mut self, key: u32, out: &mut impl Finish<B>) {
-        let Some(held) = self.held.get_mut(key as usize).filter(|h| h.buf.is_some()) else {
+        if self.held.get(key as usize).is_none_or(|h| h.buf.is_none()) {
             debug_assert!(false, "a finished request has its buffer");
             return;
-        };
+        }
+        if self.order.is_none() && self.go_again(key, out) {
+            return;
+        }
+        let held = &mut self.held[key as usize];
         self.in_flight -= 1;
         // Before the buffer is taken: a push that may grow is a call, across which a buffer
         // already taken would be kept on the stack and read back wider than it was written (a
@@ -588,7 +594,7 @@ impl<B: StableBytes> SendRing<B> {
         };
         let (sent, copy_retry, copied) = (state.sent(), state.copy_retry, state.copied);
         let Some(buf) = held.buf.take() else {
-            unreachable!("checked above");
+            unreachable!("checked at the top");
         };
         out.finish(Finished {
             // What was really done: a copy retry is not zero-copy.
@@ -602,6 +608,99 @@ impl<B: StableBytes> SendRing<B> {
             buf,
         });
     }
+}
+
+impl<B: StableBytes> SendRing<B> {
+    /// Sends the buffer of slot `key` (a datagram request that just finished) again from its
+    /// slot when it finished whole and `out` keeps it ([`Finish::again`]); whether it did. The
+    /// slot's next submission follows the finished one's generation, as a push would.
+    #[inline(always)]
+    fn go_again(&mut self, key: u32, out: &mut impl Finish<B>) -> bool {
+        let region = self.region;
+        let held = &mut self.held[key as usize];
+        let state = &held.state;
+        if state.error().is_some() || state.abandoned().is_some() {
+            return false;
+        }
+        let Some(buf) = held.buf.as_mut() else {
+            return false;
+        };
+        if !out.again(buf) {
+            return false;
+        }
+        let bytes = buf.stable_bytes();
+        let (at, len) = (bytes.as_ptr(), bytes.len());
+        if len > u32::MAX as usize || (held.fixed && !in_region(region, at, len)) {
+            // As `push` refuses it: the buffer comes back, saying why.
+            held.state.fail(libc::EINVAL);
+            return false;
+        }
+        let state = &held.state;
+        let copy_retry = state.copy_retry;
+        let done = Finished {
+            buf: (),
+            sent: state.sent(),
+            error: None,
+            zero_copy: held.op.zero_copy() && !copy_retry,
+            memlock_fallback: copy_retry,
+            copied: state.copied.filter(|_| !copy_retry),
+        };
+        held.len = len as u32;
+        held.state.reset(held.state.generation.wrapping_add(1));
+        let queued = match held.op {
+            SendOp::Send | SendOp::SendZc => {
+                let send = PlainSend {
+                    zero_copy: held.op == SendOp::SendZc,
+                    fixed_buf: held.fixed,
+                    zc_flags: if held.report_usage && !self.usage_refused {
+                        abi::IORING_SEND_ZC_REPORT_USAGE
+                    } else {
+                        0
+                    },
+                    fd: held.fd,
+                    ptr: at,
+                    len: len as u32,
+                    msg_flags: held.flags,
+                    user_data: user_data(key, held.state.generation),
+                };
+                let file = self.file;
+                // SAFETY: as in `queue_sqe`: the buffer stays in the slot until its request's
+                // last CQE (leaked if the ring goes first).
+                unsafe { self.sq.push(|sqe| fill_send(sqe, send, file, false)) }
+            }
+            _ => self.queue_sqe(key, false),
+        };
+        if !queued {
+            // Every SQE queued and not yet submitted is a request in flight other than this
+            // one, and no more than `entries` are in flight: there is room. Were there none,
+            // nothing went in, and the buffer comes back with an error.
+            debug_assert!(false, "an SQE queued for every request in flight, and room");
+            held_not_resubmitted(&mut self.held[key as usize].state);
+            return false;
+        }
+        let (op, fixed) = (self.held[key as usize].op, self.held[key as usize].fixed);
+        out.resent(done, op, fixed);
+        true
+    }
+}
+
+#[cold]
+fn held_not_resubmitted(state: &mut State) {
+    let step = state.not_resubmitted(libc::EIO);
+    debug_assert_eq!(
+        step,
+        Step::Done,
+        "a datagram request that finished owes nothing older"
+    );
+}
+
+/// Whether `len` bytes at `at` lie inside `region` (start, length), the registered pool; an
+/// empty region (none registered) holds no buffer.
+#[inline(always)]
+fn in_region(region: (usize, usize), at: *const u8, len: usize) -> bool {
+    let (start, size) = region;
+    let at = at as usize;
+    size > 0 && at >= start && at + len <= start + size
 }
 
 impl<B: StableBytes> Drop for SendRing<B> {
@@ -858,6 +957,101 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// What a ring hands back, and asks, in the tests of sending again from a slot.
+    #[derive(Default)]
+    struct Again {
+        /// `again`'s answers, in turn; `false` once they run out.
+        keep: Vec<bool>,
+        asked: usize,
+        resent: Vec<(usize, Option<bool>, SendOp, bool)>,
+        finished: Vec<Finished<Vec<u8>>>,
+    }
+
+    impl Finish<Vec<u8>> for Again {
+        fn finish(&mut self, f: Finished<Vec<u8>>) {
+            self.finished.push(f);
+        }
+        fn again(&mut self, buf: &mut Vec<u8>) -> bool {
+            self.asked += 1;
+            let keep = self.keep.get(self.asked - 1).copied().unwrap_or(false);
+            if keep {
+                // Refilled, shorter: the next SQE sends what the buffer is now.
+                buf.truncate(buf.len() - 10);
+            }
+            keep
+        }
+        fn resent(&mut self, f: Finished<()>, op: SendOp, fixed: bool) {
+            self.resent.push((f.sent, f.copied, op, fixed));
+        }
+    }
+
+    /// Issue 51: a datagram request that finished whole goes again from its slot when `again`
+    /// keeps it: a new SQE for the slot's next generation (as `fill` writes it), the buffer and
+    /// the count in flight stay, a late CQE of the finished submission changes nothing, and the
+    /// buffer comes back after the new submission's own CQEs. A failed request is not offered.
+    #[test]
+    fn a_kept_buffer_goes_again_from_its_slot_as_its_next_generation() {
+        let Some((mut ring, _s)) = ring_with(2, SendOp::SendZc) else {
+            return no_ring();
+        };
+        let mut out = Again {
+            keep: vec![true],
+            ..Again::default()
+        };
+        ring.on_cqe(0, 0, 1000, RESULT_MORE, &mut out).unwrap();
+        ring.on_cqe(0, 0, 0, NOTIF, &mut out).unwrap();
+        assert_eq!((out.asked, out.finished.len()), (1, 0));
+        assert_eq!(out.resent, vec![(1000, Some(false), SendOp::SendZc, false)]);
+        assert_eq!(ring.in_flight(), 2);
+        assert_eq!(ring.held[0].len, 990);
+        // The SQE after the two pushed: slot 0's generation 1, for the 990 bytes left.
+        let queued = ring.sq.entry(2).fields();
+        // SAFETY: all-zero is a valid `Sqe` (integers only).
+        let mut want: Sqe = unsafe { std::mem::zeroed() };
+        let (file, refused) = (ring.file, ring.usage_refused);
+        fill(&mut want, &mut ring.held[0], file, refused, 0, false);
+        assert_eq!(queued, want.fields());
+        assert_eq!(key_generation(want.user_data), (0, 1));
+        // A stray notification of generation 0 frees nothing.
+        ring.on_cqe(0, 0, 0, NOTIF, &mut out).unwrap();
+        assert!(out.finished.is_empty());
+        // Generation 1's own CQEs: offered again, declined, handed back.
+        ring.on_cqe(0, 1, 990, RESULT_MORE, &mut out).unwrap();
+        ring.on_cqe(0, 1, 0, NOTIF, &mut out).unwrap();
+        assert_eq!((out.asked, out.finished.len()), (2, 1));
+        assert_eq!(
+            (out.finished[0].sent, out.finished[0].buf.len()),
+            (990, 990)
+        );
+        assert_eq!(ring.in_flight(), 1);
+        // A failed request comes back with its error, without being offered.
+        ring.on_cqe(1, 0, -libc::EPIPE, 0, &mut out).unwrap();
+        assert_eq!((out.asked, out.finished.len()), (2, 2));
+        assert!(out.finished[1].error.is_some());
+    }
+
+    /// A kept buffer that cannot go as it is now (a fixed send whose bytes are not in the
+    /// registered region) comes back with `EINVAL` instead, its slot free.
+    #[test]
+    fn a_kept_buffer_that_cannot_go_comes_back_with_einval() {
+        let Some((mut ring, _s)) = ring_with(1, SendOp::SendZc) else {
+            return no_ring();
+        };
+        // Made a fixed send after the fact; no region is registered, so none is inside it.
+        ring.held[0].fixed = true;
+        let mut out = Again {
+            keep: vec![true],
+            ..Again::default()
+        };
+        ring.on_cqe(0, 0, 1000, RESULT_MORE, &mut out).unwrap();
+        ring.on_cqe(0, 0, 0, NOTIF, &mut out).unwrap();
+        assert!(out.resent.is_empty());
+        assert_eq!(out.finished.len(), 1);
+        let e = out.finished[0].error.as_ref().unwrap();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        assert_eq!(ring.in_flight(), 0);
     }
 
     fn no_ring() {

@@ -160,7 +160,7 @@ impl State {
     }
 
     /// Records `errno` as the error, unless one came first.
-    fn fail(&mut self, errno: i32) {
+    pub fn fail(&mut self, errno: i32) {
         if self.error.is_none() {
             self.error = Some(NonZeroI32::new(errno).unwrap_or(EIO));
         }
