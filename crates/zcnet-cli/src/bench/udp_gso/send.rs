@@ -166,7 +166,9 @@ fn send_fixed(
     }
     let per_train = segment.segments(pool.train_bytes()) as u64;
     let meter = Meter::start();
-    let (trains, failed) = crate::bench::uring_tx::cycle_pool(&mut tx, spare, seconds)?;
+    // Each train goes through `send` (its check) whatever the loop: the pool goes round in the
+    // order its trains came back.
+    let (trains, failed) = crate::bench::uring_tx::cycle_pool(&mut tx, false, spare, seconds)?;
     if let Some(e) = failed {
         bail!("a train failed: {e}");
     }

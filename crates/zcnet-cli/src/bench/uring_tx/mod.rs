@@ -17,6 +17,11 @@
 //! never read. The report says what each pool measured ([`super::heat`], measured in `pool`), not what it was meant
 //! to be. `--reference` runs the kernel's program beside zcnet ([`super::reference`]).
 //!
+//! The hot pool and the shared buffer go again as they come back without leaving the sender
+//! (`UringSender::resend_returned`, issue 51), as an application that resends its buffers would
+//! use it; the cold pool goes round in the order its buffers come back, each taken and sent, so
+//! that all of it is read.
+//!
 //! The files: `ring` (the ring's settings), `pool` (the pool condition and its buffers),
 //! `send` (one run), `tables` (the tables printed); the alternation, the settings shared
 //! and the summary rows are [`super::engine`]'s.

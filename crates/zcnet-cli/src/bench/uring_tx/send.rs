@@ -41,7 +41,8 @@ fn send_for<S: zcnet::uring::ExclusiveSocket>(
     // through the whole pool without a trip through the pool's free list per request.
     let spare: VecDeque<PoolBuf> = std::iter::from_fn(|| pool.acquire()).collect();
     let meter = Meter::start();
-    let (requests, failed) = cycle_pool(&mut tx, spare, seconds)?;
+    let in_place = spare.len() <= window + 1;
+    let (requests, failed) = cycle_pool(&mut tx, in_place, spare, seconds)?;
     let c = tx.counters();
     let run = meter
         .finish(Work {
@@ -62,13 +63,19 @@ fn send_for<S: zcnet::uring::ExclusiveSocket>(
 
 /// Sends the buffers of `spare` for `seconds`, each again as it comes back, in the order it
 /// came back (as an application resends the buffers it gets back), so the sends cycle through
-/// the whole pool without a trip through its free list per request; then waits for every
-/// notification. Returns the requests sent and the first error a returned buffer carried.
+/// the whole pool; then waits for every notification. Returns the requests sent and the first
+/// error a returned buffer carried.
 ///
-/// The clock is read once a batch, as the kernel's io_uring_zerocopy_tx.c reads it once per
-/// batch it submits: a read per request was a fifth of the sender's user time.
+/// `in_place` (for a pool whose buffers fit in the window but one, the hot pool): each goes
+/// again from where the sender holds it ([`UringSender::resend_returned`]), without a trip
+/// through the queue of returned buffers and `send` (issue 51); the one beyond the window
+/// waits. Otherwise (a cold pool, larger than the window) the pool goes round in the order its
+/// buffers came back, each taken and sent, so that every buffer of it is sent in turn. The clock is read once a batch, as the kernel's
+/// io_uring_zerocopy_tx.c reads it once per batch it submits: a read per request was a fifth
+/// of the sender's user time.
 pub(crate) fn cycle_pool<S: zcnet::uring::ExclusiveSocket>(
     tx: &mut UringSender<S, PoolBuf>,
+    in_place: bool,
     mut spare: VecDeque<PoolBuf>,
     seconds: f64,
 ) -> anyhow::Result<(u64, Option<std::io::Error>)> {
@@ -80,6 +87,7 @@ pub(crate) fn cycle_pool<S: zcnet::uring::ExclusiveSocket>(
         // The pool's buffers not sent yet, then each as it came back, taken one by one.
         let buf = match spare.pop_front() {
             Some(b) => b,
+            None if in_place => break,
             None => loop {
                 if let Some(r) = tx.pop_returned() {
                     failed = failed.or(r.error);
@@ -96,12 +104,33 @@ pub(crate) fn cycle_pool<S: zcnet::uring::ExclusiveSocket>(
             .context("queueing a send")?;
         requests += 1;
     }
+    if in_place {
+        requests = resend_for(tx, start, seconds)?;
+    }
     tx.drain(Duration::from_secs(5))
         .context("waiting for notifications")?;
     for r in tx.returned() {
         failed = failed.or(r.error);
     }
     Ok((requests, failed))
+}
+
+/// Sends every buffer again from where `tx` holds it as it comes back, until `seconds` from
+/// `start` or a buffer comes back with an error (left in [`UringSender::returned`]); returns
+/// the requests `tx` made in all.
+fn resend_for<S: zcnet::uring::ExclusiveSocket, B: zcnet::uring::OwnedBuf>(
+    tx: &mut UringSender<S, B>,
+    start: Instant,
+    seconds: f64,
+) -> anyhow::Result<u64> {
+    while start.elapsed().as_secs_f64() < seconds {
+        tx.resend_returned(CONFIG.stall_timeout, |_| true)
+            .context("io_uring_enter")?;
+        if tx.counters().errors > 0 {
+            break;
+        }
+    }
+    Ok(tx.counters().requests)
 }
 
 /// [`send_for`] of one shared buffer: each request sends it again (`&'static [u8]` is an
@@ -118,21 +147,14 @@ fn send_shared<S: zcnet::uring::ExclusiveSocket>(
     }
     let meter = Meter::start();
     let start = Instant::now();
-    let mut requests = 0u64;
     let mut failed = None;
-    let check_every = CONFIG.batch.max(1) as u64;
-    while requests % check_every != 0 || start.elapsed().as_secs_f64() < seconds {
+    // A window's worth of requests, then each again as it comes back (see `cycle_pool`).
+    for _ in 0..config.window {
         tx.send(one)
             .map_err(|e| e.error)
             .context("queueing a send")?;
-        requests += 1;
-        // The clones come back as their requests complete: dropped once a batch.
-        if requests % check_every == 0 {
-            for r in tx.returned() {
-                failed = failed.or(r.error);
-            }
-        }
     }
+    let requests = resend_for(&mut tx, start, seconds)?;
     tx.drain(Duration::from_secs(5))
         .context("waiting for notifications")?;
     for r in tx.returned() {
