@@ -823,6 +823,8 @@ fn resend_returned_sends_each_buffer_again_as_refilled() {
         (Mode::ZeroCopyFixed, false),
         (Mode::ZeroCopy, true),
         (Mode::Auto, false),
+        // Not offered (`send` would not know where they go): the caller sends them all.
+        (Mode::Auto, true),
     ] {
         resend_round_trip(mode, to);
     }
@@ -876,21 +878,24 @@ fn resend_round_trip(mode: Mode, to: bool) {
         }
     }
     let mut declined = 0;
+    let mut done = Vec::new();
     while seq < n {
-        tx.resend_returned(TIMEOUT, |b| {
-            // Every tenth comes back to the caller, which sends it itself.
-            if seq % 10 == 9 || seq >= n {
-                return false;
-            }
-            fill_seq(b, seq);
-            seq += 1;
-            true
-        })
-        .unwrap();
+        let resent = tx
+            .resend_returned(TIMEOUT, |b| {
+                // Every tenth comes back to the caller, which sends it itself.
+                if seq % 10 == 9 || seq >= n {
+                    return false;
+                }
+                fill_seq(b, seq);
+                seq += 1;
+                true
+            })
+            .unwrap();
+        assert!(resent <= 8, "{what}: a batch a call, not {resent}");
         while let Some(r) = tx.pop_returned() {
             assert!(r.error.is_none(), "{what}: {:?}", r.error);
             if seq >= n {
-                drop(r);
+                done.push(r);
                 continue;
             }
             declined += 1;
@@ -904,7 +909,10 @@ fn resend_round_trip(mode: Mode, to: bool) {
         }
     }
     tx.drain(TIMEOUT).unwrap();
-    let back = tx.returned().count();
+    // Buffers already back are the caller's: not offered.
+    let offered = tx.resend_returned(Duration::ZERO, |_| true).unwrap();
+    assert_eq!(offered, 0, "{what}");
+    let back = tx.returned().count() + done.len();
     assert_eq!(back, buffers, "{what}: every buffer back at the end");
     let c = tx.counters();
     assert_eq!(

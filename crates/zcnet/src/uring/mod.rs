@@ -30,7 +30,8 @@
 //! A sender that sends every buffer again as it comes back (a media or load sender, refilling
 //! each or not) can leave the buffers where the sender holds them:
 //! [`UringSender::resend_returned`] offers each buffer that came back whole to a closure, which
-//! may write it and says whether it goes again; on a datagram socket in a fixed mode it goes
+//! may write it and says whether it goes again; on a datagram socket in any mode but
+//! [`Mode::Auto`], without trains, it goes
 //! again from its slot, without a trip through [`UringSender::returned`] and
 //! [`UringSender::send`] (about a quarter of the sender's instructions a request, issue 51).
 //! The closure sees a buffer only after the kernel is done with it.

@@ -40,6 +40,9 @@ pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
     returned: VecDeque<Returned<B>>,
     /// An empty queue with room, for [`UringSender::resend_returned`] to swap with `returned`.
     spare: VecDeque<Returned<B>>,
+    /// [`UringSender::send_to`] was used: [`UringSender::send`] would not send its buffers
+    /// where they went.
+    sent_to: bool,
     counters: Counters,
     /// Zero-copy sends use the registered pool.
     fixed: bool,
@@ -199,6 +202,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             closed: false,
             returned: VecDeque::new(),
             spare: VecDeque::new(),
+            sent_to: false,
             counters: Counters::default(),
             kick: crate::loan::DeferredKick::default(),
             _claim: claim,
@@ -338,6 +342,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// # Errors
     /// As [`UringSender::send`].
     pub fn send_to(&mut self, buf: B, dest: SocketAddr) -> Result<(), SendError<B>> {
+        self.sent_to = true;
         let op = match self.zero_copy(buf.bytes().len()) {
             Ok(true) => SendOp::SendMsgZc,
             Ok(false) => SendOp::SendMsg,
@@ -457,14 +462,19 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     }
 
     fn collect(&mut self) -> io::Result<usize> {
-        self.collect_again(|_: &mut B| false).map(|(back, _)| back)
+        self.collect_again(usize::MAX, |_: &mut B| false)
+            .map(|(back, _)| back)
     }
 
-    /// [`UringSender::collect`], sending again from its slot each buffer that finished whole and
-    /// that `again` keeps (see [`UringSender::resend_returned`]); how many came back, and how
-    /// many of them went again.
+    /// [`UringSender::collect`] of at most `limit` buffers, sending again from its slot each that
+    /// finished whole and that `again` keeps (see [`UringSender::resend_returned`]); how many
+    /// came back, and how many of them went again.
     #[inline(always)]
-    fn collect_again(&mut self, again: impl FnMut(&mut B) -> bool) -> io::Result<(usize, usize)> {
+    fn collect_again(
+        &mut self,
+        limit: usize,
+        again: impl FnMut(&mut B) -> bool,
+    ) -> io::Result<(usize, usize)> {
         if self.returned.is_empty() {
             // Back to its first entries: a caller that takes each buffer as it comes back keeps
             // the queue short, and its entries then stay the same few cache lines instead of
@@ -478,6 +488,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             returned: &mut self.returned,
             again,
             resent: 0,
+            taken: 0,
+            limit,
         };
         let done = self.ring.complete(&mut back);
         let resent = back.resent;
@@ -490,28 +502,35 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// Sends each buffer again as it comes back, without handing it out: what a loop that
     /// sends every buffer again (refilled or not) does with [`UringSender::pop_returned`] and
     /// [`UringSender::send`], with a buffer's trip through the queue of returned buffers, the
-    /// free slots and the checks of `send` left out. Submits what is queued, collects what
-    /// completed, waiting up to `wait` for the first completion when none is there and buffers
-    /// are loaned, and offers `again` each buffer that came back whole (no error), in
-    /// completion order (those already back and not taken first): `true` sends it again, as
-    /// [`UringSender::send`] or [`UringSender::send_to`] sent it the last time (the same
-    /// destination; its bytes as `again` left them). The others stay in
-    /// [`UringSender::returned`], as do buffers that came back with an error and one that
-    /// cannot go as `again` left it (over 4 GiB, or a fixed send's bytes out of the registered
-    /// pool: `EINVAL`). Buffers that were back before the call are offered only while the
-    /// window has room (`again` is asked only of a buffer that can go at once): with more
-    /// buffers than the window, those beyond it wait in [`UringSender::returned`] while the ones
-    /// in flight go again in place. Returns how many went again. The kernel is done with a
-    /// buffer before `again` sees it: it may write it. Should `again` panic, the buffers being
-    /// handed back then stay loaned (counted by [`crate::loan::leaked_buffers`] when the sender
-    /// drops), never freed while the kernel might read them.
+    /// free slots and the checks of `send` left out.
     ///
-    /// In [`Mode::Auto`](super::Mode::Auto), with trains ([`Config::segment`](super::Config::segment))
-    /// and on stream sockets, and for buffers that were back before the call, each buffer kept
-    /// goes through [`UringSender::send`] instead (the learner's choice, the train's check, the
-    /// stream's order): the same result on a connected socket, without the saving. A send that
-    /// fails there (on an unconnected socket, `send` has no destination) leaves its buffer in
-    /// [`UringSender::returned`] with the error, `sent` 0.
+    /// Collects up to a batch ([`Config::batch`](super::Config::batch)) of the buffers that
+    /// came back (entering the kernel for them when none are in, and then waiting up to `wait`
+    /// for the first while buffers are loaned), offers `again` each that came back whole (no
+    /// error), in completion order, and submits the requests of those it keeps before it
+    /// returns: `true` sends the buffer again as [`UringSender::send`] or
+    /// [`UringSender::send_to`] sent it the last time (the same destination; its bytes as
+    /// `again` left them). The kernel is done with a buffer before `again` sees it: it may
+    /// write it. Returns how many went again.
+    ///
+    /// The rest stay in [`UringSender::returned`]: those `again` declines, those that came back
+    /// with an error, one that cannot go as `again` left it (over 4 GiB, or a fixed send's
+    /// bytes out of the registered pool: it comes back with `EINVAL`, counted in `errors`, its
+    /// `sent` that of the send before), and those that were there before the call or came back
+    /// while the kept ones went through `send` (below), which `again` is not asked about: a loop
+    /// built on this call takes them with [`UringSender::pop_returned`].
+    ///
+    /// On a datagram socket in any mode but [`Mode::Auto`](super::Mode::Auto), without trains
+    /// ([`Config::segment`](super::Config::segment)), a kept buffer goes again from the ring's
+    /// slot. In `Mode::Auto`, with trains and on a stream socket it goes through
+    /// [`UringSender::send`] (the learner's choice, the train's check, the stream's order): the
+    /// same result, without the saving; there a sender that has used
+    /// [`UringSender::send_to`] is not offered its buffers (`send` would not know where they
+    /// go): they stay in [`UringSender::returned`].
+    ///
+    /// Should `again` panic, the buffers being handed back at that moment are dropped (the
+    /// kernel was done with them) or stay loaned (counted by [`crate::loan::leaked_buffers`]
+    /// when the sender drops), never freed while the kernel might read them.
     ///
     /// # Errors
     /// `io_uring_enter`'s error.
@@ -520,52 +539,72 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         wait: Duration,
         mut again: impl FnMut(&mut B) -> bool,
     ) -> io::Result<usize> {
-        let mut resent = 0;
-        if !self.returned.is_empty() {
-            resent += self.resend_taken(&mut again);
-        }
-        self.flush()?;
         let in_place = self.mode != Mode::Auto && self.config.segment.is_none() && !self.stream;
+        let via_send = !in_place && !self.sent_to;
+        let mut resent = 0;
+        let mut entered = false;
         let mut deadline = None;
         loop {
+            // A batch at a time, counting what is queued already: one submission takes it.
+            let limit = self.config.batch.saturating_sub(self.queued).max(1);
             let back = if in_place {
-                let (back, n) = self.collect_again(&mut again)?;
+                let (back, n) = self.collect_again(limit, &mut again)?;
                 resent += n;
                 back
             } else {
-                let back = self.collect()?;
-                resent += self.resend_taken(&mut again);
+                let before = self.returned.len();
+                let (back, _) = self.collect_again(limit, |_: &mut B| false)?;
+                if via_send {
+                    resent += self.resend_taken(before, &mut again);
+                }
                 back
             };
-            if back > 0 || self.ring.in_flight() == 0 || wait.is_zero() {
-                return Ok(resent);
+            if back > 0 || self.ring.in_flight() == 0 {
+                break;
+            }
+            if !entered {
+                // With `DEFER_TASKRUN` what completed is posted only when this thread enters
+                // the kernel for events, as a submission does.
+                self.flush()?;
+                entered = true;
+                continue;
+            }
+            if wait.is_zero() {
+                break;
             }
             let deadline = *deadline.get_or_insert_with(|| Instant::now() + wait);
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Ok(resent);
+                break;
             }
+            self.queued = 0;
             self.ring.wait(left.min(crate::loan::DeferredKick::STALL))?;
             if self.kick.kick_if_stalled(self.counters.returned) {
                 self.counters.deferred_kicks += 1;
             }
         }
+        if self.queued > 0 {
+            self.flush()?;
+        }
+        Ok(resent)
     }
 
-    /// [`UringSender::resend_returned`]'s way for the buffers in [`UringSender::returned`]: each
-    /// that came back whole and that `again` keeps goes through [`UringSender::send`]; the rest
-    /// stay, in their order, before any that come back meanwhile. How many went again.
-    fn resend_taken(&mut self, again: &mut impl FnMut(&mut B) -> bool) -> usize {
-        // The queue is taken whole (what comes back while sending, a full window waited for,
-        // goes into the spare one): those that stay go back to its end as it is walked, in
-        // their order, and end up before the newcomers.
+    /// [`UringSender::resend_returned`]'s way through [`UringSender::send`]: each buffer in
+    /// [`UringSender::returned`] from index `from` on (those before it are left as they are)
+    /// that came back whole and that `again` keeps goes through `send`; the rest stay, in their
+    /// order. How many went again.
+    fn resend_taken(&mut self, from: usize, again: &mut impl FnMut(&mut B) -> bool) -> usize {
+        // The queue is taken whole (what comes back while sending goes into the spare one):
+        // those that stay go back to its end as it is walked, in their order, and end up before
+        // the newcomers.
         let mut old = std::mem::replace(&mut self.returned, std::mem::take(&mut self.spare));
         let mut resent = 0;
-        for _ in 0..old.len() {
+        for i in 0..old.len() {
             let Some(mut r) = old.pop_front() else { break };
             // Only where it can go without waiting: a wait would collect the buffers that come
             // back meanwhile past `again`.
-            if r.error.is_some()
+            if i < from
+                || r.error.is_some()
                 || self.ring.in_flight() >= self.config.window
                 || !again(&mut r.buf)
             {
@@ -671,6 +710,9 @@ struct Collect<'a, B, F> {
     again: F,
     /// How many went again from their slots.
     resent: usize,
+    /// How many came back (went again or not), and how many this collection takes at most.
+    taken: usize,
+    limit: usize,
 }
 
 impl<B, F: FnMut(&mut B) -> bool> Finish<B> for Collect<'_, B, F> {
@@ -694,6 +736,11 @@ impl<B, F: FnMut(&mut B) -> bool> Finish<B> for Collect<'_, B, F> {
     }
 
     #[inline(always)]
+    fn full(&self) -> bool {
+        self.taken >= self.limit
+    }
+
+    #[inline(always)]
     fn again(&mut self, buf: &mut B) -> bool {
         (self.again)(buf)
     }
@@ -714,6 +761,7 @@ impl<B, F> Collect<'_, B, F> {
     /// pin (`memlock`), and what the kernel said of copying.
     #[inline(always)]
     fn count(&mut self, sent: usize, failed: bool, memlock: bool, copied: Option<bool>) {
+        self.taken += 1;
         let c = &mut *self.counters;
         c.returned += 1;
         c.bytes += sent as u64;

@@ -67,12 +67,13 @@ fn send_for<S: zcnet::uring::ExclusiveSocket>(
 /// error a returned buffer carried.
 ///
 /// `in_place` (for a pool whose buffers fit in the window but one, the hot pool): each goes
-/// again from where the sender holds it ([`UringSender::resend_returned`]), without a trip
-/// through the queue of returned buffers and `send` (issue 51); the one beyond the window
-/// waits. Otherwise (a cold pool, larger than the window) the pool goes round in the order its
-/// buffers came back, each taken and sent, so that every buffer of it is sent in turn. The clock is read once a batch, as the kernel's
-/// io_uring_zerocopy_tx.c reads it once per batch it submits: a read per request was a fifth
-/// of the sender's user time.
+/// again from where the sender holds it ([`UringSender::resend_returned`], a batch a call and
+/// an `io_uring_enter`), without a trip through the queue of returned buffers and `send`
+/// (issue 51); the one beyond the window waits in the returned queue. Otherwise (a cold pool,
+/// larger than the window) the pool goes round in the order its buffers came back, each taken
+/// and sent, so that every buffer of it is sent in turn. The clock is read once a batch, as the
+/// kernel's io_uring_zerocopy_tx.c reads it once per batch it submits: a read per request was a
+/// fifth of the sender's user time.
 pub(crate) fn cycle_pool<S: zcnet::uring::ExclusiveSocket>(
     tx: &mut UringSender<S, PoolBuf>,
     in_place: bool,

@@ -74,6 +74,13 @@ pub trait Finish<B> {
     /// Takes one finished buffer.
     fn finish(&mut self, f: Finished<B>);
 
+    /// Whether `self` takes no more buffers this time: the CQEs not yet read wait for the next
+    /// [`SendRing::complete`](super::ring::SendRing::complete).
+    #[inline(always)]
+    fn full(&self) -> bool {
+        false
+    }
+
     /// Whether the buffer of a request that finished whole (no error), still in its slot, goes
     /// again from there instead of being handed to [`Finish::finish`]. Asked only of datagram
     /// rings (a stream's requests go in its order); the ring may still hand the buffer to

@@ -423,8 +423,8 @@ impl<B: StableBytes> SendRing<B> {
         }
     }
 
-    /// Reads every CQE there is and hands each buffer the kernel is done with to `out`, in the
-    /// order they finished. On a datagram ring a buffer whose request finished whole and that
+    /// Reads every CQE there is (until `out` is [full](Finish::full)) and hands each buffer the
+    /// kernel is done with to `out`, in the order they finished. On a datagram ring a buffer whose request finished whole and that
     /// `out` keeps ([`Finish::again`]) goes again from its slot, as pushed the first time (the
     /// same op, flags and destination; its bytes read anew): its SQE waits for the next
     /// submission, and `out` hears of it by [`Finish::resent`]. One that cannot go as it is now
@@ -452,6 +452,9 @@ impl<B: StableBytes> SendRing<B> {
         // that has to enter the kernel finds the completion queue as empty as it can be.
         let mut result = Ok(());
         for _ in 0..self.cq.ready() {
+            if out.full() {
+                break;
+            }
             let Some(c) = self.cq.pop() else { break };
             let (key, generation) = key_generation(c.user_data);
             // A whole result or its notification, as nearly every CQE is: decided here. A
