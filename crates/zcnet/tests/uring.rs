@@ -891,7 +891,10 @@ fn resend_round_trip(mode: Mode, to: bool) {
                 true
             })
             .unwrap();
-        assert!(resent <= 8, "{what}: a batch a call, not {resent}");
+        assert!(
+            resent <= config(mode).batch,
+            "{what}: a batch a call, not {resent}"
+        );
         while let Some(r) = tx.pop_returned() {
             assert!(r.error.is_none(), "{what}: {:?}", r.error);
             if seq >= n {

@@ -274,9 +274,34 @@ impl<B: StableBytes> SendRing<B> {
             order.push(key);
             return Ok(());
         }
-        let queued = match req.op {
-            // The first submission of a plain send, written from the request as it is at hand
-            // (what `fill` would read back from the slot).
+        let queued = self.queue_new(key, generation, fd, at, len as u32, &req);
+        if queued {
+            return Ok(());
+        }
+        if let Err(e) = self.push_when_full(key) {
+            let buf = self.held[k].buf.take().expect("just stored");
+            self.free.push(key);
+            self.in_flight -= 1;
+            return Err((buf, e));
+        }
+        Ok(())
+    }
+
+    /// Queues the SQE of slot `key`'s new request `req` (submission `generation`, `len` bytes at
+    /// `at` on `fd`), the slot already holding it: a plain send is written from what is at hand
+    /// (what `fill` would read back from the slot), the others by `fill`. `false` when the
+    /// queue is full.
+    #[inline(always)]
+    fn queue_new(
+        &mut self,
+        key: u32,
+        generation: u32,
+        fd: RawFd,
+        at: *const u8,
+        len: u32,
+        req: &SendRequest,
+    ) -> bool {
+        match req.op {
             SendOp::Send | SendOp::SendZc => {
                 let report_usage = req.report_usage && !self.usage_refused;
                 let send = PlainSend {
@@ -289,7 +314,7 @@ impl<B: StableBytes> SendRing<B> {
                     },
                     fd,
                     ptr: at,
-                    len: len as u32,
+                    len,
                     msg_flags: req.flags,
                     user_data: user_data(key, generation),
                 };
@@ -299,17 +324,7 @@ impl<B: StableBytes> SendRing<B> {
                 unsafe { self.sq.push(|sqe| fill_send(sqe, send, file, false)) }
             }
             _ => self.queue_sqe(key, false),
-        };
-        if queued {
-            return Ok(());
         }
-        if let Err(e) = self.push_when_full(key) {
-            let buf = self.held[k].buf.take().expect("just stored");
-            self.free.push(key);
-            self.in_flight -= 1;
-            return Err((buf, e));
-        }
-        Ok(())
     }
 
     fn in_registered(&self, at: *const u8, len: usize) -> bool {
@@ -588,27 +603,17 @@ impl<B: StableBytes> SendRing<B> {
         // already taken would be kept on the stack and read back wider than it was written (a
         // store-forwarding stall per buffer, issue 51).
         self.free.push(key);
-        let state = &held.state;
-        let zero_copy = held.op.zero_copy();
-        let error = match (state.error(), state.abandoned()) {
-            (Some(errno), _) => Some(io::Error::from_raw_os_error(errno)),
-            (None, Some(errno)) => Some(broken_stream(errno)),
-            (None, None) => None,
-        };
-        let (sent, copy_retry, copied) = (state.sent(), state.copy_retry, state.copied);
+        let done = outcome(held);
         let Some(buf) = held.buf.take() else {
             unreachable!("checked at the top");
         };
         out.finish(Finished {
-            // What was really done: a copy retry is not zero-copy.
-            zero_copy: zero_copy && !copy_retry,
-            memlock_fallback: copy_retry,
-            sent,
-            error,
-            // A notification of the refused zero-copy attempt says nothing about the copy that
-            // sent the bytes: no usage report for it.
-            copied: copied.filter(|_| !copy_retry),
             buf,
+            sent: done.sent,
+            error: done.error,
+            zero_copy: done.zero_copy,
+            memlock_fallback: done.memlock_fallback,
+            copied: done.copied,
         });
     }
 }
@@ -638,41 +643,19 @@ impl<B: StableBytes> SendRing<B> {
             held.state.fail(libc::EINVAL);
             return false;
         }
-        let state = &held.state;
-        let copy_retry = state.copy_retry;
-        let done = Finished {
-            buf: (),
-            sent: state.sent(),
-            error: None,
-            zero_copy: held.op.zero_copy() && !copy_retry,
-            memlock_fallback: copy_retry,
-            copied: state.copied.filter(|_| !copy_retry),
-        };
+        let done = outcome(held);
+        let (op, fixed) = (held.op, held.fixed);
         held.len = len as u32;
         held.state.reset(held.state.generation.wrapping_add(1));
-        let queued = match held.op {
-            SendOp::Send | SendOp::SendZc => {
-                let send = PlainSend {
-                    zero_copy: held.op == SendOp::SendZc,
-                    fixed_buf: held.fixed,
-                    zc_flags: if held.report_usage && !self.usage_refused {
-                        abi::IORING_SEND_ZC_REPORT_USAGE
-                    } else {
-                        0
-                    },
-                    fd: held.fd,
-                    ptr: at,
-                    len: len as u32,
-                    msg_flags: held.flags,
-                    user_data: user_data(key, held.state.generation),
-                };
-                let file = self.file;
-                // SAFETY: as in `queue_sqe`: the buffer stays in the slot until its request's
-                // last CQE (leaked if the ring goes first).
-                unsafe { self.sq.push(|sqe| fill_send(sqe, send, file, false)) }
-            }
-            _ => self.queue_sqe(key, false),
+        let req = SendRequest {
+            op,
+            fixed,
+            dest: None,
+            flags: held.flags,
+            report_usage: held.report_usage,
         };
+        let (generation, fd) = (held.state.generation, held.fd);
+        let queued = self.queue_new(key, generation, fd, at, len as u32, &req);
         if !queued {
             // Every SQE queued and not yet submitted is a request in flight other than this
             // one, and no more than `entries` are in flight: there is room. Were there none,
@@ -681,9 +664,30 @@ impl<B: StableBytes> SendRing<B> {
             held_not_resubmitted(&mut self.held[key as usize].state);
             return false;
         }
-        let (op, fixed) = (self.held[key as usize].op, self.held[key as usize].fixed);
         out.resent(done, op, fixed);
         true
+    }
+}
+
+/// What the settled request of `held` did, as its buffer comes back or goes again.
+#[inline(always)]
+fn outcome<B>(held: &Held<B>) -> Finished<()> {
+    let state = &held.state;
+    let copy_retry = state.copy_retry;
+    Finished {
+        buf: (),
+        sent: state.sent(),
+        error: match (state.error(), state.abandoned()) {
+            (Some(errno), _) => Some(io::Error::from_raw_os_error(errno)),
+            (None, Some(errno)) => Some(broken_stream(errno)),
+            (None, None) => None,
+        },
+        // What was really done: a copy retry is not zero-copy.
+        zero_copy: held.op.zero_copy() && !copy_retry,
+        memlock_fallback: copy_retry,
+        // A notification of the refused zero-copy attempt says nothing about the copy that sent
+        // the bytes: no usage report for it.
+        copied: state.copied.filter(|_| !copy_retry),
     }
 }
 
