@@ -7,7 +7,7 @@ use crate::auto::{Choice, Decider, SendPath};
 use crate::loan::Claim;
 use crate::loan::pool::{Pool, PoolBuf};
 use crate::loan::{Closed, ExclusiveSocket, NewError, OwnedBuf, Returned, SendError};
-use crate::sys::uring::{Finish, Finished, SendOp};
+use crate::sys::uring::{Finish, Finished, Resent, SendOp};
 use crate::sys::{self, uring::SendRing};
 use std::collections::VecDeque;
 use std::io;
@@ -484,7 +484,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         let before = self.counters.returned;
         let mut back = Collect {
             counters: &mut self.counters,
-            auto: &mut self.auto,
+            auto: self.auto.as_deref_mut(),
             returned: &mut self.returned,
             again,
             resent: 0,
@@ -493,6 +493,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         };
         let done = self.ring.complete(&mut back);
         let resent = back.resent;
+        // Its counts go in as it ends.
+        drop(back);
         // Their SQEs wait for the next submission, as those of `send` do.
         self.queued += resent;
         done?;
@@ -703,9 +705,13 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
 /// What a sender does with each buffer the ring hands back: counts it, tells the decider what
 /// its notification said, and queues it for [`UringSender::returned`], or has the ring send it
 /// again from its slot where `again` says so ([`UringSender::resend_returned`]).
+///
+/// The counts every buffer adds one to (`returned`, and `requests` for one sent again) are
+/// `taken` and `resent`, added to the counters once, when the collection ends (also should
+/// `again` panic).
 struct Collect<'a, B, F> {
     counters: &'a mut Counters,
-    auto: &'a mut Option<Box<Decider>>,
+    auto: Option<&'a mut Decider>,
     returned: &'a mut VecDeque<Returned<B>>,
     again: F,
     /// How many went again from their slots.
@@ -713,6 +719,13 @@ struct Collect<'a, B, F> {
     /// How many came back (went again or not), and how many this collection takes at most.
     taken: usize,
     limit: usize,
+}
+
+impl<B, F> Drop for Collect<'_, B, F> {
+    fn drop(&mut self) {
+        self.counters.returned += self.taken as u64;
+        self.counters.requests += self.resent as u64;
+    }
 }
 
 impl<B, F: FnMut(&mut B) -> bool> Finish<B> for Collect<'_, B, F> {
@@ -746,12 +759,11 @@ impl<B, F: FnMut(&mut B) -> bool> Finish<B> for Collect<'_, B, F> {
     }
 
     #[inline(always)]
-    fn resent(&mut self, f: Finished<()>, op: SendOp, fixed: bool) {
-        self.count(f.sent, false, f.memlock_fallback, f.copied);
+    fn resent(&mut self, r: Resent) {
+        self.count(r.sent, false, r.memlock_fallback, r.copied);
         let c = &mut *self.counters;
-        c.requests += 1;
-        c.zero_copy_requests += u64::from(op != SendOp::Send && op != SendOp::SendMsg);
-        c.fixed_requests += u64::from(fixed);
+        c.zero_copy_requests += u64::from(r.op.zero_copy());
+        c.fixed_requests += u64::from(r.fixed);
         self.resent += 1;
     }
 }
@@ -763,21 +775,20 @@ impl<B, F> Collect<'_, B, F> {
     fn count(&mut self, sent: usize, failed: bool, memlock: bool, copied: Option<bool>) {
         self.taken += 1;
         let c = &mut *self.counters;
-        c.returned += 1;
         c.bytes += sent as u64;
         c.errors += u64::from(failed);
         c.memlock_fallbacks += u64::from(memlock);
         match copied {
             Some(true) => {
                 c.copied += 1;
-                if let Some(d) = self.auto {
+                if let Some(d) = &mut self.auto {
                     d.copied();
                 }
             }
             Some(false) => {
                 c.not_copied += 1;
                 c.not_copied_bytes += sent as u64;
-                if let Some(d) = self.auto {
+                if let Some(d) = &mut self.auto {
                     d.not_copied();
                 }
             }

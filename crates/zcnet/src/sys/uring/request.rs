@@ -8,7 +8,7 @@ use std::os::fd::RawFd;
 
 use super::super::abi;
 use super::super::stable::StableBytes;
-use super::queue::Sqe;
+use super::queue::{Entry, Sqe};
 use super::state::State;
 
 /// The request a buffer is sent with.
@@ -25,7 +25,8 @@ pub enum SendOp {
 }
 
 impl SendOp {
-    pub(super) fn zero_copy(self) -> bool {
+    /// A zero-copy op (`SEND_ZC`, `SENDMSG_ZC`).
+    pub fn zero_copy(self) -> bool {
         matches!(self, SendOp::SendZc | SendOp::SendMsgZc)
     }
 }
@@ -92,11 +93,28 @@ pub trait Finish<B> {
         false
     }
 
-    /// A buffer [`Finish::again`] kept went again, in its slot, as `op` (with
-    /// `IORING_RECVSEND_FIXED_BUF` where `fixed`): `f` is what its request that finished did
-    /// (its `buf` is the slot's, not moved).
+    /// A buffer [`Finish::again`] kept went again, in its slot: `r` says what its request that
+    /// finished did and how the new one goes.
     #[inline(always)]
-    fn resent(&mut self, _f: Finished<()>, _op: SendOp, _fixed: bool) {}
+    fn resent(&mut self, _r: Resent) {}
+}
+
+/// What [`Finish::resent`] is told of a buffer that went again from its slot: what its request
+/// that finished did (whole, without an error: as in [`Finished`]) and how the next goes. Plain
+/// values, without the error a [`Finished`] carries: nothing to make, move or drop for it where
+/// nearly every buffer goes again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resent {
+    /// Bytes the kernel accepted of the request that finished.
+    pub sent: usize,
+    /// The request that finished went by copy after the kernel refused to pin its pages.
+    pub memlock_fallback: bool,
+    /// Its notification's usage report (see [`Finished::copied`]).
+    pub copied: Option<bool>,
+    /// The op the buffer goes again as.
+    pub op: SendOp,
+    /// With `IORING_RECVSEND_FIXED_BUF`.
+    pub fixed: bool,
 }
 
 impl<B> Finish<B> for Vec<Finished<B>> {
@@ -271,9 +289,24 @@ pub(super) struct PlainSend {
     pub(super) user_data: u64,
 }
 
+/// `send`'s SQE as an [`Entry`] of its own, written inline where it is pushed: not linked; the
+/// socket registered as `file` is fixed file 0.
+#[derive(Clone, Copy)]
+pub(super) struct SendEntry {
+    pub(super) send: PlainSend,
+    pub(super) file: Option<RawFd>,
+}
+
+impl Entry for SendEntry {
+    #[inline(always)]
+    fn write(self, sqe: &mut Sqe) {
+        fill_send(sqe, self.send, self.file, false);
+    }
+}
+
 /// Writes `send`'s SQE (see [`PlainSend`]); the socket registered as `file` is fixed file 0.
 #[inline(always)]
-pub(super) fn fill_send(sqe: &mut Sqe, send: PlainSend, file: Option<RawFd>, link: bool) {
+fn fill_send(sqe: &mut Sqe, send: PlainSend, file: Option<RawFd>, link: bool) {
     let (opcode, ioprio) = match send.zero_copy {
         false => (abi::IORING_OP_SEND, 0),
         true => {

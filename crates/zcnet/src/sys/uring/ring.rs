@@ -10,10 +10,10 @@ use io_uring::{IoUring, types};
 
 use super::super::abi;
 use super::super::stable::StableBytes;
-use super::queue::{Cq, Sq};
-pub use super::request::{Finish, Finished, SendOp, SendRequest};
+use super::queue::{Cq, Sq, Sqe};
+pub use super::request::{Finish, Finished, Resent, SendOp, SendRequest};
 use super::request::{
-    Held, MsgStorage, PlainSend, broken_stream, fill, fill_send, key_generation, user_data,
+    Held, MsgStorage, PlainSend, SendEntry, broken_stream, fill, key_generation, user_data,
 };
 use super::state::{Order, Request, State, Step};
 use super::{OpcodeSupport, Setup, Slab, probe_opcodes};
@@ -318,10 +318,13 @@ impl<B: StableBytes> SendRing<B> {
                     msg_flags: req.flags,
                     user_data: user_data(key, generation),
                 };
-                let file = self.file;
+                let entry = SendEntry {
+                    send,
+                    file: self.file,
+                };
                 // SAFETY: as in `queue_sqe`: the buffer is the slot's, held until its request's
                 // last CQE (leaked if the ring goes first).
-                unsafe { self.sq.push(|sqe| fill_send(sqe, send, file, false)) }
+                unsafe { self.sq.push(entry) }
             }
             _ => self.queue_sqe(key, false),
         }
@@ -343,7 +346,7 @@ impl<B: StableBytes> SendRing<B> {
         // last CQE has been seen, and leaks it if the ring goes away first.
         unsafe {
             self.sq
-                .push(|sqe| fill(sqe, held, file, usage_refused, key, link))
+                .push(|sqe: &mut Sqe| fill(sqe, held, file, usage_refused, key, link))
         }
     }
 
@@ -466,6 +469,8 @@ impl<B: StableBytes> SendRing<B> {
         // Each is consumed (its slot the kernel's again) before it is handled: a resubmission
         // that has to enter the kernel finds the completion queue as empty as it can be.
         let mut result = Ok(());
+        // Whether the ring keeps a stream's order is set before the first push: read once.
+        let linked = self.order.is_some();
         for _ in 0..self.cq.ready() {
             if out.full() {
                 break;
@@ -474,7 +479,7 @@ impl<B: StableBytes> SendRing<B> {
             let (key, generation) = key_generation(c.user_data);
             // A whole result or its notification, as nearly every CQE is: decided here. A
             // stream's results go the general way, which tells its order.
-            if (self.order.is_none() || c.flags & abi::IORING_CQE_F_NOTIF != 0)
+            if (!linked || c.flags & abi::IORING_CQE_F_NOTIF != 0)
                 && let Some(held) = self.held.get_mut(key as usize)
                 && held.buf.is_some()
             {
@@ -482,14 +487,14 @@ impl<B: StableBytes> SendRing<B> {
                     len: held.len as usize,
                     zero_copy: held.op.zero_copy(),
                     report_usage: held.report_usage,
-                    linked: self.order.is_some(),
+                    linked,
                 };
                 match held
                     .state
                     .on_cqe_common(req, generation, c.res, c.flags, self.usage_refused)
                 {
                     Some(Step::Done) => {
-                        self.finish_inline(key, out);
+                        self.finish_held(key, linked, out);
                         continue;
                     }
                     Some(_) => continue,
@@ -594,7 +599,14 @@ impl<B: StableBytes> SendRing<B> {
             debug_assert!(false, "a finished request has its buffer");
             return;
         }
-        if self.order.is_none() && self.go_again(key, out) {
+        self.finish_held(key, self.order.is_some(), out);
+    }
+
+    /// [`SendRing::finish_inline`] of slot `key`, which holds a buffer (checked by the caller);
+    /// `linked`: the ring keeps a stream's order.
+    #[inline(always)]
+    fn finish_held(&mut self, key: u32, linked: bool, out: &mut impl Finish<B>) {
+        if !linked && self.go_again(key, out) {
             return;
         }
         let held = &mut self.held[key as usize];
@@ -605,7 +617,7 @@ impl<B: StableBytes> SendRing<B> {
         self.free.push(key);
         let done = outcome(held);
         let Some(buf) = held.buf.take() else {
-            unreachable!("checked at the top");
+            unreachable!("the caller checked");
         };
         out.finish(Finished {
             buf,
@@ -643,8 +655,8 @@ impl<B: StableBytes> SendRing<B> {
             held.state.fail(libc::EINVAL);
             return false;
         }
-        let done = outcome(held);
-        let (op, fixed) = (held.op, held.fixed);
+        let done = outcome_whole(held);
+        let (op, fixed) = (done.op, done.fixed);
         held.len = len as u32;
         held.state.reset(held.state.generation.wrapping_add(1));
         let req = SendRequest {
@@ -664,30 +676,46 @@ impl<B: StableBytes> SendRing<B> {
             held_not_resubmitted(&mut self.held[key as usize].state);
             return false;
         }
-        out.resent(done, op, fixed);
+        out.resent(done);
         true
     }
 }
 
-/// What the settled request of `held` did, as its buffer comes back or goes again.
+/// What the settled request of `held` did, as its buffer comes back.
 #[inline(always)]
 fn outcome<B>(held: &Held<B>) -> Finished<()> {
     let state = &held.state;
-    let copy_retry = state.copy_retry;
+    let whole = outcome_whole(held);
     Finished {
         buf: (),
-        sent: state.sent(),
+        sent: whole.sent,
         error: match (state.error(), state.abandoned()) {
             (Some(errno), _) => Some(io::Error::from_raw_os_error(errno)),
             (None, Some(errno)) => Some(broken_stream(errno)),
             (None, None) => None,
         },
         // What was really done: a copy retry is not zero-copy.
-        zero_copy: held.op.zero_copy() && !copy_retry,
+        zero_copy: held.op.zero_copy() && !whole.memlock_fallback,
+        memlock_fallback: whole.memlock_fallback,
+        copied: whole.copied,
+    }
+}
+
+/// [`outcome`] without the error, for a request known to have ended without one, as one that
+/// goes again has ([`Finish::resent`]; its op and registered buffer are the slot's, which the
+/// next request keeps).
+#[inline(always)]
+fn outcome_whole<B>(held: &Held<B>) -> Resent {
+    let state = &held.state;
+    let copy_retry = state.copy_retry;
+    Resent {
+        sent: state.sent(),
         memlock_fallback: copy_retry,
         // A notification of the refused zero-copy attempt says nothing about the copy that sent
         // the bytes: no usage report for it.
         copied: state.copied.filter(|_| !copy_retry),
+        op: held.op,
+        fixed: held.fixed,
     }
 }
 
@@ -989,8 +1017,8 @@ mod tests {
             }
             keep
         }
-        fn resent(&mut self, f: Finished<()>, op: SendOp, fixed: bool) {
-            self.resent.push((f.sent, f.copied, op, fixed));
+        fn resent(&mut self, r: Resent) {
+            self.resent.push((r.sent, r.copied, r.op, r.fixed));
         }
     }
 
