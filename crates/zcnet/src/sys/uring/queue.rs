@@ -153,8 +153,8 @@ impl Sqe {
 /// A closure does, and so does a value of a type of its own, whose `write` is inlined where it
 /// is pushed: a closure's body is a call of its own wherever the function that pushes it is too
 /// large for the compiler to inline it into (the sender's loop of completions, which sends each
-/// buffer again from it: a call, the request spilled to the stack and read back, a sixth of the
-/// instructions of a request, issue 51).
+/// buffer again from it: a call, with the request spilled to the stack and read back; inlined,
+/// 15 of the 337 instructions of a zc-fixed request fewer, issue 51).
 pub trait Entry {
     /// Writes every member of `sqe`.
     fn write(self, sqe: &mut Sqe);
