@@ -10,6 +10,7 @@ pub mod bounds;
 pub mod client;
 pub mod far;
 mod fetch;
+mod greeting;
 pub mod proto;
 pub mod server;
 

@@ -13,6 +13,7 @@ use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use super::bounds::{GRACE, Signals};
 use super::far;
+use super::greeting::{Door, Outcome};
 use super::proto::{self, Limits, Message, ProtoError, VERSION};
 
 /// How the server runs.
@@ -29,18 +30,21 @@ pub struct Config {
 }
 
 /// How long a client that comes while another is served waits for its turn, counted from its
-/// own arrival: a bench's next invocation, connecting as the last one leaves, is served; the
+/// valid hello: a bench's next invocation, connecting as the last one leaves, is served; the
 /// others hear `busy` within this time, however many wait.
 pub const TURN_WAIT: Duration = Duration::from_secs(2);
 
-/// Most clients waiting for their turn at once; more are told `busy` on arrival.
+/// Most clients waiting for their turn at once; more are told `busy` at their hello. Only
+/// clients past the door (a valid hello, the token where one is wanted) wait here.
 const MAX_WAITING: usize = 64;
 
-/// What woke the accept loop.
+/// What woke the accept loop: the listener, a session's end, or (from [`DOOR`] up) a
+/// connection at the door.
 const LISTENER: u64 = 0;
 const SESSION_ENDED: u64 = 1;
+const DOOR: u64 = 2;
 
-/// A client waiting for its turn.
+/// A client waiting for its turn, its hello read and checked.
 struct Waiting {
     conn: TcpStream,
     peer: SocketAddr,
@@ -49,9 +53,9 @@ struct Waiting {
 
 /// Serves clients on `listener` until `config.sessions` have been served (or forever).
 ///
-/// One thread per session; this thread only accepts and keeps the queue, so that every
-/// waiting client's 2 s run in parallel (each waited behind the previous one's before, the
-/// k-th client of a queue 2k s).
+/// This thread accepts, reads every hello without blocking ([`greeting`]: strangers hold
+/// nothing a client needs) and keeps the queue of clients past the door; each session runs on
+/// a thread of its own, so that every waiting client's 2 s run in parallel.
 ///
 /// # Errors
 /// `accept` or the wait for events fails for a reason other than a client that went away.
@@ -67,6 +71,7 @@ pub fn serve(listener: &TcpListener, config: &Config) -> std::io::Result<()> {
         ended.as_fd(),
         EpollEvent::new(EpollFlags::EPOLLIN, SESSION_ENDED),
     )?;
+    let mut door = Door::new(config.token.clone(), DOOR);
     let mut queue: VecDeque<Waiting> = VecDeque::new();
     let mut current: Option<std::thread::JoinHandle<()>> = None;
     let mut served = 0u64;
@@ -74,6 +79,7 @@ pub fn serve(listener: &TcpListener, config: &Config) -> std::io::Result<()> {
     // pending connections would wake it at once, again and again) until the back-off ends.
     let mut stall = Stall::default();
     let done = |served: u64| config.sessions.is_some_and(|n| served >= n);
+    let mut ready = vec![EpollEvent::empty(); 64];
     loop {
         if current.is_none()
             && !done(served)
@@ -83,13 +89,11 @@ pub fn serve(listener: &TcpListener, config: &Config) -> std::io::Result<()> {
             current = Some(start(w, config, &ended));
         }
         if done(served) {
+            let why = "this server ends: it has served its --count clients";
             for w in queue.drain(..) {
-                refuse(
-                    w.conn,
-                    w.peer,
-                    "this server ends: it has served its --count clients",
-                );
+                refuse(w.conn, w.peer, why);
             }
+            door.close_all(why);
             if let Some(h) = current.take() {
                 let _ = h.join();
             }
@@ -102,22 +106,27 @@ pub fn serve(listener: &TcpListener, config: &Config) -> std::io::Result<()> {
             let w = queue.pop_front().expect("a front");
             refuse(w.conn, w.peer, BUSY);
         }
+        // Closing a descriptor takes it out of the epoll set.
+        door.expire(Instant::now());
         if stall.until.is_some_and(|t| Instant::now() >= t) {
             stall.until = None;
             events.add(listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))?;
         }
-        // Until a client comes, the session ends, the longest waiter's time is up, or a pause
-        // of accepting ends.
-        let deadline = [queue.front().map(|w| w.since + TURN_WAIT), stall.until]
-            .into_iter()
-            .flatten()
-            .min();
+        // Until a client comes or speaks, the session ends, the longest waiter's time is up,
+        // a door connection's time is up, or a pause of accepting ends.
+        let deadline = [
+            queue.front().map(|w| w.since + TURN_WAIT),
+            door.next_deadline(),
+            stall.until,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let timeout = deadline.map_or(EpollTimeout::NONE, |t| {
             let left = t.saturating_duration_since(Instant::now());
             // Rounded up: woken a millisecond early, the loop would wait again for nothing.
             EpollTimeout::try_from(left + Duration::from_millis(1)).unwrap_or(EpollTimeout::MAX)
         });
-        let mut ready = [EpollEvent::empty(); 2];
         let n = match events.wait(&mut ready, timeout) {
             Ok(n) => n,
             Err(nix::errno::Errno::EINTR) => continue,
@@ -132,12 +141,26 @@ pub fn serve(listener: &TcpListener, config: &Config) -> std::io::Result<()> {
                         let _ = h.join();
                     }
                 }
-                _ => {
-                    let live = queue.len() + usize::from(current.is_some());
-                    if let Some(e) = accept_all(listener, &mut queue, &mut stall)? {
+                LISTENER => {
+                    let live = queue.len() + usize::from(current.is_some()) + door.len();
+                    if let Some(e) = accept_all(listener, &events, &mut door, &mut stall)? {
                         let pause = stall.failed(&e, live);
                         events.delete(listener)?;
                         stall.until = Some(Instant::now() + pause);
+                    }
+                }
+                key => {
+                    if let Outcome::Client(conn, peer) = door.readable(key) {
+                        let _ = events.delete(&conn);
+                        if queue.len() >= MAX_WAITING {
+                            refuse(conn, peer, BUSY);
+                        } else {
+                            queue.push_back(Waiting {
+                                conn,
+                                peer,
+                                since: Instant::now(),
+                            });
+                        }
                     }
                 }
             }
@@ -163,8 +186,8 @@ impl Stall {
         if self.since.is_none() {
             self.since = Some(Instant::now());
             eprintln!(
-                "zcnet serve: accept failed: {e}: the {live} client(s) here go on; newcomers wait \
-                 while it retries"
+                "zcnet serve: accept failed: {e}: the {live} connection(s) here go on; newcomers \
+                 wait while it retries"
             );
         }
         self.failures += 1;
@@ -183,12 +206,13 @@ impl Stall {
     }
 }
 
-/// Takes every pending connection into the queue (a full queue refuses at once). Returns the
+/// Takes every pending connection to the door, watched for its hello on `events`. Returns the
 /// error of an accept that failed for want of descriptors or memory (`EMFILE`, `ENFILE`,
 /// `ENOMEM`, `ENOBUFS`), which passes: the caller pauses accepting.
 fn accept_all(
     listener: &TcpListener,
-    queue: &mut VecDeque<Waiting>,
+    events: &Epoll,
+    door: &mut Door,
     stall: &mut Stall,
 ) -> std::io::Result<Option<std::io::Error>> {
     loop {
@@ -209,15 +233,11 @@ fn accept_all(
             Err(e) => return Err(e),
         };
         stall.worked();
-        if queue.len() >= MAX_WAITING {
-            refuse(conn, peer, BUSY);
-        } else {
-            queue.push_back(Waiting {
-                conn,
-                peer,
-                since: Instant::now(),
-            });
+        if conn.set_nonblocking(true).is_err() {
+            continue;
         }
+        let (key, conn) = door.admit(conn, peer);
+        events.add(conn, EpollEvent::new(EpollFlags::EPOLLIN, key))?;
     }
 }
 
@@ -235,9 +255,15 @@ fn start(w: Waiting, config: &Config, ended: &Arc<EventFd>) -> std::thread::Join
     })
 }
 
+/// Tells a client why it is not served, without waiting on it, and logs it.
+fn refuse(conn: TcpStream, peer: SocketAddr, why: &str) {
+    refuse_quietly(conn, why);
+    eprintln!("zcnet serve: [{peer}] refused: {why}");
+}
+
 /// Tells a client why it is not served, without waiting on it: a message this short fits a
 /// fresh socket's buffer, and one that does not is not worth the accept loop's time.
-fn refuse(mut conn: TcpStream, peer: SocketAddr, why: &str) {
+pub(super) fn refuse_quietly(mut conn: TcpStream, why: &str) {
     let _ = conn.set_nonblocking(true);
     let _ = proto::write(
         &mut conn,
@@ -245,7 +271,6 @@ fn refuse(mut conn: TcpStream, peer: SocketAddr, why: &str) {
             message: why.to_owned(),
         },
     );
-    eprintln!("zcnet serve: [{peer}] refused: {why}");
 }
 
 /// Ends the session: sends `why` as an `error` (best effort) and returns it.
@@ -259,76 +284,13 @@ fn end(conn: &mut TcpStream, why: String) -> String {
     why
 }
 
-/// How long a client has to send its whole hello (docs/remote.md).
-pub const HELLO_WAIT: Duration = Duration::from_secs(10);
-
-/// Reads from a stream until a deadline, however the bytes trickle in: each read waits at most
-/// the time left, and past the deadline a read fails with `TimedOut`.
-struct Deadline<'a> {
-    conn: &'a mut TcpStream,
-    until: Instant,
-}
-
-impl<'a> Deadline<'a> {
-    fn new(conn: &'a mut TcpStream, wait: Duration) -> Deadline<'a> {
-        Deadline {
-            conn,
-            until: Instant::now() + wait,
-        }
-    }
-}
-
-impl std::io::Read for Deadline<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = self.until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("no whole hello within {} s", HELLO_WAIT.as_secs()),
-            ));
-        }
-        self.conn.set_read_timeout(Some(left))?;
-        self.conn.read(buf)
-    }
-}
-
-/// One client: hello, then runs until `bye`, the end of the connection or an error.
+/// One client, its hello checked at the door: welcome, then runs until `bye`, the end of the
+/// connection or an error.
 fn session(mut conn: TcpStream, config: &Config) -> Result<u64, String> {
     let local = conn.local_addr().map_err(|e| e.to_string())?.ip();
     let peer = conn.peer_addr().map_err(|e| e.to_string())?.ip();
     let _ = conn.set_nodelay(true);
     let _ = conn.set_write_timeout(Some(Duration::from_secs(10)));
-    // A client gets 10 s to say hello, in all: neither a silent connection nor one that sends
-    // a byte every few seconds holds the server.
-    match proto::read(&mut Deadline::new(&mut conn, HELLO_WAIT)) {
-        Ok(Message::Hello { version, token }) => {
-            if version != VERSION {
-                return Err(end(
-                    &mut conn,
-                    format!(
-                        "protocol version {version}: this server speaks {VERSION} (zcnet {}); \
-                         run the same zcnet release on both hosts",
-                        env!("CARGO_PKG_VERSION")
-                    ),
-                ));
-            }
-            if let Some(want) = &config.token
-                && !token.is_some_and(|t| proto::same_token(t.trim(), want))
-            {
-                return Err(end(
-                    &mut conn,
-                    "wrong or missing token (the server's --token-file)".to_owned(),
-                ));
-            }
-        }
-        Ok(other) => {
-            return Err(end(
-                &mut conn,
-                format!("expected hello, got {}", name(&other)),
-            ));
-        }
-        Err(e) => return Err(end(&mut conn, format!("hello: {e}"))),
-    }
     let host = serde_json::to_value(crate::measure::HostInfo::this()).unwrap_or_default();
     let welcome = Message::Welcome {
         version: VERSION,
@@ -469,7 +431,7 @@ fn until_ended_or_closed(conn: &TcpStream, ran: &EventFd) -> Ended {
 }
 
 /// A message's name, for errors.
-fn name(m: &Message) -> &'static str {
+pub(super) fn name(m: &Message) -> &'static str {
     match m {
         Message::Hello { .. } => "hello",
         Message::Welcome { .. } => "welcome",
