@@ -378,9 +378,11 @@ int zcnet_zc_sender_new_gso(int fd_raw, int mode, uint16_t segment, struct Zcnet
 
 /**
  * Sends `len` bytes at `ptr`, loaned to the kernel: they must stay valid and unmodified until
- * `zcnet_zc_reap` returns `user_data`. Blocks as the socket does. On an error return nothing of
- * the buffer was loaned (it is the caller's again at once); an error after part of it was
- * loaned comes back with its completion instead, and the next send reports it.
+ * `zcnet_zc_reap` returns `user_data`. On a blocking socket it waits for room at most the
+ * stall timeout (`zcnet_zc_set_stall_timeout`, then `-ETIMEDOUT`); on a non-blocking one with
+ * no room it is `-EAGAIN`. On an error return nothing of the buffer was loaned (it is the
+ * caller's again at once); an error after part of it was loaned comes back with its
+ * completion instead, and the next send reports it.
  *
  * # Safety
  * `s` is a live sender; `ptr` points at `len` readable bytes kept as described.
@@ -423,6 +425,18 @@ int zcnet_zc_reap(struct ZcnetZcSender *s, struct ZcnetCompletion *out, size_t c
  * `s` is a live sender.
  */
 int zcnet_zc_drain(struct ZcnetZcSender *s, uint32_t timeout_ms);
+
+/**
+ * Sets how long one `zcnet_zc_send` waits for room in the socket, in all, before it fails
+ * with `-ETIMEDOUT` (default 10000 ms): a peer that stops reading never holds the caller
+ * longer. On a non-blocking socket (`O_NONBLOCK`) with no room, a send fails at once with
+ * `-EAGAIN` instead and nothing of the buffer is loaned; a TCP buffer of which the kernel took
+ * a part is finished within this bound or fails (a retry would repeat that part).
+ *
+ * # Safety
+ * `s` is a live sender.
+ */
+int zcnet_zc_set_stall_timeout(struct ZcnetZcSender *s, uint32_t timeout_ms);
 
 /**
  * The sender's counters.
@@ -593,6 +607,15 @@ int zcnet_uring_reap(struct ZcnetUringSender *s,
  * `s` is a live sender.
  */
 int zcnet_uring_drain(struct ZcnetUringSender *s, uint32_t timeout_ms);
+
+/**
+ * Sets how long one `zcnet_uring_send` waits for room in the window of requests in flight
+ * before it fails with `-ETIMEDOUT` (default 10000 ms), as `zcnet_zc_set_stall_timeout`.
+ *
+ * # Safety
+ * `s` is a live sender.
+ */
+int zcnet_uring_set_stall_timeout(struct ZcnetUringSender *s, uint32_t timeout_ms);
 
 /**
  * The io_uring sender's counters.

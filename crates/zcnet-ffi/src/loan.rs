@@ -111,6 +111,8 @@ pub(super) trait Lender {
     fn collect(&mut self) -> io::Result<()>;
     /// Waits until everything loaned is back, at most `timeout`.
     fn wait_all(&mut self, timeout: Duration) -> io::Result<()>;
+    /// Sets how long one send may wait for room (the sender's `Config::stall_timeout`).
+    fn set_stall_timeout(&mut self, timeout: Duration);
     /// Completions collected but not yet handed to C.
     fn ready(&mut self) -> &mut VecDeque<ZcnetCompletion>;
     /// Ends the sender at once: the completions that came back and were not handed out, and
@@ -144,6 +146,9 @@ macro_rules! lender {
                 }
                 fn wait_all(&mut self, timeout: Duration) -> io::Result<()> {
                     self.inner.drain(timeout)
+                }
+                fn set_stall_timeout(&mut self, timeout: Duration) {
+                    self.inner.set_stall_timeout(timeout);
                 }
                 fn ready(&mut self) -> &mut VecDeque<ZcnetCompletion> {
                     &mut self.ready
@@ -201,6 +206,19 @@ pub(super) unsafe fn reap_into<L: Lender>(
         s.collect()?;
         // SAFETY: `out` has room for `cap` entries (the caller's contract).
         *n = unsafe { hand_out(s.ready(), out, cap) }?;
+        Ok(())
+    })
+}
+
+/// `zcnet_*_set_stall_timeout`.
+///
+/// # Safety
+/// As `zcnet_zc_set_stall_timeout`.
+pub(super) unsafe fn set_stall<L: Lender>(s: *mut L, timeout_ms: u32) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let s = unsafe { arg(s, "sender") }?;
+        s.set_stall_timeout(Duration::from_millis(u64::from(timeout_ms)));
         Ok(())
     })
 }

@@ -12,7 +12,7 @@ use super::error::{Fail, guard};
 use super::handle::{Fd, ZcnetMode, arg, fd, free_handle, read_counters};
 use super::loan::{
     CBuf, ZcnetAutoCounters, ZcnetCompletion, auto_counters, c_buf, drain_for, lend, lender,
-    read_auto, reap_into,
+    read_auto, reap_into, set_stall,
 };
 
 /// What a MSG_ZEROCOPY sender did.
@@ -162,9 +162,11 @@ unsafe fn zc_sender_new(
 }
 
 /// Sends `len` bytes at `ptr`, loaned to the kernel: they must stay valid and unmodified until
-/// `zcnet_zc_reap` returns `user_data`. Blocks as the socket does. On an error return nothing of
-/// the buffer was loaned (it is the caller's again at once); an error after part of it was
-/// loaned comes back with its completion instead, and the next send reports it.
+/// `zcnet_zc_reap` returns `user_data`. On a blocking socket it waits for room at most the
+/// stall timeout (`zcnet_zc_set_stall_timeout`, then `-ETIMEDOUT`); on a non-blocking one with
+/// no room it is `-EAGAIN`. On an error return nothing of the buffer was loaned (it is the
+/// caller's again at once); an error after part of it was loaned comes back with its
+/// completion instead, and the next send reports it.
 ///
 /// # Safety
 /// `s` is a live sender; `ptr` points at `len` readable bytes kept as described.
@@ -265,6 +267,23 @@ pub unsafe extern "C" fn zcnet_zc_reap(
 pub unsafe extern "C" fn zcnet_zc_drain(s: *mut ZcnetZcSender, timeout_ms: u32) -> c_int {
     // SAFETY: the caller's contract, forwarded.
     unsafe { drain_for(s, timeout_ms) }
+}
+
+/// Sets how long one `zcnet_zc_send` waits for room in the socket, in all, before it fails
+/// with `-ETIMEDOUT` (default 10000 ms): a peer that stops reading never holds the caller
+/// longer. On a non-blocking socket (`O_NONBLOCK`) with no room, a send fails at once with
+/// `-EAGAIN` instead and nothing of the buffer is loaned; a TCP buffer of which the kernel took
+/// a part is finished within this bound or fails (a retry would repeat that part).
+///
+/// # Safety
+/// `s` is a live sender.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_zc_set_stall_timeout(
+    s: *mut ZcnetZcSender,
+    timeout_ms: u32,
+) -> c_int {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { set_stall(s, timeout_ms) }
 }
 
 /// The sender's counters.

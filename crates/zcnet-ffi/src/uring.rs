@@ -10,7 +10,7 @@ use super::error::{Fail, guard};
 use super::handle::{Fd, ZcnetMode, arg, fd, free_handle, read_counters};
 use super::loan::{
     CBuf, ZcnetAutoCounters, ZcnetCompletion, auto_counters, drain_for, lend, lender, read_auto,
-    reap_into,
+    reap_into, set_stall,
 };
 
 /// What an io_uring sender did.
@@ -178,6 +178,20 @@ pub unsafe extern "C" fn zcnet_uring_reap(
 pub unsafe extern "C" fn zcnet_uring_drain(s: *mut ZcnetUringSender, timeout_ms: u32) -> c_int {
     // SAFETY: the caller's contract, forwarded.
     unsafe { drain_for(s, timeout_ms) }
+}
+
+/// Sets how long one `zcnet_uring_send` waits for room in the window of requests in flight
+/// before it fails with `-ETIMEDOUT` (default 10000 ms), as `zcnet_zc_set_stall_timeout`.
+///
+/// # Safety
+/// `s` is a live sender.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_set_stall_timeout(
+    s: *mut ZcnetUringSender,
+    timeout_ms: u32,
+) -> c_int {
+    // SAFETY: the caller's contract, forwarded.
+    unsafe { set_stall(s, timeout_ms) }
 }
 
 /// The io_uring sender's counters.

@@ -278,3 +278,50 @@ fn close_lists_what_came_back_and_counts_what_is_held() {
     drop(client);
     assert_eq!(reader.join().unwrap(), bufs.concat());
 }
+
+/// Issue 62 item 2, in C: `zcnet_zc_send` to a peer that does not read blocked in `poll` for
+/// ever. A non-blocking socket now answers `-EAGAIN` (nothing loaned, the buffer the caller's
+/// again at once); a blocking one `-ETIMEDOUT` after `zcnet_zc_set_stall_timeout`.
+#[test]
+fn a_peer_that_does_not_read_never_holds_a_send_for_ever() {
+    // Loaned memory must outlive the kernel's hold on it: kept for the process's life.
+    let byte: &'static [u8] = Box::leak(Box::new([7u8]));
+    for nonblocking in [true, false] {
+        // The kernel's smallest buffers; one-byte sends, taken whole or not at all.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        c.set_send_buffer_size(4096).unwrap();
+        c.set_recv_buffer_size(4096).unwrap();
+        c.connect(&l.local_addr().unwrap().into()).unwrap();
+        let (server, _) = l.accept().unwrap();
+        socket2::SockRef::from(&server)
+            .set_recv_buffer_size(4096)
+            .unwrap();
+        c.set_nonblocking(nonblocking).unwrap();
+        unsafe {
+            let mut s = null_mut();
+            let mode = ZcnetMode::ZeroCopy.into();
+            assert_eq!(zcnet_zc_sender_new(c.as_raw_fd(), mode, &mut s), 0);
+            assert_eq!(zcnet_zc_set_stall_timeout(s, 300), 0);
+            let start = std::time::Instant::now();
+            let r = loop {
+                let r = zcnet_zc_send(s, byte.as_ptr(), 1, 0);
+                if r != 0 {
+                    break r;
+                }
+                let mut done = [ZcnetCompletion::default(); 64];
+                let mut n = 0;
+                assert_eq!(zcnet_zc_reap(s, done.as_mut_ptr(), 64, &mut n), 0);
+                assert!(start.elapsed().as_secs() < 20, "never refused");
+            };
+            let want = if nonblocking {
+                -libc::EAGAIN
+            } else {
+                -libc::ETIMEDOUT
+            };
+            assert_eq!(r, want, "nonblocking {nonblocking}: {}", last());
+            zcnet_zc_sender_free(s);
+        }
+        drop(server);
+    }
+}

@@ -515,6 +515,7 @@ fn a_completion_held_by_a_deferred_free_comes_back_in_drain() {
         threshold: 0,
         policy: CopiedPolicy::Keep,
         segment: None,
+        ..SenderConfig::default()
     };
     let mut tx: ZeroCopySender<_, Vec<u8>> = ZeroCopySender::new(tx, config).unwrap();
     for i in 0..rounds {
@@ -691,4 +692,103 @@ fn a_refused_constructor_hands_the_socket_back_unchanged() {
     ZeroCopySender::<_, Vec<u8>>::new(e.socket, SenderConfig::default())
         .map_err(|e| e.error)
         .expect("a plain sender on the socket handed back");
+}
+
+/// Issue 62 item 2: `send` on a TCP socket whose peer does not read sat in `poll` for ever,
+/// `O_NONBLOCK` or not. A non-blocking socket now says `WouldBlock` and hands the buffer back
+/// unsent; a blocking one fails with `TimedOut` after `Config::stall_timeout`. Nothing is lost
+/// either way: once the peer reads, what was sent arrives whole and in order.
+#[test]
+fn a_peer_that_does_not_read_never_holds_a_send_for_ever() {
+    for mode in [Mode::ZeroCopy, Mode::Copy, Mode::Auto] {
+        // Non-blocking: WouldBlock with the buffer, never a wait. One-byte buffers, so that
+        // the kernel takes each whole or not at all; small socket buffers, so that they fill
+        // soon.
+        let (client, server) = small_tcp_pair();
+        client.set_nonblocking(true).unwrap();
+        let config = SenderConfig {
+            mode,
+            threshold: 0,
+            ..SenderConfig::default()
+        };
+        let mut tx = ZeroCopySender::new(client, config).unwrap();
+        let mut sent: Vec<u8> = Vec::new();
+        let start = std::time::Instant::now();
+        let refused = loop {
+            let byte = (sent.len() % 251) as u8;
+            match tx.send(vec![byte]) {
+                Ok(()) => sent.push(byte),
+                Err(e) => break e,
+            }
+            tx.reap().unwrap();
+            tx.returned().for_each(drop);
+            assert!(
+                start.elapsed() < TIMEOUT,
+                "{mode:?}: never refused after {} bytes",
+                sent.len()
+            );
+        };
+        assert_eq!(
+            refused.error.kind(),
+            std::io::ErrorKind::WouldBlock,
+            "{mode:?}"
+        );
+        assert_eq!(refused.sent, 0, "{mode:?}");
+        assert_eq!(
+            refused.buf,
+            [(sent.len() % 251) as u8],
+            "{mode:?}: handed back"
+        );
+        // The peer reads: every byte sent arrives, in order, and every buffer comes back.
+        let reader = read_all(server);
+        tx.drain(TIMEOUT).unwrap();
+        drop(tx);
+        assert!(
+            reader.join().unwrap() == sent,
+            "{mode:?}: the stream differs"
+        );
+
+        // Blocking: TimedOut after the stall timeout, not for ever.
+        let (client, _server) = small_tcp_pair();
+        let config = SenderConfig {
+            mode,
+            threshold: 0,
+            stall_timeout: Duration::from_millis(300),
+            ..SenderConfig::default()
+        };
+        let mut tx = ZeroCopySender::new(client, config).unwrap();
+        let start = std::time::Instant::now();
+        let failed = loop {
+            if let Err(e) = tx.send(pattern(1, 64 * 1024)) {
+                break e;
+            }
+            tx.reap().unwrap();
+            tx.returned().for_each(drop);
+            assert!(start.elapsed() < TIMEOUT, "{mode:?}: never timed out");
+        };
+        assert_eq!(
+            failed.error.kind(),
+            std::io::ErrorKind::TimedOut,
+            "{mode:?}"
+        );
+        assert!(
+            failed.error.to_string().contains("stall_timeout"),
+            "{mode:?}: {}",
+            failed.error
+        );
+    }
+}
+
+/// A connected pair on loopback whose buffers are the kernel's smallest.
+fn small_tcp_pair() -> (TcpStream, TcpStream) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.set_send_buffer_size(4096).unwrap();
+    s.set_recv_buffer_size(4096).unwrap();
+    s.connect(&l.local_addr().unwrap().into()).unwrap();
+    let (server, _) = l.accept().unwrap();
+    socket2::SockRef::from(&server)
+        .set_recv_buffer_size(4096)
+        .unwrap();
+    (s.into(), server)
 }

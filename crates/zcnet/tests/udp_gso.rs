@@ -181,6 +181,7 @@ fn sender(mode: &str, sock: UdpSocket, segment: Segment) -> Tx {
         threshold: 0,
         policy: CopiedPolicy::Keep,
         segment: Some(segment),
+        ..msg_zerocopy::Config::default()
     };
     let ring = |m| uring::Config {
         mode: m,

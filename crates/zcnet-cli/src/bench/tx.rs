@@ -74,6 +74,7 @@ impl Mode {
                 threshold: 0,
                 policy: CopiedPolicy::Keep,
                 segment: None,
+                ..Default::default()
             },
             Mode::ZcAdaptive => SenderConfig {
                 policy: CopiedPolicy::ADAPTIVE,

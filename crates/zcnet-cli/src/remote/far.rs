@@ -419,6 +419,7 @@ fn send(l: &TcpListener, owner: &Owner, zerocopy: bool, bounds: &Bounds) -> anyh
         threshold: 0,
         policy: CopiedPolicy::Keep,
         segment: None,
+        ..Default::default()
     };
     // The sender owns the socket: its completions must be its own (zcnet::loan::ExclusiveSocket).
     let mut tx = ZeroCopySender::new(c, config)

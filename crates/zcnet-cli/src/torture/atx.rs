@@ -75,6 +75,7 @@ fn zc_config(rng: &mut Rng) -> msg_zerocopy::Config {
             rng.pick(&[CopiedPolicy::Keep, CopiedPolicy::Disable, retry])
         },
         segment: None,
+        ..Default::default()
     }
 }
 

@@ -144,6 +144,7 @@ fn msg_zerocopy<S: ExclusiveSocket>(ctx: &mut Ctx<'_>, sock: S, tcp: bool) -> an
             rng.pick(&[CopiedPolicy::Keep, CopiedPolicy::Disable, retry])
         },
         segment,
+        ..Default::default()
     };
     let window = rng.range(1, 256) as usize;
     let mut tx: ZeroCopySender<S, Arc<[u8]>> =

@@ -1,8 +1,10 @@
 //! The `send(2)` calls of one buffer: zero copy or copy, `ENOBUFS` sent on by copy, and a
-//! socket that would block waited on (`poll(2)`) or handed back to an event loop.
+//! socket that would block waited on (`poll(2)`, at most the stall timeout), handed back to an
+//! event loop, or (a non-blocking socket, before any byte went) reported as `WouldBlock`.
 
 use std::io;
 use std::os::fd::BorrowedFd;
+use std::time::{Duration, Instant};
 
 use super::{Counters, SendFlags};
 use crate::sys::{self, abi};
@@ -39,6 +41,15 @@ impl Calls {
     /// Makes the send calls for the rest of `data` on `fd`: `Some(outcome)` when all of it is
     /// sent or a call failed, `None` when the socket would block under [`Blocking::Return`].
     /// Zero-copy calls that meet `ENOBUFS` send the rest by copy.
+    ///
+    /// Every call carries `MSG_DONTWAIT`, so that no call blocks in the kernel for longer than
+    /// this sender allows (issue 62 item 2: a blocking or non-blocking TCP socket whose peer did
+    /// not read held the caller in `poll` for ever). Under [`Blocking::Wait`], a socket that
+    /// would block fails with `WouldBlock` if it is non-blocking (`O_NONBLOCK`) and nothing of
+    /// the buffer went out yet; otherwise it is waited on, at most the stall timeout in all
+    /// from the first wait of this call (a peer that reads a trickle cannot stretch it), then
+    /// fails with `TimedOut`: a buffer of which some bytes went out is finished or failed, never
+    /// left half-sent on the stream for a retry to repeat.
     pub(super) fn make(
         &mut self,
         fd: BorrowedFd<'_>,
@@ -46,12 +57,13 @@ impl Calls {
         counters: &mut Counters,
         blocking: Blocking,
     ) -> Option<io::Result<()>> {
+        let mut deadline: Option<Instant> = None;
         loop {
             if self.off == data.len() {
                 return Some(Ok(()));
             }
             let zc = if self.zerocopy { abi::MSG_ZEROCOPY } else { 0 };
-            let flags = self.flags.bits() | zc | libc::MSG_NOSIGNAL;
+            let flags = self.flags.bits() | zc | libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT;
             match sys::net::sendto(fd, &data[self.off..], flags, None) {
                 Ok(n) => {
                     self.off += n;
@@ -73,8 +85,16 @@ impl Calls {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => match blocking {
                     Blocking::Return => return None,
-                    Blocking::Wait => {
-                        if let Err(e) = sys::event::poll(fd, libc::POLLOUT, None) {
+                    Blocking::Wait(stall) => {
+                        if self.off == 0 && sys::net::is_nonblocking(fd).unwrap_or(false) {
+                            return Some(Err(e));
+                        }
+                        let until = *deadline.get_or_insert_with(|| Instant::now() + stall);
+                        let left = until.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            return Some(Err(stalled(stall, self.off, data.len())));
+                        }
+                        if let Err(e) = sys::event::poll(fd, libc::POLLOUT, Some(left)) {
                             return Some(Err(e));
                         }
                     }
@@ -85,10 +105,22 @@ impl Calls {
     }
 }
 
-/// Whether a send call that would block waits (`poll`) or hands back to an event loop.
+/// The error of a send that found no room in the socket for its stall timeout.
+fn stalled(stall: Duration, off: usize, len: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "no room in the socket's send buffer for {stall:?} (the peer does not read?): {off} \
+             of {len} bytes of the buffer sent (Config::stall_timeout)"
+        ),
+    )
+}
+
+/// Whether a send call that would block waits (`poll`, at most the stall timeout) or hands
+/// back to an event loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Blocking {
-    Wait,
+    Wait(Duration),
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     Return,
 }

@@ -65,6 +65,14 @@ pub struct Config {
     /// (default): the socket's `UDP_SEGMENT` is left as it is (0, one datagram per buffer, unless
     /// the caller set it).
     pub segment: Option<crate::udp_gso::Segment>,
+    /// How long one send waits for room in the socket, in all, before it fails with `TimedOut`
+    /// (default 10 s, as [`crate::uring::Config::stall_timeout`]): a peer that stops reading
+    /// never holds the caller longer. A non-blocking socket (`O_NONBLOCK`) with no room fails
+    /// at once with `WouldBlock` instead, the buffer handed back unsent; but a TCP buffer of
+    /// which the kernel took a part is finished within this bound or fails, since a retry of
+    /// the whole buffer would repeat that part on the stream. The tokio twin never waits here:
+    /// it waits on the runtime.
+    pub stall_timeout: std::time::Duration,
 }
 
 impl Default for Config {
@@ -74,9 +82,13 @@ impl Default for Config {
             threshold: DEFAULT_THRESHOLD,
             policy: CopiedPolicy::default(),
             segment: None,
+            stall_timeout: DEFAULT_STALL_TIMEOUT,
         }
     }
 }
+
+/// Default stall timeout of a send: 10 s.
+pub const DEFAULT_STALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Default size below which a send copies: 16 KiB.
 pub const DEFAULT_THRESHOLD: usize = 16 * 1024;

@@ -37,7 +37,7 @@ mod tracker;
 pub use crate::loan::{Closed, ExclusiveSocket, NewError, OwnedBuf, Returned, SendError};
 pub(crate) use calls::Blocking;
 use calls::InProgress;
-pub use config::{Config, CopiedPolicy, DEFAULT_THRESHOLD, Mode};
+pub use config::{Config, CopiedPolicy, DEFAULT_STALL_TIMEOUT, DEFAULT_THRESHOLD, Mode};
 pub use counters::Counters;
 pub use error::ZeroCopyError;
 pub use flags::SendFlags;

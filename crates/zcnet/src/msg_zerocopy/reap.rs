@@ -98,6 +98,11 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
         }
     }
 
+    /// Sets how long one send waits for room in the socket ([`Config::stall_timeout`](super::Config::stall_timeout)).
+    pub fn set_stall_timeout(&mut self, timeout: Duration) {
+        self.config.stall_timeout = timeout;
+    }
+
     /// Waits up to `timeout` until every buffer has come back. When none comes back for 100 ms
     /// it runs every CPU's deferred frees, at most once a second
     /// ([`crate::loan::kick_deferred_frees`], counted in `deferred_kicks`): a receiver on this

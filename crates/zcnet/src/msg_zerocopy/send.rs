@@ -36,7 +36,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
                 self.socket.as_fd(),
                 data,
                 &mut self.counters,
-                Blocking::Wait,
+                Blocking::Wait(self.config.stall_timeout),
             )
             .unwrap_or_else(|| Err(io::ErrorKind::WouldBlock.into()));
         let mut freed = Vec::new();
@@ -87,7 +87,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
     /// As [`send`](Self::send).
     pub fn send_with(&mut self, buf: B, flags: SendFlags) -> Result<(), SendError<B>> {
         self.begin(buf, flags)?;
-        self.advance(Blocking::Wait).map(drop)
+        self.advance(Blocking::Wait(self.config.stall_timeout))
+            .map(drop)
     }
 
     /// Takes `buf` as the buffer in progress, deciding copy or zero copy for it.

@@ -307,6 +307,13 @@ pub fn if_nametoindex(name: &str) -> io::Result<u32> {
     }
 }
 
+/// Whether `fd` is in non-blocking mode (`fcntl(F_GETFL)` has `O_NONBLOCK`).
+pub fn is_nonblocking(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    // SAFETY: F_GETFL takes no argument and reads nothing of ours.
+    let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    Ok(flags & libc::O_NONBLOCK != 0)
+}
+
 /// Clears `O_NONBLOCK` of `fd` (`fcntl(F_GETFL)`, `fcntl(F_SETFL)`): a file opened without
 /// blocking (a FIFO without a writer would block `open` itself) read as any other.
 pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {

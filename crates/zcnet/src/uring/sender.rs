@@ -671,6 +671,11 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         }
     }
 
+    /// Sets how long a send waits for room in the window ([`Config::stall_timeout`](super::Config::stall_timeout)).
+    pub fn set_stall_timeout(&mut self, timeout: Duration) {
+        self.config.stall_timeout = timeout;
+    }
+
     /// Submits everything and waits until every buffer is back, at most `timeout`. When none
     /// comes back for 100 ms it runs every CPU's deferred frees, at most once a second
     /// ([`crate::loan::kick_deferred_frees`], counted in `deferred_kicks`): a `SEND_ZC`

@@ -107,6 +107,7 @@ fn send_for(sock: UdpSocket, mode: Mode, shape: Shape) -> anyhow::Result<Run> {
                 threshold: 0,
                 policy: CopiedPolicy::Keep,
                 segment: Some(segment),
+                ..Default::default()
             };
             let mut tx: ZeroCopySender<_, &'static [u8]> = ZeroCopySender::new(sock, config)
                 .map_err(|e| e.error)
