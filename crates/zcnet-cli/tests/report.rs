@@ -276,6 +276,20 @@ fn a_bad_or_foreign_file_is_one_line_naming_the_file_and_the_field() {
     let mut v: serde_json::Value = serde_json::from_str(SUITE).unwrap();
     v["reports"][1]["results"][0]["runs"][0]["gbit"] = "fast".into();
     std::fs::write(&wrong, v.to_string()).unwrap();
+    // Issue 62 items 5 and 9: a finite figure near f64::MAX hung the chart's ticks for ever at
+    // 100 % CPU; a negative one was drawn as a change of -120.9 %.
+    let huge = temp("huge.json");
+    let mut v: serde_json::Value = serde_json::from_str(SUITE).unwrap();
+    v["reports"][1]["results"][0]["runs"][0]["gbit"] = 1.7e308.into();
+    std::fs::write(&huge, v.to_string()).unwrap();
+    let huge_cpu = temp("huge_cpu.json");
+    let mut v: serde_json::Value = serde_json::from_str(SUITE).unwrap();
+    v["reports"][0]["results"][0]["runs"][0]["cpu_us_per_mb"] = 1.7e308.into();
+    std::fs::write(&huge_cpu, v.to_string()).unwrap();
+    let negative = temp("negative.json");
+    let mut v: serde_json::Value = serde_json::from_str(SUITE).unwrap();
+    v["reports"][1]["results"][0]["runs"][0]["gbit"] = (-5.0).into();
+    std::fs::write(&negative, v.to_string()).unwrap();
     for (file, says) in [
         (&missing, "No such file or directory"),
         (&foreign, "not a zcnet bench report: missing field `bench`"),
@@ -284,15 +298,39 @@ fn a_bad_or_foreign_file_is_one_line_naming_the_file_and_the_field() {
             &wrong,
             "reports[1].results[0].runs[0].gbit: invalid type: string \"fast\", expected f64",
         ),
+        (
+            &huge,
+            "reports[1].results[0].runs[0].gbit: 170000000000000000",
+        ),
+        (
+            &huge_cpu,
+            "reports[0].results[0].runs[0].cpu_us_per_mb: 1700000",
+        ),
+        (
+            &negative,
+            "reports[1].results[0].runs[0].gbit: -5: a figure is a number from 0",
+        ),
     ] {
         let out = temp("bad.html");
-        let r = zcnet()
+        // Bounded: a hang is a failure, not a stuck test.
+        let mut child = zcnet()
             .arg("report")
             .arg(file)
             .arg("-o")
             .arg(&out)
-            .output()
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
+        let start = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > std::time::Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("report {} hung", file.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let r = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&r.stderr);
         assert_eq!(r.status.code(), Some(2), "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
@@ -865,6 +903,50 @@ fn a_gate_that_compared_nothing_fails_and_no_page_replaces_its_input() {
     let (code, err) = run(&[&fa]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("give two files or more"), "{err}");
+    // Issue 62 item 9: the same cells, every figure 0, said that no cell of the new run was in
+    // the base. Zero against zero is compared, and no change.
+    let mut zeros = a.clone();
+    for set in zeros["results"].as_array_mut().unwrap() {
+        for run in set["runs"].as_array_mut().unwrap() {
+            for key in [
+                "gbit",
+                "cpu_us_per_mb",
+                "requests_per_s",
+                "remote_cpu_us_per_mb",
+            ] {
+                if run.get(key).is_some_and(|v| !v.is_null()) {
+                    run[key] = 0.0.into();
+                }
+            }
+        }
+    }
+    let (fz, fz2) = (temp("gate-z.json"), temp("gate-z2.json"));
+    std::fs::write(&fz, zeros.to_string()).unwrap();
+    std::fs::write(&fz2, zeros.to_string()).unwrap();
+    let out = zcnet()
+        .arg("report")
+        .args([&fz, &fz2])
+        .args(["-o"])
+        .arg(temp("gate-z.html"))
+        .args(["--fail-on-regression", "10"])
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(!said.contains("compared nothing"), "{said}");
+    let page = std::fs::read_to_string(temp("gate-z.html")).unwrap();
+    assert!(
+        !page.contains("Nothing compared"),
+        "the page says nothing was compared"
+    );
+    assert!(
+        page.contains("0 regressed, 0 improved"),
+        "no verdict counts on the page"
+    );
     // The same file as input and page, by another path too.
     let before = std::fs::read(&fa).unwrap();
     let other_path = fa.parent().unwrap().join(".").join(fa.file_name().unwrap());

@@ -191,11 +191,15 @@ fn changes_of(bench: &str, cond: &str, b: &Set, n: &Set, noise: f64) -> Vec<Chan
             continue;
         }
         let (base, new) = (median(&mut bv.clone()), median(&mut nv.clone()));
-        // No base to measure a change against: nothing to say (a zero new figure is a change).
-        if base <= 0.0 {
-            continue;
-        }
-        let (change, low, high) = interval(&bv, &nv);
+        // A base of zero has no ratio to measure against (issue 62 item 9: such cells were
+        // left out, and a file of zeros against itself said that no cell of it was in the
+        // base): zero again is no change; a figure that rose from zero rose without bound.
+        let (change, low, high) = if base <= 0.0 {
+            let c = if new <= 0.0 { 0.0 } else { f64::INFINITY };
+            (c, c, c)
+        } else {
+            interval(&bv, &nv)
+        };
         let beyond = (low > 0.0 || high < 0.0) && change.abs() >= noise;
         let verdict = match (beyond, change > 0.0, better) {
             (false, _, _) => Verdict::WithinNoise,

@@ -286,11 +286,16 @@ pub fn parse_value(value: Value) -> Result<Input, String> {
         summary,
     };
     input.check_counts()?;
+    input.check_figures()?;
     input.clip();
     input.rename_old_size_keys();
     input.label = input.reports[0].host.hostname.clone();
     Ok(input)
 }
+
+/// The largest figure a run may have: far beyond any machine (1e15 Gbit/s, µs per MB or
+/// requests a second), and far enough below `f64::MAX` that a chart's scale stays finite.
+pub const MAX_FIGURE: f64 = 1e15;
 
 /// How reports written before every bench said `size` named a set's message size: `bytes`,
 /// `frame_bytes` (packet, packet-tx), `file_bytes` (async-serve).
@@ -310,6 +315,53 @@ impl Input {
                 }
             }
         }
+    }
+
+    /// Refuses a figure no run can have, naming the first: negative, or beyond [`MAX_FIGURE`]
+    /// (issue 62 items 5 and 9: a `gbit` of 1.7e308, finite, overflowed the chart's scale to
+    /// infinity and its ticks looped for ever; a negative one was drawn as a -120.9 % change).
+    fn check_figures(&self) -> Result<(), String> {
+        let check = |at: &dyn Fn() -> String, v: f64| {
+            if (0.0..=MAX_FIGURE).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{}: {v}: a figure is a number from 0 to {MAX_FIGURE:e}",
+                    at()
+                ))
+            }
+        };
+        for (i, r) in self.reports.iter().enumerate() {
+            for (j, set) in r.results.iter().enumerate() {
+                for (k, run) in set.runs.iter().enumerate() {
+                    let figures = [
+                        ("gbit", Some(run.gbit)),
+                        ("cpu_us_per_mb", Some(run.cpu_us_per_mb)),
+                        ("requests_per_s", run.requests_per_s),
+                        ("zero_copy_share", run.zero_copy_share),
+                        ("remote_cpu_us_per_mb", run.remote_cpu_us_per_mb),
+                    ];
+                    for (name, v) in figures {
+                        if let Some(v) = v {
+                            check(&|| format!("reports[{i}].results[{j}].runs[{k}].{name}"), v)?;
+                        }
+                    }
+                }
+            }
+        }
+        for (i, row) in self.summary.iter().enumerate() {
+            for (name, v) in [
+                ("ratio", row.ratio),
+                ("zero_copy_share", row.zero_copy_share),
+                ("ratio_low", row.ratio_low),
+                ("ratio_high", row.ratio_high),
+            ] {
+                if let Some(v) = v {
+                    check(&|| format!("summary[{i}].{name}"), v)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Refuses more reports, sets, runs or entries than a page draws, naming the first count
