@@ -152,10 +152,7 @@ impl Door {
                 }
                 Ok(())
             }
-            other => Err(format!(
-                "expected hello, got {}",
-                super::server::name(&other)
-            )),
+            other => Err(format!("expected hello, got {}", other.name())),
         }
     }
 
@@ -201,7 +198,7 @@ impl Door {
     /// then: a crowd of strangers must not fill the server's log nor spend its time there.
     fn turn_away(&mut self, k: Knock, why: Option<&str>) {
         if let Some(why) = why {
-            super::server::refuse_quietly(k.conn, why);
+            proto::refuse(k.conn, why);
         }
         self.turned_away += 1;
         let n = self.turned_away;

@@ -86,6 +86,34 @@ pub enum Message {
     Bye,
 }
 
+impl Message {
+    /// The message's name, for errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Hello { .. } => "hello",
+            Message::Welcome { .. } => "welcome",
+            Message::Start { .. } => "start",
+            Message::Ready { .. } => "ready",
+            Message::Finish => "finish",
+            Message::Done(_) => "done",
+            Message::Error { .. } => "error",
+            Message::Bye => "bye",
+        }
+    }
+}
+
+/// Tells a peer why it is not served, as an `error`, without waiting on it: a message this
+/// short fits a fresh socket's buffer, and one that does not is not worth the server's time.
+pub fn refuse(mut conn: std::net::TcpStream, why: &str) {
+    let _ = conn.set_nonblocking(true);
+    let _ = write(
+        &mut conn,
+        &Message::Error {
+            message: why.to_owned(),
+        },
+    );
+}
+
 /// What the server runs: the far side of a bench.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]

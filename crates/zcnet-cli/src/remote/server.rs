@@ -257,20 +257,8 @@ fn start(w: Waiting, config: &Config, ended: &Arc<EventFd>) -> std::thread::Join
 
 /// Tells a client why it is not served, without waiting on it, and logs it.
 fn refuse(conn: TcpStream, peer: SocketAddr, why: &str) {
-    refuse_quietly(conn, why);
+    proto::refuse(conn, why);
     eprintln!("zcnet serve: [{peer}] refused: {why}");
-}
-
-/// Tells a client why it is not served, without waiting on it: a message this short fits a
-/// fresh socket's buffer, and one that does not is not worth the accept loop's time.
-pub(super) fn refuse_quietly(mut conn: TcpStream, why: &str) {
-    let _ = conn.set_nonblocking(true);
-    let _ = proto::write(
-        &mut conn,
-        &Message::Error {
-            message: why.to_owned(),
-        },
-    );
 }
 
 /// Ends the session: sends `why` as an `error` (best effort) and returns it.
@@ -307,7 +295,7 @@ fn session(mut conn: TcpStream, config: &Config) -> Result<u64, String> {
             Ok(other) => {
                 return Err(end(
                     &mut conn,
-                    format!("expected start or bye, got {}", name(&other)),
+                    format!("expected start or bye, got {}", other.name()),
                 ));
             }
             Err(e) => return Err(end(&mut conn, e.to_string())),
@@ -371,7 +359,7 @@ fn session(mut conn: TcpStream, config: &Config) -> Result<u64, String> {
             (Ok(other), _) => {
                 return Err(end(
                     &mut conn,
-                    format!("expected finish, got {}", name(&other)),
+                    format!("expected finish, got {}", other.name()),
                 ));
             }
             (Err(e), _) => return Err(end(&mut conn, format!("waiting for finish: {e}"))),
@@ -428,18 +416,4 @@ fn until_ended_or_closed(conn: &TcpStream, ran: &EventFd) -> Ended {
         }
     };
     wait().unwrap_or(Ended::Run)
-}
-
-/// A message's name, for errors.
-pub(super) fn name(m: &Message) -> &'static str {
-    match m {
-        Message::Hello { .. } => "hello",
-        Message::Welcome { .. } => "welcome",
-        Message::Start { .. } => "start",
-        Message::Ready { .. } => "ready",
-        Message::Finish => "finish",
-        Message::Done(_) => "done",
-        Message::Error { .. } => "error",
-        Message::Bye => "bye",
-    }
 }
