@@ -227,7 +227,7 @@ async fn connection(
                 );
                 let (a, b) = (after.auto, before.auto);
                 stats.auto_copied_bytes.fetch_add(
-                    (a.small_bytes + a.backoff_bytes) - (b.small_bytes + b.backoff_bytes),
+                    (a.copy_bytes + a.backoff_bytes) - (b.copy_bytes + b.backoff_bytes),
                     Ordering::Relaxed,
                 );
                 stats

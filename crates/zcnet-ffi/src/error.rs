@@ -50,6 +50,10 @@ pub(super) fn errno_of(e: &io::Error) -> Option<c_int> {
         io::ErrorKind::TimedOut => Some(libc::ETIMEDOUT),
         io::ErrorKind::WouldBlock => Some(libc::EAGAIN),
         io::ErrorKind::Interrupted => Some(libc::EINTR),
+        // A socket of the wrong kind (the library's socket check, docs/c.md): another family
+        // or protocol, or not connected where it must be.
+        io::ErrorKind::Unsupported => Some(libc::EOPNOTSUPP),
+        io::ErrorKind::NotConnected => Some(libc::ENOTCONN),
         _ => None,
     })
 }

@@ -330,8 +330,8 @@ pub(super) fn auto_counters(
     Ok(ZcnetAutoCounters {
         zero_copy_calls: c.zero_copy_calls,
         zero_copy_bytes: c.zero_copy_bytes,
-        copy_calls: c.small_calls,
-        copy_bytes: c.small_bytes,
+        copy_calls: c.copy_calls,
+        copy_bytes: c.copy_bytes,
         backoff_calls: c.backoff_calls,
         explore_calls: c.explore_calls,
         switches: c.switches,

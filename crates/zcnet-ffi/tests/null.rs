@@ -129,20 +129,21 @@ fn null_pointers_and_bad_arguments_are_refused() {
             libc::EINVAL,
             "window",
         );
-        // A UDP socket is no TCP receiver.
+        // A UDP socket is no TCP receiver (issue 62: -EOPNOTSUPP, the socket kind's errno).
         refused(
             zcnet_rx_new(sock.as_raw_fd(), ZcnetMode::ZeroCopy.into(), 0, &mut rx),
-            libc::EINVAL,
-            "not a TCP socket",
+            libc::EOPNOTSUPP,
+            "this one is UDP",
         );
         // Nor a peek cursor's, said once in one line (issue 35 item 17: "…needs a TCP socket
         // failed: not a TCP socket").
         let mut p = null_mut();
-        assert_eq!(zcnet_peek_new(sock.as_raw_fd(), &mut p), -libc::EINVAL);
+        assert_eq!(zcnet_peek_new(sock.as_raw_fd(), &mut p), -libc::EOPNOTSUPP);
         assert!(p.is_null());
         assert_eq!(
             last(),
-            "the peek cursor's SO_PROTOCOL check failed: not a TCP socket"
+            "the socket check (a peek cursor reads a connected TCP stream, IPv4 or IPv6) \
+             failed: this one is UDP (SO_PROTOCOL)"
         );
 
         // Files.
@@ -162,5 +163,40 @@ fn null_pointers_and_bad_arguments_are_refused() {
             libc::EBADF,
             "file_fd",
         );
+    }
+}
+
+/// Issue 62 item 4: a listening or never-connected TCP socket passed `zcnet_rx_new` (and
+/// `zcnet_rx_recv` then waited in `poll` for ever), and a listener passed the senders'
+/// constructors and `zcnet_peek_new`. Each is refused with the errno of what it is: a listener
+/// `-EINVAL`, an unconnected socket `-ENOTCONN`, another family `-EOPNOTSUPP`.
+#[test]
+fn sockets_of_the_wrong_kind_are_refused_with_their_errno() {
+    use std::os::fd::AsRawFd;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let fresh = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let (unix, _other) = std::os::unix::net::UnixStream::pair().unwrap();
+    let zc = ZcnetMode::ZeroCopy.into();
+    for (fd, errno, what) in [
+        (listener.as_raw_fd(), libc::EINVAL, "listening"),
+        (fresh.as_raw_fd(), libc::ENOTCONN, "not connected"),
+        (unix.as_raw_fd(), libc::EOPNOTSUPP, "AF_UNIX"),
+    ] {
+        unsafe {
+            let mut rx = null_mut();
+            refused(zcnet_rx_new(fd, zc, 0, &mut rx), errno, what);
+            assert!(rx.is_null());
+            let mut p = null_mut();
+            refused(zcnet_peek_new(fd, &mut p), errno, what);
+            let mut s = null_mut();
+            refused(zcnet_zc_sender_new(fd, zc, &mut s), errno, what);
+            let mut u = null_mut();
+            let rc = zcnet_uring_sender_new(fd, zc, &mut u);
+            // A kernel without io_uring says so first.
+            if rc != -libc::EOPNOTSUPP || what == "AF_UNIX" {
+                refused(rc, errno, what);
+            }
+            assert!(s.is_null() && u.is_null() && p.is_null());
+        }
     }
 }

@@ -353,6 +353,14 @@ pub mod peek;
 pub mod probe;
 #[cfg(feature = "relay")]
 pub mod relay;
+#[cfg(any(
+    feature = "msg_zerocopy",
+    feature = "uring",
+    feature = "tcp_rx",
+    feature = "peek",
+    feature = "file"
+))]
+mod socket_kind;
 pub mod support;
 mod sys;
 pub mod tcp_info;

@@ -421,9 +421,11 @@ fn io_err(call: &'static str) -> impl FnOnce(io::Error) -> PeekError {
 }
 
 fn check(socket: &impl AsFd) -> Result<(), PeekError> {
-    // The cause says what was wrong ("not a TCP socket", or getsockopt's error): this names
-    // only the step, as every `Io` does.
-    sys::sockopt::check_tcp(socket.as_fd()).map_err(io_err("the peek cursor's SO_PROTOCOL check"))
+    // The cause says what was wrong (another family or protocol, a listener, not connected, or
+    // getsockopt's error): this names only the step, as every `Io` does.
+    crate::socket_kind::check(socket.as_fd(), crate::socket_kind::Need::TCP).map_err(io_err(
+        "the socket check (a peek cursor reads a connected TCP stream, IPv4 or IPv6)",
+    ))
 }
 
 /// Drops up to `len` bytes from the head of `socket`'s receive queue without copying them

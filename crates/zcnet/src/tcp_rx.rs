@@ -147,6 +147,15 @@ pub struct Counters {
     pub recv_calls: u64,
 }
 
+/// Bytes received by copy, none mapped, after which [`TcpZeroCopyReceiver::fallback_reason`]
+/// says so: 16 pages.
+pub const NOTHING_MAPPED_AFTER: u64 = 64 * 1024;
+
+/// What [`TcpZeroCopyReceiver::fallback_reason`] says when nothing was mapped.
+const NOTHING_MAPPED: &str = "the kernel mapped no page: every byte came by copy, since no \
+     segment carried whole, page-aligned 4 KiB of payload (a sender of plain writes on loopback, \
+     an MSS that is not 4096 plus the TCP options, or a NIC without header split)";
+
 impl Counters {
     /// All bytes received.
     pub fn bytes(&self) -> u64 {
@@ -242,15 +251,13 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
     /// not an error: the receiver falls back to copying and says why.
     pub fn new(socket: S, config: Config) -> Result<Self, RxError> {
         // Checked before anything is set on it: TCP_ZEROCOPY_RECEIVE maps TCP streams only.
-        sys::sockopt::check_tcp(socket.as_fd()).map_err(|source| match source.kind() {
-            io::ErrorKind::InvalidInput => RxError::Config(
-                "not a TCP socket: TCP_ZEROCOPY_RECEIVE maps the pages of TCP streams".into(),
-            ),
-            _ => RxError::Io {
-                call: "getsockopt(SO_PROTOCOL)",
+        crate::socket_kind::check(socket.as_fd(), crate::socket_kind::Need::TCP).map_err(
+            |source| RxError::Io {
+                call: "the socket check (TCP_ZEROCOPY_RECEIVE maps the pages of a connected TCP \
+                       stream, IPv4 or IPv6)",
                 source,
             },
-        })?;
+        )?;
         let page = sys::mm::page_size();
         if config.window > MAX_WINDOW {
             return Err(RxError::Config(format!(
@@ -279,8 +286,9 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
             page,
         };
         let check = &support.check;
+        // Copy mode asked for is no fallback: no reason to give (issue 62 item 6).
         let (window, fallback) = if config.mode == Mode::Copy {
-            (None, Some("copy mode requested".to_owned()))
+            (None, None)
         } else if check.status != Status::Available {
             (
                 None,
@@ -324,9 +332,17 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
         }
     }
 
-    /// Why this receiver copies instead of mapping, if it does.
+    /// Why this receiver copies instead of mapping, if it does: the window could not be set
+    /// up, or (in [`Mode::ZeroCopy`]) the kernel has mapped nothing of the first
+    /// [`NOTHING_MAPPED_AFTER`] bytes or more (issue 62 item 6: `mode()` said `ZeroCopy` and
+    /// this said nothing while 0 % was mapped). `None` in copy mode asked for.
     pub fn fallback_reason(&self) -> Option<&str> {
-        self.fallback.as_deref()
+        self.fallback.as_deref().or_else(|| {
+            (self.window.is_some()
+                && self.counters.mapped_bytes == 0
+                && self.counters.copied_bytes >= NOTHING_MAPPED_AFTER)
+                .then_some(NOTHING_MAPPED)
+        })
     }
 
     /// Counters so far.

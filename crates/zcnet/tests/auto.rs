@@ -77,7 +77,7 @@ fn msg_zerocopy_auto_follows_the_profile_file() {
     assert_eq!(choice.route, Route::Local);
     assert_eq!(choice.threshold, Threshold::Never);
     assert!(choice.origin.contains("built-in"), "{}", choice.origin);
-    assert_eq!(c.auto.small_calls, 3);
+    assert_eq!(c.auto.copy_calls, 3);
     assert_eq!(c.loaned_calls, 0);
 
     // A profile that says zero copy pays from 10000 B on local routes: 600 B copies, the first
@@ -98,7 +98,7 @@ fn msg_zerocopy_auto_follows_the_profile_file() {
         "{}",
         choice.origin
     );
-    assert_eq!((c.auto.small_calls, c.auto.small_bytes), (1, 600));
+    assert_eq!((c.auto.copy_calls, c.auto.copy_bytes), (1, 600));
     assert_eq!(
         (c.auto.zero_copy_calls, c.auto.zero_copy_bytes),
         (1, 20_000)
@@ -175,7 +175,7 @@ fn uring_auto_follows_the_profile() {
         rx.recv(&mut buf).unwrap();
     }
     let c = tx.counters();
-    assert_eq!((c.auto.small_calls, c.auto.zero_copy_calls), (1, 1));
+    assert_eq!((c.auto.copy_calls, c.auto.zero_copy_calls), (1, 1));
     assert_eq!(c.zero_copy_requests, 1);
     assert_eq!(c.requests, 2);
     std::fs::remove_dir_all(f.parent().unwrap()).unwrap();
@@ -217,7 +217,7 @@ fn file_auto_copies_files_below_the_sendfile_threshold() {
         .unwrap();
     assert_eq!(tx.used(), tx.mode());
     let c = tx.counters();
-    assert_eq!((c.auto.small_calls, c.auto.zero_copy_calls), (1, 1));
+    assert_eq!((c.auto.copy_calls, c.auto.zero_copy_calls), (1, 1));
     assert_eq!(c.zero_copy_bytes, 200_000);
     drop(tx);
     sock.shutdown(std::net::Shutdown::Write).unwrap();
@@ -302,7 +302,7 @@ fn size_switch(
         out.push(c);
     }
     let a = counters();
-    assert_eq!(a.zero_copy_calls + a.small_calls + a.backoff_calls, total);
+    assert_eq!(a.zero_copy_calls + a.copy_calls + a.backoff_calls, total);
     let explored: u64 = out
         .last()
         .unwrap()

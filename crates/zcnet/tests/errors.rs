@@ -160,6 +160,109 @@ fn a_peek_cursor_on_a_udp_socket_says_so_once() {
     check(&e);
     let line = chain(&e);
     assert_says_nothing_twice(&line);
-    assert!(line.ends_with("not a TCP socket"), "{line}");
+    assert!(line.ends_with("this one is UDP (SO_PROTOCOL)"), "{line}");
     assert!(line.contains("peek cursor"), "{line}");
+}
+
+/// Issue 62 item 4: sockets of the wrong kind passed the constructors (a listener the
+/// `MSG_ZEROCOPY` sender's, failing at the first send; a Unix stream the io_uring sender's,
+/// whose sends "completed" with nothing delivered; a listener or a never-connected socket the
+/// receiver's, which then waited for ever). Every constructor now asks the kernel what the
+/// socket is and refuses, in one line, saying what it needs and what it got.
+#[test]
+fn every_constructor_refuses_a_socket_of_the_wrong_kind_saying_what_it_is() {
+    use std::os::fd::{AsFd, OwnedFd};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let fresh = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let (unix, _other) = std::os::unix::net::UnixStream::pair().unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let owned = |fd: std::os::fd::BorrowedFd<'_>| -> OwnedFd { fd.try_clone_to_owned().unwrap() };
+    let cases: [(&str, std::os::fd::BorrowedFd<'_>, io::ErrorKind, &str); 4] = [
+        (
+            "listener",
+            listener.as_fd(),
+            io::ErrorKind::InvalidInput,
+            "listening",
+        ),
+        (
+            "unconnected TCP",
+            fresh.as_fd(),
+            io::ErrorKind::NotConnected,
+            "not connected",
+        ),
+        (
+            "Unix stream",
+            unix.as_fd(),
+            io::ErrorKind::Unsupported,
+            "AF_UNIX",
+        ),
+        (
+            "unconnected UDP",
+            udp.as_fd(),
+            io::ErrorKind::NotConnected,
+            "not connected",
+        ),
+    ];
+    let kind_of = |e: &(dyn Error + 'static)| {
+        std::iter::successors(Some(e), |&c| c.source())
+            .find_map(|c| c.downcast_ref::<io::Error>())
+            .map(io::Error::kind)
+    };
+    for (name, fd, kind, what) in cases {
+        let mut refusals: Vec<(&str, Box<dyn Error>)> = Vec::new();
+        let udp = name == "unconnected UDP";
+        if let Err(e) = zcnet::msg_zerocopy::ZeroCopySender::<OwnedFd, Vec<u8>>::new(
+            owned(fd),
+            Default::default(),
+        ) {
+            refusals.push(("MSG_ZEROCOPY sender", Box::new(e.error)));
+        } else {
+            panic!("{name}: the MSG_ZEROCOPY sender took it");
+        }
+        // The io_uring sender sends to any UDP socket (`send_to`); a kernel without io_uring
+        // says so before the socket is looked at.
+        match zcnet::uring::UringSender::<OwnedFd, Vec<u8>>::new(owned(fd), Default::default()) {
+            Err(e) if matches!(e.error, UringError::Socket { .. }) => {
+                refusals.push(("io_uring sender", Box::new(e.error)))
+            }
+            Err(e) => assert!(
+                matches!(e.error, UringError::Unsupported { .. }),
+                "{name}: {}",
+                chain(&e.error)
+            ),
+            Ok(_) => assert!(udp, "{name}: the io_uring sender took it"),
+        }
+        if !udp {
+            let rx = zcnet::tcp_rx::TcpZeroCopyReceiver::new(fd, Default::default());
+            refusals.push((
+                "receiver",
+                Box::new(
+                    rx.err()
+                        .unwrap_or_else(|| panic!("{name}: the receiver took it")),
+                ),
+            ));
+            let peek = zcnet::peek::PeekCursor::new(fd, Default::default());
+            refusals.push((
+                "peek cursor",
+                Box::new(
+                    peek.err()
+                        .unwrap_or_else(|| panic!("{name}: the cursor took it")),
+                ),
+            ));
+            let file = zcnet::file::FileSender::new(fd, Default::default());
+            refusals.push((
+                "file sender",
+                Box::new(
+                    file.err()
+                        .unwrap_or_else(|| panic!("{name}: the file sender took it")),
+                ),
+            ));
+        }
+        for (who, e) in refusals {
+            let line = chain(e.as_ref());
+            assert!(line.contains(what), "{name}, {who}: {line}");
+            assert_eq!(kind_of(e.as_ref()), Some(kind), "{name}, {who}: {line}");
+            assert_says_nothing_twice(&line);
+        }
+    }
 }

@@ -66,7 +66,14 @@ fn a_udp_socket_is_refused_as_not_tcp() {
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     match FileSender::new(&udp, Config::default()) {
         Err(e) => {
-            assert!(e.to_string().contains("not a TCP socket"), "{e}");
+            // What it needs, then (issue 62) what it got.
+            assert!(e.to_string().contains("connected TCP stream"), "{e}");
+            let cause = std::error::Error::source(&e).map(ToString::to_string);
+            assert_eq!(
+                cause.as_deref(),
+                Some("this one is UDP (SO_PROTOCOL)"),
+                "{e}"
+            );
             assert_eq!(e.sent(), 0);
         }
         Ok(_) => panic!("a UDP socket was taken"),

@@ -792,3 +792,17 @@ fn small_tcp_pair() -> (TcpStream, TcpStream) {
         .unwrap();
     (s.into(), server)
 }
+
+/// Issue 62 item 6: copy mode asked for is no fallback; `fallback_reason()` said "copy mode
+/// requested".
+#[test]
+fn copy_mode_asked_for_has_no_fallback_reason() {
+    let (client, _server) = tcp_pair();
+    let config = SenderConfig {
+        mode: Mode::Copy,
+        ..SenderConfig::default()
+    };
+    let tx: ZeroCopySender<_, Vec<u8>> = ZeroCopySender::new(client, config).unwrap();
+    assert_eq!(tx.mode(), Mode::Copy);
+    assert_eq!(tx.fallback_reason(), None);
+}

@@ -171,9 +171,16 @@ fn a_udp_socket_is_refused() {
     let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let e = PeekCursor::new(u, Config::default()).unwrap_err();
     // The step here, the reason in the cause (issue 35 item 17: the step's name said it too).
-    assert_eq!(e.to_string(), "the peek cursor's SO_PROTOCOL check failed");
+    assert_eq!(
+        e.to_string(),
+        "the socket check (a peek cursor reads a connected TCP stream, IPv4 or IPv6) failed"
+    );
     let cause = std::error::Error::source(&e).map(ToString::to_string);
-    assert_eq!(cause.as_deref(), Some("not a TCP socket"), "{e}");
+    assert_eq!(
+        cause.as_deref(),
+        Some("this one is UDP (SO_PROTOCOL)"),
+        "{e}"
+    );
 }
 
 /// An `AsFd` that names a TCP socket when the cursor is built and a UDP socket afterwards (what

@@ -437,7 +437,55 @@ fn a_reset_after_everything_was_acknowledged_loses_nothing() {
 fn a_udp_socket_is_refused_as_not_tcp() {
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     match zcnet::tcp_rx::TcpZeroCopyReceiver::new(udp, zcnet::tcp_rx::Config::default()) {
-        Err(e) => assert!(e.to_string().contains("not a TCP socket"), "{e}"),
+        Err(e) => {
+            assert!(e.to_string().contains("connected TCP stream"), "{e}");
+            let cause = std::error::Error::source(&e).map(ToString::to_string);
+            assert_eq!(
+                cause.as_deref(),
+                Some("this one is UDP (SO_PROTOCOL)"),
+                "{e}"
+            );
+        }
         Ok(_) => panic!("a UDP socket was taken"),
+    }
+}
+
+/// Issue 62 item 6: `mode()` said `ZeroCopy` and `fallback_reason()` said nothing while the
+/// kernel mapped 0 % of the bytes (a sender of plain writes on loopback: the payload is never
+/// page-aligned); in copy mode asked for, `fallback_reason()` said "copy mode requested", as
+/// if something had fallen back. Now the first says why nothing is mapped, the second nothing.
+#[test]
+fn fallback_reason_says_when_nothing_was_mapped_and_nothing_in_copy_mode() {
+    for mode in [Mode::ZeroCopy, Mode::Copy] {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (server, _) = l.accept().unwrap();
+        let writer = std::thread::spawn(move || {
+            // Plain writes of an odd size: nothing of it arrives page-aligned.
+            let chunk = vec![7u8; 1000];
+            for _ in 0..1024 {
+                client.write_all(&chunk).unwrap();
+            }
+        });
+        let config = Config {
+            mode,
+            ..Config::default()
+        };
+        let mut rx = TcpZeroCopyReceiver::new(server, config).unwrap();
+        let mut sink = Vec::new();
+        let got = rx.copy_to(&mut sink).unwrap();
+        writer.join().unwrap();
+        assert_eq!(got, 1_024_000);
+        assert!(sink.iter().all(|&b| b == 7));
+        let c = rx.counters();
+        match mode {
+            Mode::Copy => assert_eq!(rx.fallback_reason(), None, "{c:?}"),
+            _ if c.mapped_bytes == 0 => {
+                let why = rx.fallback_reason().expect("a reason for 0 % mapped");
+                assert!(why.contains("mapped no page"), "{why}");
+            }
+            // A kernel that mapped some after all: nothing to explain.
+            _ => assert_eq!(rx.fallback_reason(), None, "{c:?}"),
+        }
     }
 }

@@ -139,10 +139,12 @@ pub struct SizeClass {
     pub zero_copy: bool,
     /// Whether that is learned (at least [`FIRST_PAIRS`] pairs) rather than the prior.
     pub learned: bool,
-    /// Sends of this class.
+    /// Sends of this class, every way: its rounds' and its back-off sends.
     pub sends: u64,
     /// Of which spent exploring the way not chosen.
     pub explore_sends: u64,
+    /// Of which by copy because completions had said the kernel copied (backing off).
+    pub backoff_sends: u64,
     /// Sends of this class before its first learned choice.
     pub decided_after: Option<u64>,
     /// Zero copy's CPU per byte over copy's: the median of the pairs kept.
@@ -632,6 +634,7 @@ impl Class {
             learned: self.learned(),
             sends: self.tally().calls(),
             explore_sends: self.tally().explore_calls,
+            backoff_sends: 0,
             decided_after: self.decided_after,
             zero_copy_over_copy: self.median(),
             spread: (!v.is_empty()).then(|| [v[0], v[v.len() - 1]]),

@@ -82,7 +82,7 @@ let c = tx.counters().auto;
 println!(
     "{} sends by zero copy, {} by copy, {:.1} % exploring, {} back-offs",
     c.zero_copy_calls,
-    c.small_calls,
+    c.copy_calls,
     100.0 * c.explore_share().unwrap_or(0.0),
     c.backoffs
 );

@@ -151,6 +151,9 @@ pub struct Profile {
     pub passed_over: Option<String>,
 }
 
+/// The `kernel`, `cpu` and `date` of the built-in profile, which no machine measured.
+pub const BUILTIN: &str = "built-in (not measured)";
+
 impl Profile {
     /// The kernel documents' figures, used when no profile was measured: MSG_ZEROCOPY and
     /// `SEND_ZC` from 10 KB on routes through a device, never to local sockets (the kernel
@@ -175,10 +178,11 @@ impl Profile {
                 });
             }
         }
+        // Not measured anywhere: the fields say so rather than stay empty (issue 62 item 6).
         Profile {
-            kernel: String::new(),
-            cpu: String::new(),
-            date: String::new(),
+            kernel: BUILTIN.into(),
+            cpu: BUILTIN.into(),
+            date: BUILTIN.into(),
             entries,
             source: None,
             passed_over: None,
@@ -221,6 +225,15 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 62 item 6: the built-in profile's kernel, cpu and date were empty.
+    #[test]
+    fn the_builtin_profile_says_it_was_not_measured() {
+        let p = Profile::builtin();
+        for field in [&p.kernel, &p.cpu, &p.date] {
+            assert_eq!(field, BUILTIN);
+        }
+    }
 
     #[test]
     fn the_builtin_origin_says_whether_a_profile_could_have_been_read() {

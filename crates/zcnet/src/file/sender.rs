@@ -2,14 +2,13 @@
 //! mode chosen per file and what went without a copy counted.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::Read;
 use std::os::fd::AsFd;
 
 use super::mmap::send_mmap_zc;
 use super::send::{send_file, send_pipe, send_reader};
 use super::{Config, Counters, FileError, Mode, support};
 use crate::support::Status;
-use crate::sys;
 
 /// Sends files, pipes and readers on one connected TCP socket (see the module docs).
 #[derive(Debug)]
@@ -40,13 +39,12 @@ impl<S: AsFd> FileSender<S> {
     /// ([`ZeroCopyError::SocketInUse`](crate::msg_zerocopy::ZeroCopyError::SocketInUse)): the
     /// windows are given back by their completions, which must be this sender's alone.
     pub fn new(socket: S, config: Config) -> Result<Self, FileError> {
-        sys::sockopt::check_tcp(socket.as_fd()).map_err(|source| FileError::Socket {
-            what: match source.kind() {
-                io::ErrorKind::InvalidInput => "not a TCP socket: a file is sent on a stream",
-                _ => "getsockopt(SO_PROTOCOL) failed",
+        crate::socket_kind::check(socket.as_fd(), crate::socket_kind::Need::TCP).map_err(
+            |source| FileError::Socket {
+                what: "a file is sent on a connected TCP stream, IPv4 or IPv6",
+                source,
             },
-            source,
-        })?;
+        )?;
         let (mode, fallback) = config.mode.resolve();
         let s = support();
         for (want, check, feature) in [

@@ -20,8 +20,13 @@ use std::net::{TcpStream, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 mod contract;
+#[cfg(any(feature = "msg_zerocopy", all(feature = "uring", feature = "tokio")))]
+pub(crate) mod orphans;
 #[cfg(feature = "uring")]
 pub(crate) mod pool;
+
+#[cfg(any(feature = "msg_zerocopy", all(feature = "uring", feature = "tokio")))]
+pub use orphans::ORPHAN_WAIT;
 
 pub use contract::OwnedBuf;
 
@@ -104,11 +109,19 @@ pub struct Closed<B> {
     pub still_loaned: usize,
 }
 
-/// Buffers this process's senders left to the kernel when they went (closed, or dropped) while
-/// it still held them: never freed, since the kernel may read them until it is done, and so
-/// never given back. A sender's drop waits for them for at most [`DROP_WAIT`] on a thread that
-/// is not an async runtime's, not at all on one that is (`close(timeout)` waits as long as
-/// asked); whatever is still loaned then is counted here.
+/// Buffers this process's senders left to the kernel for good: never freed, since the kernel
+/// may read them until it is done, and so never given back.
+///
+/// A dropped sender never waits long and never leaks what the kernel gives back later: its
+/// drop waits for its loans at most [`DROP_WAIT`] on a thread that is not an async runtime's,
+/// not at all on one that is (a tokio twin's drop), then hands what is still loaned to one
+/// thread of the crate (`zcnet-orphans`), which frees each buffer when the kernel gives it
+/// back; only what is still loaned [`ORPHAN_WAIT`] later is counted here. The socket (or
+/// ring) stays open, held by that thread, until then: a TCP peer sees the end of the stream
+/// once its loans came back. (A synchronous `uring::UringSender` dropped on a runtime's thread
+/// counts what it holds at once: its ring may have a single issuer, which no other thread may
+/// drive.) `close(timeout)` waits as long as asked, on the caller's thread, and says what it
+/// left; what it left is counted here at once.
 pub fn leaked_buffers() -> u64 {
     LEAKED.load(std::sync::atomic::Ordering::Relaxed)
 }
@@ -170,7 +183,7 @@ let tx: ZeroCopySender<_, Vec<u8>> = ZeroCopySender::new(&socket, Config::defaul
 ```
 "#
 )]
-pub trait ExclusiveSocket: AsFd + sealed::Sealed {}
+pub trait ExclusiveSocket: AsFd + Send + sealed::Sealed {}
 
 macro_rules! exclusive {
     ($($t:ty),*) => {$(
@@ -198,8 +211,8 @@ impl<F: AsFd> AsFd for AssumeExclusive<F> {
     }
 }
 
-impl<F: AsFd> sealed::Sealed for AssumeExclusive<F> {}
-impl<F: AsFd> ExclusiveSocket for AssumeExclusive<F> {}
+impl<F: AsFd + Send> sealed::Sealed for AssumeExclusive<F> {}
+impl<F: AsFd + Send> ExclusiveSocket for AssumeExclusive<F> {}
 
 /// A socket the crate itself borrows for as long as the sender it makes lives, and uses for
 /// nothing else meanwhile (the file sender's mmap window holds `&mut` of its `FileSender` for

@@ -1,6 +1,6 @@
 //! The `send(2)` calls of one buffer: zero copy or copy, `ENOBUFS` sent on by copy, and a
-//! socket that would block waited on (`poll(2)`, at most the stall timeout), handed back to an
-//! event loop, or (a non-blocking socket, before any byte went) reported as `WouldBlock`.
+//! socket that would block waited on (at most the stall timeout without progress), handed back
+//! to an event loop, or (a non-blocking socket, before any byte went) reported as `WouldBlock`.
 
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -42,14 +42,14 @@ impl Calls {
     /// sent or a call failed, `None` when the socket would block under [`Blocking::Return`].
     /// Zero-copy calls that meet `ENOBUFS` send the rest by copy.
     ///
-    /// Every call carries `MSG_DONTWAIT`, so that no call blocks in the kernel for longer than
-    /// this sender allows (issue 62 item 2: a blocking or non-blocking TCP socket whose peer did
-    /// not read held the caller in `poll` for ever). Under [`Blocking::Wait`], a socket that
-    /// would block fails with `WouldBlock` if it is non-blocking (`O_NONBLOCK`) and nothing of
-    /// the buffer went out yet; otherwise it is waited on, at most the stall timeout in all
-    /// from the first wait of this call (a peer that reads a trickle cannot stretch it), then
-    /// fails with `TimedOut`: a buffer of which some bytes went out is finished or failed, never
-    /// left half-sent on the stream for a retry to repeat.
+    /// Under [`Blocking::Wait`] no send waits for ever (issue 62 item 2: a TCP socket whose peer
+    /// did not read held the caller in `poll` for ever, `O_NONBLOCK` or not). A blocking socket
+    /// waits in the kernel at most its `SO_SNDTIMEO`, which the sender sets to its stall
+    /// timeout: `EAGAIN` from it means no byte was taken for that long, and fails with
+    /// `TimedOut`. A non-blocking socket (`O_NONBLOCK`) fails with `WouldBlock` while nothing
+    /// of the buffer went out; part-way through, it is waited on with `poll(2)` until no byte
+    /// was taken for the stall timeout. A buffer of which some bytes went out is finished or
+    /// failed, never left half-sent on the stream for a retry to repeat.
     pub(super) fn make(
         &mut self,
         fd: BorrowedFd<'_>,
@@ -57,16 +57,17 @@ impl Calls {
         counters: &mut Counters,
         blocking: Blocking,
     ) -> Option<io::Result<()>> {
-        let mut deadline: Option<Instant> = None;
+        let mut stalled_since: Option<Instant> = None;
         loop {
             if self.off == data.len() {
                 return Some(Ok(()));
             }
             let zc = if self.zerocopy { abi::MSG_ZEROCOPY } else { 0 };
-            let flags = self.flags.bits() | zc | libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT;
+            let flags = self.flags.bits() | zc | libc::MSG_NOSIGNAL;
             match sys::net::sendto(fd, &data[self.off..], flags, None) {
                 Ok(n) => {
                     self.off += n;
+                    stalled_since = None;
                     if self.zerocopy {
                         self.zc_calls += 1;
                         counters.loaned_calls += 1;
@@ -86,11 +87,15 @@ impl Calls {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => match blocking {
                     Blocking::Return => return None,
                     Blocking::Wait(stall) => {
-                        if self.off == 0 && sys::net::is_nonblocking(fd).unwrap_or(false) {
+                        if !sys::net::is_nonblocking(fd).unwrap_or(true) {
+                            // The kernel waited its SO_SNDTIMEO and took nothing.
+                            return Some(Err(stalled(stall, self.off, data.len())));
+                        }
+                        if self.off == 0 {
                             return Some(Err(e));
                         }
-                        let until = *deadline.get_or_insert_with(|| Instant::now() + stall);
-                        let left = until.saturating_duration_since(Instant::now());
+                        let since = *stalled_since.get_or_insert_with(Instant::now);
+                        let left = stall.saturating_sub(since.elapsed());
                         if left.is_zero() {
                             return Some(Err(stalled(stall, self.off, data.len())));
                         }
@@ -110,14 +115,14 @@ fn stalled(stall: Duration, off: usize, len: usize) -> io::Error {
     io::Error::new(
         io::ErrorKind::TimedOut,
         format!(
-            "no room in the socket's send buffer for {stall:?} (the peer does not read?): {off} \
-             of {len} bytes of the buffer sent (Config::stall_timeout)"
+            "the socket took no byte for {stall:?} (the peer does not read?): {off} of {len} \
+             bytes of the buffer sent (Config::stall_timeout)"
         ),
     )
 }
 
-/// Whether a send call that would block waits (`poll`, at most the stall timeout) or hands
-/// back to an event loop.
+/// Whether a send call that would block waits (at most the stall timeout without progress)
+/// or hands back to an event loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Blocking {
     Wait(Duration),

@@ -65,13 +65,15 @@ pub struct Config {
     /// (default): the socket's `UDP_SEGMENT` is left as it is (0, one datagram per buffer, unless
     /// the caller set it).
     pub segment: Option<crate::udp_gso::Segment>,
-    /// How long one send waits for room in the socket, in all, before it fails with `TimedOut`
+    /// How long a send waits while the socket takes no byte before it fails with `TimedOut`
     /// (default 10 s, as [`crate::uring::Config::stall_timeout`]): a peer that stops reading
-    /// never holds the caller longer. A non-blocking socket (`O_NONBLOCK`) with no room fails
-    /// at once with `WouldBlock` instead, the buffer handed back unsent; but a TCP buffer of
-    /// which the kernel took a part is finished within this bound or fails, since a retry of
-    /// the whole buffer would repeat that part on the stream. The tokio twin never waits here:
-    /// it waits on the runtime.
+    /// holds the caller at most about twice this (a buffer part-way in, then none). The sender
+    /// sets the socket's `SO_SNDTIMEO` to it, for blocking sends, and puts the old value back
+    /// when it is dropped. A non-blocking socket (`O_NONBLOCK`) with no room fails at once with
+    /// `WouldBlock` instead, the buffer handed back unsent; but a TCP buffer of which the kernel
+    /// took a part is finished within this bound or fails, since a retry of the whole buffer
+    /// would repeat that part on the stream. The tokio twin never waits here: it waits on the
+    /// runtime.
     pub stall_timeout: std::time::Duration,
 }
 

@@ -102,4 +102,7 @@ pub struct ZeroCopySender<S: ExclusiveSocket, B: OwnedBuf> {
     current: Option<InProgress<B>>,
     /// When a stalled wait for completions kicks the kernel's deferred frees.
     kick: crate::loan::DeferredKick,
+    /// The socket's `SO_SNDTIMEO` before this sender set it to its stall timeout, put back at
+    /// the drop.
+    sndtimeo_before: Option<libc::timeval>,
 }

@@ -4,8 +4,10 @@
 use std::io;
 use std::time::{Duration, Instant};
 
+use std::os::fd::AsFd;
+
 use super::{
-    Closed, CopiedPolicy, ExclusiveSocket, Freed, OwnedBuf, Returned, Slot, ZeroCopySender,
+    Closed, CopiedPolicy, ExclusiveSocket, Freed, OwnedBuf, Returned, Slot, Tracker, ZeroCopySender,
 };
 use crate::errqueue::{self, Entry};
 use crate::sys;
@@ -101,6 +103,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
     /// Sets how long one send waits for room in the socket ([`Config::stall_timeout`](super::Config::stall_timeout)).
     pub fn set_stall_timeout(&mut self, timeout: Duration) {
         self.config.stall_timeout = timeout;
+        let tv = super::sender::timeval(timeout);
+        let _ = sys::sockopt::set_send_timeout(self.socket.as_fd(), &tv);
     }
 
     /// Waits up to `timeout` until every buffer has come back. When none comes back for 100 ms
@@ -199,6 +203,10 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
 
 impl<S: ExclusiveSocket, B: OwnedBuf> Drop for ZeroCopySender<S, B> {
     fn drop(&mut self) {
+        // The socket's own send timeout again, for whoever has it next (a C caller's).
+        if let Some(tv) = self.sndtimeo_before.take() {
+            let _ = sys::sockopt::set_send_timeout(self.socket.as_fd(), &tv);
+        }
         // A buffer left part-way (an async send dropped, then the sender): what was loaned of it
         // is tracked like any other loan, the rest was never given to the kernel.
         if let Some(cur) = self.current.take()
@@ -217,13 +225,64 @@ impl<S: ExclusiveSocket, B: OwnedBuf> Drop for ZeroCopySender<S, B> {
         if !wait.is_zero() {
             let _ = self.drain(wait);
         }
-        // What the kernel still holds must not be freed under it: left to it, and counted.
-        // (Borrowed memory is the caller's, under the contract of `send_borrowed`.)
-        let mut left = 0;
-        for slot in self.tracker.abandon() {
-            std::mem::forget(slot);
-            left += 1;
+        if self.tracker.is_empty() {
+            return;
         }
-        crate::loan::note_leaked(left);
+        // What the kernel still holds goes to the reaper thread with a descriptor of the socket
+        // (its error queue), which frees each buffer as its completion comes.
+        let tracker = std::mem::take(&mut self.tracker);
+        match self.socket.as_fd().try_clone_to_owned() {
+            Ok(fd) => crate::loan::orphans::adopt(Box::new(Orphaned { fd, tracker })),
+            Err(_) => abandon(tracker),
+        }
+    }
+}
+
+/// Leaves what `tracker` holds to the kernel (never freed: it may still read it), counted.
+/// Borrowed memory is the caller's, under the contract of `send_borrowed`.
+fn abandon<B>(mut tracker: Tracker<Slot<B>>) {
+    let mut left = 0;
+    for slot in tracker.abandon() {
+        std::mem::forget(slot);
+        left += 1;
+    }
+    crate::loan::note_leaked(left);
+}
+
+/// The loans of a dropped sender, with a descriptor of its socket, for the reaper thread.
+struct Orphaned<B> {
+    fd: std::os::fd::OwnedFd,
+    tracker: Tracker<Slot<B>>,
+}
+
+impl<B: OwnedBuf> crate::loan::orphans::Orphan for Orphaned<B> {
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    fn events(&self) -> i16 {
+        // POLLERR, always reported: a completion on the error queue.
+        0
+    }
+
+    fn collect(&mut self) -> io::Result<usize> {
+        let mut control = [0u8; 256];
+        let mut freed = Vec::new();
+        while let Some((len, _)) = sys::net::recv_errqueue(self.fd.as_fd(), &mut control)? {
+            let entries = errqueue::parse(&control[..len])
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            for entry in entries {
+                if let Entry::Zerocopy(c) = entry {
+                    self.tracker.complete(c, &mut freed);
+                }
+            }
+            // The buffers the kernel is done with are freed here.
+            freed.clear();
+        }
+        Ok(self.tracker.len())
+    }
+
+    fn abandon(self: Box<Self>) {
+        abandon(self.tracker);
     }
 }

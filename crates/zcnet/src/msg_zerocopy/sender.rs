@@ -9,6 +9,7 @@ use super::{
 };
 use crate::auto::{Choice, SendPath};
 use crate::loan::Claim;
+use crate::socket_kind::Need;
 use crate::sys;
 
 impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
@@ -54,6 +55,13 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
             ($e:expr) => {
                 return Err(NewError { error: $e, socket })
             };
+        }
+        if let Err(source) = crate::socket_kind::check(socket.as_fd(), Need::CONNECTED) {
+            refuse!(ZeroCopyError::Socket {
+                what: "the MSG_ZEROCOPY sender needs a connected TCP stream or a connected UDP \
+                       socket, IPv4 or IPv6",
+                source,
+            });
         }
         let claim = match claim(socket.as_fd()) {
             Ok(c) => c,
@@ -146,7 +154,11 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
                 config.segment,
             )))
         });
+        // A blocking send waits in the kernel at most the stall timeout (put back at the drop).
+        let sndtimeo_before = sys::sockopt::send_timeout(socket.as_fd()).ok();
+        let _ = sys::sockopt::set_send_timeout(socket.as_fd(), &timeval(config.stall_timeout));
         ZeroCopySender {
+            sndtimeo_before,
             auto,
             socket,
             _claim: claim,
@@ -177,7 +189,10 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
 
     /// Why this sender copies everything, if it does.
     pub fn fallback_reason(&self) -> Option<&str> {
-        self.disabled.as_deref()
+        // Copy mode asked for is no fallback (issue 62 item 6): no reason to give.
+        self.disabled
+            .as_deref()
+            .filter(|_| self.config.mode != Mode::Copy)
     }
 
     /// In [`Mode::Auto`]: the path, route and prior threshold, the profile they came from, and
@@ -207,5 +222,14 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
     /// Buffers given back so far and not yet taken, in the order they were freed.
     pub fn returned(&mut self) -> std::collections::vec_deque::Drain<'_, Returned<B>> {
         self.ready.drain(..)
+    }
+}
+
+/// `SO_SNDTIMEO`'s value for a stall timeout: at least a microsecond (zero means for ever).
+pub(super) fn timeval(d: std::time::Duration) -> libc::timeval {
+    let d = d.max(std::time::Duration::from_micros(1));
+    libc::timeval {
+        tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_usec: libc::suseconds_t::from(d.subsec_micros() as i32),
     }
 }

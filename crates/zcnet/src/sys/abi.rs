@@ -363,6 +363,8 @@ unsafe impl Pod for TpacketReq3 {}
 unsafe impl Pod for TpacketStatsV3 {}
 // SAFETY: `struct linger` is two C ints.
 unsafe impl Pod for libc::linger {}
+// SAFETY: `struct timeval` is two C longs.
+unsafe impl Pod for libc::timeval {}
 // SAFETY: repr(C) struct of integers and byte arrays only.
 unsafe impl Pod for TcpInfo {}
 // SAFETY: repr(C) struct of integers only (offsets into a mapping, not addresses).

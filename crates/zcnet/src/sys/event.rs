@@ -26,6 +26,19 @@ pub fn poll(
     Ok(pfd.revents)
 }
 
+/// `poll(2)` on several descriptors, waiting up to `timeout` (rounded up to whole
+/// milliseconds); fills each `revents`, returns how many have some. `EINTR` counts as none.
+pub fn poll_all(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> io::Result<usize> {
+    let timeout_ms = i32::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+    // SAFETY: `fds` is a live, writable array of `fds.len()` pollfds; the kernel reads the
+    // descriptor numbers and writes only `revents`.
+    match cvt(unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) }) {
+        Ok(n) => Ok(n as usize),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(feature = "tokio")]
 /// A non-blocking, close-on-exec `eventfd(2)` counter.
 pub fn eventfd() -> io::Result<OwnedFd> {

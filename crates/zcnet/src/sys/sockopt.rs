@@ -67,6 +67,37 @@ pub fn socket_type(fd: BorrowedFd<'_>) -> io::Result<i32> {
     get_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)
 }
 
+/// `SO_DOMAIN` (Linux 2.6.32): `AF_INET`, `AF_INET6`, `AF_UNIX`, ...
+pub fn domain(fd: BorrowedFd<'_>) -> io::Result<i32> {
+    get_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)
+}
+
+/// `SO_SNDTIMEO`: how long a blocking send waits for room (zero: for ever).
+pub fn send_timeout(fd: BorrowedFd<'_>) -> io::Result<libc::timeval> {
+    let mut tv = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 0,
+    };
+    get(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_SNDTIMEO,
+        &mut tv,
+        size_of::<libc::timeval>(),
+    )?;
+    Ok(tv)
+}
+
+/// Sets `SO_SNDTIMEO`.
+pub fn set_send_timeout(fd: BorrowedFd<'_>, tv: &libc::timeval) -> io::Result<()> {
+    set(fd, libc::SOL_SOCKET, libc::SO_SNDTIMEO, tv)
+}
+
+/// `SO_ACCEPTCONN`: whether the socket is listening.
+pub fn accepts_connections(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    get_int(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN).map(|v| v != 0)
+}
+
 /// `SO_PROTOCOL` (Linux 2.6.32): `IPPROTO_TCP`, `IPPROTO_UDP`, ...
 pub fn protocol(fd: BorrowedFd<'_>) -> io::Result<i32> {
     get_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)

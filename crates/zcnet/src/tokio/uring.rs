@@ -21,16 +21,17 @@ use crate::uring::{self as sync, Config, Counters, Mode, Pool, PoolBuf, RingSetu
 /// default): the completions' task work is queued with the eventfd signalled, and each reap
 /// enters the kernel, which runs it (tested under a current-thread and a multi-thread runtime).
 /// [`setup`](Self::setup) says what was granted.
-pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
-    inner: sync::UringSender<S, B>,
+pub struct UringSender<S: ExclusiveSocket + 'static, B: OwnedBuf> {
+    /// The sender; `None` only once dropped or closed (its loans handed on).
+    inner: Option<sync::UringSender<S, B>>,
     completions: AsyncFd<Registered<OwnedFd>>,
 }
 
-impl<S: ExclusiveSocket, B: OwnedBuf> std::fmt::Debug for UringSender<S, B> {
+impl<S: ExclusiveSocket + 'static, B: OwnedBuf> std::fmt::Debug for UringSender<S, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UringSender")
-            .field("mode", &self.inner.mode())
-            .field("in_flight", &self.inner.in_flight())
+            .field("mode", &self.inner().mode())
+            .field("in_flight", &self.inner().in_flight())
             .finish_non_exhaustive()
     }
 }
@@ -48,7 +49,7 @@ fn async_setup(config: Config) -> Config {
     }
 }
 
-fn with_eventfd<S: ExclusiveSocket, B: OwnedBuf>(
+fn with_eventfd<S: ExclusiveSocket + 'static, B: OwnedBuf>(
     mut inner: sync::UringSender<S, B>,
 ) -> Result<UringSender<S, B>, UringError> {
     let io = |call| move |source| UringError::Eventfd { call, source };
@@ -57,10 +58,21 @@ fn with_eventfd<S: ExclusiveSocket, B: OwnedBuf>(
         .register_eventfd(efd.as_fd())
         .map_err(io("io_uring_register(IORING_REGISTER_EVENTFD)"))?;
     let completions = register(efd, Interest::READABLE).map_err(io("epoll_ctl(EPOLL_CTL_ADD)"))?;
-    Ok(UringSender { inner, completions })
+    Ok(UringSender {
+        inner: Some(inner),
+        completions,
+    })
 }
 
-impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
+impl<S: ExclusiveSocket + 'static, B: OwnedBuf> UringSender<S, B> {
+    fn inner(&self) -> &sync::UringSender<S, B> {
+        self.inner.as_ref().expect("a live sender")
+    }
+
+    fn inner_mut(&mut self) -> &mut sync::UringSender<S, B> {
+        self.inner.as_mut().expect("a live sender")
+    }
+
     /// A sender on `socket`, which it owns from now on (any socket type: the ring, not the
     /// reactor, does its I/O).
     ///
@@ -76,43 +88,43 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
 
     /// The mode in use.
     pub fn mode(&self) -> Mode {
-        self.inner.mode()
+        self.inner().mode()
     }
 
     /// Why the sender copies where zero copy was asked for, if it does.
     pub fn fallback_reason(&self) -> Option<&str> {
-        self.inner.fallback_reason()
+        self.inner().fallback_reason()
     }
 
     /// In [`Mode::Auto`]: the prior, its profile, and what each size class learned.
     pub fn auto_choice(&self) -> Option<Choice> {
-        self.inner.auto_choice()
+        self.inner().auto_choice()
     }
 
     /// The ring set-up the kernel granted.
     pub fn setup(&self) -> RingSetup {
-        self.inner.setup()
+        self.inner().setup()
     }
 
     /// What was done so far.
     pub fn counters(&self) -> Counters {
-        self.inner.counters()
+        self.inner().counters()
     }
 
     /// Requests whose buffers the kernel still holds.
     pub fn in_flight(&self) -> usize {
-        self.inner.in_flight()
+        self.inner().in_flight()
     }
 
     /// The socket.
     pub fn get_ref(&self) -> &S {
-        self.inner.get_ref()
+        self.inner().get_ref()
     }
 
     /// Buffers back so far and not yet taken (call [`reap`](Self::reap) first to collect
     /// without waiting).
     pub fn returned(&mut self) -> std::collections::vec_deque::Drain<'_, Returned<B>> {
-        self.inner.returned()
+        self.inner_mut().returned()
     }
 
     /// Submits what is queued and collects what completed, without waiting.
@@ -120,7 +132,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// # Errors
     /// `io_uring_enter`'s error.
     pub fn reap(&mut self) -> io::Result<usize> {
-        self.inner.reap()
+        self.inner_mut().reap()
     }
 
     /// Awaits the eventfd: at least one CQE was posted since it was last read.
@@ -144,11 +156,11 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     pub async fn send(&mut self, buf: B) -> Result<(), SendError<B>> {
         loop {
             let room = self
-                .inner
+                .inner_mut()
                 .reap()
-                .map(|_| self.inner.in_flight() < self.inner.window());
+                .map(|_| self.inner().in_flight() < self.inner().window());
             match room {
-                Ok(true) => return self.inner.send(buf),
+                Ok(true) => return self.inner_mut().send(buf),
                 Ok(false) => {}
                 Err(error) => {
                     return Err(SendError {
@@ -176,14 +188,14 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// `io_uring_enter`'s error.
     pub async fn next_returned(&mut self) -> io::Result<Option<Returned<B>>> {
         loop {
-            if let Some(r) = self.inner.pop_returned() {
+            if let Some(r) = self.inner_mut().pop_returned() {
                 return Ok(Some(r));
             }
-            self.inner.reap()?;
-            if let Some(r) = self.inner.pop_returned() {
+            self.inner_mut().reap()?;
+            if let Some(r) = self.inner_mut().pop_returned() {
                 return Ok(Some(r));
             }
-            if self.inner.in_flight() == 0 {
+            if self.inner().in_flight() == 0 {
                 return Ok(None);
             }
             self.completion().await?;
@@ -198,8 +210,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// `io_uring_enter`'s error.
     pub async fn drain(&mut self) -> io::Result<()> {
         loop {
-            self.inner.reap()?;
-            if self.inner.in_flight() == 0 {
+            self.inner_mut().reap()?;
+            if self.inner().in_flight() == 0 {
                 return Ok(());
             }
             self.completion().await?;
@@ -212,12 +224,12 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// waits on a runtime's thread; this is the way to wait, and to learn what was left.
     pub async fn close(mut self, timeout: std::time::Duration) -> crate::loan::Closed<B> {
         let _ = ::tokio::time::timeout(timeout, self.drain()).await;
-        let UringSender { inner, .. } = self;
+        let inner = self.inner.take().expect("a live sender");
         inner.close(std::time::Duration::ZERO)
     }
 }
 
-impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {
+impl<S: ExclusiveSocket + 'static> UringSender<S, PoolBuf> {
     /// A sender whose buffers come from `pool`, registered with the ring in
     /// [`Mode::ZeroCopyFixed`] (and in [`Mode::Auto`] where `RLIMIT_MEMLOCK` allows).
     ///
@@ -232,5 +244,20 @@ impl<S: ExclusiveSocket> UringSender<S, PoolBuf> {
             async_setup(config),
             pool,
         )?)
+    }
+}
+
+/// A drop never waits: what the kernel still holds goes, with the ring, to the crate's reaper
+/// thread, which frees each buffer as its notification comes (`crate::loan::leaked_buffers`
+/// counts only what is still loaned after [`crate::loan::ORPHAN_WAIT`]). The ring of an async
+/// sender has no single issuer, so that thread may drive it.
+impl<S: ExclusiveSocket + 'static, B: OwnedBuf> Drop for UringSender<S, B> {
+    fn drop(&mut self) {
+        if let Some(mut inner) = self.inner.take() {
+            let _ = inner.reap();
+            if inner.in_flight() > 0 {
+                crate::loan::orphans::adopt(Box::new(inner));
+            }
+        }
     }
 }

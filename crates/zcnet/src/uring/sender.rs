@@ -896,6 +896,31 @@ fn last_close() -> Option<Instant> {
     *LAST_CLOSE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// An async twin's sender, dropped with loans out: the reaper thread drives its ring (which has
+/// no single issuer: `tokio::UringSender` sets it up so) until every buffer is back.
+#[cfg(feature = "tokio")]
+impl<S: ExclusiveSocket, B: OwnedBuf> crate::loan::orphans::Orphan for UringSender<S, B> {
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.ring.fd()
+    }
+
+    fn events(&self) -> i16 {
+        libc::POLLIN
+    }
+
+    fn collect(&mut self) -> io::Result<usize> {
+        self.reap()?;
+        // The buffers the kernel is done with are freed here.
+        self.returned.clear();
+        Ok(self.in_flight())
+    }
+
+    fn abandon(mut self: Box<Self>) {
+        // The drop then waits for nothing, and counts what the ring still holds.
+        self.closed = true;
+    }
+}
+
 impl<S: ExclusiveSocket, B: OwnedBuf> Drop for UringSender<S, B> {
     fn drop(&mut self) {
         if self.ring.in_flight() == 0 {
@@ -912,23 +937,21 @@ impl<S: ExclusiveSocket, B: OwnedBuf> Drop for UringSender<S, B> {
     }
 }
 
-/// What a socket must be for a sender: a socket (`ENOTSOCK` otherwise), and UDP where it is to
-/// send GSO trains.
+/// What a socket must be for a sender: a connected TCP stream or a UDP socket (connected for
+/// `send`, any for `send_to`), IPv4 or IPv6; UDP where it is to send GSO trains.
 pub(super) fn check_socket(fd: BorrowedFd<'_>, trains: bool) -> Result<(), UringError> {
-    let what = "not a UDP socket: GSO trains (Config::segment) are UDP's";
-    let checked = match trains {
-        true => sys::sockopt::check_protocol(fd, libc::IPPROTO_UDP, what),
-        // Any protocol, but a socket.
-        false => sys::sockopt::protocol(fd).map(drop),
+    let (need, what) = match trains {
+        true => (
+            crate::socket_kind::Need {
+                tcp: false,
+                ..crate::socket_kind::Need::TCP_OR_UDP
+            },
+            "not a UDP socket: GSO trains (Config::segment) are UDP's",
+        ),
+        false => (
+            crate::socket_kind::Need::TCP_OR_UDP,
+            "the io_uring sender needs a connected TCP stream or a UDP socket, IPv4 or IPv6",
+        ),
     };
-    checked.map_err(|source| match source.kind() {
-        io::ErrorKind::InvalidInput => UringError::Socket {
-            what,
-            source: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
-        },
-        _ => UringError::Socket {
-            what: "getsockopt(SO_PROTOCOL)",
-            source,
-        },
-    })
+    crate::socket_kind::check(fd, need).map_err(|source| UringError::Socket { what, source })
 }

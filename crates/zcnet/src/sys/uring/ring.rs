@@ -150,6 +150,14 @@ impl<B: StableBytes> SendRing<B> {
         self.granted
     }
 
+    /// The ring's descriptor (`poll(2)` says `POLLIN` while completions wait).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the `IoUring` owns this descriptor and closes it only when dropped, after
+        // the borrow of `self` this one lives in.
+        unsafe { BorrowedFd::borrow_raw(self.ring.as_raw_fd()) }
+    }
+
     /// Registers `fd`, an eventfd, to be signalled at every CQE posted
     /// (`IORING_REGISTER_EVENTFD`, Linux 5.2). The kernel holds its own reference to it.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
