@@ -112,16 +112,13 @@ async fn a_sender_dropped_with_requests_in_flight_frees_them_when_they_come_back
     if skip_without_uring() {
         return;
     }
-    // A receiver with the smallest window, reading nothing yet: the loans stay out.
-    let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    l.set_recv_buffer_size(4096).unwrap();
-    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
-    l.bind(&any.into()).unwrap();
-    l.listen(1).unwrap();
-    let addr = l.local_addr().unwrap().as_socket().unwrap();
-    let client = TcpStream::connect(addr).unwrap();
-    let (server, _) = l.accept().unwrap();
-    let mut server: TcpStream = server.into();
+    // A receiver that reads nothing yet: 2 MiB is more than its window and the loopback's
+    // queues take, so some loans stay out (on loopback a loan comes back when its bytes are
+    // queued at the receiver, copied there). Default buffers: a tiny receive buffer makes
+    // TCP wait on its persist timer, seconds a step (tried first: 32 loans took minutes).
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (mut server, _) = l.accept().unwrap();
     let config = Config {
         mode: Mode::ZeroCopy,
         window: 64,

@@ -114,9 +114,9 @@ pub struct Closed<B> {
 ///
 /// A dropped sender never waits long and never leaks what the kernel gives back later: its
 /// drop waits for its loans at most [`DROP_WAIT`] on a thread that is not an async runtime's,
-/// not at all on one that is (a tokio twin's drop), then hands what is still loaned to one
-/// thread of the crate (`zcnet-orphans`), which frees each buffer when the kernel gives it
-/// back; only what is still loaned [`ORPHAN_WAIT`] later is counted here. The socket (or
+/// not at all on one that is (a tokio twin's drop), then hands what is still loaned to a
+/// thread of the crate (`zcnet-orphans` for every `MSG_ZEROCOPY` sender; a short-lived one of
+/// its own for an io_uring ring), which frees each buffer when the kernel gives it back; only what is still loaned [`ORPHAN_WAIT`] later is counted here. The socket (or
 /// ring) stays open, held by that thread, until then: a TCP peer sees the end of the stream
 /// once its loans came back. (A synchronous `uring::UringSender` dropped on a runtime's thread
 /// counts what it holds at once: its ring may have a single issuer, which no other thread may

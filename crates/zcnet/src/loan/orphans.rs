@@ -36,6 +36,53 @@ pub(crate) trait Orphan: Send {
     fn collect(&mut self) -> io::Result<usize>;
     /// Gives up: what remains is left to the kernel, never freed, and counted.
     fn abandon(self: Box<Self>);
+    /// Waits up to `timeout` until nothing is loaned, blocking, where the orphan has a wait of
+    /// its own that a shared `poll(2)` cannot stand in for; `false` where it has none.
+    fn wait_all(&mut self, _timeout: Duration) -> bool {
+        false
+    }
+}
+
+/// Most orphans drained by a thread of their own at once; past that they join the shared
+/// reaper, which collects them at least every [`super::DeferredKick::STALL`].
+const OWN_THREADS: usize = 64;
+
+/// Hands `orphan`, which has a wait of its own ([`Orphan::wait_all`]), to a short-lived thread
+/// that waits in it: an io_uring ring whose requests that thread submits (the rest of a short
+/// send, the next of a stream's chain) completes through task work run only by that thread,
+/// which a `poll(2)` on the ring's descriptor does not wake for (`IORING_SETUP_COOP_TASKRUN`),
+/// while `io_uring_enter(GETEVENTS)` does. Past [`OWN_THREADS`], or without a thread, it joins
+/// the shared reaper.
+pub(crate) fn adopt_waiting(orphan: Box<dyn Orphan>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static LIVE: AtomicUsize = AtomicUsize::new(0);
+    if LIVE.fetch_add(1, Ordering::AcqRel) >= OWN_THREADS {
+        LIVE.fetch_sub(1, Ordering::AcqRel);
+        adopt(orphan);
+        return;
+    }
+    // The orphan comes back from a spawn that failed, to go to the shared reaper.
+    let slot = std::sync::Arc::new(Mutex::new(Some(orphan)));
+    let mine = std::sync::Arc::clone(&slot);
+    let spawned = std::thread::Builder::new()
+        .name("zcnet-orphan".into())
+        .spawn(move || {
+            let taken = mine.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(mut orphan) = taken {
+                orphan.wait_all(ORPHAN_WAIT);
+                match orphan.collect() {
+                    Ok(0) => drop(orphan),
+                    _ => orphan.abandon(),
+                }
+            }
+            LIVE.fetch_sub(1, Ordering::AcqRel);
+        });
+    if spawned.is_err() {
+        LIVE.fetch_sub(1, Ordering::AcqRel);
+        if let Some(orphan) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            adopt(orphan);
+        }
+    }
 }
 
 /// Hands `orphan` to the reaper thread. Where the thread cannot be started (no memory for it),

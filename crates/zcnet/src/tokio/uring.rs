@@ -256,7 +256,7 @@ impl<S: ExclusiveSocket + 'static, B: OwnedBuf> Drop for UringSender<S, B> {
         if let Some(mut inner) = self.inner.take() {
             let _ = inner.reap();
             if inner.in_flight() > 0 {
-                crate::loan::orphans::adopt(Box::new(inner));
+                crate::loan::orphans::adopt_waiting(Box::new(inner));
             }
         }
     }

@@ -919,6 +919,12 @@ impl<S: ExclusiveSocket, B: OwnedBuf> crate::loan::orphans::Orphan for UringSend
         // The drop then waits for nothing, and counts what the ring still holds.
         self.closed = true;
     }
+
+    fn wait_all(&mut self, timeout: Duration) -> bool {
+        let _ = self.drain(timeout);
+        self.returned.clear();
+        true
+    }
 }
 
 impl<S: ExclusiveSocket, B: OwnedBuf> Drop for UringSender<S, B> {
