@@ -100,7 +100,41 @@ pub fn resolve(s: &str) -> Result<Vec<std::net::SocketAddr>, String> {
     if addrs.is_empty() {
         return Err(format!("it resolves to no address ({expected})"));
     }
+    // A link-local IPv6 address names no interface on its own: bind and connect would say
+    // only "Invalid argument" (issue 62 item 10).
+    if let Some(a) = addrs.iter().find(|a| match a {
+        SocketAddr::V6(v6) => v6.scope_id() == 0 && (v6.ip().segments()[0] & 0xffc0) == 0xfe80,
+        SocketAddr::V4(_) => false,
+    }) {
+        return Err(format!(
+            "{} is link-local: name its interface, as [{}%IFACE]:{}",
+            a.ip(),
+            a.ip(),
+            a.port()
+        ));
+    }
     Ok(addrs)
+}
+
+/// A peer's `HOST:PORT`, as [`resolve`] reads it, whose port is not 0: a connection to port 0
+/// says only "Connection refused" (issue 62 item 10).
+///
+/// # Errors
+/// As [`resolve`], and port 0.
+pub fn peer(s: &str) -> Result<Vec<std::net::SocketAddr>, String> {
+    let addrs = resolve(s)?;
+    if addrs.iter().any(|a| a.port() == 0) {
+        return Err("port 0 is no peer's port: give the port the receiver listens on".into());
+    }
+    Ok(addrs)
+}
+
+/// [`peer`]'s first address: for an option that takes one peer.
+///
+/// # Errors
+/// As [`peer`].
+pub fn peer_port(s: &str) -> Result<std::net::SocketAddr, String> {
+    Ok(peer(s)?[0])
 }
 
 /// `HOST:PORT` as [`resolve`] takes it, resolved now to its first address.
@@ -111,6 +145,26 @@ pub fn host_port(s: &str) -> Result<std::net::SocketAddr, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 62 item 10: `recv --listen [fe80::1]:P` said only "Invalid argument", `send x
+    /// 127.0.0.1:0` "Connection refused".
+    #[test]
+    fn a_link_local_address_needs_its_zone_and_a_peer_a_port() {
+        let e = resolve("[fe80::1]:9000").unwrap_err();
+        assert!(
+            e.contains("link-local") && e.contains("[fe80::1%IFACE]:9000"),
+            "{e}"
+        );
+        assert!(resolve("[fe80::1%1]:9000").is_ok());
+        assert!(resolve("[::1]:9000").is_ok());
+        assert!(
+            resolve("127.0.0.1:0").is_ok(),
+            "a listener may take any port"
+        );
+        let e = peer("127.0.0.1:0").unwrap_err();
+        assert!(e.contains("port 0"), "{e}");
+        assert_eq!(peer_port("127.0.0.1:9").unwrap().port(), 9);
+    }
 
     #[test]
     fn percent_takes_what_a_user_types_and_refuses_the_rest() {

@@ -16,10 +16,10 @@ pub struct Opt {
     #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::host_port)]
     pub listen: SocketAddr,
     /// Destination.
-    #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::host_port)]
+    #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::peer_port)]
     pub to: SocketAddr,
     /// Second destination, tried in turn with --to when one fails.
-    #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::host_port)]
+    #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::peer_port)]
     pub fallback: Option<SocketAddr>,
     /// How to peek: peek-offset (SO_PEEK_OFF where the kernel has it, else the discard buffer,
     /// with the reason; `auto` is the same), discard-buffer.

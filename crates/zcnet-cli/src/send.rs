@@ -160,7 +160,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         classify(f, opt.limit, &opt.file)?
     };
     let addrs =
-        crate::args::resolve(&opt.addr).map_err(|e| anyhow!("bad address {:?}: {e}", opt.addr))?;
+        crate::args::peer(&opt.addr).map_err(|e| anyhow!("bad address {:?}: {e}", opt.addr))?;
     let timeout = Duration::from_secs_f64(opt.connect_timeout);
     let mut last = None;
     let mut stream = None;

@@ -478,6 +478,15 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
             asked.display()
         );
     }
+    // Shown before a path is needed: without HOME or XDG_CONFIG_HOME there is no default
+    // file, and the profile in use is the built-in one, as `bench` says (issue 62 item 10).
+    if opt.show {
+        let profile = match &opt.profile {
+            Some(p) => Profile::load(p)?,
+            None => (*zcnet::auto::active()).clone(),
+        };
+        return print(&profile, opt.json, None);
+    }
     let path = match opt
         .profile
         .clone()
@@ -487,13 +496,6 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         Some(p) => p,
         None => anyhow::bail!("no HOME or XDG_CONFIG_HOME to keep the profile in: give --profile"),
     };
-    if opt.show {
-        let profile = match &opt.profile {
-            Some(p) => Profile::load(p)?,
-            None => (*zcnet::auto::active()).clone(),
-        };
-        return print(&profile, opt.json, None);
-    }
     // A profile that cannot be written fails now, not after a minute of measuring. A device or
     // FIFO stays open (a FIFO is opened once); a temporary does not wait through the runs, as
     // nothing would remove it if a signal ended them (tune, starting programs, does not take

@@ -288,3 +288,20 @@ fn tune_writes_the_profile_mode_auto_reads() {
         "{err}"
     );
 }
+
+/// Issue 62 item 10: with HOME and XDG_CONFIG_HOME unset, `tune --show` exited 1 ("give
+/// --profile") where it should show what `Mode::Auto` uses then: the built-in defaults.
+#[test]
+fn show_without_a_home_shows_the_builtin_defaults() {
+    let out = common::zcnet()
+        .args(["tune", "--show"])
+        .env_remove("HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("ZCNET_PROFILE")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(text.contains("built-in defaults"), "{text}");
+    assert!(text.contains("built-in (not measured)"), "{text}");
+}

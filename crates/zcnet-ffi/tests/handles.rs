@@ -99,6 +99,13 @@ fn peek_cursor_reads_without_taking_and_rewinds() {
             );
             buf[..n].to_vec()
         };
+        // Issue 62 item 8: a second cursor on the socket (here through another descriptor of
+        // it) would share its one SO_PEEK_OFF: refused while the first lives.
+        let dup = server.try_clone().unwrap();
+        let mut second = null_mut();
+        assert_eq!(zcnet_peek_new(dup.as_raw_fd(), &mut second), -libc::EBUSY);
+        assert!(last().contains("one cursor a socket"), "{}", last());
+        assert!(second.is_null());
         assert_eq!(peek(p), b"hello");
         assert_eq!(peek(p), b" worl");
         assert_eq!(zcnet_peek_consume(p, 5), 0, "{}", last());

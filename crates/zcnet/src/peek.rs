@@ -158,6 +158,8 @@ impl From<PeekError> for io::Error {
 #[derive(Debug)]
 #[doc(alias("SO_PEEK_OFF", "MSG_PEEK"))]
 pub struct PeekCursor<S: AsFd> {
+    /// The socket's place among the sockets cursors of this process hold.
+    _claim: crate::loan::Claim,
     socket: S,
     method: Mode,
     fallback: Option<String>,
@@ -178,6 +180,11 @@ impl<S: AsFd> PeekCursor<S> {
     /// [`PeekError::Io`] for a socket that is not TCP, and other `setsockopt` errors.
     pub fn new(socket: S, config: Config) -> Result<Self, PeekError> {
         check(&socket)?;
+        let claim = crate::loan::Claim::peek(socket.as_fd()).map_err(|e| PeekError::Io {
+            call: "taking the socket for this cursor (one cursor a socket: two would share its \
+                   one SO_PEEK_OFF)",
+            source: e.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EBUSY)),
+        })?;
         let set = |off: i32| sys::sockopt::set_peek_offset(socket.as_fd(), off);
         let unsupported = |e: &io::Error| {
             matches!(
@@ -206,6 +213,7 @@ impl<S: AsFd> PeekCursor<S> {
             },
         };
         Ok(PeekCursor {
+            _claim: claim,
             socket,
             method,
             fallback,

@@ -246,3 +246,25 @@ fn a_descriptor_that_stops_being_tcp_is_refused_not_written_through() {
     let e = zcnet::peek::discard(&cur.get_ref().udp, 60000).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
 }
+
+/// Issue 62 item 8: two cursors on one socket share its one `SO_PEEK_OFF`, each moving the
+/// other's offset. A second is refused while the first lives (`EBUSY`), through any descriptor
+/// of the socket; after the first is dropped a new one is taken.
+#[test]
+fn a_second_cursor_on_the_same_socket_is_refused_while_the_first_lives() {
+    let (_c, s) = pair("127.0.0.1:0").unwrap();
+    let first = PeekCursor::new(&s, Config::default()).unwrap();
+    let dup = s.try_clone().unwrap();
+    for second in [
+        PeekCursor::new(&s, Config::default()),
+        PeekCursor::new(&dup, Config::default()),
+    ] {
+        let Err(e) = second else {
+            panic!("a second cursor was taken")
+        };
+        assert_eq!(e.kind(), std::io::ErrorKind::ResourceBusy, "{e}");
+        assert!(e.to_string().contains("one cursor a socket"), "{e}");
+    }
+    drop(first);
+    PeekCursor::new(&dup, Config::default()).expect("the socket is free again");
+}

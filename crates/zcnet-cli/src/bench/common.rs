@@ -38,7 +38,7 @@ pub struct Common {
     page: Page,
     /// Run across two hosts: the far side is the `zcnet serve` at HOST:PORT (instead of a
     /// lab); the report carries both hosts' figures.
-    #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::host_port, conflicts_with = "labs")]
+    #[arg(long, value_name = "HOST:PORT", value_parser = crate::args::peer_port, conflicts_with = "labs")]
     pub remote: Option<std::net::SocketAddr>,
     /// With --remote: the shared token (the server's --token-file).
     #[arg(long, value_name = "PATH", requires = "remote")]

@@ -239,9 +239,21 @@ static HELD: std::sync::Mutex<std::collections::BTreeSet<(u64, u64)>> =
 pub(crate) const IN_USE: &str = "another zcnet sender of this process holds the same socket \
                                  (through another descriptor of it: a try_clone or dup)";
 
-/// A socket's place in the process's held sockets, given up when the sender drops.
+/// The sockets that peek cursors of this process hold: two cursors on one socket would share
+/// its one `SO_PEEK_OFF`, each moving the other's offset (issue 62 item 8).
+static PEEKING: std::sync::Mutex<std::collections::BTreeSet<(u64, u64)>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// A set of held sockets, by [`crate::sys::file::file_id`].
+type HeldSet = std::sync::Mutex<std::collections::BTreeSet<(u64, u64)>>;
+
+/// A socket's place in one of the process's sets of held sockets, given up when its holder
+/// drops.
 #[derive(Debug)]
-pub(crate) struct Claim((u64, u64));
+pub(crate) struct Claim {
+    id: (u64, u64),
+    set: &'static HeldSet,
+}
 
 impl Claim {
     /// Holds the socket of `fd` for one sender.
@@ -249,23 +261,37 @@ impl Claim {
     /// # Errors
     /// `None` when another sender holds it ([`IN_USE`]); `Some` with the `fstat` error.
     pub(crate) fn take(fd: BorrowedFd<'_>) -> Result<Claim, Option<io::Error>> {
+        Claim::take_in(&HELD, fd)
+    }
+
+    /// Holds the socket of `fd` for one peek cursor.
+    ///
+    /// # Errors
+    /// `None` when another cursor holds it; `Some` with the `fstat` error.
+    #[cfg_attr(not(feature = "peek"), allow(dead_code))]
+    pub(crate) fn peek(fd: BorrowedFd<'_>) -> Result<Claim, Option<io::Error>> {
+        Claim::take_in(&PEEKING, fd)
+    }
+
+    fn take_in(set: &'static HeldSet, fd: BorrowedFd<'_>) -> Result<Claim, Option<io::Error>> {
         let id = crate::sys::file::file_id(fd).map_err(Some)?;
         // A panic while the lock was held left a consistent set: each change is one call.
-        let mut held = HELD
+        let mut held = set
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if !held.insert(id) {
             return Err(None);
         }
-        Ok(Claim(id))
+        Ok(Claim { id, set })
     }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        HELD.lock()
+        self.set
+            .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&self.0);
+            .remove(&self.id);
     }
 }
 
