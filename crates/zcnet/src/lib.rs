@@ -188,7 +188,7 @@ let udp = std::net::UdpSocket::bind("127.0.0.1:0")?;
 udp.send_to(b"hello", udp.local_addr()?)?;
 let mut frames = 0;
 for _ in 0..10 {
-    frames += cap.next_frames(Some(Duration::from_millis(200)), |f| assert!(f.len > 0))?;
+    frames += cap.recv_frames(Some(Duration::from_millis(200)), |f| assert!(f.len > 0))?;
     if frames > 0 { break; }
 }
 assert!(frames > 0);

@@ -168,7 +168,7 @@ pub trait AsyncLoaningSender<B: OwnedBuf>: Mechanism {
     /// The buffers that came back so far, each once, without waiting.
     fn returned(&mut self) -> impl Iterator<Item = Returned<B>> + '_;
     /// Waits for the next buffer to come back; `Ok(None)` when none is loaned.
-    fn next_returned(&mut self) -> impl Future<Output = io::Result<Option<Returned<B>>>>;
+    fn wait_returned(&mut self) -> impl Future<Output = io::Result<Option<Returned<B>>>>;
     /// Buffers loaned and not yet back.
     fn in_flight(&self) -> usize;
     /// Waits for every loan to come back (bound it with `tokio::time::timeout`).
@@ -259,8 +259,8 @@ macro_rules! async_loaning_sender {
             fn returned(&mut self) -> impl Iterator<Item = $crate::loan::Returned<B>> + '_ {
                 <$ty>::returned(self)
             }
-            async fn next_returned(&mut self) -> std::io::Result<Option<$crate::loan::Returned<B>>> {
-                <$ty>::next_returned(self).await
+            async fn wait_returned(&mut self) -> std::io::Result<Option<$crate::loan::Returned<B>>> {
+                <$ty>::wait_returned(self).await
             }
             fn in_flight(&self) -> usize {
                 <$ty>::in_flight(self)
@@ -417,7 +417,7 @@ mod packet_shape {
             timeout: Option<Duration>,
             f: &mut dyn FnMut(&[u8]),
         ) -> Result<usize, PacketError> {
-            self.next_frames(timeout, |frame| f(frame.data))
+            Capture::recv_frames(self, timeout, |frame| f(frame.data))
         }
     }
 

@@ -298,8 +298,8 @@ fn the_vocabulary_check_catches_what_it_should() {
     }
     assert_eq!(public_names("    pub mapped_bytes: u64,"), ["mapped_bytes"]);
     assert_eq!(
-        public_names("    pub async fn next_returned(&mut self)"),
-        ["next_returned"]
+        public_names("    pub async fn wait_returned(&mut self)"),
+        ["wait_returned"]
     );
     assert_eq!(public_names("pub const fn new(x: u8)"), ["new"]);
     assert!(public_names("pub(crate) fn x()").is_empty());

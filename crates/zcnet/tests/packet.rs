@@ -397,7 +397,7 @@ fn capture_delivers_the_same_frames_in_both_modes_and_counts_how() {
         let mut got = HashSet::new();
         let end = Instant::now() + Duration::from_secs(10);
         while got.len() < 300 && Instant::now() < end {
-            cap.next_frames(Some(Duration::from_millis(100)), |f| {
+            cap.recv_frames(Some(Duration::from_millis(100)), |f| {
                 if let Some(p) = udp_payload(f.data, port) {
                     assert_eq!(p.len(), 100);
                     assert!(got.insert(p[..4].to_vec()), "{mode:?}: a datagram twice");

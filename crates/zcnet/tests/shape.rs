@@ -244,7 +244,7 @@ mod async_shape {
             tx.send(loans.next(n)).await.unwrap();
             if i % 8 == 7 {
                 // Wait for one, as a sender bounding its memory does.
-                if let Some(r) = tx.next_returned().await.unwrap() {
+                if let Some(r) = tx.wait_returned().await.unwrap() {
                     loans.back(r);
                 }
             }

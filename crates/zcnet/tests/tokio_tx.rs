@@ -189,7 +189,7 @@ async fn auto_mode_decides_per_send_as_the_sync_sender_does() {
     }
     // The zero-copy send's buffer comes back with its completion, flagged copied (loopback).
     let mut back = Vec::new();
-    while let Some(r) = tx.next_returned().await.unwrap() {
+    while let Some(r) = tx.wait_returned().await.unwrap() {
         back.push((r.buf.len(), r.zero_copy, r.copied));
     }
     back.sort();

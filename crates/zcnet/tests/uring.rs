@@ -912,10 +912,19 @@ fn resend_round_trip(mode: Mode, to: bool) {
         }
     }
     tx.drain(TIMEOUT).unwrap();
-    // Buffers already back are the caller's: not offered.
-    let offered = tx.resend_returned(Duration::ZERO, |_| true).unwrap();
+    // Buffers already back are offered too (issue 62 item 7), but to a sender that used
+    // `send_to` (`send` would not know where they go); declined, they stay.
+    let mut asked = 0;
+    let offered = tx
+        .resend_returned(Duration::ZERO, |_| {
+            asked += 1;
+            false
+        })
+        .unwrap();
+    let waiting = tx.returned().count();
     assert_eq!(offered, 0, "{what}");
-    let back = tx.returned().count() + done.len();
+    assert_eq!(asked, if to { 0 } else { waiting }, "{what}");
+    let back = waiting + done.len();
     assert_eq!(back, buffers, "{what}: every buffer back at the end");
     let c = tx.counters();
     assert_eq!(
@@ -972,5 +981,56 @@ fn resend_returned_on_a_stream_keeps_the_order_of_the_refills() {
         let mut want = vec![0u8; len];
         fill_seq(&mut want, i as u32);
         assert!(chunk == &want[..], "refill {i} in its place");
+    }
+}
+
+/// Issue 62 item 7: `resend_returned` offered only what came back during the call; buffers
+/// already back (from an earlier `reap` or `drain`) were skipped, so a loop built on it also
+/// needed `pop_returned`. They are offered first now, in their order, and sent again.
+#[test]
+fn resend_returned_offers_what_came_back_before_the_call() {
+    require_uring!();
+    for mode in [Mode::Copy, Mode::ZeroCopy] {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(TIMEOUT)).unwrap();
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.connect(rx.local_addr().unwrap()).unwrap();
+        let config = Config {
+            mode,
+            ..Config::default()
+        };
+        let mut tx: UringSender<UdpSocket, Vec<u8>> = UringSender::new(sock, config).unwrap();
+        for i in 0..4u8 {
+            tx.send(vec![i; 100]).map_err(|e| e.error).unwrap();
+        }
+        tx.drain(TIMEOUT).unwrap();
+        // All four are back, not taken.
+        // Each kept once: what comes back during the call is offered too, and declined.
+        let mut offered = Vec::new();
+        let n = tx
+            .resend_returned(Duration::ZERO, |b| {
+                offered.push(b[0]);
+                offered.len() <= 4
+            })
+            .unwrap();
+        offered.truncate(4);
+        assert_eq!(
+            (n, offered.as_slice()),
+            (4, &[0u8, 1, 2, 3][..]),
+            "{mode:?}"
+        );
+        tx.drain(TIMEOUT).unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 200];
+        for _ in 0..8 {
+            let len = rx.recv(&mut buf).unwrap();
+            assert_eq!(len, 100);
+            got.push(buf[0]);
+        }
+        assert_eq!(
+            got,
+            [0, 1, 2, 3, 0, 1, 2, 3],
+            "{mode:?}: each twice, in order"
+        );
     }
 }

@@ -13,7 +13,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut cap = Capture::new(&iface, Config::default())?;
     let mut seen = 0u64;
     while seen < want {
-        cap.next_frames(Some(Duration::from_secs(1)), |f| {
+        cap.recv_frames(Some(Duration::from_secs(1)), |f| {
             if seen < want {
                 println!("{}.{:09} {} bytes", f.sec, f.nsec, f.len);
                 seen += 1;

@@ -124,7 +124,7 @@ where
         while tx.in_flight() > window && patience.wait_on(tx.in_flight()).is_ok() {
             // Cancelled now and then too: nothing may be lost.
             let t = Duration::from_micros(ctx.rng.range(100, 20_000));
-            if let Ok(r) = tokio::time::timeout(t, tx.next_returned()).await
+            if let Ok(r) = tokio::time::timeout(t, tx.wait_returned()).await
                 && let Some(r) = r?
             {
                 ctx.back(r);

@@ -82,6 +82,11 @@ impl<S: AsFd> FileSender<S> {
         self.mode
     }
 
+    /// Gives the socket back.
+    pub fn into_inner(self) -> S {
+        self.socket
+    }
+
     /// Why [`Mode::Auto`] chose copying, if it did.
     pub fn fallback_reason(&self) -> Option<&str> {
         self.fallback.as_deref()

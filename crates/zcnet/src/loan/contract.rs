@@ -20,7 +20,19 @@ use crate::sys::stable::{FileRegion, StableBytes};
 /// contents, for as long as the value lives, even when the value is moved, and nothing may write
 /// to it while the value is alive (no interior mutability reaching those bytes). Heap buffers
 /// owned or shared immutably satisfy this; an inline array does not (it moves with the value).
+///
+/// A borrowed slice is no `OwnedBuf`: pass an owned buffer (`Vec<u8>`, `Box<[u8]>`,
+/// `Arc<[u8]>`, `bytes::Bytes`, a pool's `PoolBuf`), or a `&'static [u8]`. For a slice
+/// borrowed from a local, the compiler's word is a lifetime one ("borrowed value does not live
+/// long enough", "argument requires that `buf` is borrowed for `'static`"): it means the same,
+/// since the kernel reads the bytes after `send` returns.
 #[doc(alias = "MSG_ZEROCOPY")]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be loaned to the kernel: pass an owned buffer",
+    label = "the kernel reads this after `send` returns, so the sender must own it",
+    note = "owned buffers: Vec<u8>, Box<[u8]>, Arc<[u8]>, bytes::Bytes, uring::PoolBuf, or a \
+            &'static [u8]; the sender gives each back with its completion (zcnet::loan)"
+)]
 pub unsafe trait OwnedBuf: Send + 'static {
     /// The bytes to send.
     fn bytes(&self) -> &[u8];

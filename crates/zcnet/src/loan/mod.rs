@@ -183,6 +183,14 @@ let tx: ZeroCopySender<_, Vec<u8>> = ZeroCopySender::new(&socket, Config::defaul
 ```
 "#
 )]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a socket a zero-copy sender can own: pass the socket itself",
+    label = "give the sender the socket by value (a TcpStream, UdpSocket or OwnedFd), not a \
+             reference",
+    note = "a second sender on one socket would take the first one's completions \
+            (zcnet::loan::ExclusiveSocket); `try_clone` the socket if you need it too, or \
+            vouch for a descriptor owned elsewhere with the unsafe AssumeExclusive::new"
+)]
 pub trait ExclusiveSocket: AsFd + Send + sealed::Sealed {}
 
 macro_rules! exclusive {

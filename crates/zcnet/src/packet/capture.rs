@@ -71,7 +71,7 @@ enum Source {
 /// let mut cap = Capture::new("lo", Config::default())?;
 /// let mut seen = 0;
 /// while seen < 10 {
-///     seen += cap.next_frames(None, |f| println!("{} bytes", f.len))?;
+///     seen += cap.recv_frames(None, |f| println!("{} bytes", f.len))?;
 /// }
 /// # Ok::<(), zcnet::packet::PacketError>(())
 /// ```
@@ -126,7 +126,7 @@ impl Capture {
     ///
     /// # Errors
     /// As [`RxRing::next_block`] and [`Socket::recv`].
-    pub fn next_frames(
+    pub fn recv_frames(
         &mut self,
         timeout: Option<Duration>,
         mut f: impl FnMut(&Frame<'_>),

@@ -79,6 +79,13 @@ impl<S: AsFd + IntoStdSocket<Std = S>> FileSender<S> {
         &self.io.get_ref().0
     }
 
+    /// Gives the socket back, out of the reactor and non-blocking, as the synchronous
+    /// [`crate::file::FileSender::into_inner`] does: to half-close it, or hand it to
+    /// `tokio::net::TcpStream::from_std` again.
+    pub fn into_inner(self) -> S {
+        self.io.into_inner().0.into_inner()
+    }
+
     /// The mode in use (never [`Mode::Auto`]).
     pub fn mode(&self) -> Mode {
         self.inner().mode()

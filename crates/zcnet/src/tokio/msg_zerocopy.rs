@@ -27,7 +27,7 @@ const STALL: u64 = 1;
 /// error queue, signalled as `EPOLLERR` (tokio's `Interest::ERROR`; see below for why it is not
 /// waited on through tokio's readiness of the socket itself).
 ///
-/// Take buffers back with [`next_returned`](Self::next_returned) (awaits the next one),
+/// Take buffers back with [`wait_returned`](Self::wait_returned) (awaits the next one),
 /// [`returned`](Self::returned) (what is back already) or after [`drain`](Self::drain).
 ///
 /// Dropping the sender with buffers in flight waits up to 500 ms, on the thread that drops it,
@@ -263,7 +263,7 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZeroCopySender<S,
     ///
     /// # Errors
     /// The `recvmsg(MSG_ERRQUEUE)` error.
-    pub async fn next_returned(&mut self) -> io::Result<Option<Returned<B>>> {
+    pub async fn wait_returned(&mut self) -> io::Result<Option<Returned<B>>> {
         loop {
             if let Some(r) = self.inner_mut().pop_returned() {
                 return Ok(Some(r));

@@ -73,6 +73,13 @@ impl<S: AsFd + IntoStdSocket<Std = S>> TcpZeroCopyReceiver<S> {
         self.inner().get_ref()
     }
 
+    /// Gives the socket back, out of the reactor and non-blocking, as the synchronous
+    /// [`crate::tcp_rx::TcpZeroCopyReceiver::into_inner`] does (the window is unmapped): to
+    /// half-close it, or hand it to `tokio::net::TcpStream::from_std` again.
+    pub fn into_inner(self) -> S {
+        self.io.into_inner().0.into_inner()
+    }
+
     /// The next bytes, mapped then copied, in stream order: `Ok(None)` at end of stream. The
     /// slices stay valid until the next call (mapped pages are released then).
     ///

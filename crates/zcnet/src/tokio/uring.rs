@@ -186,7 +186,7 @@ impl<S: ExclusiveSocket + 'static, B: OwnedBuf> UringSender<S, B> {
     ///
     /// # Errors
     /// `io_uring_enter`'s error.
-    pub async fn next_returned(&mut self) -> io::Result<Option<Returned<B>>> {
+    pub async fn wait_returned(&mut self) -> io::Result<Option<Returned<B>>> {
         loop {
             if let Some(r) = self.inner_mut().pop_returned() {
                 return Ok(Some(r));

@@ -515,12 +515,16 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// `again` left them). The kernel is done with a buffer before `again` sees it: it may
     /// write it. Returns how many went again.
     ///
+    /// Buffers already in [`UringSender::returned`] when it is called (back from an earlier
+    /// [`UringSender::reap`], say) are offered first, in their order, and those kept go through
+    /// [`UringSender::send`] (issue 62 item 7: they were skipped, and a loop built on this call
+    /// alone let them pile up).
+    ///
     /// The rest stay in [`UringSender::returned`]: those `again` declines, those that came back
     /// with an error, one that cannot go as `again` left it (over 4 GiB, or a fixed send's
     /// bytes out of the registered pool: it comes back with `EINVAL`, counted in `errors`, its
-    /// `sent` that of the send before), and those that were there before the call or came back
-    /// while the kept ones went through `send` (below), which `again` is not asked about: a loop
-    /// built on this call takes them with [`UringSender::pop_returned`].
+    /// `sent` that of the send before), and those that came back while the kept ones went
+    /// through `send` (below), which the next call offers.
     ///
     /// On a datagram socket in any mode but [`Mode::Auto`](super::Mode::Auto), without trains
     /// ([`Config::segment`](super::Config::segment)), a kept buffer goes again from the ring's
@@ -544,6 +548,11 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         let in_place = self.mode != Mode::Auto && self.config.segment.is_none() && !self.stream;
         let via_send = !in_place && !self.sent_to;
         let mut resent = 0;
+        // What came back before this call: out of its slot, it goes as any buffer does (none
+        // is there in a loop built on this call alone, which pays one check).
+        if !self.returned.is_empty() && !self.sent_to {
+            resent += self.resend_taken(0, &mut again);
+        }
         let mut entered = false;
         let mut deadline = None;
         loop {
