@@ -81,13 +81,25 @@ impl Outcome {
     /// Prints the report (see [`Outcome::print`]) and writes its page where `--report` asks.
     pub fn finish(&self, common: &Common) -> anyhow::Result<()> {
         self.print(common.json)?;
-        finish_document(serde_json::to_value(&self.report)?, common)
+        finish_document(self.document()?, common)
     }
 
-    /// Prints the report as JSON, or as the human table followed by the summary.
+    /// The JSON document: the report, with its rows of the summary (`summary`, as the suite's:
+    /// each verdict with its 95 % interval and goal), so that `bench X --json` carries what
+    /// its text says (issue 63).
+    pub fn document(&self) -> anyhow::Result<serde_json::Value> {
+        let mut doc = serde_json::to_value(&self.report)?;
+        if let Some(o) = doc.as_object_mut() {
+            o.insert("summary".into(), serde_json::to_value(&self.summary)?);
+        }
+        Ok(doc)
+    }
+
+    /// Prints the report as JSON (with its summary rows), or as the human table followed by
+    /// the summary.
     pub fn print(&self, json: bool) -> anyhow::Result<()> {
         if json {
-            println!("{}", serde_json::to_string_pretty(&self.report)?);
+            println!("{}", serde_json::to_string_pretty(&self.document()?)?);
         } else {
             println!("\n{}", crate::measure::render(&self.report));
             println!("{}", render_summary(&self.summary));

@@ -241,12 +241,18 @@ pub struct Comparison {
     pub ratio_min: f64,
     /// Largest pairwise ratio.
     pub ratio_max: f64,
+    /// The 95 % percentile-bootstrap interval of the median ratio
+    /// ([`super::interval::median_of_pairs`]): what the verdicts are judged on.
+    pub ratio_low: f64,
+    /// Its upper end.
+    pub ratio_high: f64,
 }
 
 impl Comparison {
     /// Compares `metric` of set `a` over set `b`, pair by pair; `None` without pairs.
     pub fn new(a: &ResultSet, b: &ResultSet, metric: Metric) -> Option<Comparison> {
         let r = ratio_pairs(&a.runs, &b.runs, metric);
+        let interval = super::interval::median_of_pairs(&r)?;
         Some(Comparison {
             lab: a.lab.clone(),
             family: a.family.clone(),
@@ -257,6 +263,8 @@ impl Comparison {
             ratio_median: median(&r)?,
             ratio_min: r.iter().copied().fold(f64::INFINITY, f64::min),
             ratio_max: r.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            ratio_low: interval.low,
+            ratio_high: interval.high,
         })
     }
 }

@@ -274,7 +274,14 @@ pub fn parse_value(value: Value) -> Result<Input, String> {
         let s: Suite = typed(value)?;
         (Some(s.probe), s.reports, s.summary)
     } else {
-        (None, vec![typed::<Report>(value)?], Vec::new())
+        // One bench's report, with its summary rows since issue 63 (older ones have none).
+        let summary = match value.get("summary") {
+            Some(rows) => {
+                typed::<Vec<SummaryRow>>(rows.clone()).map_err(|e| format!("summary: {e}"))?
+            }
+            None => Vec::new(),
+        };
+        (None, vec![typed::<Report>(value)?], summary)
     };
     if reports.is_empty() {
         return Err("reports: no bench report in it".into());
