@@ -232,6 +232,14 @@ typedef struct ZcnetFileResult {
 } ZcnetFileResult;
 
 /**
+ * What `zcnet_uring_resend` asks of each buffer that came back whole: `user_data`, its memory
+ * at `ptr` and its length in `*len`. Return 1 to send it again at once (the callback may have
+ * rewritten its bytes, and may make `*len` smaller; never larger), 0 to leave it for
+ * `zcnet_uring_reap`. The kernel is done with the memory when it is called.
+ */
+typedef int (*ZcnetAgain)(void *ctx, uint64_t user_data, const uint8_t *ptr, size_t *len);
+
+/**
  * What an io_uring sender did.
  */
 typedef struct ZcnetUringCounters {
@@ -598,6 +606,26 @@ int zcnet_uring_reap(struct ZcnetUringSender *s,
                      struct ZcnetCompletion *out,
                      size_t cap,
                      size_t *n);
+
+/**
+ * Sends buffers again as they come back, without handing them out (the Rust
+ * `UringSender::resend_returned`, issue 63): collects up to a batch of the buffers that came
+ * back (waiting up to `wait_ms` for the first while buffers are loaned), calls `again` for
+ * each that came back whole, submits those it keeps, and stores in `*resent` how many went
+ * again. The rest wait for `zcnet_uring_reap`, as do buffers already reaped. On a datagram
+ * socket in a mode other than `ZCNET_MODE_AUTO` a kept buffer goes again from the ring's slot,
+ * the cheapest way; otherwise as `zcnet_uring_send` sends. `-EINVAL` for a NULL `again`.
+ *
+ * # Safety
+ * `s` is a live sender; `again` is a function as `ZcnetAgain` says, called on this thread
+ * only, with `ctx`; `resent` is writable. A buffer kept goes on loaned, under the contract of
+ * `zcnet_uring_send`, with the length the callback left.
+ */
+int zcnet_uring_resend(struct ZcnetUringSender *s,
+                       uint32_t wait_ms,
+                       ZcnetAgain again,
+                       void *ctx,
+                       size_t *resent);
 
 /**
  * Submits everything and waits up to `timeout_ms` until every buffer is back (then reap

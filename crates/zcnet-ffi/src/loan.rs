@@ -15,9 +15,9 @@ use super::handle::arg;
 /// Memory the C caller loans to a sender until its completion.
 #[derive(Debug)]
 pub(super) struct CBuf {
-    ptr: *const u8,
-    len: usize,
-    user_data: u64,
+    pub(super) ptr: *const u8,
+    pub(super) len: usize,
+    pub(super) user_data: u64,
 }
 
 // SAFETY: the pointer is only read, by whichever thread uses the sender; the C caller does not

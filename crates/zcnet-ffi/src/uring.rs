@@ -2,7 +2,7 @@
 //! its notification.
 
 use std::collections::VecDeque;
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 
 use zc::loan::AssumeExclusive;
 
@@ -167,6 +167,66 @@ pub unsafe extern "C" fn zcnet_uring_reap(
 ) -> c_int {
     // SAFETY: the caller's contract, forwarded.
     unsafe { reap_into(s, out, cap, n) }
+}
+
+/// What `zcnet_uring_resend` asks of each buffer that came back whole: `user_data`, its memory
+/// at `ptr` and its length in `*len`. Return 1 to send it again at once (the callback may have
+/// rewritten its bytes, and may make `*len` smaller; never larger), 0 to leave it for
+/// `zcnet_uring_reap`. The kernel is done with the memory when it is called.
+pub type ZcnetAgain = Option<
+    unsafe extern "C" fn(
+        ctx: *mut c_void,
+        user_data: u64,
+        ptr: *const u8,
+        len: *mut usize,
+    ) -> c_int,
+>;
+
+/// Sends buffers again as they come back, without handing them out (the Rust
+/// `UringSender::resend_returned`, issue 63): collects up to a batch of the buffers that came
+/// back (waiting up to `wait_ms` for the first while buffers are loaned), calls `again` for
+/// each that came back whole, submits those it keeps, and stores in `*resent` how many went
+/// again. The rest wait for `zcnet_uring_reap`, as do buffers already reaped. On a datagram
+/// socket in a mode other than `ZCNET_MODE_AUTO` a kept buffer goes again from the ring's slot,
+/// the cheapest way; otherwise as `zcnet_uring_send` sends. `-EINVAL` for a NULL `again`.
+///
+/// # Safety
+/// `s` is a live sender; `again` is a function as `ZcnetAgain` says, called on this thread
+/// only, with `ctx`; `resent` is writable. A buffer kept goes on loaned, under the contract of
+/// `zcnet_uring_send`, with the length the callback left.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zcnet_uring_resend(
+    s: *mut ZcnetUringSender,
+    wait_ms: u32,
+    again: ZcnetAgain,
+    ctx: *mut c_void,
+    resent: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract; NULL refused.
+        let s = unsafe { arg(s, "sender") }?;
+        // SAFETY: as above.
+        let resent = unsafe { arg(resent, "resent") }?;
+        let again = again.ok_or_else(|| Fail::invalid("again is NULL"))?;
+        *resent = 0;
+        let wait = std::time::Duration::from_millis(u64::from(wait_ms));
+        let n = s
+            .inner
+            .resend_returned(wait, |b: &mut CBuf| {
+                let mut len = b.len;
+                // SAFETY: `again` is the caller's function (this function's contract); it gets
+                // the buffer's own pointer and a writable length.
+                let keep = unsafe { again(ctx, b.user_data, b.ptr, &mut len) } != 0;
+                if keep {
+                    // Never longer than what the caller loaned first.
+                    b.len = len.min(b.len);
+                }
+                keep
+            })
+            .map_err(Fail::from)?;
+        *resent = n;
+        Ok(())
+    })
 }
 
 /// Submits everything and waits up to `timeout_ms` until every buffer is back (then reap

@@ -202,6 +202,38 @@ impl<S: ExclusiveSocket + 'static, B: OwnedBuf> UringSender<S, B> {
         }
     }
 
+    /// Sends buffers again as they come back, without handing them out, as the synchronous
+    /// [`crate::uring::UringSender::resend_returned`] does (issue 63): awaits the first buffer
+    /// back while any is loaned, offers `again` each that came back whole (a batch at most,
+    /// those already back first), and submits those it keeps; returns how many went again
+    /// (0 when `again` declined them all, or nothing is loaned and nothing was back).
+    ///
+    /// Cancellation: nothing is lost; a buffer `again` kept is queued before the call returns
+    /// or is dropped, and what came back meanwhile is kept.
+    ///
+    /// # Errors
+    /// `io_uring_enter`'s error.
+    pub async fn resend_returned(
+        &mut self,
+        mut again: impl FnMut(&mut B) -> bool,
+    ) -> io::Result<usize> {
+        loop {
+            // Once `again` was asked about a buffer, this call is over: a declined buffer is
+            // not asked about again in the same call.
+            let mut asked = false;
+            let n = self
+                .inner_mut()
+                .resend_returned(std::time::Duration::ZERO, |b| {
+                    asked = true;
+                    again(b)
+                })?;
+            if asked || self.inner().in_flight() == 0 {
+                return Ok(n);
+            }
+            self.completion().await?;
+        }
+    }
+
     /// Submits everything and awaits every buffer back (then in [`returned`](Self::returned)).
     ///
     /// Cancellation: nothing is lost; what completed meanwhile is kept.
