@@ -183,6 +183,12 @@ pub struct Counters {
     /// Times a wait for completions ([`UringSender::drain`](super::UringSender::drain), a full window) stalled and ran every CPU's deferred frees
     /// ([`crate::loan::kick_deferred_frees`]).
     pub deferred_kicks: u64,
+    /// Requests that went again from their ring slots ([`UringSender::resend_returned`]'s
+    /// short path, every mode on a datagram socket without trains): the path tag a test of
+    /// [`Mode::Auto`] checks, so that a mode's cheaper path cannot leave auto behind unseen.
+    ///
+    /// [`UringSender::resend_returned`]: super::UringSender::resend_returned
+    pub resent_in_place: u64,
     /// [`Mode::Auto`]: the sends each way and why (zeros in the other modes).
     pub auto: crate::auto::AutoCounters,
 }

@@ -7,7 +7,7 @@ use crate::auto::{Choice, Decider, SendPath};
 use crate::loan::Claim;
 use crate::loan::pool::{Pool, PoolBuf};
 use crate::loan::{Closed, ExclusiveSocket, NewError, OwnedBuf, Returned, SendError};
-use crate::sys::uring::{Finish, Finished, Resent, SendOp};
+use crate::sys::uring::{Finish, Finished, Resent, SendOp, Way};
 use crate::sys::{self, uring::SendRing};
 use std::collections::VecDeque;
 use std::io;
@@ -56,6 +56,9 @@ pub struct UringSender<S: ExclusiveSocket, B: OwnedBuf> {
     _claim: Claim,
     /// [`UringSender::close`] waited already: the drop does not.
     closed: bool,
+    /// Buffers back that [`UringSender::resend_returned`] offers and sends through `send`
+    /// (see `Collect::elsewhere`); empty between calls.
+    elsewhere: Vec<Returned<B>>,
 }
 
 impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
@@ -200,6 +203,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             stream,
             queued: 0,
             closed: false,
+            elsewhere: Vec::new(),
             returned: VecDeque::new(),
             spare: VecDeque::new(),
             sent_to: false,
@@ -486,6 +490,10 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             counters: &mut self.counters,
             auto: self.auto.as_deref_mut(),
             returned: &mut self.returned,
+            elsewhere: &mut self.elsewhere,
+            defer_next: false,
+            can_defer: !self.sent_to,
+            fixed: self.fixed,
             again,
             resent: 0,
             taken: 0,
@@ -526,11 +534,13 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
     /// `sent` that of the send before), and those that came back while the kept ones went
     /// through `send` (below), which the next call offers.
     ///
-    /// On a datagram socket in any mode but [`Mode::Auto`](super::Mode::Auto), without trains
-    /// ([`Config::segment`](super::Config::segment)), a kept buffer goes again from the ring's
-    /// slot. In `Mode::Auto`, with trains and on a stream socket it goes through
-    /// [`UringSender::send`] (the learner's choice, the train's check, the stream's order): the
-    /// same result, without the saving; there a sender that has used
+    /// On a datagram socket without trains ([`Config::segment`](super::Config::segment)), a
+    /// kept buffer goes again from the ring's slot, in every mode: [`Mode::Auto`](super::Mode::Auto)
+    /// decides per buffer there, zero copy (from the registered pool where the bytes lie in it)
+    /// or copy, as `send` would (issue 63), and at the edge of a round a pair measures sends it
+    /// through `send`, which takes the completions queued first. With trains and on a stream
+    /// socket a kept buffer goes through [`UringSender::send`] (the train's check, the stream's
+    /// order): the same result, without the saving; there a sender that has used
     /// [`UringSender::send_to`] is not offered its buffers (`send` would not know where they
     /// go): they stay in [`UringSender::returned`].
     ///
@@ -545,7 +555,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
         wait: Duration,
         mut again: impl FnMut(&mut B) -> bool,
     ) -> io::Result<usize> {
-        let in_place = self.mode != Mode::Auto && self.config.segment.is_none() && !self.stream;
+        let in_place = self.config.segment.is_none() && !self.stream;
         let via_send = !in_place && !self.sent_to;
         let mut resent = 0;
         // What came back before this call: out of its slot, it goes as any buffer does (none
@@ -561,6 +571,9 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             let back = if in_place {
                 let (back, n) = self.collect_again(limit, &mut again)?;
                 resent += n;
+                if !self.elsewhere.is_empty() {
+                    resent += self.resend_elsewhere();
+                }
                 back
             } else {
                 let before = self.returned.len();
@@ -598,6 +611,30 @@ impl<S: ExclusiveSocket, B: OwnedBuf> UringSender<S, B> {
             self.flush()?;
         }
         Ok(resent)
+    }
+
+    /// The buffers `again` kept and the collection sent elsewhere ([`Mode::Auto`]'s edges):
+    /// through [`UringSender::send`] (never those of a sender that used `send_to`). How many
+    /// went again.
+    #[cold]
+    fn resend_elsewhere(&mut self) -> usize {
+        let mut resent = 0;
+        let mut list = std::mem::take(&mut self.elsewhere);
+        for r in list.drain(..) {
+            match self.send(r.buf) {
+                Ok(()) => resent += 1,
+                Err(e) => self.returned.push_back(Returned {
+                    buf: e.buf,
+                    sent: 0,
+                    error: Some(e.error),
+                    zero_copy: false,
+                    copied: None,
+                }),
+            }
+        }
+        // The allocation stays for the next time.
+        self.elsewhere = list;
+        resent
     }
 
     /// [`UringSender::resend_returned`]'s way through [`UringSender::send`]: each buffer in
@@ -727,6 +764,17 @@ struct Collect<'a, B, F> {
     counters: &'a mut Counters,
     auto: Option<&'a mut Decider>,
     returned: &'a mut VecDeque<Returned<B>>,
+    /// Buffers `again` kept that [`Finish::way`] sent elsewhere (an edge of [`Mode::Auto`]'s
+    /// rounds): [`UringSender::resend_returned`] sends them through [`UringSender::send`].
+    elsewhere: &'a mut Vec<Returned<B>>,
+    /// The next finished buffer is one of those.
+    defer_next: bool,
+    /// Whether a buffer may go elsewhere: not for a sender that used `send_to`, whose `send`
+    /// would not know where it goes (its rounds' edges are then judged with the completions
+    /// of the collection not yet read).
+    can_defer: bool,
+    /// Zero-copy sends use the registered pool.
+    fixed: bool,
     again: F,
     /// How many went again from their slots.
     resent: usize,
@@ -739,6 +787,7 @@ impl<B, F> Drop for Collect<'_, B, F> {
     fn drop(&mut self) {
         self.counters.returned += self.taken as u64;
         self.counters.requests += self.resent as u64;
+        self.counters.resent_in_place += self.resent as u64;
     }
 }
 
@@ -747,19 +796,43 @@ impl<B, F: FnMut(&mut B) -> bool> Finish<B> for Collect<'_, B, F> {
     fn finish(&mut self, f: Finished<B>) {
         let (sent, copied) = (f.sent, f.copied);
         let (failed, memlock) = (f.error.is_some(), f.memlock_fallback);
-        // The buffer goes into its slot first, before the calls below (the decider's) would
-        // have it kept on the stack across them.
-        push_back_in_place(
-            self.returned,
-            Returned {
-                buf: f.buf,
-                sent,
-                error: f.error,
-                zero_copy: f.zero_copy,
-                copied,
-            },
-        );
+        let r = Returned {
+            buf: f.buf,
+            sent,
+            error: f.error,
+            zero_copy: f.zero_copy,
+            copied,
+        };
+        if self.defer_next {
+            self.defer_next = false;
+            self.elsewhere.push(r);
+        } else {
+            // The buffer goes into its slot first, before the calls below (the decider's)
+            // would have it kept on the stack across them.
+            push_back_in_place(self.returned, r);
+        }
         self.count(sent, failed, memlock, copied);
+    }
+
+    /// [`Mode::Auto`] decides per buffer, as [`UringSender::send`] does, from the same slot;
+    /// at the edge of a round that a pair measures, the buffer goes through `send` instead,
+    /// which takes the completions queued first so that their cost counts in the round that
+    /// chose their way (issue 63: the in-place resend was off in `Mode::Auto`, which fell to
+    /// 0.51-0.76 of zc-fixed while choosing zero copy 99 % of the time).
+    #[inline(always)]
+    fn way(&mut self, len: usize) -> Way {
+        let Some(d) = self.auto.as_deref_mut() else {
+            return Way::AsBefore;
+        };
+        if self.can_defer && d.edge_is_measured(len) {
+            self.defer_next = true;
+            return Way::Elsewhere;
+        }
+        if d.zero_copy(len) {
+            Way::ZeroCopy { fixed: self.fixed }
+        } else {
+            Way::Copy
+        }
     }
 
     #[inline(always)]

@@ -15,7 +15,7 @@ mod ring;
 pub mod state;
 
 pub use pool::{Slab, Slot};
-pub use ring::{Finish, Finished, Resent, SendOp, SendRequest, SendRing};
+pub use ring::{Finish, Finished, Resent, SendOp, SendRequest, SendRing, Way};
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};

@@ -29,6 +29,16 @@ impl SendOp {
     pub fn zero_copy(self) -> bool {
         matches!(self, SendOp::SendZc | SendOp::SendMsgZc)
     }
+
+    /// The same op (with or without a destination), by zero copy or by copy.
+    pub fn by(self, zero_copy: bool) -> SendOp {
+        match (self, zero_copy) {
+            (SendOp::Send | SendOp::SendZc, true) => SendOp::SendZc,
+            (SendOp::Send | SendOp::SendZc, false) => SendOp::Send,
+            (SendOp::SendMsg | SendOp::SendMsgZc, true) => SendOp::SendMsgZc,
+            (SendOp::SendMsg | SendOp::SendMsgZc, false) => SendOp::SendMsg,
+        }
+    }
 }
 
 /// How to send one buffer.
@@ -97,6 +107,31 @@ pub trait Finish<B> {
     /// finished did and how the new one goes.
     #[inline(always)]
     fn resent(&mut self, _r: Resent) {}
+
+    /// How a buffer [`Finish::again`] kept, now `len` bytes, goes again from its slot: as it
+    /// went ([`Way::AsBefore`], the default: a fixed mode), by zero copy or by copy (a mode that
+    /// decides per buffer), or not from its slot ([`Way::Elsewhere`]: handed to
+    /// [`Finish::finish`], kept, to be sent another way).
+    #[inline(always)]
+    fn way(&mut self, _len: usize) -> Way {
+        Way::AsBefore
+    }
+}
+
+/// How a buffer goes again from its slot ([`Finish::way`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Way {
+    /// The op and buffer registration of the request that finished.
+    AsBefore,
+    /// By zero copy; from the registered pool where `fixed` and its bytes lie there.
+    ZeroCopy {
+        /// Use the registered pool if the bytes are in it.
+        fixed: bool,
+    },
+    /// By copy.
+    Copy,
+    /// Not from the slot: handed to [`Finish::finish`], kept by [`Finish::again`] already.
+    Elsewhere,
 }
 
 /// What [`Finish::resent`] is told of a buffer that went again from its slot: what its request

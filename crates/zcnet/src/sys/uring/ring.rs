@@ -11,7 +11,7 @@ use io_uring::{IoUring, types};
 use super::super::abi;
 use super::super::stable::StableBytes;
 use super::queue::{Cq, Sq, Sqe};
-pub use super::request::{Finish, Finished, Resent, SendOp, SendRequest};
+pub use super::request::{Finish, Finished, Resent, SendOp, SendRequest, Way};
 use super::request::{
     Held, MsgStorage, PlainSend, SendEntry, broken_stream, fill, key_generation, user_data,
 };
@@ -658,13 +658,30 @@ impl<B: StableBytes> SendRing<B> {
         }
         let bytes = buf.stable_bytes();
         let (at, len) = (bytes.as_ptr(), bytes.len());
-        if len > u32::MAX as usize || (held.fixed && !in_region(region, at, len)) {
+        let way = out.way(len);
+        if way == Way::Elsewhere {
+            return false;
+        }
+        let (op, fixed) = match way {
+            Way::ZeroCopy { fixed } => {
+                let op = held.op.by(true);
+                (
+                    op,
+                    fixed && op == SendOp::SendZc && in_region(region, at, len),
+                )
+            }
+            Way::Copy => (held.op.by(false), false),
+            Way::AsBefore | Way::Elsewhere => (held.op, held.fixed),
+        };
+        if len > u32::MAX as usize || (fixed && !in_region(region, at, len)) {
             // As `push` refuses it: the buffer comes back, saying why.
             held.state.fail(libc::EINVAL);
             return false;
         }
-        let done = outcome_whole(held);
-        let (op, fixed) = (done.op, done.fixed);
+        let mut done = outcome_whole(held);
+        // What the next request is: the finished one's report is in `done` already.
+        (held.op, held.fixed) = (op, fixed);
+        (done.op, done.fixed) = (op, fixed);
         held.len = len as u32;
         held.state.reset(held.state.generation.wrapping_add(1));
         let req = SendRequest {
