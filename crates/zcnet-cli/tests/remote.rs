@@ -1157,6 +1157,74 @@ fn a_flood_of_strangers_does_not_lock_out_the_token_holder() {
     assert!(!log.contains("refused: busy"), "{log}");
 }
 
+/// Issue 62, the adversarial pass after the door: connections opened without blocking as fast
+/// as a thread can (tens of thousands a second), at most 1500 held, the oldest reset, pushed
+/// the token holder out of the door before its hello was read, and the bench failed with
+/// "hello: Connection reset by peer". The door now reads the hellos that came between batches
+/// of 16 accepts, a client pushed out hears `busy`, and the bench tries again: every bench
+/// beside the churn is served.
+#[test]
+fn a_churn_of_resets_does_not_push_the_token_holder_out() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = common::TempDir::new("remote-churn");
+    let token = dir.join("token");
+    std::fs::write(&token, "open sesame\n").unwrap();
+    let server = Server::loopback(&["--token-file", token.to_str().unwrap()]);
+    let addr = server.addr;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let churn = std::thread::spawn(move || {
+        let mut open: std::collections::VecDeque<socket2::Socket> = Default::default();
+        let mut opened = 0u64;
+        let start = Instant::now();
+        while !flag.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(60) {
+            let Ok(s) = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            else {
+                continue;
+            };
+            let _ = s.set_nonblocking(true);
+            let _ = s.connect(&addr.into());
+            opened += 1;
+            open.push_back(s);
+            while open.len() > 1500 {
+                let old = open.pop_front().unwrap();
+                let _ = old.set_linger(Some(Duration::ZERO));
+            }
+        }
+        opened
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let mut failures = Vec::new();
+    for _ in 0..5 {
+        let out = common::zcnet()
+            .args([
+                "bench",
+                "tcp-tx",
+                "--remote",
+                &addr.to_string(),
+                "--token-file",
+            ])
+            .arg(&token)
+            .args(["--runs", "1", "--seconds", "0.3", "--size", "65536"])
+            .args(["--mode", "copy", "--pool-mib", "2", "--json"])
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            failures.push(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let opened = churn.join().unwrap();
+    let log = server.stop();
+    assert!(opened > 1500, "the churn opened only {opened}");
+    assert!(
+        failures.is_empty(),
+        "{} of 5 benches failed: {failures:?}",
+        failures.len()
+    );
+    assert!(log.contains("turned away at the door"), "{log}");
+}
+
 /// Issue 48 item 1, `serve`'s part: out of descriptors it exited ("accept failed: Too many
 /// open files"). It now pauses accepting, says so once, and serves on: under 24 descriptors,
 /// 40 connections held open at once, then a client that says hello is welcome.

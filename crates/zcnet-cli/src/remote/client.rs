@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use super::bounds::GRACE;
-use super::proto::{self, Key, Limits, Message, Role, VERSION};
+use super::proto::{self, Key, Limits, Message, ProtoError, Role, VERSION};
 use crate::measure::Far;
 
 /// How long a busy server is retried before giving up.
@@ -63,9 +63,18 @@ impl Remote {
             version: VERSION,
             token,
         };
-        proto::write(&mut conn, &hello)
-            .context("hello")
-            .map_err(Hello::Failed)?;
+        match proto::write(&mut conn, &hello) {
+            Ok(()) => {}
+            Err(ProtoError::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+                ) =>
+            {
+                return Err(Hello::Busy(format!("hello: {e}")));
+            }
+            Err(e) => return Err(Hello::Failed(anyhow::Error::new(e).context("hello"))),
+        }
         match proto::read(&mut conn) {
             Ok(Message::Welcome {
                 version: VERSION,
@@ -92,6 +101,14 @@ impl Remote {
             Ok(other) => Err(Hello::Failed(anyhow::anyhow!(
                 "answered hello with {other:?}: not a zcnet serve of protocol {VERSION}"
             ))),
+            // A server under a flood of connections may close a client before it read its
+            // hello (it says `busy` first where it can): tried again, as `busy` is.
+            Err(e @ (ProtoError::Closed | ProtoError::Truncated { .. })) => {
+                Err(Hello::Busy(format!("hello: {e}")))
+            }
+            Err(ProtoError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                Err(Hello::Busy(format!("hello: {e}")))
+            }
             Err(e) => Err(Hello::Failed(anyhow::Error::new(e).context("hello"))),
         }
     }

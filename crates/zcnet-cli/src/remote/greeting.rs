@@ -33,6 +33,10 @@ pub const MAX_HELLO: usize = 8 * 1024;
 /// Most connections at the door at once.
 pub const MAX_AT_DOOR: usize = 256;
 
+/// What a connection pushed out of a full door hears: `busy`, which a bench tries again on.
+const PUSHED_OUT: &str = "busy: too many connections without a hello at once (the door of this \
+                          server is full); try again";
+
 /// A connection at the door.
 struct Knock {
     conn: TcpStream,
@@ -95,7 +99,8 @@ impl Door {
             && let Some((&oldest, _)) = self.at.iter().min_by_key(|(_, k)| k.since)
         {
             let k = self.at.remove(&oldest).expect("a present key");
-            self.turn_away(k, None);
+            // Said as `busy`: a client pushed out before its hello was read tries again.
+            self.turn_away(k, Some(PUSHED_OUT));
         }
         let key = self.next;
         self.next += 1;
@@ -207,7 +212,7 @@ impl Door {
             eprintln!(
                 "zcnet serve: [{}] turned away at the door: {} ({n} so far)",
                 k.peer,
-                why.unwrap_or("pushed out by newer connections (the door is full)")
+                why.unwrap_or("closed")
             );
         }
     }

@@ -132,6 +132,9 @@ pub fn serve(listener: &TcpListener, config: &Config) -> std::io::Result<()> {
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(e.into()),
         };
+        // The door's hellos first, new connections last: a client whose hello came is a client
+        // before a crowd behind it can push it out.
+        let mut accept = false;
         for ev in &ready[..n] {
             match ev.data() {
                 SESSION_ENDED => {
@@ -141,14 +144,7 @@ pub fn serve(listener: &TcpListener, config: &Config) -> std::io::Result<()> {
                         let _ = h.join();
                     }
                 }
-                LISTENER => {
-                    let live = queue.len() + usize::from(current.is_some()) + door.len();
-                    if let Some(e) = accept_all(listener, &events, &mut door, &mut stall)? {
-                        let pause = stall.failed(&e, live);
-                        events.delete(listener)?;
-                        stall.until = Some(Instant::now() + pause);
-                    }
-                }
+                LISTENER => accept = true,
                 key => {
                     if let Outcome::Client(conn, peer) = door.readable(key) {
                         let _ = events.delete(&conn);
@@ -163,6 +159,14 @@ pub fn serve(listener: &TcpListener, config: &Config) -> std::io::Result<()> {
                         }
                     }
                 }
+            }
+        }
+        if accept {
+            let live = queue.len() + usize::from(current.is_some()) + door.len();
+            if let Some(e) = accept_all(listener, &events, &mut door, &mut stall)? {
+                let pause = stall.failed(&e, live);
+                events.delete(listener)?;
+                stall.until = Some(Instant::now() + pause);
             }
         }
     }
@@ -206,16 +210,23 @@ impl Stall {
     }
 }
 
-/// Takes every pending connection to the door, watched for its hello on `events`. Returns the
-/// error of an accept that failed for want of descriptors or memory (`EMFILE`, `ENFILE`,
-/// `ENOMEM`, `ENOBUFS`), which passes: the caller pauses accepting.
+/// Most connections taken from the listen queue before the loop looks at the door again: the
+/// hellos that came meanwhile are read between two batches, so that a flood of connections
+/// (tens of thousands a second) cannot push a client out of the door before its hello, which
+/// is on its way as soon as it is connected, is read.
+const ACCEPT_BATCH: usize = 16;
+
+/// Takes up to [`ACCEPT_BATCH`] pending connections to the door, watched for their hellos on
+/// `events` (the listener stays ready while more wait: epoll says so again). Returns the error
+/// of an accept that failed for want of descriptors or memory (`EMFILE`, `ENFILE`, `ENOMEM`,
+/// `ENOBUFS`), which passes: the caller pauses accepting.
 fn accept_all(
     listener: &TcpListener,
     events: &Epoll,
     door: &mut Door,
     stall: &mut Stall,
 ) -> std::io::Result<Option<std::io::Error>> {
-    loop {
+    for _ in 0..ACCEPT_BATCH {
         let (conn, peer) = match listener.accept() {
             Ok(c) => c,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
@@ -239,6 +250,7 @@ fn accept_all(
         let (key, conn) = door.admit(conn, peer);
         events.add(conn, EpollEvent::new(EpollFlags::EPOLLIN, key))?;
     }
+    Ok(None)
 }
 
 /// Runs `w`'s session on a thread of its own, which says on `ended` when it is over.
