@@ -420,3 +420,46 @@ async fn a_sender_dropped_right_after_its_sends_leaks_nothing() {
     }
     assert_eq!(reader.join().unwrap(), 64);
 }
+
+/// Issue 62, the adversarial pass: a send cancelled part-way through its buffer, then the
+/// sender dropped: the buffer came back and nothing leaked, but the peer read three buffers and
+/// part of the fourth, then a clean end, as if the stream were whole. The drop now resets a
+/// stream it leaves cut: the peer reads what was sent, then `ConnectionReset`.
+#[tokio::test(flavor = "current_thread")]
+async fn a_stream_cut_by_a_cancelled_send_and_a_drop_is_reset() {
+    let (client, server) = pair().await;
+    let server = server.into_std().unwrap();
+    server.set_nonblocking(false).unwrap();
+    let mut tx: ZeroCopySender<std::net::TcpStream, Vec<u8>> =
+        ZeroCopySender::new(client.into_std().unwrap(), Config::default()).unwrap();
+    // Sends until one is cut by its timeout (the peer reads nothing yet).
+    let mut cut = false;
+    for i in 0..64 {
+        let sent = tokio::time::timeout(Duration::from_millis(300), tx.send(buffer(i))).await;
+        if sent.is_err() {
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut, "no send waited: the peer's buffers took 16 MiB");
+    drop(tx);
+    let got = tokio::task::spawn_blocking(move || {
+        let mut server = server;
+        let mut got = Vec::new();
+        let end = std::io::Read::read_to_end(&mut server, &mut got);
+        (got.len(), end)
+    })
+    .await
+    .unwrap();
+    // Cut part-way through a buffer: reset. (Cancelled before any byte of it went, the stream
+    // is whole buffers, and a clean end says so truly.)
+    let (len, end) = got;
+    match end {
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{len}: {e}"),
+        Ok(_) => assert_eq!(
+            len % BUF,
+            0,
+            "{len} bytes, part of a buffer, then a clean end"
+        ),
+    }
+}

@@ -1092,3 +1092,56 @@ fn auto_goes_the_in_place_path_of_the_modes_it_chooses() {
         }
     }
 }
+
+/// Issue 62, the adversarial pass: a synchronous sender dropped with requests in flight (the
+/// peer reading late) counted them leaked at once, its ring closed and the kernel cancelled
+/// them, and the peer saw a clean end part-way through a buffer. A ring any thread may drive
+/// (the default set-up) now goes to a thread that drives it until every buffer is back: each
+/// is freed then, the stream arrives whole, and nothing is counted leaked.
+#[test]
+fn a_sync_sender_dropped_with_requests_in_flight_finishes_the_stream() {
+    require_uring!();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (mut server, _) = l.accept().unwrap();
+    let config = Config {
+        mode: Mode::ZeroCopy,
+        window: 64,
+        ..Config::default()
+    };
+    let mut tx: UringSender<TcpStream, std::sync::Arc<[u8]>> =
+        UringSender::new(client, config).unwrap();
+    let mut mine = Vec::new();
+    for i in 0..32u8 {
+        let b: std::sync::Arc<[u8]> = vec![i; 64 * 1024].into();
+        mine.push(b.clone());
+        tx.send(b).map_err(|e| e.error).unwrap();
+    }
+    tx.flush().unwrap();
+    // The peer reads nothing for longer than the drop waits.
+    let reader = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).map(|_| got)
+    });
+    drop(tx);
+    let until = std::time::Instant::now() + TIMEOUT;
+    while mine.iter().any(|b| std::sync::Arc::strong_count(b) > 1) {
+        assert!(
+            std::time::Instant::now() < until,
+            "the loans were never freed"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let got = reader
+        .join()
+        .unwrap()
+        .expect("a clean end, after every byte");
+    let want: Vec<u8> = mine.iter().flat_map(|b| b.iter().copied()).collect();
+    assert!(
+        got == want,
+        "the stream differs: {} of {} bytes",
+        got.len(),
+        want.len()
+    );
+}

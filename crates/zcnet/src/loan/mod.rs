@@ -20,12 +20,12 @@ use std::net::{TcpStream, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 mod contract;
-#[cfg(any(feature = "msg_zerocopy", all(feature = "uring", feature = "tokio")))]
+#[cfg(any(feature = "msg_zerocopy", feature = "uring"))]
 pub(crate) mod orphans;
 #[cfg(feature = "uring")]
 pub(crate) mod pool;
 
-#[cfg(any(feature = "msg_zerocopy", all(feature = "uring", feature = "tokio")))]
+#[cfg(any(feature = "msg_zerocopy", feature = "uring"))]
 pub use orphans::ORPHAN_WAIT;
 
 pub use contract::OwnedBuf;
@@ -116,12 +116,13 @@ pub struct Closed<B> {
 /// drop waits for its loans at most [`DROP_WAIT`] on a thread that is not an async runtime's,
 /// not at all on one that is (a tokio twin's drop), then hands what is still loaned to a
 /// thread of the crate (`zcnet-orphans` for every `MSG_ZEROCOPY` sender; a short-lived one of
-/// its own for an io_uring ring), which frees each buffer when the kernel gives it back; only what is still loaned [`ORPHAN_WAIT`] later is counted here. The socket (or
-/// ring) stays open, held by that thread, until then: a TCP peer sees the end of the stream
-/// once its loans came back. (A synchronous `uring::UringSender` dropped on a runtime's thread
-/// counts what it holds at once: its ring may have a single issuer, which no other thread may
-/// drive.) `close(timeout)` waits as long as asked, on the caller's thread, and says what it
-/// left; what it left is counted here at once.
+/// its own for an io_uring ring), which frees each buffer when the kernel gives it back; only
+/// what is still loaned [`ORPHAN_WAIT`] later is counted here. The socket (or ring) stays
+/// open, held by that thread, until then: a TCP peer sees the end of the stream once its loans
+/// came back. A synchronous `uring::UringSender` whose ring has a single issuer or deferred
+/// task work (set-ups a caller asks for) cannot be driven by another thread: it counts what it
+/// holds at once, and resets a stream its ring's close cuts. `close(timeout)` waits as long as
+/// asked, on the caller's thread, and says what it left; what it left is counted here at once.
 pub fn leaked_buffers() -> u64 {
     LEAKED.load(std::sync::atomic::Ordering::Relaxed)
 }

@@ -38,13 +38,13 @@ pub(crate) trait Orphan: Send {
     fn abandon(self: Box<Self>);
     /// Waits up to `timeout` until nothing is loaned, blocking, where the orphan has a wait of
     /// its own that a shared `poll(2)` cannot stand in for; `false` where it has none.
-    #[cfg(all(feature = "uring", feature = "tokio"))]
+    #[cfg(feature = "uring")]
     fn wait_all(&mut self, _timeout: Duration) -> bool {
         false
     }
 }
 
-#[cfg(all(feature = "uring", feature = "tokio"))]
+#[cfg(feature = "uring")]
 /// Most orphans drained by a thread of their own at once; past that they join the shared
 /// reaper, which collects them at least every [`super::DeferredKick::STALL`].
 const OWN_THREADS: usize = 64;
@@ -55,7 +55,7 @@ const OWN_THREADS: usize = 64;
 /// which a `poll(2)` on the ring's descriptor does not wake for (`IORING_SETUP_COOP_TASKRUN`),
 /// while `io_uring_enter(GETEVENTS)` does. Past [`OWN_THREADS`], or without a thread, it joins
 /// the shared reaper.
-#[cfg(all(feature = "uring", feature = "tokio"))]
+#[cfg(feature = "uring")]
 pub(crate) fn adopt_waiting(orphan: Box<dyn Orphan>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static LIVE: AtomicUsize = AtomicUsize::new(0);

@@ -208,14 +208,23 @@ impl<S: ExclusiveSocket, B: OwnedBuf> Drop for ZeroCopySender<S, B> {
             let _ = sys::sockopt::set_send_timeout(self.socket.as_fd(), &tv);
         }
         // A buffer left part-way (an async send dropped, then the sender): what was loaned of it
-        // is tracked like any other loan, the rest was never given to the kernel.
-        if let Some(cur) = self.current.take()
-            && cur.calls.zc_calls > 0
-        {
-            let mut freed = Vec::new();
-            self.tracker
-                .push(Slot::Owned(cur.buf, None), cur.calls.zc_calls, &mut freed);
-            self.settle(freed);
+        // is tracked like any other loan, the rest was never given to the kernel. On a stream
+        // that cuts it: the connection is reset at its last close, so that the peer sees it
+        // cut, not a clean end part-way through a buffer (issue 62, the adversarial pass).
+        if let Some(cur) = self.current.take() {
+            let cut = cur.calls.off > 0 && cur.calls.off < cur.buf.bytes().len();
+            if cut
+                && sys::sockopt::socket_type(self.socket.as_fd())
+                    .is_ok_and(|t| t == libc::SOCK_STREAM)
+            {
+                let _ = sys::sockopt::set_linger_zero(self.socket.as_fd());
+            }
+            if cur.calls.zc_calls > 0 {
+                let mut freed = Vec::new();
+                self.tracker
+                    .push(Slot::Owned(cur.buf, None), cur.calls.zc_calls, &mut freed);
+                self.settle(freed);
+            }
         }
         if self.tracker.is_empty() {
             return;

@@ -93,6 +93,16 @@ pub fn set_send_timeout(fd: BorrowedFd<'_>, tv: &libc::timeval) -> io::Result<()
     set(fd, libc::SOL_SOCKET, libc::SO_SNDTIMEO, tv)
 }
 
+/// `SO_LINGER` on with a time of 0: the socket's last close resets the connection (an RST,
+/// what is unsent dropped) instead of ending it with a FIN.
+pub fn set_linger_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    set(fd, libc::SOL_SOCKET, libc::SO_LINGER, &l)
+}
+
 /// `SO_ACCEPTCONN`: whether the socket is listening.
 pub fn accepts_connections(fd: BorrowedFd<'_>) -> io::Result<bool> {
     get_int(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN).map(|v| v != 0)
