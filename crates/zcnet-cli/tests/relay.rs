@@ -676,3 +676,38 @@ fn max_connections_counts_until_both_directions_end() {
     assert!(ok, "{log}");
     assert!(log.contains("3 connection(s) refused"), "{log}");
 }
+
+/// Issue 62, the adversarial pass: a `--to` that does not answer at all (its SYNs dropped: a
+/// listener whose queue is full, as a host that is down) took the whole `--connect-timeout`,
+/// and `--fallback` was never tried: the source was reset. Each target now gets its share.
+#[test]
+fn a_silent_destination_leaves_time_for_the_fallback() {
+    // `listen(0)` and one connection never accepted: its queue is full, further SYNs dropped.
+    let silent = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    silent
+        .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+        .unwrap();
+    silent.listen(0).unwrap();
+    let silent_addr = silent.local_addr().unwrap().as_socket().unwrap();
+    let _queued: Vec<TcpStream> = (0..2)
+        .filter_map(|_| TcpStream::connect_timeout(&silent_addr, Duration::from_millis(300)).ok())
+        .collect();
+    let (fallback, got) = destination(None);
+    let relay = Relay::start(
+        silent_addr,
+        Some(fallback),
+        &["--count", "1", "--connect-timeout", "4"],
+    );
+    let data = netlab::pattern::random_bytes(100_000, 62);
+    let mut c = TcpStream::connect(relay.addr).unwrap();
+    c.write_all(&data).unwrap();
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    let (_, ok) = relay.finish();
+    assert!(ok, "the relay failed");
+    assert!(
+        got.join().unwrap() == data,
+        "the fallback got another stream"
+    );
+}

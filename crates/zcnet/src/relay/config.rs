@@ -28,7 +28,8 @@ pub struct Config {
     /// that dies while its window is closed is noticed once two probes went unanswered (the
     /// kernel backs them off from the retransmission timeout up to 2 minutes), then this long.
     pub ack_timeout: Duration,
-    /// No destination for this long: give up.
+    /// No destination for this long: give up. Each try of a target gets its share (this over
+    /// the number of targets), so that one that does not answer leaves time for the next.
     pub connect_timeout: Duration,
     /// `SO_SNDBUF` of destination sockets (the kernel doubles it): bounds the bytes written and
     /// not yet acknowledged, and a full buffer makes the relay's write wait for acknowledgements.

@@ -44,8 +44,11 @@ impl<'a> Attempts<'a> {
         }
     }
 
-    /// The next target to try (its index and address) and the time left for it, until the
-    /// deadline passed after at least one try.
+    /// The next target to try (its index and address) and the time for it, until the deadline
+    /// passed after at least one try. Each try gets its share of the connect timeout (a
+    /// target's fraction of it), at most what is left: a target that does not answer at all (a
+    /// host down, SYNs dropped) leaves time for the next (issue 62, the adversarial pass: the
+    /// first target took the whole timeout and `--fallback` was never tried).
     pub(crate) fn next(&mut self) -> Option<(usize, SocketAddr, Duration)> {
         if self.targets.is_empty() || (self.tried > 0 && Instant::now() >= self.deadline) {
             return None;
@@ -53,7 +56,12 @@ impl<'a> Attempts<'a> {
         let k = self.targets[self.tried % self.targets.len()];
         self.tried += 1;
         let left = self.deadline.saturating_duration_since(Instant::now());
-        Some((k, self.s.targets[k], left.max(Duration::from_millis(10))))
+        let share = self.s.connect_timeout / self.targets.len() as u32;
+        Some((
+            k,
+            self.s.targets[k],
+            left.min(share).max(Duration::from_millis(10)),
+        ))
     }
 
     /// Target `k` refused or did not answer.
