@@ -80,7 +80,10 @@ pub struct Config {
     /// README's tcp-rx results), as `tcp_mmap`'s comment predicts.
     pub release: Release,
     /// `SO_RCVLOWAT`: wake the receiver only when this many bytes are queued (or at EOF).
-    /// Batching pays for zero-copy; `None` leaves the socket's setting alone.
+    /// Batching pays for zero copy on a bulk stream (`zcnet recv` and the benches set it to the
+    /// window); `None` (the default since issue 62) leaves the socket's setting alone (one
+    /// byte), as a protocol whose peer waits for an answer needs: 18 bytes of a request under
+    /// a low-water mark of 512 KiB were never handed out.
     pub rcvlowat: Option<usize>,
     /// Give up when no data arrives for this long; `None` waits forever.
     pub timeout: Option<Duration>,
@@ -92,7 +95,7 @@ impl Default for Config {
             mode: Mode::ZeroCopy,
             window: DEFAULT_WINDOW,
             release: Release::Madvise,
-            rcvlowat: Some(DEFAULT_WINDOW),
+            rcvlowat: None,
             timeout: None,
         }
     }
@@ -126,6 +129,19 @@ pub enum RxError {
     /// Nothing arrived within the configured timeout.
     #[error("no data for {0:?}")]
     TimedOut(Duration),
+    /// Bytes are queued, but fewer than [`Config::rcvlowat`], and no more came within the
+    /// configured timeout: the receiver waits for the low-water mark (issue 62: this said "no
+    /// data").
+    #[error(
+        "{queued} bytes queued for {waited:?}, fewer than the receiver waits for \
+         (SO_RCVLOWAT, Config::rcvlowat)"
+    )]
+    BelowLowWater {
+        /// Bytes queued.
+        queued: usize,
+        /// The timeout.
+        waited: Duration,
+    },
     /// Writing received data out failed ([`TcpZeroCopyReceiver::copy_to`]).
     #[error("writing received data")]
     Write(#[source] io::Error),
@@ -371,7 +387,13 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
     fn wait(&self) -> Result<(), RxError> {
         loop {
             match sys::event::poll(self.socket.as_fd(), libc::POLLIN, self.timeout) {
-                Ok(0) => return Err(RxError::TimedOut(self.timeout.unwrap_or_default())),
+                Ok(0) => {
+                    let waited = self.timeout.unwrap_or_default();
+                    return Err(match sys::net::queued(self.socket.as_fd()) {
+                        Ok(queued) if queued > 0 => RxError::BelowLowWater { queued, waited },
+                        _ => RxError::TimedOut(waited),
+                    });
+                }
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(self.fail(e)),

@@ -489,3 +489,31 @@ fn fallback_reason_says_when_nothing_was_mapped_and_nothing_in_copy_mode() {
         }
     }
 }
+
+/// Issue 62, the adversarial pass: with the default `Config` a receiver waited for 512 KiB
+/// (`SO_RCVLOWAT`) before handing out anything: an 18-byte request whose peer waits for the
+/// answer was never delivered, and a timeout said "no data". The default waits for one byte
+/// now, and a timeout under a low-water mark says how many bytes are queued.
+#[test]
+fn a_small_request_is_handed_out_and_a_low_water_mark_is_named() {
+    for lowat in [None, Some(512 << 10)] {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (server, _) = l.accept().unwrap();
+        client.write_all(b"GET /f HTTP/1.1\r\n\r\n").unwrap();
+        let config = Config {
+            rcvlowat: lowat,
+            timeout: Some(Duration::from_millis(500)),
+            ..Config::default()
+        };
+        let mut rx = TcpZeroCopyReceiver::new(server, config).unwrap();
+        match (lowat, rx.recv()) {
+            (None, Ok(Some(got))) => {
+                let bytes: Vec<u8> = got.parts().concat();
+                assert_eq!(bytes, b"GET /f HTTP/1.1\r\n\r\n");
+            }
+            (Some(_), Err(RxError::BelowLowWater { queued, .. })) => assert_eq!(queued, 19),
+            (lowat, other) => panic!("{lowat:?}: {:?}", other.map(|r| r.is_some())),
+        }
+    }
+}

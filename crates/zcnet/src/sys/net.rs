@@ -307,6 +307,14 @@ pub fn if_nametoindex(name: &str) -> io::Result<u32> {
     }
 }
 
+/// Bytes queued to read on `fd` (`ioctl(FIONREAD)`, `SIOCINQ` for TCP).
+pub fn queued(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which is valid for it.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) })?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
 /// Whether `fd` is in non-blocking mode (`fcntl(F_GETFL)` has `O_NONBLOCK`).
 pub fn is_nonblocking(fd: BorrowedFd<'_>) -> io::Result<bool> {
     // SAFETY: F_GETFL takes no argument and reads nothing of ours.
