@@ -265,6 +265,12 @@ impl<S: AsFd> PeekCursor<S> {
     /// Returns 0 at the end of the stream (the peer's FIN and nothing beyond `peeked`). Blocks as
     /// the socket does (`SO_RCVTIMEO` gives `WouldBlock`).
     ///
+    /// Peeked bytes stay in the socket's receive buffer until consumed: once unconsumed bytes
+    /// fill the receive window, the peer can send nothing more, and a blocking `peek` past them
+    /// waits for ever, even after the peer's FIN (which cannot arrive behind the full window).
+    /// Consume what you have peeked before you peek that far (a relay consumes what its
+    /// destination acknowledged), or give the socket `SO_RCVTIMEO` or make it non-blocking.
+    ///
     /// # Errors
     /// [`PeekError::Io`], the kernel's error (`WouldBlock` under `SO_RCVTIMEO`: see [`PeekError::kind`]).
     pub fn peek(&mut self, buf: &mut [u8]) -> Result<usize, PeekError> {
@@ -428,7 +434,9 @@ fn io_err(call: &'static str) -> impl FnOnce(io::Error) -> PeekError {
     move |source| PeekError::Io { call, source }
 }
 
-fn check(socket: &impl AsFd) -> Result<(), PeekError> {
+/// The kind of socket a cursor takes (docs/api.md, "Socket kinds"): checked by the sync
+/// constructor and, before it changes the socket, by the tokio twin's.
+pub(crate) fn check(socket: &impl AsFd) -> Result<(), PeekError> {
     // The cause says what was wrong (another family or protocol, a listener, not connected, or
     // getsockopt's error): this names only the step, as every `Io` does.
     crate::socket_kind::check(socket.as_fd(), crate::socket_kind::Need::TCP).map_err(io_err(

@@ -48,6 +48,16 @@ pub enum Release {
     KernelZap,
 }
 
+/// The kind of socket a receiver takes (docs/api.md, "Socket kinds"): checked by the sync
+/// constructor and, before it changes the socket, by the tokio twin's.
+pub(crate) fn check_kind(fd: std::os::fd::BorrowedFd<'_>) -> Result<(), RxError> {
+    crate::socket_kind::check(fd, crate::socket_kind::Need::TCP).map_err(|source| RxError::Io {
+        call: "the socket check (TCP_ZEROCOPY_RECEIVE maps the pages of a connected TCP \
+               stream, IPv4 or IPv6)",
+        source,
+    })
+}
+
 /// Largest window [`TcpZeroCopyReceiver::new`] accepts: 1 GiB.
 pub const MAX_WINDOW: usize = 1 << 30;
 
@@ -267,13 +277,7 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
     /// not an error: the receiver falls back to copying and says why.
     pub fn new(socket: S, config: Config) -> Result<Self, RxError> {
         // Checked before anything is set on it: TCP_ZEROCOPY_RECEIVE maps TCP streams only.
-        crate::socket_kind::check(socket.as_fd(), crate::socket_kind::Need::TCP).map_err(
-            |source| RxError::Io {
-                call: "the socket check (TCP_ZEROCOPY_RECEIVE maps the pages of a connected TCP \
-                       stream, IPv4 or IPv6)",
-                source,
-            },
-        )?;
+        check_kind(socket.as_fd())?;
         let page = sys::mm::page_size();
         if config.window > MAX_WINDOW {
             return Err(RxError::Config(format!(

@@ -463,3 +463,32 @@ async fn a_stream_cut_by_a_cancelled_send_and_a_drop_is_reset() {
         ),
     }
 }
+
+/// Issue 62, the adversarial pass: the tokio constructor set `O_NONBLOCK` on a descriptor
+/// before it looked at what it was (a regular file: "epoll_ctl failed: Operation not
+/// permitted"). The kind is checked first now, as the synchronous constructor does, and the
+/// descriptor is left as it was.
+#[tokio::test(flavor = "current_thread")]
+async fn a_descriptor_of_the_wrong_kind_is_refused_before_it_is_changed() {
+    use std::os::fd::{AsFd, OwnedFd};
+    let file = std::fs::File::open("/proc/self/status").unwrap();
+    let fd: OwnedFd = file.into();
+    let probe = fd.try_clone().unwrap();
+    let flags = || nix::fcntl::fcntl(probe.as_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+    let before = flags();
+    // A file descriptor passed off as a socket, as a descriptor from elsewhere can be.
+    let e = ZeroCopySender::<std::net::TcpStream, Vec<u8>>::new(
+        std::net::TcpStream::from(fd),
+        Config::default(),
+    )
+    .err()
+    .expect("a file was taken as a socket");
+    let cause = std::error::Error::source(&e).map(ToString::to_string);
+    assert!(
+        cause
+            .as_deref()
+            .is_some_and(|c| c.contains("Socket operation on non-socket")),
+        "{e}: {cause:?}"
+    );
+    assert_eq!(flags(), before, "O_NONBLOCK was set first");
+}

@@ -22,7 +22,7 @@ mod counters;
 mod error;
 mod mmap;
 mod send;
-mod sender;
+pub(crate) mod sender;
 mod support;
 
 pub use config::{Config, Mode};

@@ -39,12 +39,7 @@ impl<S: AsFd> FileSender<S> {
     /// ([`ZeroCopyError::SocketInUse`](crate::msg_zerocopy::ZeroCopyError::SocketInUse)): the
     /// windows are given back by their completions, which must be this sender's alone.
     pub fn new(socket: S, config: Config) -> Result<Self, FileError> {
-        crate::socket_kind::check(socket.as_fd(), crate::socket_kind::Need::TCP).map_err(
-            |source| FileError::Socket {
-                what: "a file is sent on a connected TCP stream, IPv4 or IPv6",
-                source,
-            },
-        )?;
+        check_kind(socket.as_fd())?;
         let (mode, fallback) = config.mode.resolve();
         let s = support();
         for (want, check, feature) in [
@@ -207,4 +202,15 @@ impl<S: AsFd> FileSender<S> {
         self.counters.add(c.bytes, c.zero_copy_bytes);
         Ok(c.bytes)
     }
+}
+
+/// The kind of socket a file sender takes (docs/api.md, "Socket kinds"): checked by the sync
+/// constructor and, before it changes the socket, by the tokio twin's.
+pub(crate) fn check_kind(fd: std::os::fd::BorrowedFd<'_>) -> Result<(), FileError> {
+    crate::socket_kind::check(fd, crate::socket_kind::Need::TCP).map_err(|source| {
+        FileError::Socket {
+            what: "a file is sent on a connected TCP stream, IPv4 or IPv6",
+            source,
+        }
+    })
 }

@@ -29,7 +29,7 @@ mod flags;
 mod once;
 mod reap;
 mod send;
-mod sender;
+pub(crate) mod sender;
 mod socket;
 mod support;
 mod tracker;

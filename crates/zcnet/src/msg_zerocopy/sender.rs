@@ -56,12 +56,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
                 return Err(NewError { error: $e, socket })
             };
         }
-        if let Err(source) = crate::socket_kind::check(socket.as_fd(), Need::CONNECTED) {
-            refuse!(ZeroCopyError::Socket {
-                what: "the MSG_ZEROCOPY sender needs a connected TCP stream or a connected UDP \
-                       socket, IPv4 or IPv6",
-                source,
-            });
+        if let Err(e) = check_kind(socket.as_fd()) {
+            refuse!(e);
         }
         let claim = match claim(socket.as_fd()) {
             Ok(c) => c,
@@ -232,4 +228,14 @@ pub(super) fn timeval(d: std::time::Duration) -> libc::timeval {
         tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
         tv_usec: libc::suseconds_t::from(d.subsec_micros() as i32),
     }
+}
+
+/// The kind of socket a sender takes (docs/api.md, "Socket kinds"): checked by the sync
+/// constructor and, before it changes the socket, by the tokio twin's.
+pub(crate) fn check_kind(fd: std::os::fd::BorrowedFd<'_>) -> Result<(), ZeroCopyError> {
+    crate::socket_kind::check(fd, Need::CONNECTED).map_err(|source| ZeroCopyError::Socket {
+        what: "the MSG_ZEROCOPY sender needs a connected TCP stream or a connected UDP socket, \
+               IPv4 or IPv6",
+        source,
+    })
 }

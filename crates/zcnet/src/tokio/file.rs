@@ -63,6 +63,8 @@ impl<S: AsFd + IntoStdSocket<Std = S>> FileSender<S> {
                 source,
             }
         };
+        // The kind first, before `O_NONBLOCK` changes the socket (issue 62).
+        crate::file::sender::check_kind(socket.as_fd())?;
         let socket = socket
             .into_std_socket()
             .map_err(setup("fcntl(O_NONBLOCK)"))?;

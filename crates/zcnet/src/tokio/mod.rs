@@ -95,7 +95,7 @@ mod sealed {
 /// `into_std`) or std's (`TcpStream`, `UdpSocket`), made non-blocking. Sealed: the
 /// registration relies on the socket owning its fd, and the std socket it becomes is an
 /// [`ExclusiveSocket`](crate::loan::ExclusiveSocket), which the zero-copy senders require.
-pub trait IntoStdSocket: sealed::Sealed {
+pub trait IntoStdSocket: sealed::Sealed + std::os::fd::AsFd {
     /// The std socket it becomes.
     type Std: crate::loan::ExclusiveSocket;
     /// The std socket, non-blocking.

@@ -80,6 +80,8 @@ impl<S: ExclusiveSocket + IntoStdSocket<Std = S>, B: OwnedBuf> ZeroCopySender<S,
     where
         T: IntoStdSocket<Std = S>,
     {
+        // The kind first, before `O_NONBLOCK` changes the socket (issue 62).
+        crate::msg_zerocopy::sender::check_kind(socket.as_fd())?;
         let socket = socket
             .into_std_socket()
             .map_err(|source| ZeroCopyError::Io {

@@ -32,6 +32,8 @@ impl<S: AsFd + IntoStdSocket<Std = S>> PeekCursor<S> {
     where
         T: IntoStdSocket<Std = S>,
     {
+        // The kind first, before `O_NONBLOCK` changes the socket (issue 62).
+        crate::peek::check(&socket)?;
         let socket = socket.into_std_socket().map_err(|source| PeekError::Io {
             call: "fcntl(O_NONBLOCK)",
             source,

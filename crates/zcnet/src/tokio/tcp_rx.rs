@@ -31,6 +31,8 @@ impl<S: AsFd + IntoStdSocket<Std = S>> TcpZeroCopyReceiver<S> {
     where
         T: IntoStdSocket<Std = S>,
     {
+        // The kind first, before `O_NONBLOCK` changes the socket (issue 62).
+        crate::tcp_rx::check_kind(socket.as_fd())?;
         let socket = socket.into_std_socket().map_err(|source| RxError::Io {
             call: "fcntl(O_NONBLOCK)",
             source,
