@@ -477,12 +477,12 @@ async fn a_descriptor_of_the_wrong_kind_is_refused_before_it_is_changed() {
     let flags = || nix::fcntl::fcntl(probe.as_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
     let before = flags();
     // A file descriptor passed off as a socket, as a descriptor from elsewhere can be.
-    let e = ZeroCopySender::<std::net::TcpStream, Vec<u8>>::new(
+    let Err(e) = ZeroCopySender::<std::net::TcpStream, Vec<u8>>::new(
         std::net::TcpStream::from(fd),
         Config::default(),
-    )
-    .err()
-    .expect("a file was taken as a socket");
+    ) else {
+        panic!("a file was taken as a socket")
+    };
     let cause = std::error::Error::source(&e).map(ToString::to_string);
     assert!(
         cause
