@@ -87,7 +87,7 @@ pub struct Config {
     /// Bytes mapped per call at most (rounded up to whole pages; at most [`MAX_WINDOW`]).
     pub window: usize,
     /// How pages are released after use. [`Release::Madvise`] measured faster here (see the
-    /// README's tcp-rx results), as `tcp_mmap`'s comment predicts.
+    /// tcp-rx results in docs/results/tcp-rx.md), as `tcp_mmap`'s comment predicts.
     pub release: Release,
     /// `SO_RCVLOWAT`: wake the receiver only when this many bytes are queued (or at EOF).
     /// Batching pays for zero copy on a bulk stream (`zcnet recv` and the benches set it to the
