@@ -252,6 +252,9 @@ pub struct TcpZeroCopyReceiver<S: AsFd> {
     fallback: Option<String>,
     pending_error: Option<io::Error>,
     timeout: Option<Duration>,
+    /// The socket's own wait when the receiver was made: zero if non-blocking, else its
+    /// `SO_RCVTIMEO`; `None`: for ever.
+    own_wait: Option<Duration>,
     /// Bytes the kernel said were still queued after the last call (`inq`, 5.7+).
     queued: usize,
     /// The last receive: whether its first part is the mapped window, and its copied bytes.
@@ -328,6 +331,11 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
                 Err(e) => (None, Some(format!("mmap on this socket failed: {e}"))),
             }
         };
+        // The socket's own wait, as `Read` has it: none if non-blocking, else `SO_RCVTIMEO`.
+        let own_wait = match sys::net::is_nonblocking(socket.as_fd()) {
+            Ok(true) => Some(Duration::ZERO),
+            _ => sys::sockopt::recv_timeout(socket.as_fd()).ok().flatten(),
+        };
         Ok(TcpZeroCopyReceiver {
             socket,
             window,
@@ -337,6 +345,7 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
             fallback,
             pending_error: None,
             timeout: config.timeout,
+            own_wait,
             queued: 0,
             last: (false, 0),
         })
@@ -387,10 +396,20 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
         }
     }
 
-    /// Waits until the socket is readable (data, EOF or error) or the timeout passes.
+    /// Waits until the socket is readable (data, EOF or error) or the timeout passes. The
+    /// socket's own mode counts, as for `Read` (issue 62, the second adversarial pass: a
+    /// non-blocking socket and one with `SO_RCVTIMEO` waited for ever): non-blocking, nothing
+    /// queued is `WouldBlock` at once; `SO_RCVTIMEO` bounds the wait, then `WouldBlock`. Both as
+    /// the socket was when the receiver was made (looked at once, off the receive path).
     fn wait(&self) -> Result<(), RxError> {
+        let (timeout, own) = match (self.own_wait, self.timeout) {
+            (Some(own), Some(t)) if t < own => (Some(t), false),
+            (Some(own), _) => (Some(own), true),
+            (None, t) => (t, false),
+        };
         loop {
-            match sys::event::poll(self.socket.as_fd(), libc::POLLIN, self.timeout) {
+            match sys::event::poll(self.socket.as_fd(), libc::POLLIN, timeout) {
+                Ok(0) if own => return Err(self.fail(io::ErrorKind::WouldBlock.into())),
                 Ok(0) => {
                     let waited = self.timeout.unwrap_or_default();
                     return Err(match sys::net::queued(self.socket.as_fd()) {

@@ -806,3 +806,42 @@ fn copy_mode_asked_for_has_no_fallback_reason() {
     assert_eq!(tx.mode(), Mode::Copy);
     assert_eq!(tx.fallback_reason(), None);
 }
+
+/// Issue 62, the second adversarial pass: a TCP buffer cut part-way (the socket took part of it,
+/// then nothing for the stall timeout) left a stream that could never be whole, and the drop
+/// ended it with a clean FIN. It is reset now: the peer reads what went, then `ConnectionReset`.
+#[test]
+fn a_stream_cut_by_a_stalled_send_is_reset() {
+    for mode in [Mode::Copy, Mode::ZeroCopy] {
+        let (client, server) = small_tcp_pair();
+        let config = SenderConfig {
+            mode,
+            threshold: 0,
+            stall_timeout: Duration::from_millis(300),
+            ..SenderConfig::default()
+        };
+        let mut tx = ZeroCopySender::new(client, config).unwrap();
+        let start = std::time::Instant::now();
+        // Until a send fails (copy: this one; zero copy: the one after a loaned buffer failed).
+        while tx.send(pattern(3, 64 * 1024)).is_ok() {
+            tx.reap().unwrap();
+            tx.returned().for_each(drop);
+            assert!(start.elapsed() < TIMEOUT, "{mode:?}: never stalled");
+        }
+        let mut back: Vec<_> = tx.returned().collect();
+        back.extend(tx.close(Duration::from_millis(200)).returned);
+        let cut = back.iter().any(|r| r.error.is_some() && r.sent > 0);
+        let mut server = server;
+        let mut got = Vec::new();
+        let end = server.read_to_end(&mut got);
+        match end {
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{mode:?}"),
+            // Nothing of a buffer went before the stall: the stream is whole buffers.
+            Ok(_) => assert!(
+                !cut && got.len() % (64 * 1024) == 0,
+                "{mode:?}: {} bytes, clean end",
+                got.len()
+            ),
+        }
+    }
+}

@@ -517,3 +517,42 @@ fn a_small_request_is_handed_out_and_a_low_water_mark_is_named() {
         }
     }
 }
+
+/// Issue 62, the second adversarial pass: `recv` waited for ever on a non-blocking socket with
+/// nothing queued, and past the socket's `SO_RCVTIMEO`. It waits as the socket does now, as
+/// `Read` does: `WouldBlock` at once, or after the socket's receive timeout.
+#[test]
+fn recv_waits_as_the_socket_does() {
+    for nonblocking in [true, false] {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (server, _) = l.accept().unwrap();
+        if nonblocking {
+            server.set_nonblocking(true).unwrap();
+        } else {
+            server
+                .set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+        }
+        let mut rx = TcpZeroCopyReceiver::new(server, Config::default()).unwrap();
+        let start = std::time::Instant::now();
+        match rx.recv() {
+            Err(RxError::Receive { source, .. }) => {
+                assert_eq!(
+                    source.kind(),
+                    std::io::ErrorKind::WouldBlock,
+                    "{nonblocking}"
+                )
+            }
+            other => panic!(
+                "nonblocking {nonblocking}: {:?}",
+                other.map(|r| r.is_some())
+            ),
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "waited {:?}",
+            start.elapsed()
+        );
+    }
+}

@@ -53,9 +53,16 @@ impl Remote {
     }
 
     fn hello(addr: SocketAddr, token: Option<String>) -> Result<Remote, Hello> {
-        let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-            .context("connecting")
-            .map_err(Hello::Failed)?;
+        // A connect that times out is tried again as `busy` is: a flood of connections fills the
+        // server's listen queue and the kernel drops the SYNs (issue 62, the second adversarial
+        // pass); a refused one says at once that nothing listens.
+        let mut conn = match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                return Err(Hello::Busy(format!("connecting: {e}")));
+            }
+            Err(e) => return Err(Hello::Failed(anyhow::Error::new(e).context("connecting"))),
+        };
         let _ = conn.set_nodelay(true);
         let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
         let _ = conn.set_write_timeout(Some(Duration::from_secs(10)));

@@ -3,6 +3,8 @@
 
 use std::io;
 
+use crate::sys;
+
 use super::calls::{Calls, InProgress};
 use super::{
     Blocking, BorrowToken, ExclusiveSocket, OwnedBuf, Returned, SendError, SendFlags, Slot,
@@ -208,6 +210,16 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
             ..
         } = calls;
         let len = buf.bytes().len();
+        // A stream cut part-way through this buffer (a call failed, a stall timed out, after
+        // some of it went) can never be whole again: its last close resets it, so that the
+        // peer sees it cut rather than a clean end (issue 62, the second adversarial pass).
+        if outcome.is_err()
+            && off > 0
+            && off < len
+            && sys::sockopt::socket_type(self.socket.as_fd()).is_ok_and(|t| t == libc::SOCK_STREAM)
+        {
+            let _ = sys::sockopt::set_linger_zero(self.socket.as_fd());
+        }
         if calls == 0 {
             // Nothing loaned: the buffer is the caller's again at once.
             return match outcome {

@@ -88,6 +88,26 @@ pub fn send_timeout(fd: BorrowedFd<'_>) -> io::Result<libc::timeval> {
     Ok(tv)
 }
 
+/// `SO_RCVTIMEO`: how long a blocking receive waits; `None` for ever.
+pub fn recv_timeout(fd: BorrowedFd<'_>) -> io::Result<Option<std::time::Duration>> {
+    let mut tv = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 0,
+    };
+    get(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_RCVTIMEO,
+        &mut tv,
+        size_of::<libc::timeval>(),
+    )?;
+    let d = std::time::Duration::new(
+        u64::try_from(tv.tv_sec).unwrap_or(0),
+        u32::try_from(tv.tv_usec).unwrap_or(0).saturating_mul(1000),
+    );
+    Ok((!d.is_zero()).then_some(d))
+}
+
 /// Sets `SO_SNDTIMEO`.
 pub fn set_send_timeout(fd: BorrowedFd<'_>, tv: &libc::timeval) -> io::Result<()> {
     set(fd, libc::SOL_SOCKET, libc::SO_SNDTIMEO, tv)

@@ -68,7 +68,10 @@ pub struct RingSetup {
     /// another thread, the ring, its locked memory and its socket stay until that thread ends.
     pub registered_ring_fd: bool,
     /// `IORING_REGISTER_FILES` (5.1): the socket is fixed file 0 and requests skip its lookup.
-    /// Default on.
+    /// Default on. It also keeps the socket with the ring: a sender dropped with requests in
+    /// flight hands its ring to a thread that finishes them only where this was granted (and
+    /// neither `single_issuer` nor `defer_taskrun` was); otherwise the drop counts what is still
+    /// loaned as leaked and resets a stream it cuts.
     pub registered_file: bool,
 }
 
