@@ -54,6 +54,8 @@ pub(super) fn errno_of(e: &io::Error) -> Option<c_int> {
         // or protocol, or not connected where it must be.
         io::ErrorKind::Unsupported => Some(libc::EOPNOTSUPP),
         io::ErrorKind::NotConnected => Some(libc::ENOTCONN),
+        // A stream a failed send cut part-way: later sends are refused.
+        io::ErrorKind::BrokenPipe => Some(libc::EPIPE),
         _ => None,
     })
 }

@@ -828,6 +828,11 @@ fn a_stream_cut_by_a_stalled_send_is_reset() {
             tx.returned().for_each(drop);
             assert!(start.elapsed() < TIMEOUT, "{mode:?}: never stalled");
         }
+        // Issue 62, the third pass: after a cut the sender went on, and the peer read later
+        // buffers spliced onto the cut one. Whatever comes after the failure is refused now
+        // when the stream was cut.
+        let after = tx.send(pattern(4, 64 * 1024)).map_err(|e| e.error.kind());
+        let after2 = tx.send(pattern(5, 64 * 1024)).map_err(|e| e.error.kind());
         let mut back: Vec<_> = tx.returned().collect();
         back.extend(tx.close(Duration::from_millis(200)).returned);
         let cut = back.iter().any(|r| r.error.is_some() && r.sent > 0);
@@ -835,7 +840,20 @@ fn a_stream_cut_by_a_stalled_send_is_reset() {
         let mut got = Vec::new();
         let end = server.read_to_end(&mut got);
         match end {
-            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{mode:?}"),
+            Err(e) => {
+                assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{mode:?}");
+                // The pending error of a loaned cut buffer may come first, then the refusal.
+                assert!(
+                    after.is_err() && after2 == Err(std::io::ErrorKind::BrokenPipe),
+                    "{mode:?}: {after:?} {after2:?}"
+                );
+                // No byte of a later buffer follows the cut: all that arrived is pattern 3.
+                assert!(
+                    got.chunks(64 * 1024)
+                        .all(|c| c == &pattern(3, 64 * 1024)[..c.len()]),
+                    "{mode:?}: spliced"
+                );
+            }
             // Nothing of a buffer went before the stall: the stream is whole buffers.
             Ok(_) => assert!(
                 !cut && got.len() % (64 * 1024) == 0,

@@ -94,6 +94,9 @@ pub struct ZeroCopySender<S: ExclusiveSocket, B: OwnedBuf> {
     counters: Counters,
     /// An error that ended a partly loaned send, reported again by the next send.
     pending_error: Option<io::Error>,
+    /// The stream was cut part-way through a buffer: every later send is refused, since its
+    /// bytes would follow the cut as if nothing were missing.
+    cut: bool,
     /// [`Mode::Auto`]'s decisions, boxed: their tables (about 4 KB) would put the fields every
     /// send reads kilobytes apart.
     auto: Option<Box<crate::auto::Decider>>,

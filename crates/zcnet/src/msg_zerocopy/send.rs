@@ -24,6 +24,9 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
         flags: SendFlags,
     ) -> io::Result<BorrowToken> {
         debug_assert!(self.current.is_none(), "no owned buffer in progress");
+        if self.cut {
+            return Err(cut_error());
+        }
         if let Some(segment) = self.config.segment {
             segment.check_train(data.len())?;
         }
@@ -41,6 +44,9 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
                 Blocking::Wait(self.config.stall_timeout),
             )
             .unwrap_or_else(|| Err(io::ErrorKind::WouldBlock.into()));
+        if outcome.is_err() && calls.off > 0 && calls.off < data.len() {
+            self.cut_stream();
+        }
         let mut freed = Vec::new();
         self.tracker
             .push(Slot::Borrowed(token), calls.zc_calls, &mut freed);
@@ -102,6 +108,13 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
         if let Some(error) = self.pending_error.take() {
             return Err(SendError {
                 error,
+                sent: 0,
+                buf,
+            });
+        }
+        if self.cut {
+            return Err(SendError {
+                error: cut_error(),
                 sent: 0,
                 buf,
             });
@@ -201,6 +214,18 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
         self.ready.pop_front()
     }
 
+    /// A stream cut part-way through a buffer: its last close resets it, so that the peer sees it
+    /// cut rather than a clean end, and every later send is refused, since its bytes would
+    /// follow the cut as if nothing were missing (issue 62, the second and third adversarial
+    /// passes), as the io_uring sender refuses bytes after a gap. A datagram socket loses one
+    /// datagram, not a stream: nothing to do.
+    fn cut_stream(&mut self) {
+        if sys::sockopt::socket_type(self.socket.as_fd()).is_ok_and(|t| t == libc::SOCK_STREAM) {
+            let _ = sys::sockopt::set_linger_zero(self.socket.as_fd());
+            self.cut = true;
+        }
+    }
+
     /// Ends the buffer in progress with the calls' outcome.
     fn finish(&mut self, outcome: io::Result<()>) -> Result<(), SendError<B>> {
         let InProgress { buf, calls } = self.current.take().expect("a buffer in progress");
@@ -213,12 +238,8 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
         // A stream cut part-way through this buffer (a call failed, a stall timed out, after
         // some of it went) can never be whole again: its last close resets it, so that the
         // peer sees it cut rather than a clean end (issue 62, the second adversarial pass).
-        if outcome.is_err()
-            && off > 0
-            && off < len
-            && sys::sockopt::socket_type(self.socket.as_fd()).is_ok_and(|t| t == libc::SOCK_STREAM)
-        {
-            let _ = sys::sockopt::set_linger_zero(self.socket.as_fd());
+        if outcome.is_err() && off > 0 && off < len {
+            self.cut_stream();
         }
         if calls == 0 {
             // Nothing loaned: the buffer is the caller's again at once.
@@ -260,4 +281,13 @@ pub(super) fn copy_error(e: &io::Error) -> io::Error {
         Some(errno) => io::Error::from_raw_os_error(errno),
         None => io::Error::new(e.kind(), e.to_string()),
     }
+}
+
+/// What a send on a stream cut part-way through an earlier buffer says.
+fn cut_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::BrokenPipe,
+        "the stream was cut part-way through an earlier buffer: bytes sent after it would follow \
+         the cut as if nothing were missing (the connection is reset at its close)",
+    )
 }

@@ -168,6 +168,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
             copy_for: 0,
             counters: Counters::default(),
             pending_error: None,
+            cut: false,
             current: None,
             kick: crate::loan::DeferredKick::default(),
         }
