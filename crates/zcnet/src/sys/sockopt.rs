@@ -72,8 +72,8 @@ pub fn domain(fd: BorrowedFd<'_>) -> io::Result<i32> {
     get_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)
 }
 
-/// `SO_SNDTIMEO`: how long a blocking send waits for room (zero: for ever).
-pub fn send_timeout(fd: BorrowedFd<'_>) -> io::Result<libc::timeval> {
+/// A `struct timeval` option of `SOL_SOCKET` (`SO_SNDTIMEO`, `SO_RCVTIMEO`).
+fn get_timeval(fd: BorrowedFd<'_>, name: i32) -> io::Result<libc::timeval> {
     let mut tv = libc::timeval {
         tv_sec: 0,
         tv_usec: 0,
@@ -81,26 +81,21 @@ pub fn send_timeout(fd: BorrowedFd<'_>) -> io::Result<libc::timeval> {
     get(
         fd,
         libc::SOL_SOCKET,
-        libc::SO_SNDTIMEO,
+        name,
         &mut tv,
         size_of::<libc::timeval>(),
     )?;
     Ok(tv)
 }
 
+/// `SO_SNDTIMEO`: how long a blocking send waits for room (zero: for ever).
+pub fn send_timeout(fd: BorrowedFd<'_>) -> io::Result<libc::timeval> {
+    get_timeval(fd, libc::SO_SNDTIMEO)
+}
+
 /// `SO_RCVTIMEO`: how long a blocking receive waits; `None` for ever.
 pub fn recv_timeout(fd: BorrowedFd<'_>) -> io::Result<Option<std::time::Duration>> {
-    let mut tv = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 0,
-    };
-    get(
-        fd,
-        libc::SOL_SOCKET,
-        libc::SO_RCVTIMEO,
-        &mut tv,
-        size_of::<libc::timeval>(),
-    )?;
+    let tv = get_timeval(fd, libc::SO_RCVTIMEO)?;
     let d = std::time::Duration::new(
         u64::try_from(tv.tv_sec).unwrap_or(0),
         u32::try_from(tv.tv_usec).unwrap_or(0).saturating_mul(1000),
