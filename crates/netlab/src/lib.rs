@@ -11,7 +11,7 @@
 //!   sends complete without a copy.
 //!
 //! Every lab sets TCP congestion control to `reno` inside its namespaces: the host default here
-//! is BBR, which distorts loopback and veth figures (design.md, section 4).
+//! is BBR, which distorts loopback and veth figures (docs/measuring.md).
 //!
 //! `setns(2)` is per thread: [`Netns::spawn`] and [`Netns::run`] run a closure on a new thread
 //! inside the namespace. Sockets keep the namespace they were created in, so a socket made there

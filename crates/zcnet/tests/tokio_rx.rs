@@ -41,7 +41,7 @@ async fn async_sender_to_async_receiver_maps_pages_and_keeps_every_byte() {
         let total: u64 = 48 << 20;
         let sender = tokio::spawn(async move {
             // MSG_ZEROCOPY over loopback: the kernel copies at delivery and says so; the
-            // receiver can map only what such a sender sent (design.md, section 4).
+            // receiver can map only what such a sender sent (docs/measuring.md).
             let config = msg_zerocopy::Config {
                 policy: CopiedPolicy::Keep,
                 ..Default::default()

@@ -9,7 +9,7 @@ use netlab::Family;
 
 use crate::output::Output;
 
-/// Flags every bench takes (design.md section 4, "One shape for every benchmark").
+/// Flags every bench takes (docs/measuring.md, "One shape for every benchmark").
 #[derive(Clone, Debug, clap::Args)]
 pub struct Common {
     /// Lab to run in (repeatable): loopback, veth, sink. Default: the labs the bench names.
@@ -21,7 +21,7 @@ pub struct Common {
     /// Length of one run, in seconds.
     #[arg(long, value_name = "S", value_parser = crate::args::bench_seconds)]
     pub seconds: Option<f64>,
-    /// Print one JSON document (the report schema of design.md) instead of tables.
+    /// Print one JSON document (the report schema of docs/measuring.md) instead of tables.
     #[arg(long)]
     pub json: bool,
     /// The profile the `auto` modes use (`zcnet tune` writes it). Default: $ZCNET_PROFILE,

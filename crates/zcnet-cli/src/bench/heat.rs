@@ -1,4 +1,4 @@
-//! Whether a send bench's buffer pool is hot or cold, measured (design.md section 4: "Cache sizes
+//! Whether a send bench's buffer pool is hot or cold, measured (docs/measuring.md: "Cache sizes
 //! from sysfs are the host's ... Measure heat, don't infer it").
 //!
 //! A guest can be told the host CPU's last-level cache (260 MiB, shared with other guests), so a
@@ -151,7 +151,7 @@ mod tests {
     #[test]
     fn pools_copying_well_above_the_hot_cost_are_cold() {
         // A 256 MiB pool measured here: 57.2 ns/KiB against 22.9 (2.5x); the 260 MiB-LLC guest
-        // of design.md: 2-3x.
+        // of docs/measuring.md: 2-3x.
         assert_eq!(Heat::classify(57.2, 22.9), Heat::Cold);
         assert_eq!(Heat::classify(2.0 * 25.0, 25.0), Heat::Cold);
         // Just above the bound.

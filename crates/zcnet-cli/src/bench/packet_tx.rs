@@ -8,8 +8,8 @@
 //! gives the UDP socket the same one). Two labs, IPv6 off in both so nothing else is on the
 //! link:
 //! - `sink`: the frames leave by an `ifb` device, whose transmit routine drops each one and
-//!   counts it RX-dropped. No receiver: the figures are the sending paths alone, as design.md's
-//!   reference measured the TX ring against sendmmsg (1.7-2.0x with a C program).
+//!   counts it RX-dropped. No receiver: the figures are the sending paths alone, as an earlier
+//!   measurement compared the TX ring with sendmmsg (1.7-2.0x with a C program).
 //! - `veth`: the frames cross a veth pair to namespace B, whose stack drops each on arrival
 //!   (nobody's MAC), counted by veth-b's RX counter. That receive runs in the softirq of the
 //!   sending CPU and costs every method alike (about 0.5-0.7 us a frame here), so every ratio
@@ -83,8 +83,8 @@ enum Place {
     /// includes that receive.
     Veth(VethLab),
     /// The `ifb` sink: its transmit routine drops every frame and counts it RX-dropped; no
-    /// receiver, so the figures are the sending path alone (how design.md's reference
-    /// measured the TX ring against sendmmsg).
+    /// receiver, so the figures are the sending path alone (how an earlier measurement
+    /// compared the TX ring with sendmmsg).
     Sink(SinkLab),
 }
 
@@ -470,7 +470,7 @@ fn summary_rows(lab: &Lab, size: usize, sets: &[ResultSet]) -> Vec<SummaryRow> {
     };
     // Issue 18: AF_XDP and the TX ring (with and without the bypass) each at least 1.7x
     // sendmmsg's packets per second at 64 B, the figure a C program reached into the sink
-    // (design.md section 4). On veth B's stack receives every frame in the sending CPU's
+    // (docs/measuring.md). On veth B's stack receives every frame in the sending CPU's
     // softirq, a cost alike for all methods that narrows every ratio: reported, not judged.
     let verdict = |_: &ResultSet, pairs: &[f64]| match (size, &lab.place) {
         (64, Place::Sink(_)) => Verdict::judge(pairs, Some(Goal::AtLeast(1.7))),

@@ -1,5 +1,5 @@
 //! Where a measured thread runs. Benches, `zcnet tune` and the far side of `zcnet serve` pin the
-//! two ends of a run to different CPUs (design.md section 4, "Pin the two ends": loopback
+//! two ends of a run to different CPUs (docs/measuring.md, "Pin the two ends": loopback
 //! backlogs are per CPU, and unpinned ends on two CPUs reorder segments and retransmit).
 
 /// Pins the calling thread to `cpu` when the machine has more than one.

@@ -1,5 +1,5 @@
 //! What a copy costs here, timed: streamed through a set of buffers in 64 KiB chunks against the
-//! same copies from one hot buffer (design.md section 4: "Measure heat, don't infer it").
+//! same copies from one hot buffer (docs/measuring.md: "Measure heat, don't infer it").
 //! [`crate::bench::heat`] judges a send bench's pool with it, and [`CopyCost`] says what a copy
 //! costs here from cache and from memory, for the report's host block.
 
@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::affinity::Pinned;
 
 /// A working set is in cache when copying from it costs at most this many times the same copy
-/// from one hot buffer. Measured on the 2-vCPU machines of design.md, with other builds running
+/// from one hot buffer. Measured on the 2-vCPU machines of docs/measuring.md, with other builds running
 /// (debug build, medians of 5 rounds): pools of 1-4 MiB (in L2/L3) copied at 1.13-1.41x the hot
 /// buffer's cost, 16-256 MiB (in memory) at 2.5-4.2x, 8 MiB in between (1.45-1.7x: the other
 /// guests and processes evict part of the L3); on a guest told of a 260 MiB L3 a 256 MiB pool
@@ -85,7 +85,7 @@ const LLC_TO: usize = 256 << 20;
 
 /// What a copy costs on this machine from cache and from memory, and the largest working set it
 /// still finds in cache: the machine fact that moves zero-copy ratios most between hosts (the
-/// copy a zero-copy send saves is cheap from cache and dear from memory; design.md section 4).
+/// copy a zero-copy send saves is cheap from cache and dear from memory; docs/measuring.md).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct CopyCost {
     /// Copying from a 256 KiB set, streamed in 64 KiB chunks, ns per KiB (median of rounds).

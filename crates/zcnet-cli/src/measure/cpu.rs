@@ -213,7 +213,7 @@ pub fn ticks_per_second() -> f64 {
     }
 }
 
-/// One measured run: the field names are the JSON schema of design.md section 4.
+/// One measured run: the field names are the JSON schema of docs/measuring.md.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Run {
     /// Payload bytes moved.

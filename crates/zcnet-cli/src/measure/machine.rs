@@ -12,7 +12,7 @@ use super::cpu::{MachineCpu, ticks_per_second};
 /// Others are said to compete when they took more than this share of the machine's CPU time
 /// (all CPUs) during a bench's runs, steal included: a busy loop on one CPU of two is 50 %.
 /// 10 % is 0.2 of a CPU on a 2-CPU machine, enough to move a 1 s run's figures by more than the
-/// noise of a quiet one (design.md section 4: +-40 % under a busy loop, +-10-15 % quiet).
+/// noise of a quiet one (docs/measuring.md: +-40 % under a busy loop, +-10-15 % quiet).
 pub const BUSY_SHARE: f64 = 0.10;
 
 /// The `model name` of the first CPU in `/proc/cpuinfo` (`AMD EPYC`, `Intel(R) Xeon(R) ...`).

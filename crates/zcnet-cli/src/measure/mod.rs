@@ -1,7 +1,7 @@
 //! The measurement core every benchmark shares: CPU accounting, run records, repetition with
 //! A/B alternation, medians and spreads, ratio pairs, the JSON report and the human table.
 //!
-//! CPU comes from two places, as design.md section 4 asks: `getrusage(RUSAGE_THREAD)` of the
+//! CPU comes from two places, as docs/measuring.md asks: `getrusage(RUSAGE_THREAD)` of the
 //! thread doing the work (user, sys, voluntary and involuntary context switches), and the
 //! whole-machine deltas of `/proc/stat` (user, sys, softirq), because on loopback much of the
 //! receive work is charged to the sender or to softirq. "MB" is 2^20 bytes, as the kernel's
