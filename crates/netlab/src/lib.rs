@@ -28,6 +28,7 @@
 mod error;
 mod family;
 pub mod frame;
+mod ip;
 mod loopback;
 mod netns;
 pub mod pattern;
@@ -41,8 +42,9 @@ mod veth;
 pub use error::LabError;
 use error::io_err;
 pub use family::Family;
+pub use ip::ip;
 pub use loopback::{CONGESTION, LoopbackLab};
-pub use netns::{Netns, ip};
+pub use netns::Netns;
 pub use privilege::{check_privileges, enter_user_namespace};
 pub use reaper::{namespaces_of_this_process, remove_namespaces_of_this_process};
 pub use sink::SinkLab;

@@ -10,27 +10,9 @@ use std::thread::JoinHandle;
 use nix::sched::{CloneFlags, setns};
 
 use crate::frame;
+use crate::ip::{NETNS_DIR, PREFIX, ip};
 use crate::reaper::{remove_stale, start_reaper};
 use crate::{LabError, LinkStats, check_privileges, io_err};
-
-/// Runs `ip` with `args`; returns its stdout.
-pub fn ip(args: &[&str]) -> Result<String, LabError> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(LabError::NoIpCommand)?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(LabError::Command {
-            cmd: format!("ip {}", args.join(" ")),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        })
-    }
-}
-
-pub(crate) const PREFIX: &str = "zcnet-";
-pub(crate) const NETNS_DIR: &str = "/run/netns";
 
 /// Makes `/run/netns` a shared mount point of its own, as `ip netns add` does first. Without it,
 /// a later `ip netns add` (of anyone on the host) bind-mounts `/run/netns` over itself and hides

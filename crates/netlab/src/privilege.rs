@@ -4,7 +4,7 @@
 use std::fs;
 
 use crate::LabError;
-use crate::netns::NETNS_DIR;
+use crate::ip::NETNS_DIR;
 
 /// Whether this process can build labs; the reason when it cannot.
 pub fn check_privileges() -> Result<(), LabError> {

@@ -3,8 +3,7 @@
 
 use std::fs;
 
-use crate::ip;
-use crate::netns::{NETNS_DIR, PREFIX};
+use crate::ip::{NETNS_DIR, PREFIX, ip};
 
 /// Starts, once per process, the reaper of its lab namespaces: a shell of its own process group
 /// (so that a Ctrl-C at the terminal does not reach it) that ignores SIGINT, SIGTERM, SIGHUP and
