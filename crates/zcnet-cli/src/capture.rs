@@ -353,7 +353,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         filter,
         // On a loopback device every packet passes twice (out, then in): keep one, as tcpdump
         // does (issue 15: `capture -i lo -c 1000` held 500 distinct packets).
-        ignore_outgoing: packet::is_loopback(&opt.interface),
+        ignore_outgoing: is_loopback(&opt.interface),
         ..RxConfig::default()
     };
     // The file is opened first (a bad path fails now) and truncated or put in place only once
@@ -499,4 +499,13 @@ impl Until {
         }
         Ok(())
     }
+}
+
+/// Whether `iface` is a loopback device (`IFF_LOOPBACK` in `/sys/class/net/IFACE/flags`), where
+/// every packet passes twice; see `RxConfig::ignore_outgoing`.
+fn is_loopback(iface: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/flags"))
+        .ok()
+        .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
+        .is_some_and(|flags| flags & libc::IFF_LOOPBACK as u32 != 0)
 }

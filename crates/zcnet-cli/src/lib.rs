@@ -8,6 +8,7 @@ pub mod bench;
 pub mod capped;
 pub mod capture;
 pub mod cli;
+pub mod date;
 pub mod error_line;
 pub mod file_server;
 pub mod interrupt;

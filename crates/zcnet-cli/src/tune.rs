@@ -447,17 +447,19 @@ pub fn render(p: &Profile) -> String {
 
 /// How `Mode::Auto` uses these thresholds: the starting point of a learner on each sender.
 pub fn learning_note() -> String {
-    use zcnet::auto::{EXPLORE_COST, FIRST_PAIRS, HYSTERESIS, PAIRS_KEPT, ROUND_BYTES};
+    let l = zcnet::auto::LEARNING;
     format!(
         "Mode::Auto starts each size class from these thresholds and learns on its own socket:\n\
-         rounds of about {} MiB one way; {FIRST_PAIRS} pairs (a round the other way against the \
-         rounds around it)\nwhen a class first sends, then the median of the last {PAIRS_KEPT} \
+         rounds of about {} MiB one way; {} pairs (a round the other way against the \
+         rounds around it)\nwhen a class first sends, then the median of the last {} \
          decides ({:.0} % hysteresis), exploring for about {:.1} % of the CPU.\n\
          auto_choice() and counters().auto say what it learned; `zcnet bench udp-tx` or \
          `uring-tx` with --mode auto show it.\n",
-        ROUND_BYTES >> 20,
-        HYSTERESIS * 100.0,
-        EXPLORE_COST * 100.0
+        l.round_bytes >> 20,
+        l.first_pairs,
+        l.pairs_kept,
+        l.hysteresis * 100.0,
+        l.explore_cost * 100.0
     )
 }
 
@@ -525,7 +527,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let mut profile = Profile::builtin();
     profile.kernel = zcnet::probe::features().host.kernel.clone();
     profile.cpu = cpu_model();
-    profile.date = zcnet::auto::utc_now();
+    profile.date = crate::date::utc_now();
     for t in targets {
         use zcnet::support::Status;
         let missing = match t.path {
@@ -600,17 +602,7 @@ fn print(profile: &Profile, json: bool, written: Option<&std::path::Path>) -> an
     if json {
         let mut v = serde_json::to_value(profile)?;
         v["origin"] = json!(profile.origin());
-        v["learning"] = json!({
-            "round_bytes": zcnet::auto::ROUND_BYTES,
-            "round_sends": zcnet::auto::ROUND_SENDS,
-            "first_pairs": zcnet::auto::FIRST_PAIRS,
-            "pairs_kept": zcnet::auto::PAIRS_KEPT,
-            "hysteresis": zcnet::auto::HYSTERESIS,
-            "software_gso_margin": zcnet::auto::SOFTWARE_GSO_MARGIN,
-            "explore_cost": zcnet::auto::EXPLORE_COST,
-            "explore_every": [zcnet::auto::EVERY_MIN, zcnet::auto::EVERY_MAX],
-            "backoff_sends": [zcnet::auto::BACKOFF_SENDS, zcnet::auto::BACKOFF_MAX],
-        });
+        v["learning"] = json!(zcnet::auto::LEARNING);
         if let Some(p) = written {
             v["written"] = json!(p.display().to_string());
         }

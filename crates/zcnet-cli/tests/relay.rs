@@ -291,7 +291,10 @@ fn acknowledged_count_is_exact() {
     // Everything arrived; the last ACK may still be on its way.
     let mut acked = 0;
     for _ in 0..100 {
-        acked = zcnet::relay::acked_data_bytes(&c).unwrap();
+        acked = zcnet::tcp_info::tcp_info(&c)
+            .unwrap()
+            .acked_data_bytes()
+            .unwrap();
         if acked == data.len() as u64 {
             break;
         }

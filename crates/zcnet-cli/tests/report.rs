@@ -422,6 +422,36 @@ fn oversized_inputs_are_refused_and_long_names_cut() {
     );
 }
 
+/// Every change of `changes` is within noise but those of the first udp-tx set at `lab` and
+/// `mode`, scaled by 0.7: throughput regressed, CPU per MB improved, by 30 %.
+fn only_the_scaled_cell_moved(
+    changes: &[serde_json::Value],
+    lab: &serde_json::Value,
+    mode: &serde_json::Value,
+) {
+    for c in changes {
+        let this = c["bench"] == "udp-tx"
+            && c["mode"] == *mode
+            && c["condition"]
+                .as_str()
+                .unwrap()
+                .starts_with(lab.as_str().unwrap());
+        let want = match (this, c["metric"].as_str().unwrap()) {
+            (true, "cpu_us_per_mb") => "improved",
+            (true, _) => "regressed",
+            (false, _) => "within_noise",
+        };
+        // Other udp-tx cells share lab and mode; only the first set was scaled.
+        if this && c["change"].as_f64().unwrap() == 0.0 {
+            continue;
+        }
+        assert_eq!(c["verdict"], want, "{c}");
+        if want != "within_noise" {
+            assert!((c["change"].as_f64().unwrap() + 0.3).abs() < 1e-9, "{c}");
+        }
+    }
+}
+
 /// `zcnet report a.json b.json`, b being a with one cell's figures scaled by 0.7: that cell's
 /// throughput is flagged regressed (and its CPU per MB improved), every other figure is within
 /// noise; the changes open the page; `--fail-on-regression` exits 3 beyond its percentage and
@@ -469,27 +499,7 @@ fn a_regressed_cell_is_flagged_and_fails_a_ci_job() {
         "every figure of every shared cell: {}",
         changes.len()
     );
-    for c in changes {
-        let this = c["bench"] == "udp-tx"
-            && c["mode"] == mode
-            && c["condition"]
-                .as_str()
-                .unwrap()
-                .starts_with(lab.as_str().unwrap());
-        let want = match (this, c["metric"].as_str().unwrap()) {
-            (true, "cpu_us_per_mb") => "improved",
-            (true, _) => "regressed",
-            (false, _) => "within_noise",
-        };
-        // Other udp-tx cells share lab and mode; only the first set was scaled.
-        if this && c["change"].as_f64().unwrap() == 0.0 {
-            continue;
-        }
-        assert_eq!(c["verdict"], want, "{c}");
-        if want != "within_noise" {
-            assert!((c["change"].as_f64().unwrap() + 0.3).abs() < 1e-9, "{c}");
-        }
-    }
+    only_the_scaled_cell_moved(changes, &lab, &mode);
     let html = std::fs::read_to_string(&page).unwrap();
     let h2: Vec<&str> = html.split("<h2").skip(1).take(2).collect();
     assert!(
@@ -536,6 +546,47 @@ fn a_regressed_cell_is_flagged_and_fails_a_ci_job() {
     for bad in ["nan", "-1", "x"] {
         let out = run(&["--noise", bad]);
         assert_eq!(out.status.code(), Some(2), "--noise {bad}");
+    }
+}
+
+/// No two labels' boxes of a chart meet, and none leaves it: width from the widest glyphs of
+/// their font size.
+fn labels_do_not_overlap(doc: &roxmltree::Document, nodes: &[roxmltree::Node]) {
+    let num = |n: &roxmltree::Node, a: &str| n.attribute(a).and_then(|v| v.parse::<f64>().ok());
+    let mut boxes: Vec<(f64, f64, f64, f64, &str)> = Vec::new();
+    for t in nodes.iter().filter(|n| n.has_tag_name("text")) {
+        let (Some(x), Some(y), Some(size)) = (num(t, "x"), num(t, "y"), num(t, "font-size")) else {
+            continue;
+        };
+        let text = t.text().unwrap_or("").trim();
+        let w = text.chars().count() as f64 * size * 0.62;
+        let x0 = match t.attribute("text-anchor") {
+            Some("middle") => x - w / 2.0,
+            Some("end") => x - w,
+            _ => x,
+        };
+        // Rotated axis titles run vertically: left out.
+        if t.attribute("transform").is_some() {
+            continue;
+        }
+        boxes.push((x0, y, x0 + w, y + size, text));
+    }
+    let width: f64 = doc
+        .root_element()
+        .attribute("width")
+        .unwrap()
+        .parse()
+        .unwrap();
+    for (i, a) in boxes.iter().enumerate() {
+        assert!(
+            a.0 >= -1.0 && a.2 <= width + 1.0,
+            "{:?} leaves the chart",
+            a.4
+        );
+        for b in &boxes[i + 1..] {
+            let overlap = a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3;
+            assert!(!overlap, "labels overlap: {:?} and {:?}", a.4, b.4);
+        }
     }
 }
 
@@ -652,44 +703,7 @@ fn the_page_reads_at_a_glance() {
                     see(mode, c, "a legend");
                 }
             }
-            // No two labels' boxes meet: width from the widest glyphs of their font size.
-            let mut boxes: Vec<(f64, f64, f64, f64, &str)> = Vec::new();
-            for t in nodes.iter().filter(|n| n.has_tag_name("text")) {
-                let (Some(x), Some(y), Some(size)) =
-                    (num(t, "x"), num(t, "y"), num(t, "font-size"))
-                else {
-                    continue;
-                };
-                let text = t.text().unwrap_or("").trim();
-                let w = text.chars().count() as f64 * size * 0.62;
-                let x0 = match t.attribute("text-anchor") {
-                    Some("middle") => x - w / 2.0,
-                    Some("end") => x - w,
-                    _ => x,
-                };
-                // Rotated axis titles run vertically: left out.
-                if t.attribute("transform").is_some() {
-                    continue;
-                }
-                boxes.push((x0, y, x0 + w, y + size, text));
-            }
-            let width: f64 = doc
-                .root_element()
-                .attribute("width")
-                .unwrap()
-                .parse()
-                .unwrap();
-            for (i, a) in boxes.iter().enumerate() {
-                assert!(
-                    a.0 >= -1.0 && a.2 <= width + 1.0,
-                    "{:?} leaves the chart",
-                    a.4
-                );
-                for b in &boxes[i + 1..] {
-                    let overlap = a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3;
-                    assert!(!overlap, "labels overlap: {:?} and {:?}", a.4, b.4);
-                }
-            }
+            labels_do_not_overlap(&doc, &nodes);
         }
         for sw in html.split("<span class=\"sw\" style=\"background:").skip(1) {
             let (c, rest) = sw.split_once("\"></span>").unwrap();
@@ -858,6 +872,53 @@ fn verdicts_carry_their_interval_and_hosts_their_machine() {
     );
 }
 
+/// Issue 62 item 9: the same cells, every figure 0, said that no cell of the new run was in the
+/// base. Zero against zero is compared, and no change.
+fn zero_against_zero_is_no_change(a: &serde_json::Value) {
+    let mut zeros = a.clone();
+    for set in zeros["results"].as_array_mut().unwrap() {
+        for run in set["runs"].as_array_mut().unwrap() {
+            for key in [
+                "gbit",
+                "cpu_us_per_mb",
+                "requests_per_s",
+                "remote_cpu_us_per_mb",
+            ] {
+                if run.get(key).is_some_and(|v| !v.is_null()) {
+                    run[key] = 0.0.into();
+                }
+            }
+        }
+    }
+    let (fz, fz2) = (temp("gate-z.json"), temp("gate-z2.json"));
+    std::fs::write(&fz, zeros.to_string()).unwrap();
+    std::fs::write(&fz2, zeros.to_string()).unwrap();
+    let out = zcnet()
+        .arg("report")
+        .args([&fz, &fz2])
+        .args(["-o"])
+        .arg(temp("gate-z.html"))
+        .args(["--fail-on-regression", "10"])
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(!said.contains("compared nothing"), "{said}");
+    let page = std::fs::read_to_string(temp("gate-z.html")).unwrap();
+    assert!(
+        !page.contains("Nothing compared"),
+        "the page says nothing was compared"
+    );
+    assert!(
+        page.contains("0 regressed, 0 improved"),
+        "no verdict counts on the page"
+    );
+}
+
 /// Issue 48 items 4 and 15: a regression gate that compared nothing (another bench, empty
 /// results) printed "No figure moved beyond the noise" and exited 0; one file with a gate
 /// ignored it; `-o` naming an input replaced it with the page. Each is refused now, exit 2, the
@@ -903,50 +964,7 @@ fn a_gate_that_compared_nothing_fails_and_no_page_replaces_its_input() {
     let (code, err) = run(&[&fa]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("give two files or more"), "{err}");
-    // Issue 62 item 9: the same cells, every figure 0, said that no cell of the new run was in
-    // the base. Zero against zero is compared, and no change.
-    let mut zeros = a.clone();
-    for set in zeros["results"].as_array_mut().unwrap() {
-        for run in set["runs"].as_array_mut().unwrap() {
-            for key in [
-                "gbit",
-                "cpu_us_per_mb",
-                "requests_per_s",
-                "remote_cpu_us_per_mb",
-            ] {
-                if run.get(key).is_some_and(|v| !v.is_null()) {
-                    run[key] = 0.0.into();
-                }
-            }
-        }
-    }
-    let (fz, fz2) = (temp("gate-z.json"), temp("gate-z2.json"));
-    std::fs::write(&fz, zeros.to_string()).unwrap();
-    std::fs::write(&fz2, zeros.to_string()).unwrap();
-    let out = zcnet()
-        .arg("report")
-        .args([&fz, &fz2])
-        .args(["-o"])
-        .arg(temp("gate-z.html"))
-        .args(["--fail-on-regression", "10"])
-        .output()
-        .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(0), "{said}");
-    assert!(!said.contains("compared nothing"), "{said}");
-    let page = std::fs::read_to_string(temp("gate-z.html")).unwrap();
-    assert!(
-        !page.contains("Nothing compared"),
-        "the page says nothing was compared"
-    );
-    assert!(
-        page.contains("0 regressed, 0 improved"),
-        "no verdict counts on the page"
-    );
+    zero_against_zero_is_no_change(a);
     // The same file as input and page, by another path too.
     let before = std::fs::read(&fa).unwrap();
     let other_path = fa.parent().unwrap().join(".").join(fa.file_name().unwrap());

@@ -89,7 +89,7 @@ fn tune_writes_a_profile_that_show_and_the_library_read() {
     // ...and says it is where Mode::Auto starts learning, with the learner's settings.
     assert_eq!(
         shown["learning"]["first_pairs"],
-        zcnet::auto::FIRST_PAIRS as u64
+        zcnet::auto::LEARNING.first_pairs as u64
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

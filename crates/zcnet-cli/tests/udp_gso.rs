@@ -88,16 +88,9 @@ fn shapes_the_kernel_cannot_send_are_refused_before_any_lab() {
     }
 }
 
-/// A stand-in for the kernel's `udpgso_bench_tx`: writes its arguments down and prints the
-/// summary line of `-a` for 1000 sends of `-s` bytes (`calls`: 1000 for a train, one per
-/// 1472-byte datagram otherwise).
-#[test]
-fn the_kernels_program_runs_beside_each_mode_it_has() {
-    if let Err(e) = netlab::check_privileges() {
-        return netlab::skip::skip(&e.to_string());
-    }
-    let dir = std::env::temp_dir().join(format!("zcnet-udpgso-ref-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// Writes the stand-in for `udpgso_bench_tx` into `dir`: (the program, the log of its arguments).
+fn stand_in(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
     let log = dir.join("args");
     let fake = dir.join("udpgso_bench_tx");
     let script = format!(
@@ -112,6 +105,19 @@ fn the_kernels_program_runs_beside_each_mode_it_has() {
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+    (fake, log)
+}
+
+/// A stand-in for the kernel's `udpgso_bench_tx`: writes its arguments down and prints the
+/// summary line of `-a` for 1000 sends of `-s` bytes (`calls`: 1000 for a train, one per
+/// 1472-byte datagram otherwise).
+#[test]
+fn the_kernels_program_runs_beside_each_mode_it_has() {
+    if let Err(e) = netlab::check_privileges() {
+        return netlab::skip::skip(&e.to_string());
+    }
+    let dir = std::env::temp_dir().join(format!("zcnet-udpgso-ref-{}", std::process::id()));
+    let (fake, log) = stand_in(&dir);
     let out = zcnet()
         .args([
             "bench",

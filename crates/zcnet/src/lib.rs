@@ -1,11 +1,13 @@
 //! zcnet: the Linux kernel's zero-copy socket paths, made safe and measurable.
 //!
 //! # Layers
-//! - A private `sys` module holds the kernel ABI the `libc` crate lacks and every raw call; it is
-//!   a leaf (it imports nothing from the modules above it) and the only module with `unsafe`
-//!   operations, each block carrying a `SAFETY:` line. Outside it, `unsafe` only declares the
-//!   promises a caller makes: the [`loan::OwnedBuf`] contract and the two functions through which
-//!   a caller vouches ([`loan::AssumeExclusive::new`],
+//! - The kernel ABI the `libc` crate lacks and every raw call live below, in the `zcnet-sys`
+//!   crate (named `sys` here, private): a crate of its own, so it cannot import anything of this
+//!   one, and it holds no policy. Above it, `unsafe` operations only in the io_uring send engine
+//!   (which decides when a loaned buffer is free) and where a packet ring is mapped, once per
+//!   socket, each block carrying a `SAFETY:` line; elsewhere `unsafe` only declares the promises
+//!   a caller makes: the [`loan::OwnedBuf`] contract and the two functions through which a caller
+//!   vouches ([`loan::AssumeExclusive::new`],
 //!   [`ZeroCopySender::send_borrowed`](msg_zerocopy::ZeroCopySender::send_borrowed)). Nothing
 //!   public lets safe code hand the kernel an address that did not come from a live borrow or an
 //!   owned loan ([`loan`]).
@@ -30,9 +32,10 @@
 //! | feature | what | pulls in |
 //! |---|---|---|
 //! | `tcp_rx` | [`tcp_rx`]: `TCP_ZEROCOPY_RECEIVE` | |
-//! | `msg_zerocopy` | [`msg_zerocopy`] (with [`errqueue`] and [`auto`]): `MSG_ZEROCOPY` | |
+//! | `msg_zerocopy` | [`msg_zerocopy`] (with [`errqueue`] and [`auto`]): `MSG_ZEROCOPY` | feature `udp_gso` |
+//! | `udp_gso` | [`udp_gso`]: UDP GSO trains (`UDP_SEGMENT`) and `UDP_GRO` | |
 //! | `file` | [`file`](mod@file): `sendfile`, `splice`, an mmap window sent with `MSG_ZEROCOPY` | feature `msg_zerocopy` |
-//! | `uring` | [`uring`] (with [`auto`]): io_uring `SEND_ZC`, `SENDMSG_ZC` | crate `io-uring` |
+//! | `uring` | [`uring`] (with [`auto`]): io_uring `SEND_ZC`, `SENDMSG_ZC` | crate `io-uring`, feature `udp_gso` |
 //! | `peek` | [`peek`]: `SO_PEEK_OFF` | |
 //! | `relay` | [`relay`]: a relay that loses nothing unacknowledged | feature `peek` |
 //! | `packet` | [`packet`]: `TPACKET_V3` rings, fanout, filter expressions | crate `libloading` (libpcap is loaded at run time) |
@@ -321,6 +324,7 @@ fn f(s: std::net::TcpStream, u: std::net::UdpSocket) {
     not(all(
         feature = "tcp_rx",
         feature = "msg_zerocopy",
+        feature = "udp_gso",
         feature = "file",
         feature = "uring",
         feature = "peek",
@@ -362,12 +366,14 @@ pub mod relay;
 ))]
 mod socket_kind;
 pub mod support;
-mod sys;
+// The kernel ABI and raw calls: a crate of its own below this one, named as the module it was.
+use zcnet_sys as sys;
 pub mod tcp_info;
 #[cfg(feature = "tcp_rx")]
 pub mod tcp_rx;
 #[cfg(feature = "tokio")]
 pub mod tokio;
+#[cfg(feature = "udp_gso")]
 pub mod udp_gso;
 #[cfg(feature = "uring")]
 pub mod uring;

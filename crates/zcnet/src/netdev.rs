@@ -6,20 +6,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::BorrowedFd;
 
 use crate::sys;
-use crate::sys::abi::ETH_GSTRING_LEN;
-
-/// `struct nlmsghdr` (`linux/netlink.h`): 16 bytes.
-const NLMSG_HDRLEN: usize = 16;
-/// `struct rtmsg` (`linux/rtnetlink.h`): 12 bytes.
-const RTMSG_LEN: usize = 12;
-const NLM_F_REQUEST: u16 = 1;
-const NLMSG_ERROR: u16 = 2;
-const RTM_NEWROUTE: u16 = 24;
-const RTM_GETROUTE: u16 = 26;
-const RTA_DST: u16 = 1;
-const RTA_SRC: u16 = 2;
-const RTA_OIF: u16 = 4;
-const RTA_MARK: u16 = 16;
+use crate::sys::abi::{
+    ETH_GSTRING_LEN, NLM_F_REQUEST, NLMSG_ERROR, NLMSG_HDRLEN, RTA_DST, RTA_MARK, RTA_OIF, RTA_SRC,
+    RTM_GETROUTE, RTM_NEWROUTE, RTMSG_LEN,
+};
 
 const fn align4(n: usize) -> usize {
     (n + 3) & !3

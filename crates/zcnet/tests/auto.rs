@@ -246,9 +246,10 @@ fn size_switch(
     let mut total = 0;
     for &(len, n) in phases {
         let before = out.last().and_then(|c| class_of(c, len));
-        let round = (auto::ROUND_BYTES / len)
-            .clamp(auto::ROUND_SENDS.0 as usize, auto::ROUND_SENDS.1 as usize)
-            as u64;
+        let round = (auto::LEARNING.round_bytes / len).clamp(
+            auto::LEARNING.round_sends.0 as usize,
+            auto::LEARNING.round_sends.1 as usize,
+        ) as u64;
         // A pair dropped because the load changed across it (`DRIFT_MAX`: a noisy guest, or
         // another test's sender beside this one) is measured again: a class that has not
         // learned by the end of the phase gets two more rounds for each pair dropped in it,
@@ -274,7 +275,7 @@ fn size_switch(
         // exploit round that closes the last, and the send that measures it; two more rounds
         // for each pair dropped.
         let again = 2 * counters().discarded_pairs;
-        let bound = (2 * auto::FIRST_PAIRS as u64 + 1 + again) * round + 1;
+        let bound = (2 * auto::LEARNING.first_pairs as u64 + 1 + again) * round + 1;
         assert!(
             k.learned,
             "{len} B: not learned in {n} sends: {c}; {:?}",
@@ -292,9 +293,9 @@ fn size_switch(
         // The way agrees with the measure, within the hysteresis.
         let m = k.zero_copy_over_copy.unwrap();
         if k.zero_copy {
-            assert!(m < 1.0 + auto::HYSTERESIS, "{c}");
+            assert!(m < 1.0 + auto::LEARNING.hysteresis, "{c}");
         } else {
-            assert!(m > 1.0 - auto::HYSTERESIS, "{c}");
+            assert!(m > 1.0 - auto::LEARNING.hysteresis, "{c}");
         }
         let [lo, hi] = k.spread.unwrap();
         assert!(lo <= m && m <= hi);
@@ -461,9 +462,10 @@ fn a_competing_busy_loop_makes_no_class_flap() {
         "a class flapped under a busy loop: {choice} {counters:?}"
     );
     // One round in `explore_every` explores, give or take the first pairs.
-    let rounds = k.sends as f64 / (auto::ROUND_BYTES / 8000) as f64;
-    let allowed = 2.0 * auto::FIRST_PAIRS as f64 + rounds / f64::from(k.explore_every) + 2.0;
-    let explored = k.explore_sends as f64 / (auto::ROUND_BYTES / 8000) as f64;
+    let rounds = k.sends as f64 / (auto::LEARNING.round_bytes / 8000) as f64;
+    let allowed =
+        2.0 * auto::LEARNING.first_pairs as f64 + rounds / f64::from(k.explore_every) + 2.0;
+    let explored = k.explore_sends as f64 / (auto::LEARNING.round_bytes / 8000) as f64;
     assert!(
         explored <= allowed,
         "{explored} rounds explored, {allowed} allowed: {choice}"

@@ -266,9 +266,9 @@ async fn the_async_auto_sender_learns_as_the_sync_one_does() {
                 .find(|c| c.from <= len && c.to.is_none_or(|t| len < t))
                 .cloned()
         };
-        let round = (zcnet::auto::ROUND_BYTES / len).clamp(
-            zcnet::auto::ROUND_SENDS.0 as usize,
-            zcnet::auto::ROUND_SENDS.1 as usize,
+        let round = (zcnet::auto::LEARNING.round_bytes / len).clamp(
+            zcnet::auto::LEARNING.round_sends.0 as usize,
+            zcnet::auto::LEARNING.round_sends.1 as usize,
         ) as u64;
         // Pairs dropped for a load that changed across them are measured again: a class not
         // learned by the end of the phase gets two more rounds for each (as tests/auto.rs's
@@ -291,7 +291,7 @@ async fn the_async_auto_sender_learns_as_the_sync_one_does() {
         let choice = tx.auto_choice().unwrap();
         let k = class(&choice).unwrap();
         let again = 2 * tx.counters().auto.discarded_pairs;
-        let bound = (2 * zcnet::auto::FIRST_PAIRS as u64 + 1 + again) * round + 1;
+        let bound = (2 * zcnet::auto::LEARNING.first_pairs as u64 + 1 + again) * round + 1;
         assert!(
             k.learned,
             "{len} B: not learned in {i} sends: {choice}; {:?}",

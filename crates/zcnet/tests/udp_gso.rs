@@ -470,10 +470,13 @@ fn auto_copies_trains_a_device_cuts_in_software_and_says_why() {
             !train_class.zero_copy,
             "{what}: trains start at copy: {text}"
         );
-        assert_eq!(train_class.margin, zcnet::auto::SOFTWARE_GSO_MARGIN);
+        assert_eq!(
+            train_class.margin,
+            zcnet::auto::LEARNING.software_gso_margin
+        );
         // A single datagram is no train: the profile's prior and the usual bar.
         let single = class_of(&c, 1000);
-        assert_eq!(single.margin, zcnet::auto::HYSTERESIS, "{what}");
+        assert_eq!(single.margin, zcnet::auto::LEARNING.hysteresis, "{what}");
         assert_eq!(
             single.zero_copy,
             c.threshold.zero_copy(1000),
@@ -496,7 +499,11 @@ fn auto_copies_trains_a_device_cuts_in_software_and_says_why() {
             "{what}: {t}"
         );
         let train_class = class_of(&c, 42 * 1472);
-        assert_eq!(train_class.margin, zcnet::auto::HYSTERESIS, "{what}");
+        assert_eq!(
+            train_class.margin,
+            zcnet::auto::LEARNING.hysteresis,
+            "{what}"
+        );
         assert_eq!(
             train_class.zero_copy,
             c.threshold.zero_copy(42 * 1472),

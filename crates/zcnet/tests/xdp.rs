@@ -249,7 +249,8 @@ fn another_program_is_never_replaced_and_bad_input_is_refused() {
     lab.ns(Side::B)
         .run(|| {
             // Somebody else's program (the same object, attached with aya directly).
-            let mut other = aya::Ebpf::load(zcnet::xdp::PROGRAM_OBJECT).unwrap();
+            let object = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/xdp_redirect.o"));
+            let mut other = aya::Ebpf::load(&object.unwrap()).unwrap();
             let prog: &mut aya::programs::Xdp = other
                 .program_mut("zcnet_xsk_redirect")
                 .unwrap()
@@ -338,11 +339,6 @@ fn xdp_program_object_matches_its_source() {
         built == committed,
         "bpf/xdp_redirect.o is not what bpf/build.sh makes of xdp_redirect.c: run \
          crates/zcnet/bpf/build.sh and commit the object"
-    );
-    assert_eq!(
-        zcnet::xdp::PROGRAM_OBJECT,
-        &committed[..],
-        "the embedded object"
     );
 }
 

@@ -48,7 +48,7 @@ impl HostInfo {
             hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|n| n.trim().to_owned())
                 .unwrap_or_default(),
-            date: zcnet::auto::utc_now(),
+            date: crate::date::utc_now(),
             kernel: h.kernel.clone(),
             cpus: h.cpus,
             page_size: h.page_size,

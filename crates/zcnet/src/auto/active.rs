@@ -6,11 +6,9 @@ use super::Profile;
 
 static INSTALLED: RwLock<Option<Arc<Profile>>> = RwLock::new(None);
 
-/// Makes `profile` the one `Mode::Auto` senders created from now on use. What earlier senders
-/// learned is forgotten ([`super::forget`]): a new prior starts the learning over.
-pub fn set_profile(profile: Profile) {
+/// Makes `profile` the one [`active`] returns from now on.
+pub(super) fn install(profile: Profile) {
     *INSTALLED.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(profile));
-    super::forget();
 }
 
 /// The profile in use (see the module docs for the order). A profile file that cannot be read

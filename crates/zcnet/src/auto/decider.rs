@@ -13,11 +13,11 @@ use super::learn::{
 use super::{Route, SendPath, Threshold, Trains, active};
 
 /// Sends by copy after a completion flagged "copied", before zero copy is tried again; each
-/// back-off in a row doubles it, up to [`BACKOFF_MAX`]; a completion not flagged copied starts
+/// back-off in a row doubles it, up to [`BACKOFF_MAX`](super::Learning::backoff_sends); a completion not flagged copied starts
 /// it over.
-pub const BACKOFF_SENDS: u64 = 1024;
+pub(crate) const BACKOFF_SENDS: u64 = 1024;
 /// The longest back-off, sends.
-pub const BACKOFF_MAX: u64 = 256 * BACKOFF_SENDS;
+pub(crate) const BACKOFF_MAX: u64 = 256 * BACKOFF_SENDS;
 
 /// What a `Mode::Auto` sender starts from (the profile's threshold for its path and route, and
 /// where it came from) and what it has learned since, per size class.
@@ -31,26 +31,22 @@ pub struct Choice {
     pub threshold: Threshold,
     /// Whether the profile says the kernel copies on this route (a local socket: loopback
     /// delivery copies): the first completion flagged "copied" then backs off for
-    /// [`BACKOFF_MAX`] sends at once, rather than from [`BACKOFF_SENDS`] up.
+    /// [`BACKOFF_MAX`](super::Learning::backoff_sends) sends at once, rather than from [`BACKOFF_SENDS`](super::Learning::backoff_sends) up.
     pub copies: bool,
     /// The profile it came from ([`Profile::origin`](super::Profile::origin)).
     pub origin: String,
     /// For a sender of GSO trains, what its route's device does with them: where the device
     /// cuts them in software, a train's class starts at copy and needs zero copy
-    /// [`SOFTWARE_GSO_MARGIN`] cheaper to change.
+    /// [`SOFTWARE_GSO_MARGIN`](super::Learning::software_gso_margin) cheaper to change.
     pub trains: Option<Trains>,
     /// What each size class that sent has learned, smallest first.
     pub classes: Vec<SizeClass>,
 }
 
 impl Choice {
-    /// The choice for `path` on `socket` from the [`active`] profile; `segment`, the size of a
-    /// GSO train's segments where the socket sends trains ([`Trains::of`]).
-    pub fn for_socket(
-        path: SendPath,
-        socket: &impl AsFd,
-        segment: Option<crate::udp_gso::Segment>,
-    ) -> Choice {
+    /// The choice for `path` on `socket` from the [`active`] profile; `segment`, the size in
+    /// bytes of a GSO train's segments where the socket sends trains ([`Trains::of`]).
+    pub fn for_socket(path: SendPath, socket: &impl AsFd, segment: Option<usize>) -> Choice {
         let route = Route::of(socket).unwrap_or(Route::Device);
         let profile = active();
         let entry = profile.entry(path, route);
@@ -204,9 +200,9 @@ pub struct AutoCounters {
     /// Size classes that started from what an earlier sender of this process learned for the
     /// same path and route ([`forget`] clears it) rather than from the prior.
     pub resumed_classes: u64,
-    /// Pairs dropped because the load changed across them ([`DRIFT_MAX`]).
+    /// Pairs dropped because the load changed across them ([`Learning::drift_max`]).
     ///
-    /// [`DRIFT_MAX`]: super::DRIFT_MAX
+    /// [`Learning::drift_max`]: super::Learning::drift_max
     pub discarded_pairs: u64,
 }
 
@@ -232,10 +228,10 @@ impl AutoCounters {
 /// What the size classes of this process's auto senders learned, per path, route and class
 /// (and the bar zero copy had to clear): a new sender's class starts from it instead of the
 /// prior, already decided, and explores at the learned cadence. A server of many short
-/// connections, or a bench with a sender per run, then pays the [`FIRST_PAIRS`] pairs of
+/// connections, or a bench with a sender per run, then pays the [`FIRST_PAIRS`](super::Learning::first_pairs) pairs of
 /// learning once per class, not once per sender.
 ///
-/// [`FIRST_PAIRS`]: super::FIRST_PAIRS
+/// [`FIRST_PAIRS`]: super::Learning::first_pairs
 type MemoryKey = (SendPath, Route, usize, u64);
 static MEMORY: std::sync::Mutex<Option<std::collections::HashMap<MemoryKey, Learned>>> =
     std::sync::Mutex::new(None);
@@ -494,7 +490,7 @@ impl Decider {
     }
 
     /// A completion said the kernel copied: copy the next messages (a back-off, twice as long
-    /// as the one before it in a row, at most [`BACKOFF_MAX`]); rounds in progress end
+    /// as the one before it in a row, at most [`BACKOFF_MAX`](super::Learning::backoff_sends)); rounds in progress end
     /// unmeasured. Completions that arrive during a back-off do not lengthen it.
     pub(crate) fn copied(&mut self) {
         if self.copy_for > 0 {

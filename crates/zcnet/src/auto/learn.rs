@@ -1,12 +1,12 @@
 //! The online learner: what a byte costs each way on this sender's own socket and traffic.
 //!
 //! Sends are cut per size class into *rounds* of one way (copy or zero copy), about
-//! [`ROUND_BYTES`] each. A round's cost is the sending thread's CPU time from its first send to
+//! [`ROUND_BYTES`](super::Learning::round_bytes) each. A round's cost is the sending thread's CPU time from its first send to
 //! the first send of the class's next round (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`, one read
 //! per round), over the round's bytes: the send calls, the completions reaped meanwhile and
 //! whatever else the thread did, which both ways share. Now and then a round goes the way not
 //! chosen (*exploring*); its cost over the mean of the rounds just before and after it is one
-//! *pair*, so that a drift of the machine's load cancels. The median of the last [`PAIRS_KEPT`]
+//! *pair*, so that a drift of the machine's load cancels. The median of the last [`PAIRS_KEPT`](super::Learning::pairs_kept)
 //! pairs, zero copy's cost over copy's, decides: zero copy below `1 - HYSTERESIS`, copy above
 //! `1 + HYSTERESIS`, the current way in between.
 //!
@@ -16,10 +16,10 @@
 //!
 //! A class starts from the prior: the profile's threshold, unless a neighbour class has already
 //! learned (zero copy that pays for smaller messages pays for larger ones; copy that wins for
-//! larger ones wins for smaller ones). Its first [`FIRST_PAIRS`] pairs are measured back to back;
+//! larger ones wins for smaller ones). Its first [`FIRST_PAIRS`](super::Learning::first_pairs) pairs are measured back to back;
 //! then one round in `every` explores, where `every` keeps the exploring cost near
 //! [`EXPLORE_COST`]: the other way costs `gap` more per byte, so exploring one round in
-//! `gap / EXPLORE_COST` costs that share, within [`EVERY_MIN`]..=[`EVERY_MAX`] rounds.
+//! `gap / EXPLORE_COST` costs that share, within [`EVERY_MIN`](super::Learning::explore_every)..=[`EVERY_MAX`](super::Learning::explore_every) rounds.
 
 use std::thread::ThreadId;
 
@@ -27,42 +27,42 @@ use serde::Serialize;
 
 /// Bytes in a round, about: long enough that the sends queued at its edges (an io_uring batch)
 /// are a small part of it, and the one clock read a negligible one.
-pub const ROUND_BYTES: usize = 4 << 20;
+pub(crate) const ROUND_BYTES: usize = 4 << 20;
 /// Sends in a round, at least and at most.
-pub const ROUND_SENDS: (u32, u32) = (16, 1024);
+pub(crate) const ROUND_SENDS: (u32, u32) = (16, 1024);
 /// Pairs measured back to back when a class starts.
-pub const FIRST_PAIRS: usize = 3;
+pub(crate) const FIRST_PAIRS: usize = 3;
 /// Pairs whose median decides.
-pub const PAIRS_KEPT: usize = 8;
+pub(crate) const PAIRS_KEPT: usize = 8;
 /// The median must be this far from 1 to change the way a class sends.
-pub const HYSTERESIS: f64 = 0.03;
+pub(crate) const HYSTERESIS: f64 = 0.03;
 /// How much cheaper zero copy must measure (the median of the pairs) before trains that the
 /// route's device cuts in software (`tx-udp-segmentation` off) go by zero copy. There the
 /// kernel segments each train by hand and the copy it saves is a small part of the cost: the
 /// kernel's `udpgso_bench_tx` measured zero copy 0.92x the bytes per CPU second of copy (the
 /// issue's figures) and zcnet 1.06x the cost (1.00-1.11), within this VM's spread of pairs, so
-/// with the usual [`HYSTERESIS`] a sender flipped from run to run. A device fact raises the bar
+/// with the usual [`HYSTERESIS`](super::Learning::hysteresis) a sender flipped from run to run. A device fact raises the bar
 /// instead of fixing the way: a machine where zero copy does pay there by more still learns it.
-pub const SOFTWARE_GSO_MARGIN: f64 = 0.15;
+pub(crate) const SOFTWARE_GSO_MARGIN: f64 = 0.15;
 /// A pair is kept only when the rounds on either side of its exploring round cost within this
 /// much of each other (`|after - before|` over their mean): where they do not, the machine's
 /// load changed across the pair, and the exploring round may have seen either load. The mean of
 /// the two cancels a load that drifts; a step does not cancel (another process on the CPU for a
 /// few rounds made a class flap four times in 3 million sends of a test before), so such a
 /// pair is dropped and counted ([`AutoCounters::discarded_pairs`](super::AutoCounters)).
-pub const DRIFT_MAX: f64 = 0.25;
+pub(crate) const DRIFT_MAX: f64 = 0.25;
 /// The share of CPU the exploring aims to cost at steady state.
-pub const EXPLORE_COST: f64 = 0.0025;
+pub(crate) const EXPLORE_COST: f64 = 0.0025;
 /// Explore one round in at least this many...
-pub const EVERY_MIN: u32 = 32;
+pub(crate) const EVERY_MIN: u32 = 32;
 /// ...and at most this many: with a gap up to 2.56 (the other way costing 3.56 times as much,
 /// as copy does beside io_uring's registered buffers at 64000 B) exploring still costs
-/// [`EXPLORE_COST`]. At 256 it cost 0.7-0.8 % of the CPU there (measured by the pairs,
+/// [`EXPLORE_COST`](super::Learning::explore_cost). At 256 it cost 0.7-0.8 % of the CPU there (measured by the pairs,
 /// issue 47). The price: a class that learned a wide gap needs about `5 * every` rounds to
 /// follow a change, 10-20 s of a sender that keeps the link busy.
-pub const EVERY_MAX: u32 = 1024;
+pub(crate) const EVERY_MAX: u32 = 1024;
 /// Size classes: below 1 KiB, then one per power of two, up to 1 MiB and more.
-pub const CLASSES: usize = 12;
+pub(crate) const CLASSES: usize = 12;
 
 /// The class of a message of `len` bytes.
 #[inline]
@@ -137,7 +137,7 @@ pub struct SizeClass {
     pub to: Option<usize>,
     /// Whether its messages go by zero copy now (what it learned, or the prior).
     pub zero_copy: bool,
-    /// Whether that is learned (at least [`FIRST_PAIRS`] pairs) rather than the prior.
+    /// Whether that is learned (at least [`FIRST_PAIRS`](super::Learning::first_pairs) pairs) rather than the prior.
     pub learned: bool,
     /// Sends of this class, every way: its rounds' and its back-off sends.
     pub sends: u64,
@@ -151,14 +151,14 @@ pub struct SizeClass {
     pub zero_copy_over_copy: Option<f64>,
     /// The least and greatest of those pairs.
     pub spread: Option<[f64; 2]>,
-    /// Pairs kept (at most [`PAIRS_KEPT`]).
+    /// Pairs kept (at most [`PAIRS_KEPT`](super::Learning::pairs_kept)).
     pub pairs: usize,
     /// Times the class changed its way.
     pub switches: u64,
     /// One round in this many explores now.
     pub explore_every: u32,
     /// How far below 1 the median must be for the class to choose zero copy:
-    /// [`HYSTERESIS`], or [`SOFTWARE_GSO_MARGIN`] for trains the route's device cuts in
+    /// [`HYSTERESIS`](super::Learning::hysteresis), or [`SOFTWARE_GSO_MARGIN`](super::Learning::software_gso_margin) for trains the route's device cuts in
     /// software.
     pub margin: f64,
     /// Whether it started from what an earlier sender of this process learned for the same
@@ -274,7 +274,7 @@ pub(crate) struct Prior {
 }
 
 impl Prior {
-    /// `zero_copy`, decided with the usual [`HYSTERESIS`].
+    /// `zero_copy`, decided with the usual [`HYSTERESIS`](super::Learning::hysteresis).
     pub(crate) fn way(zero_copy: bool) -> Prior {
         Prior {
             zero_copy,
@@ -290,7 +290,7 @@ pub(crate) struct Turn {
     pub(crate) switched: bool,
     /// A pair was recorded: what the class learned changed (a sender shares it, [`Learned`]).
     pub(crate) recorded: bool,
-    /// A pair was dropped: the load changed across it ([`DRIFT_MAX`]).
+    /// A pair was dropped: the load changed across it ([`DRIFT_MAX`](super::Learning::drift_max)).
     pub(crate) discarded: bool,
     /// CPU (ns) the exploring round of that pair spent beyond what the chosen way would have
     /// cost for its bytes (0 where exploring was the cheaper way).
@@ -368,7 +368,7 @@ impl Class {
 
     /// Starts a class that never sent from what the same class of another sender learned: its
     /// way and pairs, already decided, so that it explores at the learned cadence instead of
-    /// measuring [`FIRST_PAIRS`] pairs back to back (a server's short connections, a bench's
+    /// measuring [`FIRST_PAIRS`](super::Learning::first_pairs) pairs back to back (a server's short connections, a bench's
     /// sender per run).
     #[cold]
     pub(crate) fn resume(&mut self, learned: &Learned) {

@@ -96,9 +96,9 @@ impl Trains {
     /// thread's network namespace, checked with `SO_NETNS_COOKIE`, Linux 5.14), the device's
     /// name by `SIOCGIFNAME` and its feature by `ETHTOOL_GFEATURES` (netdevice(7), Linux
     /// 2.6.39).
-    pub fn of(socket: &impl AsFd, segment: crate::udp_gso::Segment) -> Trains {
+    pub fn of(socket: &impl AsFd, segment: usize) -> Trains {
         Trains {
-            segment: segment.get(),
+            segment,
             segmentation: Segmentation::of(socket.as_fd()),
         }
     }
@@ -149,7 +149,7 @@ impl fmt::Display for Trains {
                 f,
                 " leave by {device}, which cuts them in software (tx-udp-segmentation off): \
                  they copy unless zero copy measures {:.0} % cheaper",
-                100.0 * super::SOFTWARE_GSO_MARGIN
+                100.0 * super::learn::SOFTWARE_GSO_MARGIN
             ),
             Segmentation::Offload { device } => write!(
                 f,
@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn trains_say_why_their_device_is_not_known() {
-        let segment = crate::udp_gso::Segment::new(1472).unwrap();
+        let segment = 1472;
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
         let t = Trains::of(&s, segment);
         assert!(matches!(

@@ -3,15 +3,15 @@
 //! Declaring a contract a caller must keep is `unsafe` in Rust, and the crate allows it only
 //! here and on the two functions a caller vouches through (`AssumeExclusive::new`,
 //! `ZeroCopySender::send_borrowed`): these declare promises, none of them runs an `unsafe`
-//! operation. The operations live in the private `sys` module, which takes the contract as its
-//! own `StableBytes`.
+//! operation. The operations live below, in `zcnet-sys`, and in the io_uring engine
+//! (`uring/engine`), which keeps a loaned buffer until the kernel is done with it.
 #![allow(unsafe_code)]
 
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use super::AssumeExclusive;
-use crate::sys::stable::{FileRegion, StableBytes};
+use crate::sys::stable::FileRegion;
 
 /// Owned bytes that may be loaned to the kernel.
 ///
@@ -36,13 +36,6 @@ use crate::sys::stable::{FileRegion, StableBytes};
 pub unsafe trait OwnedBuf: Send + 'static {
     /// The bytes to send.
     fn bytes(&self) -> &[u8];
-}
-
-// SAFETY: `OwnedBuf`'s contract is word for word `StableBytes`'s.
-unsafe impl<B: OwnedBuf> StableBytes for B {
-    fn stable_bytes(&self) -> &[u8] {
-        self.bytes()
-    }
 }
 
 // SAFETY: the heap allocation does not move with the Vec, and only its owner (us) could write.

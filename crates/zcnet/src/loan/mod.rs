@@ -20,6 +20,7 @@ use std::net::{TcpStream, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 mod contract;
+mod defer;
 #[cfg(any(feature = "msg_zerocopy", feature = "uring"))]
 pub(crate) mod orphans;
 #[cfg(feature = "uring")]
@@ -320,7 +321,7 @@ impl Drop for Claim {
 /// loopback (in the caller's network namespace), whose transmit runs the softirq there. Best
 /// effort: a namespace whose loopback is down, or a CPU the helper cannot move to, is skipped.
 pub fn kick_deferred_frees() -> usize {
-    crate::sys::defer::kick_deferred_frees()
+    defer::kick_deferred_frees()
 }
 
 /// When a sender waiting for completions runs [`kick_deferred_frees`]: after

@@ -40,8 +40,8 @@ pub enum Mode {
     /// Zero copy where it pays, learned on this sender's own traffic ([`crate::auto`]): per size
     /// class, starting from the profile's threshold for this socket's path (UDP or TCP) and route
     /// and moving to what the sending thread's CPU per byte says; after a completion flagged
-    /// "copied", by copy for [`crate::auto::BACKOFF_SENDS`] sends (doubling while completions keep
-    /// saying so), then zero copy again.
+    /// "copied", by copy for [`crate::auto::Learning::backoff_sends`] sends (doubling while
+    /// completions keep saying so), then zero copy again.
     /// [`ZeroCopySender::auto_choice`](super::ZeroCopySender::auto_choice) says where it started
     /// and what it learned; [`Config::threshold`] and [`Config::policy`] are not used.
     Auto,

@@ -45,7 +45,7 @@ pub(crate) use once::send_once;
 pub use once::udp_send_once;
 pub use socket::enable;
 pub use support::{Support, support};
-pub use tracker::{Freed, Tracker};
+pub(crate) use tracker::{Freed, Tracker};
 
 /// Identifies a borrowed send ([`ZeroCopySender::send_borrowed`]) until its completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -147,7 +147,7 @@ impl<S: ExclusiveSocket, B: OwnedBuf> ZeroCopySender<S, B> {
             Box::new(crate::auto::Decider::new(Choice::for_socket(
                 path,
                 &socket,
-                config.segment,
+                config.segment.map(crate::udp_gso::Segment::get),
             )))
         });
         // A blocking send waits in the kernel at most the stall timeout (put back at the drop).

@@ -35,7 +35,7 @@ pub use block::{BlockError, BlockFrames, BlockInfo, Frame};
 pub use capture::{Capture, Config, Counters, Mode};
 pub use fanout::{FanoutMode, fanout};
 pub use filter::{Filter, libpcap_available};
-pub use rx::{Block, RxConfig, RxRing, is_loopback};
+pub use rx::{Block, RxConfig, RxRing};
 pub use socket::{Received, Socket};
 pub use support::{Support, support};
 pub use tx::{TxConfig, TxRing};

@@ -10,15 +10,6 @@ use super::{
 };
 use crate::sys::{self, abi, packet as ring};
 
-/// Whether `iface` is a loopback device (`IFF_LOOPBACK` in `/sys/class/net/IFACE/flags`), where
-/// every packet passes twice; see [`RxConfig::ignore_outgoing`].
-pub fn is_loopback(iface: &str) -> bool {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/flags"))
-        .ok()
-        .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
-        .is_some_and(|flags| flags & libc::IFF_LOOPBACK as u32 != 0)
-}
-
 /// Geometry and behaviour of an RX ring.
 #[derive(Clone, Debug)]
 pub struct RxConfig {
@@ -112,7 +103,10 @@ impl RxRing {
         };
         sys::sockopt::set_packet_ring(fd.as_fd(), false, &req)
             .map_err(sys_err("setsockopt(PACKET_RX_RING)"))?;
-        let ring = ring::Ring::map(fd.as_fd(), config.block_size, config.block_count)
+        // SAFETY: the one mapping of the ring of this packet socket, which this constructor
+        // created above and keeps to itself.
+        #[allow(unsafe_code)]
+        let ring = unsafe { ring::Ring::map(fd.as_fd(), config.block_size, config.block_count) }
             .map_err(sys_err("mmap(ring)"))?;
         if let Some(f) = &config.filter {
             f.attach(fd.as_fd())?;

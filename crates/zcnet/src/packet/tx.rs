@@ -85,7 +85,10 @@ impl TxRing {
         };
         sys::sockopt::set_packet_ring(fd.as_fd(), true, &req)
             .map_err(sys_err("setsockopt(PACKET_TX_RING)"))?;
-        let ring = ring::Ring::map(fd.as_fd(), config.frame_size, per_block * blocks)
+        // SAFETY: the one mapping of the ring of this packet socket, which this constructor
+        // created above and keeps to itself.
+        #[allow(unsafe_code)]
+        let ring = unsafe { ring::Ring::map(fd.as_fd(), config.frame_size, per_block * blocks) }
             .map_err(sys_err("mmap(ring)"))?;
         // Protocol 0: no receive hook; frames carry their own Ethernet header.
         sys::net::bind_packet(fd.as_fd(), index, 0).map_err(sys_err("bind(AF_PACKET)"))?;

@@ -70,21 +70,6 @@ pub(super) fn end_is_fin(stream: &TcpStream, shut: bool) -> bool {
     shut || !closed(stream)
 }
 
-/// Data bytes of an actively opened TCP connection that the peer acknowledged
-/// (`tcpi_bytes_acked` of `TCP_INFO`, Linux 4.2).
-///
-/// # Errors
-/// `getsockopt`'s error, or a kernel whose `tcp_info` lacks the field.
-pub fn acked_data_bytes(stream: &TcpStream) -> io::Result<u64> {
-    // tcpi_bytes_acked advances with snd_una, and the acknowledgement of our SYN moved it by
-    // one: data bytes are one fewer (without this a failover skipped the byte after the last
-    // one the destination received; `acknowledged_count_is_exact` checks it). A FIN's
-    // acknowledgement adds one more at the end; callers cap at what was sent.
-    tcp_info(stream)?
-        .acked_data_bytes()
-        .ok_or_else(no_bytes_acked)
-}
-
 fn no_bytes_acked() -> io::Error {
     io::Error::other("TCP_INFO without tcpi_bytes_acked (needs Linux 4.2)")
 }

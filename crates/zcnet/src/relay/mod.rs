@@ -52,7 +52,6 @@ mod session;
 use std::net::TcpStream;
 use std::time::Duration;
 
-pub use ack::acked_data_bytes;
 pub use config::{Config, Failover, Report};
 #[cfg(feature = "tokio")]
 pub(crate) use connect::Attempts;

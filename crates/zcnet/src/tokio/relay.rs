@@ -186,10 +186,7 @@ pub async fn serve(
         }
         if live.load(Ordering::SeqCst) >= how.max_connections {
             served.refused += 1;
-            // A reset (`connect(AF_UNSPEC)`), then the close: taking the socket out of the
-            // reactor first (`into_std`) could fail and leave the drop a FIN.
-            let _ = crate::sys::net::disconnect(src.as_fd());
-            drop(src);
+            refuse(src);
             event(Event::Refused { from });
             continue;
         }
@@ -207,18 +204,35 @@ pub async fn serve(
         });
         while tasks.try_join_next().is_some() {}
     }
-    // The drain: every live connection to its end, or reset when the time is up (dropping a
-    // relay's future resets both its connections).
-    let drained = ::tokio::time::timeout(drain_timeout, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        let left = tasks.len();
-        served.reset_at_drain = left as u64;
-        tasks.shutdown().await;
-        event(Event::DrainTimedOut { live: left });
+    served.reset_at_drain = drain(tasks, drain_timeout).await;
+    if served.reset_at_drain > 0 {
+        event(Event::DrainTimedOut {
+            live: served.reset_at_drain as usize,
+        });
     }
     served.failed = failed.load(Ordering::SeqCst);
     Ok(served)
+}
+
+/// Turns a connection over `max_connections` away: a reset (`connect(AF_UNSPEC)`), then the
+/// close. Taking the socket out of the reactor first (`into_std`) could fail and leave the drop
+/// a FIN.
+fn refuse(src: TcpStream) {
+    let _ = crate::sys::net::disconnect(src.as_fd());
+    drop(src);
+}
+
+/// The drain: every live connection to its end, or reset when `timeout` is up (dropping a
+/// relay's future resets both its connections). How many were reset.
+async fn drain(mut tasks: ::tokio::task::JoinSet<()>, timeout: Duration) -> u64 {
+    let drained = ::tokio::time::timeout(timeout, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_ok() {
+        return 0;
+    }
+    let left = tasks.len() as u64;
+    tasks.shutdown().await;
+    left
 }

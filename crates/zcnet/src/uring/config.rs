@@ -1,4 +1,5 @@
-//! How a [`UringSender`](super::UringSender) sends: its mode, ring set-up and configuration, and what it counts.
+//! How a [`UringSender`](super::UringSender) sends: its mode, ring set-up and configuration, and
+//! what it counts.
 
 use crate::sys;
 use std::time::Duration;
@@ -11,19 +12,21 @@ pub enum Mode {
     #[doc(alias("IORING_OP_SEND", "IORING_OP_SENDMSG"))]
     Copy,
     /// `IORING_OP_SEND_ZC` / `SENDMSG_ZC`: the buffer comes back at the notification. Where the
-    /// kernel lacks them, sends by copy and says why ([`UringSender::fallback_reason`](super::UringSender::fallback_reason)).
+    /// kernel lacks them, sends by copy and says why
+    /// ([`UringSender::fallback_reason`](super::UringSender::fallback_reason)).
     #[doc(alias("IORING_OP_SEND_ZC", "IORING_OP_SENDMSG_ZC"))]
     ZeroCopy,
     /// `SEND_ZC` with `IORING_RECVSEND_FIXED_BUF`: buffers of a registered [`Pool`](super::Pool).
     #[doc(alias("IORING_RECVSEND_FIXED_BUF", "IORING_REGISTER_BUFFERS"))]
     ZeroCopyFixed,
-    /// Zero copy where it pays, learned on this sender's own traffic ([`crate::auto`]): per
-    /// size class `SEND_ZC` or `SEND`, starting from the profile's threshold for this socket's
-    /// route and moving to what the sending thread's CPU per byte says; after a notification
-    /// flagged "copied", by copy for [`crate::auto::BACKOFF_SENDS`] sends (doubling while they
-    /// keep saying so), then zero copy again. With [`UringSender::with_pool`](super::UringSender::with_pool) the pool is
-    /// registered where `RLIMIT_MEMLOCK` allows and the zero-copy sends use it (the
-    /// `uring_zc_fixed` threshold). [`UringSender::auto_choice`](super::UringSender::auto_choice) says where it started and what
+    /// Zero copy where it pays, learned on this sender's own traffic ([`crate::auto`]): per size
+    /// class `SEND_ZC` or `SEND`, starting from the profile's threshold for this socket's route and
+    /// moving to what the sending thread's CPU per byte says; after a notification flagged
+    /// "copied", by copy for [`crate::auto::Learning::backoff_sends`] sends (doubling while they
+    /// keep saying so), then zero copy again. With
+    /// [`UringSender::with_pool`](super::UringSender::with_pool) the pool is registered where
+    /// `RLIMIT_MEMLOCK` allows and the zero-copy sends use it (the `uring_zc_fixed` threshold).
+    /// [`UringSender::auto_choice`](super::UringSender::auto_choice) says where it started and what
     /// it learned; `counters().auto` counts each way, the exploring and the back-offs.
     Auto,
 }
@@ -40,8 +43,9 @@ impl Mode {
     }
 }
 
-/// How the ring is set up, as liburing's examples (`send-zerocopy.c`) set it: each item is
-/// tried and dropped where the kernel refuses it; [`UringSender::setup`](super::UringSender::setup) says what was granted.
+/// How the ring is set up, as liburing's examples (`send-zerocopy.c`) set it: each item is tried
+/// and dropped where the kernel refuses it; [`UringSender::setup`](super::UringSender::setup) says
+/// what was granted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct RingSetup {
     /// `IORING_SETUP_COOP_TASKRUN` (Linux 5.19): completions run at the next kernel entry
@@ -183,8 +187,8 @@ pub struct Counters {
     /// Zero-copy requests the kernel refused to pin (`ENOMEM`/`ENOBUFS`: `RLIMIT_MEMLOCK`, which
     /// counts the pages a zero-copy send pins) and that were sent again by copy.
     pub memlock_fallbacks: u64,
-    /// Times a wait for completions ([`UringSender::drain`](super::UringSender::drain), a full window) stalled and ran every CPU's deferred frees
-    /// ([`crate::loan::kick_deferred_frees`]).
+    /// Times a wait for completions ([`UringSender::drain`](super::UringSender::drain), a full
+    /// window) stalled and ran every CPU's deferred frees ([`crate::loan::kick_deferred_frees`]).
     pub deferred_kicks: u64,
     /// Requests that went again from their ring slots ([`UringSender::resend_returned`]'s
     /// short path, every mode on a datagram socket without trains): the path tag a test of

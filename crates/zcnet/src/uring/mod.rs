@@ -61,6 +61,7 @@
 //! - the kernel's `io_uring/net.c` and `Documentation/networking/msg_zerocopy.rst`
 
 mod config;
+mod engine;
 mod error;
 mod sender;
 mod support;

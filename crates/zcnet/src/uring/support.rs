@@ -6,7 +6,7 @@ use crate::support::{Check, CheckId, Probe, Status, loopback};
 use crate::sys::{self, abi};
 use std::io;
 use std::net::UdpSocket;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::OnceLock;
 
 // ---------------------------------------------------------------------------------------------
@@ -64,42 +64,12 @@ pub fn support() -> &'static Support {
 }
 
 pub(super) fn uring_checks() -> Vec<Check> {
-    let io_uring_disabled: Option<u32> =
-        std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
-            .ok()
-            .and_then(|s| s.trim().parse().ok());
-    let memlock_soft = sys::process::memlock_limit().map_or(None, |(soft, _)| soft);
-    let cap_ipc_lock = sys::process::has_cap_ipc_lock();
     use CheckId::*;
     let mut setup = Probe::new(UringSetup);
     setup.step("io_uring_setup(4)");
     let ring = match sys::uring::setup(4) {
         Ok(r) => r,
-        Err(e) => {
-            let why = match (e.raw_os_error(), io_uring_disabled) {
-                (_, Some(2)) => " (kernel.io_uring_disabled = 2: io_uring is switched off)".to_owned(),
-                (Some(libc::EPERM), Some(1)) => {
-                    " (kernel.io_uring_disabled = 1: only members of kernel.io_uring_group may use it)".to_owned()
-                }
-                (Some(libc::ENOSYS), Some(_)) => {
-                    " (the kernel has io_uring, so a seccomp filter must be refusing it)".to_owned()
-                }
-                _ => String::new(),
-            };
-            let first = setup.failed(
-                &format!("io_uring_setup{why}"),
-                &e,
-                "needs Linux 5.1+ with CONFIG_IO_URING",
-            );
-            let rest = [
-                UringSendZc,
-                UringSendmsgZc,
-                UringReportUsage,
-                UringRegisteredBuffers,
-            ]
-            .map(|id| Probe::new(id).skipped("io_uring is not usable here (see uring.setup)"));
-            return std::iter::once(first).chain(rest).collect();
-        }
+        Err(e) => return setup_failed(setup, &e),
     };
     let mut out = vec![setup.ok("io_uring_setup works")];
 
@@ -159,42 +129,76 @@ pub(super) fn uring_checks() -> Vec<Check> {
             return out;
         }
     };
-    let mut usage = Probe::new(UringReportUsage);
+    let (sent, usage) = send_zc_checks(tx.as_fd(), send_zc);
+    out.insert(1, sent);
+    out.push(usage);
+    out.push(registered_buffers_check(tx.as_fd()));
+    out
+}
+
+/// `uring.setup` failed with `e`, saying why where the host's settings do (`io_uring_disabled`,
+/// a seccomp filter); the checks after it skipped.
+fn setup_failed(setup: Probe, e: &io::Error) -> Vec<Check> {
+    use CheckId::*;
+    let io_uring_disabled: Option<u32> =
+        std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+    let why = match (e.raw_os_error(), io_uring_disabled) {
+        (_, Some(2)) => " (kernel.io_uring_disabled = 2: io_uring is switched off)".to_owned(),
+        (Some(libc::EPERM), Some(1)) => {
+            " (kernel.io_uring_disabled = 1: only members of kernel.io_uring_group may use it)"
+                .to_owned()
+        }
+        (Some(libc::ENOSYS), Some(_)) => {
+            " (the kernel has io_uring, so a seccomp filter must be refusing it)".to_owned()
+        }
+        _ => String::new(),
+    };
+    let first = setup.failed(
+        &format!("io_uring_setup{why}"),
+        e,
+        "needs Linux 5.1+ with CONFIG_IO_URING",
+    );
+    let rest = [
+        UringSendZc,
+        UringSendmsgZc,
+        UringReportUsage,
+        UringRegisteredBuffers,
+    ]
+    .map(|id| Probe::new(id).skipped("io_uring is not usable here (see uring.setup)"));
+    std::iter::once(first).chain(rest).collect()
+}
+
+/// `uring.send_zc` and `uring.report_usage`: one `SEND_ZC` with `REPORT_USAGE` on `tx`.
+fn send_zc_checks(tx: BorrowedFd<'_>, mut send_zc: Probe) -> (Check, Check) {
+    let mut usage = Probe::new(CheckId::UringReportUsage);
     usage.step("IORING_OP_SEND_ZC with IORING_SEND_ZC_REPORT_USAGE over loopback UDP");
     send_zc.step("IORING_OP_SEND_ZC over loopback UDP");
-    match sys::uring::send_zc_once(
-        tx.as_fd(),
-        1024,
-        abi::IORING_SEND_ZC_REPORT_USAGE,
-        false,
-        TIMEOUT,
-    ) {
-        Ok(o) if o.result == -libc::EINVAL => {
-            out.insert(1, send_zc.ok("the opcode probe lists IORING_OP_SEND_ZC"));
-            out.push(usage.done(
+    let failed = || Probe::new(CheckId::UringReportUsage).skipped("SEND_ZC itself failed");
+    match sys::uring::send_zc_once(tx, 1024, abi::IORING_SEND_ZC_REPORT_USAGE, false, TIMEOUT) {
+        Ok(o) if o.result == -libc::EINVAL => (
+            send_zc.ok("the opcode probe lists IORING_OP_SEND_ZC"),
+            usage.done(
                 Status::Unavailable,
                 "SEND_ZC rejects IORING_SEND_ZC_REPORT_USAGE (EINVAL); needs Linux 6.2+",
                 Some("EINVAL"),
-            ));
-        }
+            ),
+        ),
         Ok(o) if o.result < 0 => {
             let e = io::Error::from_raw_os_error(-o.result);
-            out.insert(
-                1,
+            (
                 send_zc.failed("IORING_OP_SEND_ZC", &e, "needs Linux 6.0+"),
-            );
-            out.push(Probe::new(UringReportUsage).skipped("SEND_ZC itself failed"));
+                failed(),
+            )
         }
         Ok(o) => {
             send_zc.detail("more", o.more);
-            out.insert(
-                1,
-                send_zc.ok(format!(
-                    "a SEND_ZC request sent {} bytes; result CQE then notification CQE",
-                    o.result
-                )),
-            );
-            match o.copied() {
+            let sent = send_zc.ok(format!(
+                "a SEND_ZC request sent {} bytes; result CQE then notification CQE",
+                o.result
+            ));
+            let usage = match o.copied() {
                 Some(copied) => {
                     usage.detail("copied", copied);
                     let how = if copied {
@@ -202,25 +206,29 @@ pub(super) fn uring_checks() -> Vec<Check> {
                     } else {
                         "not copied"
                     };
-                    out.push(usage.ok(format!("the notification reports usage ({how})")));
+                    usage.ok(format!("the notification reports usage ({how})"))
                 }
-                None => out.push(usage.done(
+                None => usage.done(
                     Status::Unavailable,
                     "no notification CQE followed the result",
                     None,
-                )),
-            }
+                ),
+            };
+            (sent, usage)
         }
-        Err(e) => {
-            out.insert(
-                1,
-                send_zc.failed("IORING_OP_SEND_ZC", &e, "needs Linux 6.0+"),
-            );
-            out.push(Probe::new(UringReportUsage).skipped("SEND_ZC itself failed"));
-        }
+        Err(e) => (
+            send_zc.failed("IORING_OP_SEND_ZC", &e, "needs Linux 6.0+"),
+            failed(),
+        ),
     }
+}
 
-    let mut fixed = Probe::new(UringRegisteredBuffers);
+/// `uring.registered_buffers`: one page registered, sent with `IORING_RECVSEND_FIXED_BUF`, and
+/// what `RLIMIT_MEMLOCK` lets a pool pin.
+fn registered_buffers_check(tx: BorrowedFd<'_>) -> Check {
+    let memlock_soft = sys::process::memlock_limit().map_or(None, |(soft, _)| soft);
+    let cap_ipc_lock = sys::process::has_cap_ipc_lock();
+    let mut fixed = Probe::new(CheckId::UringRegisteredBuffers);
     fixed.step(
         "IORING_REGISTER_BUFFERS (one page); IORING_OP_SEND_ZC with IORING_RECVSEND_FIXED_BUF",
     );
@@ -234,18 +242,13 @@ pub(super) fn uring_checks() -> Vec<Check> {
             n / 1024
         ),
     };
-    out.push(
-        match sys::uring::send_zc_once(tx.as_fd(), sys::mm::page_size(), 0, true, TIMEOUT) {
-            Ok(o) if o.result >= 0 => {
-                fixed.ok(format!("a registered-buffer SEND_ZC worked; {limit}"))
-            }
-            Ok(o) => fixed.failed(
-                "SEND_ZC(FIXED_BUF)",
-                &io::Error::from_raw_os_error(-o.result),
-                "needs Linux 6.0+",
-            ),
-            Err(e) => fixed.failed("IORING_REGISTER_BUFFERS", &e, &limit),
-        },
-    );
-    out
+    match sys::uring::send_zc_once(tx, sys::mm::page_size(), 0, true, TIMEOUT) {
+        Ok(o) if o.result >= 0 => fixed.ok(format!("a registered-buffer SEND_ZC worked; {limit}")),
+        Ok(o) => fixed.failed(
+            "SEND_ZC(FIXED_BUF)",
+            &io::Error::from_raw_os_error(-o.result),
+            "needs Linux 6.0+",
+        ),
+        Err(e) => fixed.failed("IORING_REGISTER_BUFFERS", &e, &limit),
+    }
 }

@@ -50,7 +50,7 @@ pub use config::{Attach, Config, Mode};
 pub use counters::{Counters, Statistics};
 pub use error::XdpError;
 use error::{memlock, sys_err};
-pub use program::{MAX_QUEUES, PROGRAM_OBJECT};
+pub use program::MAX_QUEUES;
 pub use queues::Queues;
 pub use rx::Frames;
 pub use socket::XdpSocket;

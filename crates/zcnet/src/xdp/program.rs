@@ -14,7 +14,7 @@ struct Aligned<T: ?Sized>(T);
 static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("../../bpf/xdp_redirect.o"));
 
 /// The redirect program's object (built by `bpf/build.sh` from `bpf/xdp_redirect.c`), 8-aligned.
-pub const PROGRAM_OBJECT: &[u8] = &OBJECT.0;
+pub(crate) const PROGRAM_OBJECT: &[u8] = &OBJECT.0;
 /// The program's name in the object.
 const PROGRAM: &str = "zcnet_xsk_redirect";
 /// The XSKMAP's name in the object.

@@ -261,7 +261,12 @@ pub fn send_then_reset(to: SocketAddr, data: &[u8], after_acknowledged: bool) {
     s.write_all(data).unwrap();
     if after_acknowledged {
         let until = Instant::now() + Duration::from_secs(30);
-        while zcnet::relay::acked_data_bytes(&s).unwrap() < data.len() as u64 {
+        while zcnet::tcp_info::tcp_info(&s)
+            .unwrap()
+            .acked_data_bytes()
+            .unwrap()
+            < data.len() as u64
+        {
             assert!(
                 Instant::now() < until,
                 "the relay's TCP never took the stream"
