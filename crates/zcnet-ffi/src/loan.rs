@@ -363,3 +363,18 @@ pub(super) unsafe fn read_auto<H>(
         Ok(())
     })
 }
+
+/// Why a loaning sender's constructor refused, as C reads it: `EBUSY` when another sender of
+/// this process holds the socket (`in_use`), `EOPNOTSUPP` for GSO trains the kernel lacks
+/// (`no_gso`: `UDP_SEGMENT`), else as [`Fail::from_error`].
+pub(super) fn refused(e: &(dyn std::error::Error + 'static), in_use: bool, no_gso: bool) -> Fail {
+    let errno = match (in_use, no_gso) {
+        (true, _) => libc::EBUSY,
+        (false, true) => libc::EOPNOTSUPP,
+        (false, false) => return Fail::from_error(e),
+    };
+    Fail {
+        errno,
+        message: e.to_string(),
+    }
+}

@@ -12,7 +12,7 @@ use super::error::{Fail, guard};
 use super::handle::{Fd, ZcnetMode, arg, fd, free_handle, read_counters};
 use super::loan::{
     CBuf, ZcnetAutoCounters, ZcnetCompletion, auto_counters, c_buf, drain_for, lend, lender,
-    read_auto, reap_into, set_stall,
+    read_auto, reap_into, refused, set_stall,
 };
 
 /// What a MSG_ZEROCOPY sender did.
@@ -139,19 +139,16 @@ unsafe fn zc_sender_new(
         // SO_ZEROCOPY change through any descriptor of it) and `fd` stays open until then; what
         // can be checked (another sender here, SO_ZEROCOPY on already) `new` checks.
         let socket = unsafe { AssumeExclusive::new(fd(fd_raw, "fd")?) };
-        let inner = ZeroCopySender::new(socket, config).map_err(|e| match e.error {
-            ZeroCopyError::SocketInUse { .. } => Fail {
-                errno: libc::EBUSY,
-                message: e.to_string(),
-            },
-            ZeroCopyError::Unsupported {
-                feature: "UDP_SEGMENT",
-                ..
-            } => Fail {
-                errno: libc::EOPNOTSUPP,
-                message: e.to_string(),
-            },
-            e => Fail::from_error(&e),
+        let inner = ZeroCopySender::new(socket, config).map_err(|e| {
+            let in_use = matches!(e.error, ZeroCopyError::SocketInUse { .. });
+            let no_gso = matches!(
+                e.error,
+                ZeroCopyError::Unsupported {
+                    feature: "UDP_SEGMENT",
+                    ..
+                }
+            );
+            refused(&e.error, in_use, no_gso)
         })?;
         *out = Box::into_raw(Box::new(ZcnetZcSender {
             inner,

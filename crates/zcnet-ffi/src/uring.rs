@@ -114,19 +114,17 @@ unsafe fn uring_sender_new(
         // SAFETY: the caller's contract above: the socket is this sender's alone until
         // zcnet_uring_sender_free; another sender of this process on it is refused by `new`.
         let socket = unsafe { AssumeExclusive::new(fd(fd_raw, "fd")?) };
-        let inner = UringSender::new(socket, config).map_err(|e| match e.error {
-            zc::uring::UringError::SocketInUse { .. } => Fail {
-                errno: libc::EBUSY,
-                message: e.to_string(),
-            },
-            zc::uring::UringError::Unsupported {
-                feature: "UDP_SEGMENT",
-                ..
-            } => Fail {
-                errno: libc::EOPNOTSUPP,
-                message: e.to_string(),
-            },
-            e => Fail::from_error(&e),
+        let inner = UringSender::new(socket, config).map_err(|e| {
+            use zc::uring::UringError;
+            let in_use = matches!(e.error, UringError::SocketInUse { .. });
+            let no_gso = matches!(
+                e.error,
+                UringError::Unsupported {
+                    feature: "UDP_SEGMENT",
+                    ..
+                }
+            );
+            super::loan::refused(&e.error, in_use, no_gso)
         })?;
         *out = Box::into_raw(Box::new(ZcnetUringSender {
             inner,
