@@ -7,14 +7,15 @@
 //! where misuse could corrupt memory: the two socket options whose value holds an address the
 //! kernel writes through (`sockopt::tcp_zerocopy_receive`, `sockopt::register_umem`), the `ethtool`
 //! ioctl (`netdev::ethtool`), the io_uring queue's `push` and the buffer registration, the one
-//! mapping of a packet ring (`packet::Ring::map`), each an `unsafe fn` with its contract stated. A
-//! `MSG_ZEROCOPY` send lets the kernel read its buffer after the call returns: the loan is zcnet's
-//! to keep (its `OwnedBuf` contract), which is why this crate is zcnet's alone and not published.
+//! mapping of a packet ring (`packet::Ring::map`), and a `MSG_ZEROCOPY` send, whose buffer the
+//! kernel reads after the call returns (`net::sendto_zerocopy`; the safe `net::sendto` refuses
+//! the flag), each an `unsafe fn` with its contract stated.
 //! They return [`std::io::Result`] with the `errno` intact and leave `EINTR` and retry policy to
 //! the caller, as socket2 and mio do. Every `unsafe` block says why it is sound. Above this, in
 //! zcnet, `unsafe` is allowed only where a contract is kept: `loan/contract.rs` and
 //! `msg_zerocopy/borrowed.rs` (the promises a caller makes), `uring/engine` (when a loaned buffer
-//! is free) and the packet rings' one mapping. One file per area: see the modules below.
+//! is free), the `MSG_ZEROCOPY` sends of `msg_zerocopy` (a loan until its completion) and the
+//! packet rings' one mapping. One file per area: see the modules below.
 #![allow(unsafe_code)]
 // An area only some mechanisms use leaves helpers without a user in a build without them.
 #![cfg_attr(

@@ -7,7 +7,7 @@ use std::mem::{size_of, zeroed};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-use super::{cvt, cvt_size};
+use super::{abi, cvt, cvt_size};
 
 /// `socket(2)` with `SOCK_CLOEXEC`.
 pub fn socket(domain: i32, ty: i32, protocol: i32) -> io::Result<OwnedFd> {
@@ -115,11 +115,37 @@ fn socket_addr(
     })
 }
 
-/// `sendto(2)` (or `send(2)` when `dest` is `None`) with `flags`.
-///
-/// With `MSG_ZEROCOPY` in `flags` the kernel keeps reading `buf` after this returns; zcnet only
-/// passes buffers whose ownership it holds until the completion arrives (its `OwnedBuf` loans).
+/// `sendto(2)` (or `send(2)` when `dest` is `None`) with `flags`. `EINVAL` for `flags` with
+/// `MSG_ZEROCOPY`, whose buffer the kernel reads after the call: that is [`sendto_zerocopy`].
 pub fn sendto(
+    fd: BorrowedFd<'_>,
+    buf: &[u8],
+    flags: i32,
+    dest: Option<&SocketAddr>,
+) -> io::Result<usize> {
+    if flags & abi::MSG_ZEROCOPY != 0 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    send_raw(fd, buf, flags, dest)
+}
+
+/// [`sendto`] with `MSG_ZEROCOPY` added to `flags` (`socket(7)` `SO_ZEROCOPY`, Linux 4.14):
+/// the kernel may keep reading `buf`'s pages after this returns, until it posts the send's
+/// completion on the socket's error queue.
+///
+/// # Safety
+/// `buf`'s memory stays allocated and unmodified until that completion is read, or the socket
+/// is gone (a buffer whose completion never comes is leaked, never freed).
+pub unsafe fn sendto_zerocopy(
+    fd: BorrowedFd<'_>,
+    buf: &[u8],
+    flags: i32,
+    dest: Option<&SocketAddr>,
+) -> io::Result<usize> {
+    send_raw(fd, buf, flags | abi::MSG_ZEROCOPY, dest)
+}
+
+fn send_raw(
     fd: BorrowedFd<'_>,
     buf: &[u8],
     flags: i32,
@@ -330,4 +356,21 @@ pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: F_SETFL takes an int argument.
     cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod zerocopy_tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    /// The safe call takes no loan: `MSG_ZEROCOPY` goes through the `unsafe` one only.
+    #[test]
+    fn sendto_refuses_msg_zerocopy() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let e = sendto(tx.as_fd(), b"x", abi::MSG_ZEROCOPY, None).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        assert_eq!(sendto(tx.as_fd(), b"x", 0, None).unwrap(), 1);
+    }
 }

@@ -4,8 +4,8 @@
 //! - The kernel ABI the `libc` crate lacks and every raw call live below, in the `zcnet-sys`
 //!   crate (named `sys` here, private): a crate of its own, so it cannot import anything of this
 //!   one, and it holds no policy. Above it, `unsafe` operations only in the io_uring send engine
-//!   (which decides when a loaned buffer is free) and where a packet ring is mapped, once per
-//!   socket, each block carrying a `SAFETY:` line; elsewhere `unsafe` only declares the promises
+//!   (which decides when a loaned buffer is free), the `MSG_ZEROCOPY` sends (a loan until its
+//!   completion) and where a packet ring is mapped, once per socket, each block carrying a `SAFETY:` line; elsewhere `unsafe` only declares the promises
 //!   a caller makes: the [`loan::OwnedBuf`] contract and the two functions through which a caller
 //!   vouches ([`loan::AssumeExclusive::new`],
 //!   [`ZeroCopySender::send_borrowed`](msg_zerocopy::ZeroCopySender::send_borrowed)). Nothing

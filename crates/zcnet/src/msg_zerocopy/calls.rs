@@ -7,7 +7,7 @@ use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use super::{Counters, SendFlags};
-use crate::sys::{self, abi};
+use crate::sys;
 
 /// A buffer part-way through its send calls.
 #[derive(Debug)]
@@ -62,9 +62,18 @@ impl Calls {
             if self.off == data.len() {
                 return Some(Ok(()));
             }
-            let zc = if self.zerocopy { abi::MSG_ZEROCOPY } else { 0 };
-            let flags = self.flags.bits() | zc | libc::MSG_NOSIGNAL;
-            match sys::net::sendto(fd, &data[self.off..], flags, None) {
+            let flags = self.flags.bits() | libc::MSG_NOSIGNAL;
+            let sent = if self.zerocopy {
+                // SAFETY: `data` is the bytes of a buffer this sender holds until the kernel's
+                // completion for it is read (an `OwnedBuf` in its tracker, or a borrowed send
+                // whose caller vouched for that in `send_borrowed`), leaked if it never comes.
+                #[allow(unsafe_code)]
+                let sent = unsafe { sys::net::sendto_zerocopy(fd, &data[self.off..], flags, None) };
+                sent
+            } else {
+                sys::net::sendto(fd, &data[self.off..], flags, None)
+            };
+            match sent {
                 Ok(n) => {
                     self.off += n;
                     stalled_since = None;

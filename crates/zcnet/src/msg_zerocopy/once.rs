@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::error::io_err;
 use super::{ZeroCopyError, enable};
 use crate::errqueue::{self, Completion, Entry};
-use crate::sys::{self, abi};
+use crate::sys;
 
 /// Sends `len` bytes once with `MSG_ZEROCOPY` on `socket`, which must have `SO_ZEROCOPY`
 /// enabled and no earlier zero-copy sends (so this send's id is 0), and waits for its
@@ -21,8 +21,11 @@ pub(crate) fn send_once(
     timeout: Duration,
 ) -> Result<Completion, ZeroCopyError> {
     let buf = vec![0xa5_u8; len];
-    sys::net::sendto(socket.as_fd(), &buf, abi::MSG_ZEROCOPY, dest)
-        .map_err(io_err("sendto(MSG_ZEROCOPY)"))?;
+    // SAFETY: `buf` is owned here until the completion is read below, and leaked (never freed)
+    // when it does not come in time.
+    #[allow(unsafe_code)]
+    let sent = unsafe { sys::net::sendto_zerocopy(socket.as_fd(), &buf, 0, dest) };
+    sent.map_err(io_err("sendto(MSG_ZEROCOPY)"))?;
     let deadline = Instant::now() + timeout;
     loop {
         for entry in errqueue::read_all(socket).map_err(io_err("recvmsg(MSG_ERRQUEUE)"))? {
