@@ -39,7 +39,6 @@ pub fn poll_all(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> io::R
     }
 }
 
-#[cfg(feature = "tokio")]
 /// A non-blocking, close-on-exec `eventfd(2)` counter.
 pub fn eventfd() -> io::Result<OwnedFd> {
     // SAFETY: no pointers; the returned fd is owned from here on.
@@ -48,7 +47,18 @@ pub fn eventfd() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-#[cfg(feature = "tokio")]
+/// Adds 1 to an eventfd counter: its watchers see it readable.
+pub fn eventfd_write(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let v = 1u64;
+    // SAFETY: `v` is 8 readable bytes, as an eventfd write needs.
+    let r = unsafe { libc::write(fd.as_raw_fd(), (&v as *const u64).cast(), 8) };
+    if r == 8 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Reads (and so resets) an eventfd counter; `Ok(None)` when it is zero.
 pub fn eventfd_read(fd: BorrowedFd<'_>) -> io::Result<Option<u64>> {
     let mut v = 0u64;
@@ -147,12 +157,36 @@ impl Epoll {
         .map(drop)
     }
 
+    /// `epoll_ctl(EPOLL_CTL_DEL)` of `fd`.
+    pub fn delete(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: `ev` is valid for the call (ignored by the kernel for a deletion).
+        cvt(unsafe {
+            libc::epoll_ctl(
+                self.0.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd.as_raw_fd(),
+                &mut ev,
+            )
+        })
+        .map(drop)
+    }
+
     /// `epoll_wait(2)` for up to `timeout`, at most [`Epoll::MAX_EVENTS`] events; returns
     /// `(events, token)` pairs into `out` (cleared first). `EINTR` is an empty wait.
     pub fn wait(&self, out: &mut Vec<(u32, u64)>, timeout: std::time::Duration) -> io::Result<()> {
+        self.wait_up_to::<{ Self::MAX_EVENTS }>(out, timeout)
+    }
+
+    /// [`Epoll::wait`] for at most `N` events (an event loop of many connections).
+    pub fn wait_up_to<const N: usize>(
+        &self,
+        out: &mut Vec<(u32, u64)>,
+        timeout: std::time::Duration,
+    ) -> io::Result<()> {
         out.clear();
         // On the stack: a relay waits once per wake-up, and a heap buffer each time was waste.
-        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; Self::MAX_EVENTS];
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; N];
         let ms = i32::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
         // SAFETY: `evs` has room for `evs.len()` events, written by the kernel.
         let n =

@@ -89,12 +89,64 @@ fn socket_addr(
             &mut len,
         )
     })?;
-    Ok(match i32::from(storage.ss_family) {
+    Ok(from_storage(&storage, len))
+}
+
+/// `accept4(2)` with `SOCK_NONBLOCK | SOCK_CLOEXEC`: a new connection and its peer's address
+/// (`None` for a family other than IPv4/IPv6). `WouldBlock` when none waits.
+pub fn accept_nonblocking(fd: BorrowedFd<'_>) -> io::Result<(OwnedFd, Option<SocketAddr>)> {
+    // SAFETY: sockaddr_storage is plain data for which all-zero is a valid value.
+    let mut storage: libc::sockaddr_storage = unsafe { zeroed() };
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    // SAFETY: `storage` is writable for `len` bytes and the kernel writes at most that many.
+    let new = cvt(unsafe {
+        libc::accept4(
+            fd.as_raw_fd(),
+            (&mut storage as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+            flags,
+        )
+    })?;
+    // SAFETY: `new` was just returned by accept4() and is owned by nobody else.
+    let new = unsafe { OwnedFd::from_raw_fd(new) };
+    Ok((new, from_storage(&storage, len)))
+}
+
+/// A non-blocking TCP socket of `addr`'s family, connecting to it (`connect(2)`): with `true`
+/// when connected at once, `false` while the handshake goes on (`EINPROGRESS`: writable once it
+/// ended, its outcome in `SO_ERROR`).
+pub fn connect_nonblocking(addr: &SocketAddr) -> io::Result<(OwnedFd, bool)> {
+    let domain = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    let fd = socket(domain, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0)?;
+    let (storage, len) = sockaddr(addr);
+    // SAFETY: `storage` holds a valid sockaddr of `len` bytes.
+    let r = cvt(unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&storage as *const libc::sockaddr_storage).cast(),
+            len,
+        )
+    });
+    match r {
+        Ok(_) => Ok((fd, true)),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok((fd, false)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The address a `sockaddr_storage` of `len` bytes holds, if IPv4 or IPv6.
+fn from_storage(storage: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+    match i32::from(storage.ss_family) {
         libc::AF_INET if len as usize >= size_of::<libc::sockaddr_in>() => {
             // SAFETY: the kernel wrote a sockaddr_in (family AF_INET, length checked);
             // sockaddr_storage is aligned for it.
             let sin: libc::sockaddr_in =
-                unsafe { std::ptr::read((&storage as *const libc::sockaddr_storage).cast()) };
+                unsafe { std::ptr::read((storage as *const libc::sockaddr_storage).cast()) };
             Some(SocketAddr::from((
                 sin.sin_addr.s_addr.to_ne_bytes(),
                 u16::from_be(sin.sin_port),
@@ -103,7 +155,7 @@ fn socket_addr(
         libc::AF_INET6 if len as usize >= size_of::<libc::sockaddr_in6>() => {
             // SAFETY: as above, for sockaddr_in6.
             let sin6: libc::sockaddr_in6 =
-                unsafe { std::ptr::read((&storage as *const libc::sockaddr_storage).cast()) };
+                unsafe { std::ptr::read((storage as *const libc::sockaddr_storage).cast()) };
             Some(SocketAddr::V6(std::net::SocketAddrV6::new(
                 sin6.sin6_addr.s6_addr.into(),
                 u16::from_be(sin6.sin6_port),
@@ -112,7 +164,7 @@ fn socket_addr(
             )))
         }
         _ => None,
-    })
+    }
 }
 
 /// `sendto(2)` (or `send(2)` when `dest` is `None`) with `flags`. `EINVAL` for `flags` with
