@@ -37,6 +37,10 @@ static GRACEFUL: AtomicBool = AtomicBool::new(false);
 static NOTICE: Mutex<Option<&'static str>> = Mutex::new(None);
 /// What runs before a signal ends the process (besides removing the temporaries).
 static ON_DEATH: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
+/// What runs when the first signal asks a graceful section to stop (`zcnet relay`'s loops are
+/// woken by it instead of looking at [`stop_requested`] on a clock).
+#[allow(clippy::type_complexity)]
+static ON_STOP: Mutex<Vec<Box<dyn Fn() + Send>>> = Mutex::new(Vec::new());
 /// The signal that asked a graceful section to stop, 0 while none did.
 static STOP: AtomicI32 = AtomicI32::new(0);
 
@@ -85,6 +89,9 @@ fn wait_for(set: SigSet) {
         {
             if let Some(notice) = *NOTICE.lock().unwrap_or_else(|p| p.into_inner()) {
                 eprintln!("{}: {notice}", sig.as_str());
+            }
+            for f in ON_STOP.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                f();
             }
             continue;
         }
@@ -153,6 +160,14 @@ pub fn graceful_saying(notice: &'static str) -> Graceful {
 /// own cleanup of what a signal would leave (`torture`'s lab namespaces).
 pub fn on_death(f: fn()) {
     ON_DEATH.lock().unwrap_or_else(|p| p.into_inner()).push(f);
+}
+
+/// Runs `f` (in the signal thread) when the first signal asks a [`Graceful`] section to stop.
+pub fn on_stop(f: impl Fn() + Send + 'static) {
+    ON_STOP
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(Box::new(f));
 }
 
 /// The signal that asked a [`Graceful`] section to stop, if one did.

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::{Child, Output, Stdio};
@@ -39,21 +39,7 @@ impl Server {
     }
 
     fn spawn(mut cmd: std::process::Command) -> Server {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).unwrap();
-        let addr = line
-            .split("listening on ")
-            .nth(1)
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        let (child, addr, mut err) = common::spawn_listening(&mut cmd);
         let log = std::thread::spawn(move || {
             let mut rest = String::new();
             let _ = err.read_to_string(&mut rest);

@@ -1,12 +1,36 @@
 //! Helpers shared by the CLI's integration tests.
 #![allow(dead_code)] // each test binary uses its own subset
 
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, ChildStderr, Command, Output, Stdio};
 
 /// The `zcnet` binary under test.
 pub fn zcnet() -> Command {
     Command::new(env!("CARGO_BIN_EXE_zcnet"))
+}
+
+/// Spawns a server command (stdin and stdout to null, stderr piped) and reads the address of
+/// its first stderr line ("... listening on ADDR ..."): the child, that address and the rest of
+/// its stderr, which the caller must keep draining.
+pub fn spawn_listening(cmd: &mut Command) -> (Child, SocketAddr, BufReader<ChildStderr>) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    (child, addr, err)
 }
 
 /// sha256 of a file, by coreutils' `sha256sum`.

@@ -9,7 +9,7 @@ use super::{Config, RelayError};
 /// Connects to `targets` (indices into [`Config::targets`]) in turn, for at most
 /// `connect_timeout`; returns the stream and its target's index.
 pub(super) fn connect(s: &Config, targets: &[usize]) -> Result<(TcpStream, usize), RelayError> {
-    let mut attempts = Attempts::new(s, targets);
+    let mut attempts = Attempts::new(s, targets.to_vec());
     while let Some((k, target, left)) = attempts.next() {
         match TcpStream::connect_timeout(&target, left) {
             Ok(stream) => return Ok((stream, k)),
@@ -26,7 +26,7 @@ pub(super) fn connect(s: &Config, targets: &[usize]) -> Result<(TcpStream, usize
 /// bookkeeping of both relays' connects.
 pub(crate) struct Attempts<'a> {
     s: &'a Config,
-    targets: &'a [usize],
+    targets: Vec<usize>,
     tried: usize,
     deadline: Instant,
     /// The last error of each target, in [`Config::targets`] order.
@@ -34,7 +34,7 @@ pub(crate) struct Attempts<'a> {
 }
 
 impl<'a> Attempts<'a> {
-    pub(crate) fn new(s: &'a Config, targets: &'a [usize]) -> Self {
+    pub(crate) fn new(s: &'a Config, targets: Vec<usize>) -> Self {
         Attempts {
             s,
             targets,

@@ -23,29 +23,35 @@
 //! stream is acknowledged is a failure of that destination (failed over); after it, while only
 //! its reply was left, it ends the connection ([`RelayError::ReplyCut`], the source reset).
 //!
-//! Memory per connection: a 64 KiB buffer each way, allocated with the first bytes that way and
-//! freed once that way has ended, plus, for the discard-buffer method only, up to
-//! [`Config::max_unacked`] bytes of discard buffer; unacknowledged bytes stay in the kernel and
-//! hold back the source through its receive window. Descriptors per connection: three, the
-//! source, the destination and the epoll set (a failover closes the destination that failed
-//! before it connects the next); the async relay watches the same epoll set, without a
-//! duplicate.
+//! Memory per connection: none for bytes while it is idle. A session reads into its thread's
+//! 64 KiB buffer and writes at once; only what a write did not take is kept (at most one read's
+//! worth each way) until written. The discard-buffer method adds up to [`Config::max_unacked`]
+//! bytes of discard buffer; unacknowledged bytes stay in the kernel and hold back the source
+//! through its receive window. Descriptors per connection: two under [`serve`] (source and
+//! destination; a failover closes the destination that failed before it connects the next),
+//! three under [`relay`] and the async relay (their epoll set).
 //!
 //! The unacknowledged bytes occupy the source socket's receive buffer, which autotuning sizes by
 //! what the application takes per round trip: a relay holding back more than a few hundred KiB
 //! needs a larger one (`net.ipv4.tcp_rmem`'s default, or the bound is never reached and the
 //! source's window, not [`Config::max_unacked`], limits the bytes in flight downstream).
 //!
-//! Each connection is one thread (or task) with one epoll: new source bytes (edge-triggered
-//! `EPOLLIN`), destination acknowledgements (`SO_TIMESTAMPING` `TX_ACK` notifications on its
-//! error queue, `EPOLLERR`), room in either send buffer (`EPOLLOUT`) and reply bytes (the
-//! destination's `EPOLLIN`) wake it, with a 2 ms backstop while bytes are unacknowledged (the
-//! kernel marks no byte of a write sent out whole at once); it never spins.
+//! [`serve`] runs event loops: a thread per CPU (`Serve::threads`), each with one epoll set for
+//! the listener (`EPOLLEXCLUSIVE`) and all its connections, and non-blocking connects. [`relay`]
+//! is one connection on the calling thread, the async relay one task. Events wake a session:
+//! new source bytes (edge-triggered `EPOLLIN`), destination acknowledgements (`SO_TIMESTAMPING`
+//! `TX_ACK` notifications on its error queue, `EPOLLERR`), room in either send buffer
+//! (`EPOLLOUT`), reply bytes (the destination's `EPOLLIN`). The clocks left: a backstop while
+//! segments are in flight (the kernel marks no byte of a write sent out whole at once), from
+//! 2 ms doubling to half [`Config::ack_timeout`] while nothing is acknowledged; a look at the
+//! window probes of a stalled destination every half [`Config::ack_timeout`]; the
+//! acknowledgement and connect timeouts themselves. It never spins.
 
 mod ack;
 mod config;
 mod connect;
 mod error;
+mod event_loop;
 mod serve;
 mod session;
 
@@ -62,7 +68,7 @@ use error::io_err;
 pub(crate) use serve::{
     Backoff, check_max_connections, descriptor_room, lost_newcomer, out_of_resources,
 };
-pub use serve::{DESCRIPTORS_PER_CONNECTION, Event, Serve, Served, serve};
+pub use serve::{DESCRIPTORS_PER_CONNECTION, Event, Serve, Served, Stop, serve};
 pub(crate) use session::{Next, Session};
 
 use crate::sys::event::Epoll;
@@ -88,7 +94,7 @@ use crate::sys::event::Epoll;
 pub fn relay(src: TcpStream, config: Config) -> Result<Report, RelayError> {
     let s = &config;
     let epoll = Epoll::new().map_err(io_err("epoll_create1"))?;
-    let mut session = Session::new(src, s, &epoll)?;
+    let mut session = Session::new(src, s, &epoll, 0)?;
     let mut next = session.start();
     loop {
         match next {

@@ -1,14 +1,16 @@
-//! Accepting connections and relaying each on its own thread ([`serve`]): the connection limit,
-//! the descriptors `RLIMIT_NOFILE` leaves, and the back-off of failed `accept(2)`s.
+//! Accepting connections and relaying them on event loops ([`serve`]): the connection limit,
+//! the descriptors `RLIMIT_NOFILE` leaves, the back-off of failed `accept(2)`s, and the stop
+//! and its drain ([`Stop`]).
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::session::reset;
-use super::{Config, RelayError, Report, io_err, relay};
+use super::event_loop::{self, Shared};
+use super::{Config, RelayError, Report, io_err};
 use crate::sys;
 
 /// How [`serve`] (and `zcnet::tokio::relay::serve`) takes connections.
@@ -20,15 +22,66 @@ pub struct Serve {
     /// Relay this many connections (refused ones do not count), then stop accepting and return
     /// once they ended; `None`: until stopped.
     pub count: Option<u64>,
+    /// Event loops of [`serve`] (threads, each with one epoll set for its connections); 0: one
+    /// per CPU the process may run on (`sched_getaffinity(2)`, as
+    /// `std::thread::available_parallelism` reads it). The tokio relay runs on its runtime.
+    pub threads: usize,
+    /// After a [`Stop`], how long the live connections of [`serve`] have to end, both
+    /// directions, before they are reset (the tokio relay's serve takes its own).
+    pub drain_timeout: Duration,
 }
 
 impl Serve {
-    /// Up to `max_connections` at once, for as long as it runs.
+    /// Up to `max_connections` at once, for as long as it runs, on a loop per CPU, 10 s of
+    /// drain after a stop.
     pub fn new(max_connections: usize) -> Serve {
         Serve {
             max_connections,
             count: None,
+            threads: 0,
+            drain_timeout: Duration::from_secs(10),
         }
+    }
+}
+
+/// Stops a running [`serve`] from another thread (a signal handler's watcher, say): it accepts
+/// no more, lets the live connections end for [`Serve::drain_timeout`], resets what is left,
+/// and returns. Clones stop the same serve; an `eventfd(2)` wakes its loops.
+#[derive(Clone, Debug)]
+pub struct Stop(Arc<StopInner>);
+
+#[derive(Debug)]
+struct StopInner {
+    stopped: AtomicBool,
+    wake: OwnedFd,
+}
+
+impl Stop {
+    /// A stop not yet asked for.
+    ///
+    /// # Errors
+    /// `eventfd(2)`'s.
+    pub fn new() -> io::Result<Stop> {
+        Ok(Stop(Arc::new(StopInner {
+            stopped: AtomicBool::new(false),
+            wake: sys::event::eventfd()?,
+        })))
+    }
+
+    /// Asks the serve to stop (again: nothing more).
+    pub fn stop(&self) {
+        if !self.0.stopped.swap(true, Ordering::SeqCst) {
+            let _ = sys::event::eventfd_write(self.0.wake.as_fd());
+        }
+    }
+
+    /// Whether a stop was asked for.
+    pub fn is_stopped(&self) -> bool {
+        self.0.stopped.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn fd(&self) -> BorrowedFd<'_> {
+        self.0.wake.as_fd()
     }
 }
 
@@ -73,16 +126,19 @@ pub enum Event {
         /// The soft `RLIMIT_NOFILE`.
         limit: u64,
     },
-    /// The drain after a stop ran out of time: these connections were reset.
+    /// The drain after a stop ran out of time: these connections were reset (told once, with
+    /// every loop's).
     DrainTimedOut {
         /// Connections reset.
         live: usize,
     },
 }
 
-/// Descriptors a relayed connection holds at most: the source, the destination and the epoll
-/// set (a failover closes the destination that failed before it connects the next).
-pub const DESCRIPTORS_PER_CONNECTION: u64 = 3;
+/// Descriptors a connection of [`serve`] holds at most: the source and the destination (a
+/// failover closes the destination that failed before it connects the next; the epoll sets are
+/// the loops'). The blocking [`relay`](super::relay) of one connection and the tokio relay add
+/// an epoll set each.
+pub const DESCRIPTORS_PER_CONNECTION: u64 = 2;
 
 /// Descriptors kept free for everything else a process does (the listener, a runtime, logs).
 const DESCRIPTORS_SPARE: u64 = 32;
@@ -90,12 +146,12 @@ const DESCRIPTORS_SPARE: u64 = 32;
 /// How many connections the descriptors `RLIMIT_NOFILE` leaves can hold, beyond those open now
 /// (read once, when a serve starts: counting them at each accept would cost as much as the
 /// descriptors open), and the limit; `None` without a limit to read or none set.
-pub(crate) fn descriptor_room() -> Option<(usize, u64)> {
+pub(crate) fn descriptor_room(per_connection: u64) -> Option<(usize, u64)> {
     let (Some(soft), _) = sys::process::nofile_limit().ok()? else {
         return None;
     };
     let open = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
-    let room = soft.saturating_sub(open + DESCRIPTORS_SPARE) / DESCRIPTORS_PER_CONNECTION;
+    let room = soft.saturating_sub(open + DESCRIPTORS_SPARE) / per_connection;
     Some((usize::try_from(room).unwrap_or(usize::MAX), soft))
 }
 
@@ -170,98 +226,91 @@ pub struct Served {
     pub refused: u64,
     /// Connections that ended in an error.
     pub failed: u64,
-    /// Connections reset because the drain after a stop ran out of time (async relay only).
+    /// Connections reset because the drain after a stop ran out of time.
     pub reset_at_drain: u64,
     /// Failed accepts for want of descriptors or memory (each burst told by
     /// [`Event::AcceptStalled`]).
     pub accept_failures: u64,
 }
 
-/// Accepts connections on `listener` and relays each on its own thread (both directions, to
-/// their ends), as [`Serve`] says; `event` is told of each connection's end and of trouble
-/// accepting. Out of descriptors or memory it keeps every live connection and backs off
+/// Accepts connections on `listener` and relays them on [`Serve::threads`] event loops (both
+/// directions, to their ends), as [`Serve`] says; `event` is told of each connection's end and
+/// of trouble accepting. Each loop is a thread with one epoll set for the listener (watched
+/// with `EPOLLEXCLUSIVE`: a newcomer wakes one loop) and for every connection it took: two
+/// descriptors a connection ([`DESCRIPTORS_PER_CONNECTION`]), no thread, timer or buffer of its
+/// own while idle. Out of descriptors or memory it keeps every live connection and backs off
 /// ([`Event::AcceptStalled`]); it accepts no more connections at once than `RLIMIT_NOFILE`
-/// leaves descriptors for ([`DESCRIPTORS_PER_CONNECTION`] each; raise the soft limit to the hard
-/// one first, as `zcnet relay` does), so that every connection it takes it can relay whole.
-/// Returns once [`Serve::count`] connections were relayed and ended (it waits for each, however
-/// long: the async relay's serve bounds that with a drain timeout).
+/// leaves descriptors for (raise the soft limit to the hard one first, as `zcnet relay` does),
+/// so that every connection it takes it can relay whole. Returns once [`Serve::count`]
+/// connections were relayed and ended (however long they take), or after a [`Stop`] and its
+/// drain. `listener` is made non-blocking, and a stop shuts it (`connect(2)` to `AF_UNSPEC`):
+/// newcomers are refused rather than left in its queue.
 ///
 /// # Errors
 /// [`RelayError::Io`] when `accept` fails for another reason than a lost newcomer or a want
-/// of resources, [`RelayError::Config`] for `max_connections` 0.
+/// of resources (the other loops end too, their connections reset), [`RelayError::Config`] for
+/// `max_connections` 0.
 pub fn serve(
     listener: &TcpListener,
     config: Arc<Config>,
     how: &Serve,
+    stop: &Stop,
     event: impl Fn(Event) + Send + Sync + 'static,
 ) -> Result<Served, RelayError> {
     check_max_connections(how.max_connections)?;
-    let event = Arc::new(event);
-    let live = Arc::new(AtomicUsize::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
-    let mut handles: Vec<std::thread::JoinHandle<()>> = Vec::new();
-    let mut served = Served::default();
-    let mut backoff = Backoff::new();
-    let mut full = false;
-    let room = descriptor_room();
-    while how.count.is_none_or(|c| served.relayed < c) {
-        // Room for one more in the descriptors: else the newcomer waits in the listen queue.
-        if let Some((room, limit)) = room
-            && live.load(Ordering::SeqCst) >= room
-        {
-            if !full {
-                event(Event::DescriptorsFull {
-                    live: live.load(Ordering::SeqCst),
-                    limit,
-                });
-                full = true;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-            handles.retain(|h| !h.is_finished());
-            continue;
+    listener
+        .set_nonblocking(true)
+        .map_err(io_err("fcntl(O_NONBLOCK)"))?;
+    let threads = match how.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let shared = Shared {
+        config: &config,
+        how,
+        stop,
+        event: &event,
+        room: descriptor_room(DESCRIPTORS_PER_CONNECTION),
+        live: AtomicUsize::new(0),
+        relayed: AtomicU64::new(0),
+        refused: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+        accept_failures: AtomicU64::new(0),
+        reset_at_drain: AtomicU64::new(0),
+        full_told: AtomicBool::new(false),
+        backoff: Mutex::new(Backoff::new()),
+        counted: sys::event::eventfd().map_err(io_err("eventfd"))?,
+    };
+    // A loop that fails stops the others: they drain as after a stop.
+    let failure = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for i in 0..threads {
+            let (shared, failure) = (&shared, &failure);
+            std::thread::Builder::new()
+                .name(format!("zcnet-relay-{i}"))
+                .spawn_scoped(scope, move || {
+                    if let Err(e) = event_loop::run(shared, listener) {
+                        failure.lock().unwrap().get_or_insert(e);
+                        shared.stop.stop();
+                    }
+                })
+                .expect("spawning an event loop");
         }
-        full = false;
-        let (src, from) = match listener.accept() {
-            Ok(a) => a,
-            Err(e) if out_of_resources(&e) => {
-                served.accept_failures += 1;
-                let (pause, first) = backoff.failed();
-                if first {
-                    let live = live.load(Ordering::SeqCst);
-                    event(Event::AcceptStalled { error: e, live });
-                }
-                std::thread::sleep(pause);
-                continue;
-            }
-            Err(e) if lost_newcomer(&e) => continue,
-            Err(e) => return Err(io_err("accept")(e)),
-        };
-        if let Some(resumed) = backoff.worked() {
-            event(resumed);
-        }
-        if live.load(Ordering::SeqCst) >= how.max_connections {
-            served.refused += 1;
-            reset(&src);
-            event(Event::Refused { from });
-            continue;
-        }
-        served.relayed += 1;
-        live.fetch_add(1, Ordering::SeqCst);
-        let (config, live, failed, event) =
-            (config.clone(), live.clone(), failed.clone(), event.clone());
-        handles.push(std::thread::spawn(move || {
-            let result = relay(src, Config::clone(&config));
-            live.fetch_sub(1, Ordering::SeqCst);
-            if result.is_err() {
-                failed.fetch_add(1, Ordering::SeqCst);
-            }
-            event(Event::Ended { from, result });
-        }));
-        handles.retain(|h| !h.is_finished());
+    });
+    if let Some(e) = failure.into_inner().unwrap() {
+        return Err(e);
     }
-    for h in handles {
-        let _ = h.join();
+    let reset_at_drain = shared.reset_at_drain.load(Ordering::SeqCst);
+    if reset_at_drain > 0 {
+        event(Event::DrainTimedOut {
+            live: reset_at_drain as usize,
+        });
     }
-    served.failed = failed.load(Ordering::SeqCst);
-    Ok(served)
+    Ok(Served {
+        relayed: shared.relayed.load(Ordering::SeqCst),
+        refused: shared.refused.load(Ordering::SeqCst),
+        failed: shared.failed.load(Ordering::SeqCst),
+        reset_at_drain,
+        accept_failures: shared.accept_failures.load(Ordering::SeqCst),
+    })
 }

@@ -2,6 +2,7 @@
 //! peeked, written, dropped once acknowledged; failover; the reply copied back; ends passed on.
 //! Its driver (the blocking [`relay`](super::relay) or the async one) does the waiting.
 
+use std::cell::RefCell;
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsFd;
@@ -13,27 +14,81 @@ use crate::peek::{self, PeekCursor};
 use crate::sys::{self, event::Epoll};
 use crate::tcp_info::tcp_info;
 
-/// Epoll tokens.
-const SOURCE: u64 = 0;
-const DESTINATION: u64 = 1;
+/// Epoll tokens: a session's two sockets are its token with this bit clear (the source) and
+/// set (the destination).
+pub(crate) const DESTINATION: u64 = 1;
 
 /// Without acknowledgement notifications, how often `TCP_INFO` is read while bytes are
 /// unacknowledged.
 const ACK_POLL: Duration = Duration::from_millis(1);
 
-/// With them, the same, as a backstop: the kernel marks the last byte of a write only if its
-/// segment is still in the write queue when `tcp_sendmsg` ends (`tcp_tx_timestamp`), so a write
-/// sent out whole at once gets no notification. Mid-stream the next write's covers it; at the
-/// bound or the end of the stream only this timer does (the failover test caught one such
-/// stall: a stream acknowledged in full, then five seconds of silence).
+/// With them, a backstop, only while segments are in flight: the kernel marks the last byte of
+/// a write only if its segment is still in the write queue when `tcp_sendmsg` ends
+/// (`tcp_tx_timestamp`), so a write sent out whole at once gets no notification. Mid-stream the
+/// next write's covers it; at the bound or the end of the stream only this timer does (the
+/// failover test caught one such stall: a stream acknowledged in full, then five seconds of
+/// silence). It starts at this and doubles while nothing is acknowledged, up to half the
+/// acknowledgement timeout (a destination that takes a byte now and then through a nearly
+/// closed window keeps segments in flight for as long as it stalls). With nothing in flight (the destination's window closed: what the
+/// relay wrote waits in its send queue, where the kernel did mark it) the notification or room
+/// in the send buffer (`EPOLLOUT`) wakes the session; only a look at its window probes
+/// ([`Unanswered`]) every half [`Config::ack_timeout`] remains, for a destination that dies
+/// while its window is closed (`TCP_USER_TIMEOUT` would do it without a clock, but aborts
+/// connections whose probes are answered too: tried, the stalled destination of the relay tests
+/// was cut after one timeout).
 const ACK_BACKSTOP: Duration = Duration::from_millis(2);
+
+/// Bytes a session reads at once, each way.
+const BUF: usize = 64 * 1024;
+
+thread_local! {
+    /// Where a session reads into, one per thread that relays: a session keeps bytes of its own
+    /// only when a write took part of what it read (`Stash`), so an idle connection holds none.
+    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0u8; BUF]);
+}
+
+/// Bytes read and not yet written: what a write left of one read, until written.
+#[derive(Default)]
+struct Stash {
+    bytes: Vec<u8>,
+    at: usize,
+}
+
+impl Stash {
+    fn rest(&self) -> &[u8] {
+        &self.bytes[self.at..]
+    }
+
+    fn is_empty(&self) -> bool {
+        self.at >= self.bytes.len()
+    }
+
+    /// `w` more bytes written; freed once all are.
+    fn wrote(&mut self, w: usize) {
+        self.at += w;
+        if self.is_empty() {
+            *self = Stash::default();
+        }
+    }
+}
+
+/// How a read-and-write step of one direction ended.
+enum Flow {
+    /// All written: read more.
+    More,
+    /// A side would block, ended or failed: stop.
+    Stop,
+}
 
 /// What a connection's destinations share across failovers.
 pub(crate) struct Link<'a> {
     s: &'a Config,
-    /// The session's epoll set: its driver's (the blocking relay's, or the async relay's, which
-    /// watches it too), borrowed for the session's life.
+    /// The session's epoll set: its driver's (the blocking relay's, the async relay's, which
+    /// watches it too, or an event loop's, shared by its sessions), borrowed for the session's
+    /// life.
     epoll: &'a Epoll,
+    /// The session's epoll token (its [`DESTINATION`] bit clear).
+    token: u64,
 }
 
 /// What a session asks of its driver after doing all it could without blocking.
@@ -52,17 +107,11 @@ pub(crate) enum Next {
 /// The reply: what the destination sends, copied to the source as it comes.
 #[derive(Default)]
 struct Reply {
-    /// Allocated with the first reply bytes: a connection whose destination never answers
-    /// costs none.
-    buf: Vec<u8>,
-    /// Bytes of `buf` read and not yet written to the source.
-    pending: std::ops::Range<usize>,
+    /// Read and not yet written to the source.
+    pending: Stash,
     /// The destination's FIN was passed to the source: nothing more comes back.
     done: bool,
 }
-
-/// Bytes of each direction's buffer.
-const BUF: usize = 64 * 1024;
 
 /// One relayed connection as a state machine, without a wait of its own: the blocking
 /// [`relay`](super::relay) and the async `zcnet::tokio::relay` drive the same steps, both
@@ -72,9 +121,8 @@ pub(crate) struct Session<'a> {
     cur: PeekCursor<TcpStream>,
     dest: Option<Dest>,
     stats: Report,
-    buf: Vec<u8>,
-    /// Bytes of `buf` peeked and not yet written to the destination.
-    pending: std::ops::Range<usize>,
+    /// Peeked and not yet written to the destination.
+    pending: Stash,
     eof: bool,
     /// The source's connection ended without its FIN: how. Kept across failovers (a rewind
     /// makes the bytes before it readable again, but the kernel reports the error only once).
@@ -86,6 +134,9 @@ pub(crate) struct Session<'a> {
     given_up: Vec<SocketAddr>,
     /// Since when the destination has owed an answer and acknowledged nothing.
     stalled_since: Option<Instant>,
+    /// Segments in flight at the last look, and the backstop's next wait while they are.
+    in_flight: bool,
+    backstop: Duration,
     /// The source's FIN was passed to the destination: the source's stream is done.
     destination_shut: bool,
     /// The destination's FIN was passed to the source.
@@ -97,9 +148,15 @@ pub(crate) struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    /// A session for `src`, not yet connected, waiting on `epoll`: the driver connects to the
-    /// targets from the first and calls [`Session::adopt`].
-    pub(crate) fn new(src: TcpStream, s: &'a Config, epoll: &'a Epoll) -> Result<Self, RelayError> {
+    /// A session for `src`, not yet connected, waiting on `epoll` with `token` (its lowest bit
+    /// clear): the driver connects to the targets from the first and calls [`Session::adopt`].
+    pub(crate) fn new(
+        src: TcpStream,
+        s: &'a Config,
+        epoll: &'a Epoll,
+        token: u64,
+    ) -> Result<Self, RelayError> {
+        debug_assert_eq!(token & DESTINATION, 0);
         if s.targets.is_empty() {
             return Err(RelayError::Config("no destination"));
         }
@@ -115,7 +172,7 @@ impl<'a> Session<'a> {
             .add(
                 src.as_fd(),
                 (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLOUT | libc::EPOLLET) as u32,
-                SOURCE,
+                token,
             )
             .map_err(io_err("epoll_ctl"))?;
         let cur = PeekCursor::new(src, peek::Config { mode: s.mode })?;
@@ -126,23 +183,25 @@ impl<'a> Session<'a> {
             ..Report::default()
         };
         Ok(Session {
-            link: Link { s, epoll },
+            link: Link { s, epoll, token },
             cur,
             dest: None,
             stats,
-            buf: Vec::new(),
-            pending: 0..0,
+            pending: Stash::default(),
             eof: false,
             source_reset: None,
             failed: None,
             failover: None,
             given_up: Vec::new(),
             stalled_since: None,
+            in_flight: false,
+            backstop: ACK_BACKSTOP,
             destination_shut: false,
             source_shut: false,
             reply: Reply::default(),
             finished: false,
-            events: Vec::with_capacity(Epoll::MAX_EVENTS),
+            // Grown by the first `woke`: a session of an event loop never has one.
+            events: Vec::new(),
         })
     }
 
@@ -169,6 +228,10 @@ impl<'a> Session<'a> {
         } else {
             self.stalled_since.get_or_insert_with(Instant::now);
         }
+        if progressed {
+            self.backstop = ACK_BACKSTOP;
+        }
+        self.in_flight = info.unacked > 0;
         Ok(unanswered)
     }
 
@@ -190,7 +253,7 @@ impl<'a> Session<'a> {
             });
         }
         self.dest = Some(dest);
-        self.pending = 0..0;
+        self.pending = Stash::default();
         // The rewind made the bytes past the resume point unpeeked again: a FIN seen before the
         // failure comes after them (without this, a destination failing after the source's end
         // lost the rest: the stream "ended" at the resume point).
@@ -243,13 +306,38 @@ impl<'a> Session<'a> {
             if self.destination_shut && self.reply.done {
                 return Ok(Next::Done);
             }
-            // With nothing outstanding nothing can time out: only an event brings work.
-            let backstop = if self.dest().ack_events {
-                ACK_BACKSTOP
-            } else {
-                ACK_POLL
-            };
-            return Ok(Next::Wait((self.cur.outstanding() > 0).then_some(backstop)));
+            return Ok(Next::Wait(self.wait()));
+        }
+    }
+
+    /// How long the driver may wait for an event: without one, until the stall clock expires
+    /// or the backstop is due (segments in flight whose acknowledgement may come without a
+    /// notification), or, without notifications at all, the next look at `TCP_INFO`. With
+    /// nothing outstanding nothing can time out: only an event brings work.
+    fn wait(&mut self) -> Option<Duration> {
+        if self.cur.outstanding() == 0 {
+            return None;
+        }
+        if !self.dest().ack_events {
+            return Some(ACK_POLL);
+        }
+        // Once the stall is older than the timeout without expiring (its TCP is not silent),
+        // the coarse look below re-checks it: a deadline in the past would spin.
+        let stall = self.stalled_since.and_then(|t| {
+            let limit = self.link.s.ack_timeout + Duration::from_millis(1);
+            Some(limit.saturating_sub(t.elapsed())).filter(|d| !d.is_zero())
+        });
+        let coarse = self.link.s.ack_timeout / 2;
+        let backstop = if self.in_flight {
+            let b = self.backstop.min(coarse);
+            self.backstop = (self.backstop * 2).min(coarse);
+            Some(b)
+        } else {
+            Some(coarse)
+        };
+        match (stall, backstop) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -263,9 +351,6 @@ impl<'a> Session<'a> {
         }
         self.destination_shut = true;
         let _ = self.dest().stream.shutdown(Shutdown::Write);
-        // Nothing more goes forward: its buffer goes (a crowd of connections waiting on their
-        // replies holds none).
-        self.buf = Vec::new();
         Ok(())
     }
 
@@ -273,59 +358,85 @@ impl<'a> Session<'a> {
     fn forward(&mut self) -> Result<(), RelayError> {
         let s = self.link.s;
         loop {
-            if self.pending.is_empty() {
-                // Acknowledgements arrive while this loop runs: without taking them before each
-                // peek the source queue (and the discard method's re-reading) grows with every
-                // write the destination accepts.
-                self.observe()?;
-                if self.eof || self.cur.outstanding() >= s.max_unacked {
-                    return Ok(());
-                }
-                if self.buf.is_empty() {
-                    self.buf = vec![0u8; BUF];
-                }
-                let room = usize::try_from(s.max_unacked - self.cur.outstanding())
-                    .unwrap_or(usize::MAX)
-                    .min(self.buf.len());
-                match self
-                    .cur
-                    .peek_with(&mut self.buf[..room], libc::MSG_DONTWAIT)
-                {
-                    Ok(0) => {
-                        self.source_ended(None);
-                        return Ok(());
-                    }
-                    Ok(n) => {
-                        self.pending = 0..n;
-                        if s.sample_unacked {
-                            self.stats.unacked_samples.push(self.cur.outstanding());
-                        }
+            if !self.pending.is_empty() {
+                let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+                let data = self.pending.rest();
+                match sys::net::sendto(self.dest().stream.as_fd(), data, flags, None) {
+                    Ok(w) => {
+                        self.pending.wrote(w);
+                        self.stats.written += w as u64;
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    // The kernel gives a connection's error only once no byte is left before it:
-                    // every byte the source's TCP took was peeked by now.
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => {
-                        self.source_ended(Some(e.into()));
+                        self.failed = Some(e.to_string());
                         return Ok(());
                     }
                 }
+                continue;
             }
-            let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-            let data = &self.buf[self.pending.clone()];
-            match sys::net::sendto(self.dest().stream.as_fd(), data, flags, None) {
+            // Acknowledgements arrive while this loop runs: without taking them before each
+            // peek the source queue (and the discard method's re-reading) grows with every
+            // write the destination accepts.
+            self.observe()?;
+            if self.eof || self.cur.outstanding() >= s.max_unacked {
+                return Ok(());
+            }
+            let room = usize::try_from(s.max_unacked - self.cur.outstanding())
+                .unwrap_or(usize::MAX)
+                .min(BUF);
+            let flow = SCRATCH.with_borrow_mut(|buf| self.peek_and_write(&mut buf[..room]))?;
+            if let Flow::Stop = flow {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Peeks into `buf` and writes what it got; keeps what the write left (`pending`).
+    fn peek_and_write(&mut self, buf: &mut [u8]) -> Result<Flow, RelayError> {
+        let n = match self.cur.peek_with(buf, libc::MSG_DONTWAIT) {
+            Ok(0) => {
+                self.source_ended(None);
+                return Ok(Flow::Stop);
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Flow::Stop),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(Flow::More),
+            // The kernel gives a connection's error only once no byte is left before it: every
+            // byte the source's TCP took was peeked by now.
+            Err(e) => {
+                self.source_ended(Some(e.into()));
+                return Ok(Flow::Stop);
+            }
+        };
+        if self.link.s.sample_unacked {
+            self.stats.unacked_samples.push(self.cur.outstanding());
+        }
+        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+        let mut at = 0;
+        while at < n {
+            match sys::net::sendto(self.dest().stream.as_fd(), &buf[at..n], flags, None) {
                 Ok(w) => {
-                    self.pending.start += w;
+                    at += w;
                     self.stats.written += w as u64;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
+                    // The failover rewinds to the first unacknowledged byte: nothing to keep.
                     self.failed = Some(e.to_string());
-                    return Ok(());
+                    return Ok(Flow::Stop);
                 }
             }
         }
+        if at < n {
+            self.pending = Stash {
+                bytes: buf[at..n].to_vec(),
+                at: 0,
+            };
+            return Ok(Flow::Stop);
+        }
+        Ok(Flow::More)
     }
 
     /// Copies the destination's reply to the source until one side would block; passes the
@@ -333,53 +444,89 @@ impl<'a> Session<'a> {
     /// source that cannot be written to any more ended without its FIN (`source_reset`), which
     /// the forward direction passes on once every byte its TCP took is acknowledged.
     fn backward(&mut self) {
-        let Some(dest) = &self.dest else { return };
         // Once the source has the destination's end, or its own connection is cut, nothing more
         // can reach it.
-        if self.reply.done || self.source_reset.is_some() {
+        if self.dest.is_none() || self.reply.done || self.source_reset.is_some() {
             return;
         }
-        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
         loop {
-            if self.reply.pending.is_empty() {
-                if self.reply.buf.is_empty() {
-                    self.reply.buf = vec![0u8; BUF];
+            if !self.reply.pending.is_empty() {
+                let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+                let data = self.reply.pending.rest();
+                let wrote = sys::net::sendto(self.cur.get_ref().as_fd(), data, flags, None);
+                match self.source_wrote(wrote) {
+                    Ok(w) => self.reply.pending.wrote(w),
+                    Err(Flow::More) => {}
+                    Err(Flow::Stop) => return,
                 }
-                match sys::net::recv(dest.stream.as_fd(), &mut self.reply.buf, libc::MSG_DONTWAIT) {
-                    Ok(0) => {
-                        if end_is_fin(&dest.stream, self.destination_shut) {
-                            self.source_shut = true;
-                            self.reply = Reply {
-                                done: true,
-                                ..Reply::default()
-                            };
-                            let _ = self.cur.get_ref().shutdown(Shutdown::Write);
-                        } else {
-                            self.failed = Some("connection reset".to_owned());
-                        }
-                        return;
-                    }
-                    Ok(n) => self.reply.pending = 0..n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        self.failed = Some(e.to_string());
-                        return;
-                    }
-                }
+                continue;
             }
-            let data = &self.reply.buf[self.reply.pending.clone()];
-            match sys::net::sendto(self.cur.get_ref().as_fd(), data, flags, None) {
-                Ok(w) => self.reply.pending.start += w,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.source_reset = Some(e);
-                    self.reply.pending = 0..0;
-                    return;
-                }
+            let flow = SCRATCH.with_borrow_mut(|buf| self.read_and_copy(buf));
+            if let Flow::Stop = flow {
+                return;
             }
         }
+    }
+
+    /// What a write of reply bytes to the source did: how many, or (`Err`) to try again
+    /// (`More`) or stop (`Stop`: the source would block, or is cut, which `source_reset` keeps).
+    fn source_wrote(&mut self, wrote: io::Result<usize>) -> Result<usize, Flow> {
+        match wrote {
+            Ok(w) => Ok(w),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(Flow::Stop),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Err(Flow::More),
+            Err(e) => {
+                self.source_reset = Some(e);
+                self.reply.pending = Stash::default();
+                Err(Flow::Stop)
+            }
+        }
+    }
+
+    /// Reads the reply into `buf` and writes it to the source; keeps what the write left.
+    fn read_and_copy(&mut self, buf: &mut [u8]) -> Flow {
+        let dest = self.dest.as_ref().expect("connected");
+        let n = match sys::net::recv(dest.stream.as_fd(), buf, libc::MSG_DONTWAIT) {
+            Ok(0) => {
+                if end_is_fin(&dest.stream, self.destination_shut) {
+                    self.source_shut = true;
+                    self.reply = Reply {
+                        done: true,
+                        ..Reply::default()
+                    };
+                    let _ = self.cur.get_ref().shutdown(Shutdown::Write);
+                } else {
+                    self.failed = Some("connection reset".to_owned());
+                }
+                return Flow::Stop;
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Flow::Stop,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Flow::More,
+            Err(e) => {
+                self.failed = Some(e.to_string());
+                return Flow::Stop;
+            }
+        };
+        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+        let mut at = 0;
+        while at < n {
+            let wrote = sys::net::sendto(self.cur.get_ref().as_fd(), &buf[at..n], flags, None);
+            match self.source_wrote(wrote) {
+                Ok(w) => at += w,
+                Err(Flow::More) => {}
+                Err(Flow::Stop) if self.source_reset.is_some() => return Flow::Stop,
+                Err(Flow::Stop) => break,
+            }
+        }
+        if at < n {
+            self.reply.pending = Stash {
+                bytes: buf[at..n].to_vec(),
+                at: 0,
+            };
+            return Flow::Stop;
+        }
+        Flow::More
     }
 
     /// The source's stream ended at the peek offset: with its FIN, or cut (`error`, what the
@@ -415,18 +562,31 @@ impl<'a> Session<'a> {
             .wait(&mut self.events, timeout)
             .map_err(io_err("epoll_wait"))?;
         let err = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+        let destination = self.link.token | DESTINATION;
         if self
             .events
             .iter()
-            .any(|&(ev, token)| token == DESTINATION && ev & err != 0)
+            .any(|&(ev, token)| token == destination && ev & err != 0)
         {
-            let failure = self
-                .dest()
-                .failure(self.destination_shut)
-                .map_err(io_err("recvmsg(MSG_ERRQUEUE) of the destination"))?;
-            self.failed = self.failed.take().or(failure);
+            self.destination_error()?;
         }
         Ok(self.events.len())
+    }
+
+    /// The destination's socket reported `EPOLLERR` or `EPOLLHUP`: takes its acknowledgement
+    /// notifications, and its failure if it failed.
+    ///
+    /// # Errors
+    /// Reading the destination's error queue.
+    pub(crate) fn destination_error(&mut self) -> Result<(), RelayError> {
+        let Some(dest) = &self.dest else {
+            return Ok(());
+        };
+        let failure = dest
+            .failure(self.destination_shut)
+            .map_err(io_err("recvmsg(MSG_ERRQUEUE) of the destination"))?;
+        self.failed = self.failed.take().or(failure);
+        Ok(())
     }
 
     /// The destination failed: take its last acknowledgements, reset it, give it up, and rewind
@@ -448,7 +608,7 @@ impl<'a> Session<'a> {
         // takes it out of the epoll set.
         reset(&old.stream);
         drop(old);
-        self.reply.pending = 0..0;
+        self.reply.pending = Stash::default();
         self.given_up.push(target);
         let targets = &self.link.s.targets;
         let left: Vec<usize> = (1..=targets.len())
@@ -494,7 +654,7 @@ impl Link<'_> {
                 stream.as_fd(),
                 (libc::EPOLLOUT | libc::EPOLLERR | libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET)
                     as u32,
-                DESTINATION,
+                self.token | DESTINATION,
             )
             .map_err(io_err("epoll_ctl"))?;
         Ok(Dest {

@@ -16,6 +16,10 @@ use crate::relay::{
 use crate::sys::event::Epoll;
 use crate::sys::reactor::register_borrowed;
 
+/// Descriptors a connection of [`serve`] holds: the source, the destination and the session's
+/// epoll set, which the reactor watches.
+pub const DESCRIPTORS_PER_CONNECTION: u64 = 3;
+
 fn io_err(call: &'static str) -> impl FnOnce(std::io::Error) -> RelayError {
     move |source| RelayError::Io { call, source }
 }
@@ -45,7 +49,7 @@ where
     let config = &config;
     let src = src.into_std_socket().map_err(io_err("fcntl(O_NONBLOCK)"))?;
     let epoll = Epoll::new().map_err(io_err("epoll_create1"))?;
-    let mut session = Session::new(src, config, &epoll)?;
+    let mut session = Session::new(src, config, &epoll, 0)?;
     // The session's epoll set itself is what the reactor watches.
     let events = register_borrowed(epoll.as_fd(), Interest::READABLE)
         .map_err(io_err("epoll_ctl(EPOLL_CTL_ADD)"))?;
@@ -90,7 +94,7 @@ async fn connect(
     s: &Config,
     targets: &[usize],
 ) -> Result<(std::net::TcpStream, usize), RelayError> {
-    let mut attempts = Attempts::new(s, targets);
+    let mut attempts = Attempts::new(s, targets.to_vec());
     while let Some((k, target, left)) = attempts.next() {
         match until(Some(left), TcpStream::connect(target)).await {
             Ok(Ok(stream)) => {
@@ -136,7 +140,7 @@ pub async fn serve(
     let mut full = false;
     let mut stop = std::pin::pin!(stop);
     let failed = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let room = descriptor_room();
+    let room = descriptor_room(DESCRIPTORS_PER_CONNECTION);
     while how.count.is_none_or(|c| served.relayed < c) {
         // Room for one more in the descriptors: else the newcomer waits in the listen queue
         // until a connection ends.

@@ -1,0 +1,610 @@
+//! The relay's event loops: a fixed number of threads, each with one epoll set (`epoll(7)`)
+//! for the listener and every connection it took. A connection is two descriptors (source and
+//! destination) and a [`Session`] in its loop's table: no thread, stack, timer or epoll set of
+//! its own. The loops share the caller's listener, each watching it with `EPOLLEXCLUSIVE`
+//! (Linux 4.5), so that a newcomer wakes one loop, the one waiting: no acceptor thread hands
+//! connections out, and no `SO_REUSEPORT` group would need a listener of the relay's own.
+//! Connects are non-blocking; the only clocks are deadlines the sessions ask for (a connect
+//! attempt's share of the timeout, the acknowledgement timeout, the backstop while segments
+//! are in flight) in one heap per loop, which sets the wait's timeout.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use super::connect::Attempts;
+use super::serve::{Backoff, Serve, Stop, lost_newcomer, out_of_resources};
+use super::session::{DESTINATION, Next, Session, reset};
+use super::{Config, Event, RelayError, Report, io_err};
+
+/// Whether a step ended its connection (`Ok(true)`: both directions done, the report ready).
+type Ended = Result<bool, RelayError>;
+use crate::sys::{self, event::Epoll};
+
+/// Tokens of the listener and of the stop signal (a connection's are below: its generation in
+/// the high half, kept under `u32::MAX`).
+const LISTENER: u64 = u64::MAX;
+const STOP: u64 = u64::MAX - 1;
+const COUNTED: u64 = u64::MAX - 2;
+
+/// Newcomers a loop takes per wake-up, before it serves its connections again.
+const ACCEPT_BATCH: usize = 64;
+
+/// Events one wait returns at most.
+const EVENTS: usize = 256;
+
+/// How long a loop leaves its listener alone while the descriptors are full (sooner when one
+/// of its connections ends).
+const FULL_PAUSE: Duration = Duration::from_millis(100);
+
+/// What every loop of one serve shares.
+pub(super) struct Shared<'a> {
+    pub(super) config: &'a Config,
+    pub(super) how: &'a Serve,
+    pub(super) stop: &'a Stop,
+    pub(super) event: &'a (dyn Fn(Event) + Send + Sync),
+    /// Connections the descriptors leave room for, and the limit (`None`: no limit to read).
+    pub(super) room: Option<(usize, u64)>,
+    pub(super) live: AtomicUsize,
+    /// Connections taken (and, under [`Serve::count`], places reserved before an accept).
+    pub(super) relayed: AtomicU64,
+    pub(super) refused: AtomicU64,
+    pub(super) failed: AtomicU64,
+    pub(super) accept_failures: AtomicU64,
+    pub(super) reset_at_drain: AtomicU64,
+    pub(super) full_told: AtomicBool,
+    pub(super) backoff: Mutex<Backoff>,
+    /// Written when [`Serve::count`] connections were taken: every loop then looks whether it
+    /// should stop listening (watched edge-triggered: one wake-up a write).
+    pub(super) counted: OwnedFd,
+}
+
+/// Where a connection is: connecting a destination, or relaying.
+enum Phase<'a> {
+    Connecting(Connecting<'a>),
+    Relaying,
+}
+
+/// A destination being connected: the targets' attempts, and the socket of the one under way
+/// (writable once its handshake ended) with its target.
+struct Connecting<'a> {
+    attempts: Attempts<'a>,
+    trying: Option<(OwnedFd, usize)>,
+}
+
+/// One relayed connection in its loop's table.
+struct Conn<'a> {
+    generation: u32,
+    from: SocketAddr,
+    session: Session<'a>,
+    phase: Phase<'a>,
+    /// When it asked to be stepped without an event.
+    deadline: Option<Instant>,
+    /// An event or its deadline came since it was last stepped.
+    due: bool,
+}
+
+/// One loop: its epoll set, its connections, their deadlines.
+struct Loop<'s, 'a> {
+    shared: &'s Shared<'a>,
+    listener: &'s TcpListener,
+    epoll: &'s Epoll,
+    conns: Vec<Option<Conn<'s>>>,
+    free: Vec<usize>,
+    generation: u32,
+    timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
+    /// The listener is in the epoll set; else, when to put it back (`None`: never again).
+    listening: bool,
+    listen_again: Option<Instant>,
+    /// Stopped: the time the live connections have left.
+    drain_until: Option<Instant>,
+    due: Vec<usize>,
+}
+
+/// Runs one loop until it accepts no more and its connections ended (or the drain ran out).
+pub(super) fn run(shared: &Shared<'_>, listener: &TcpListener) -> Result<(), RelayError> {
+    let epoll = Epoll::new().map_err(io_err("epoll_create1"))?;
+    let listen = (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32;
+    epoll
+        .add(listener.as_fd(), listen, LISTENER)
+        .map_err(io_err("epoll_ctl"))?;
+    epoll
+        .add(shared.stop.fd(), libc::EPOLLIN as u32, STOP)
+        .map_err(io_err("epoll_ctl"))?;
+    epoll
+        .add(
+            shared.counted.as_fd(),
+            (libc::EPOLLIN | libc::EPOLLET) as u32,
+            COUNTED,
+        )
+        .map_err(io_err("epoll_ctl"))?;
+    let mut l = Loop {
+        shared,
+        listener,
+        epoll: &epoll,
+        conns: Vec::new(),
+        free: Vec::new(),
+        generation: 0,
+        timers: BinaryHeap::new(),
+        listening: true,
+        listen_again: None,
+        drain_until: None,
+        due: Vec::new(),
+    };
+    let r = l.serve();
+    // Whatever is left (an error, a drain that ran out) is reset as its session drops.
+    l.conns.clear();
+    r
+}
+
+impl<'s> Loop<'s, '_> {
+    fn serve(&mut self) -> Result<(), RelayError> {
+        let mut events = Vec::with_capacity(EVENTS);
+        loop {
+            if self.shared.stop.is_stopped() && self.drain_until.is_none() {
+                self.stopped();
+            }
+            let live = self.conns.len() - self.free.len();
+            if live == 0 && !self.listening && self.listen_again.is_none() {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if self.drain_until.is_some_and(|t| now >= t) {
+                self.shared
+                    .reset_at_drain
+                    .fetch_add(live as u64, Ordering::SeqCst);
+                return Ok(());
+            }
+            if self.listen_again.is_some_and(|t| now >= t) {
+                self.listen();
+            }
+            let next = [
+                self.timers.peek().map(|Reverse((t, ..))| *t),
+                self.listen_again,
+                self.drain_until,
+            ];
+            let timeout = next
+                .into_iter()
+                .flatten()
+                .min()
+                .map_or(Duration::MAX, |t| t.saturating_duration_since(now));
+            self.epoll
+                .wait_up_to::<EVENTS>(&mut events, timeout)
+                .map_err(io_err("epoll_wait"))?;
+            for &(ev, token) in &events {
+                match token {
+                    LISTENER => self.accept()?,
+                    STOP => self.stopped(),
+                    COUNTED => self.counted(),
+                    _ => self.woke(token, ev),
+                }
+            }
+            self.expire();
+            while let Some(k) = self.due.pop() {
+                self.drive(k);
+            }
+        }
+    }
+
+    /// Stop: no newcomers (the listener shut, so that they are refused rather than left in
+    /// its queue); the live connections have the drain timeout to end.
+    fn stopped(&mut self) {
+        if self.drain_until.is_none() {
+            let _ = self.epoll.delete(self.shared.stop.fd());
+            self.drain_until = Some(Instant::now() + self.shared.how.drain_timeout);
+        }
+        self.unlisten(None);
+        let _ = sys::net::disconnect(self.listener.as_fd());
+    }
+
+    /// Another loop took the last of [`Serve::count`]: listen no more if they are all taken
+    /// (a loop whose accept found none gives its place back, and goes on listening).
+    fn counted(&mut self) {
+        let sh = self.shared;
+        if sh
+            .how
+            .count
+            .is_some_and(|c| sh.relayed.load(Ordering::SeqCst) >= c)
+        {
+            self.unlisten(None);
+        }
+    }
+
+    /// Takes the listener out of the epoll set, until `again` (`None`: for good).
+    fn unlisten(&mut self, again: Option<Instant>) {
+        if self.listening {
+            let _ = self.epoll.delete(self.listener.as_fd());
+            self.listening = false;
+        }
+        self.listen_again = again;
+    }
+
+    /// Puts the listener back after a pause.
+    fn listen(&mut self) {
+        self.listen_again = None;
+        if self.listening || self.drain_until.is_some() {
+            return;
+        }
+        let listen = (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32;
+        self.listening = self
+            .epoll
+            .add(self.listener.as_fd(), listen, LISTENER)
+            .is_ok();
+    }
+
+    /// Takes newcomers, up to a batch.
+    fn accept(&mut self) -> Result<(), RelayError> {
+        let sh = self.shared;
+        for _ in 0..ACCEPT_BATCH {
+            // Another loop may have shut the listener already.
+            if sh.stop.is_stopped() {
+                self.stopped();
+                return Ok(());
+            }
+            if !self.listening {
+                return Ok(());
+            }
+            // Under --count, a place first, so that the loops together take no more.
+            if let Some(c) = sh.how.count {
+                let reserve = |r: u64| (r < c).then_some(r + 1);
+                if sh
+                    .relayed
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, reserve)
+                    .is_err()
+                {
+                    self.unlisten(None);
+                    return Ok(());
+                }
+            }
+            let unreserve = || {
+                if sh.how.count.is_some() {
+                    sh.relayed.fetch_sub(1, Ordering::SeqCst);
+                }
+            };
+            // Room for one more in the descriptors: else the newcomer waits in the listen queue.
+            if let Some((room, limit)) = sh.room
+                && sh.live.load(Ordering::SeqCst) >= room
+            {
+                unreserve();
+                if !sh.full_told.swap(true, Ordering::SeqCst) {
+                    let live = sh.live.load(Ordering::SeqCst);
+                    (sh.event)(Event::DescriptorsFull { live, limit });
+                }
+                self.unlisten(Some(Instant::now() + FULL_PAUSE));
+                return Ok(());
+            }
+            sh.full_told.store(false, Ordering::SeqCst);
+            let (fd, from) = match sys::net::accept_nonblocking(self.listener.as_fd()) {
+                Ok(a) => a,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    unreserve();
+                    return Ok(());
+                }
+                Err(e) if out_of_resources(&e) => {
+                    unreserve();
+                    sh.accept_failures.fetch_add(1, Ordering::SeqCst);
+                    let (pause, first) = sh.backoff.lock().unwrap().failed();
+                    if first {
+                        let live = sh.live.load(Ordering::SeqCst);
+                        (sh.event)(Event::AcceptStalled { error: e, live });
+                    }
+                    self.unlisten(Some(Instant::now() + pause));
+                    return Ok(());
+                }
+                Err(e) if lost_newcomer(&e) => {
+                    unreserve();
+                    continue;
+                }
+                Err(e) => {
+                    unreserve();
+                    return Err(io_err("accept4")(e));
+                }
+            };
+            if let Some(resumed) = sh.backoff.lock().unwrap().worked() {
+                (sh.event)(resumed);
+            }
+            let src = TcpStream::from(fd);
+            let from = from.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+            if sh.live.load(Ordering::SeqCst) >= sh.how.max_connections {
+                unreserve();
+                sh.refused.fetch_add(1, Ordering::SeqCst);
+                reset(&src);
+                (sh.event)(Event::Refused { from });
+                continue;
+            }
+            if sh.how.count.is_none() {
+                sh.relayed.fetch_add(1, Ordering::SeqCst);
+            }
+            sh.live.fetch_add(1, Ordering::SeqCst);
+            self.adopt(src, from);
+            if sh
+                .how
+                .count
+                .is_some_and(|c| sh.relayed.load(Ordering::SeqCst) >= c)
+            {
+                let _ = sys::event::eventfd_write(sh.counted.as_fd());
+                self.unlisten(None);
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// A newcomer's session in a free place of the table; it starts connecting.
+    fn adopt(&mut self, src: TcpStream, from: SocketAddr) {
+        let k = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        self.generation = self.generation % (u32::MAX - 1) + 1;
+        let token = (u64::from(self.generation) << 32) | ((k as u64) << 1);
+        let epoll: &'s Epoll = self.epoll;
+        match Session::new(src, self.shared.config, epoll, token) {
+            Ok(session) => {
+                let next = session.start();
+                self.conns[k] = Some(Conn {
+                    generation: self.generation,
+                    from,
+                    session,
+                    phase: Phase::Relaying,
+                    deadline: None,
+                    due: false,
+                });
+                let r = self.next(k, next);
+                self.settle(k, r);
+            }
+            Err(e) => {
+                self.free.push(k);
+                self.ended(from, Err(e));
+            }
+        }
+    }
+
+    /// An event for a connection's socket.
+    fn woke(&mut self, token: u64, ev: u32) {
+        let k = ((token & u64::from(u32::MAX)) >> 1) as usize;
+        let generation = (token >> 32) as u32;
+        let Some(Some(c)) = self.conns.get_mut(k) else {
+            return;
+        };
+        if c.generation != generation {
+            return;
+        }
+        let destination = token & DESTINATION != 0;
+        let connecting = matches!(c.phase, Phase::Connecting(_));
+        let r = if connecting {
+            // Its socket under way has the destination's token: writable once the handshake
+            // ended. The source waits until a destination is there.
+            if destination {
+                self.connected(k)
+            } else {
+                Ok(())
+            }
+        } else {
+            let err = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+            let r = if destination && ev & err != 0 {
+                c.session.destination_error()
+            } else {
+                Ok(())
+            };
+            self.mark(k);
+            r
+        };
+        if let Err(e) = r {
+            self.end(k, Err(e));
+        }
+    }
+
+    /// Marks connection `k` to be stepped once this wake-up's events are read.
+    fn mark(&mut self, k: usize) {
+        if let Some(Some(c)) = self.conns.get_mut(k)
+            && !c.due
+        {
+            c.due = true;
+            self.due.push(k);
+        }
+    }
+
+    /// Deadlines that passed: their connections are due.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        while let Some(&Reverse((t, k, generation))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(Some(c)) = self.conns.get_mut(k) else {
+                continue;
+            };
+            if c.generation != generation || c.deadline != Some(t) {
+                continue;
+            }
+            c.deadline = None;
+            if matches!(c.phase, Phase::Connecting(_)) {
+                let r = self.attempt_over(k);
+                self.settle(k, r);
+            } else {
+                self.mark(k);
+            }
+        }
+    }
+
+    /// Steps a connection due: the session does all it can, then says what it waits for.
+    fn drive(&mut self, k: usize) {
+        let Some(Some(c)) = self.conns.get_mut(k) else {
+            return;
+        };
+        c.due = false;
+        if !matches!(c.phase, Phase::Relaying) {
+            return;
+        }
+        let r = c.session.step().and_then(|next| self.next(k, next));
+        self.settle(k, r);
+    }
+
+    /// Acts on what a session asked for.
+    fn next(&mut self, k: usize, next: Next) -> Ended {
+        let c = self.conns[k].as_mut().expect("live");
+        match next {
+            Next::Done => Ok(true),
+            Next::Connect(targets) => {
+                c.phase = Phase::Connecting(Connecting {
+                    attempts: Attempts::new(self.shared.config, targets),
+                    trying: None,
+                });
+                self.attempt(k).map(|()| false)
+            }
+            Next::Wait(wait) => {
+                self.set_deadline(k, wait.map(|w| Instant::now() + w));
+                Ok(false)
+            }
+        }
+    }
+
+    /// After a step: an ended connection leaves the table, with its report or its error.
+    fn settle(&mut self, k: usize, r: Ended) {
+        match r {
+            Ok(false) => {}
+            Ok(true) => {
+                let c = self.conns[k].take().expect("live");
+                self.free.push(k);
+                let from = c.from;
+                self.ended(from, Ok(c.session.finish()));
+            }
+            Err(e) => self.end(k, Err(e)),
+        }
+    }
+
+    /// Ends connection `k` with `result` (a session that did not finish resets both sides as
+    /// it drops).
+    fn end(&mut self, k: usize, result: Result<Report, RelayError>) {
+        if let Some(c) = self.conns[k].take() {
+            self.free.push(k);
+            let from = c.from;
+            drop(c);
+            self.ended(from, result);
+        }
+    }
+
+    /// A connection ended: counted, told, and its place in the descriptors given back.
+    fn ended(&mut self, from: SocketAddr, result: Result<Report, RelayError>) {
+        let sh = self.shared;
+        sh.live.fetch_sub(1, Ordering::SeqCst);
+        if result.is_err() {
+            sh.failed.fetch_add(1, Ordering::SeqCst);
+        }
+        (sh.event)(Event::Ended { from, result });
+        // Sooner when a connection ends: a paused listener is tried again now.
+        if self.listen_again.is_some() {
+            self.listen();
+        }
+    }
+
+    fn set_deadline(&mut self, k: usize, at: Option<Instant>) {
+        let c = self.conns[k].as_mut().expect("live");
+        c.deadline = at;
+        if let Some(t) = at {
+            self.timers.push(Reverse((t, k, c.generation)));
+        }
+    }
+
+    /// Starts the next connect attempt of connection `k` (or, after a round of the targets, a
+    /// pause); a connect that succeeds at once is adopted at once.
+    fn attempt(&mut self, k: usize) -> Result<(), RelayError> {
+        loop {
+            let c = self.conns[k].as_mut().expect("live");
+            let Phase::Connecting(conn) = &mut c.phase else {
+                return Ok(());
+            };
+            let Some((target, addr, left)) = conn.attempts.next() else {
+                let Phase::Connecting(conn) = std::mem::replace(&mut c.phase, Phase::Relaying)
+                else {
+                    unreachable!()
+                };
+                return Err(conn.attempts.no_destination());
+            };
+            match sys::net::connect_nonblocking(&addr) {
+                Ok((fd, true)) => return self.connected_to(k, fd, target),
+                Ok((fd, false)) => {
+                    let token = (u64::from(c.generation) << 32) | ((k as u64) << 1) | DESTINATION;
+                    self.epoll
+                        .add(fd.as_fd(), libc::EPOLLOUT as u32, token)
+                        .map_err(io_err("epoll_ctl"))?;
+                    conn.trying = Some((fd, target));
+                    self.set_deadline(k, Some(Instant::now() + left));
+                    return Ok(());
+                }
+                Err(e) => {
+                    conn.attempts.failed(target, &e);
+                    if let Some(pause) = conn.attempts.pause() {
+                        self.set_deadline(k, Some(Instant::now() + pause));
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The attempt under way of connection `k` ended its handshake: adopted, or failed.
+    fn connected(&mut self, k: usize) -> Result<(), RelayError> {
+        let c = self.conns[k].as_mut().expect("live");
+        let Phase::Connecting(conn) = &mut c.phase else {
+            return Ok(());
+        };
+        let Some((fd, target)) = conn.trying.take() else {
+            return Ok(());
+        };
+        let _ = self.epoll.delete(fd.as_fd());
+        match sys::sockopt::take_error(fd.as_fd()) {
+            Ok(0) => self.connected_to(k, fd, target),
+            Ok(errno) => self.retry(k, target, &io::Error::from_raw_os_error(errno)),
+            Err(e) => self.retry(k, target, &e),
+        }
+    }
+
+    /// The attempt under way (or the pause after a round) of connection `k` is over.
+    fn attempt_over(&mut self, k: usize) -> Ended {
+        let c = self.conns[k].as_mut().expect("live");
+        let Phase::Connecting(conn) = &mut c.phase else {
+            return Ok(false);
+        };
+        match conn.trying.take() {
+            Some((fd, target)) => {
+                drop(fd);
+                let timed_out = io::Error::from(io::ErrorKind::TimedOut);
+                self.retry(k, target, &timed_out)
+            }
+            None => self.attempt(k),
+        }
+        .map(|()| false)
+    }
+
+    /// Target `target` failed for connection `k`: a pause after a round, else the next.
+    fn retry(&mut self, k: usize, target: usize, e: &io::Error) -> Result<(), RelayError> {
+        let c = self.conns[k].as_mut().expect("live");
+        let Phase::Connecting(conn) = &mut c.phase else {
+            return Ok(());
+        };
+        conn.attempts.failed(target, e);
+        if let Some(pause) = conn.attempts.pause() {
+            self.set_deadline(k, Some(Instant::now() + pause));
+            return Ok(());
+        }
+        self.attempt(k)
+    }
+
+    /// Connection `k`'s destination is connected: the session takes it and is stepped.
+    fn connected_to(&mut self, k: usize, fd: OwnedFd, target: usize) -> Result<(), RelayError> {
+        let c = self.conns[k].as_mut().expect("live");
+        c.phase = Phase::Relaying;
+        c.deadline = None;
+        c.session.adopt(TcpStream::from(fd), target)?;
+        self.mark(k);
+        Ok(())
+    }
+}
