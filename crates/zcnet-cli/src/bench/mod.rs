@@ -20,6 +20,7 @@ pub mod packet;
 pub mod packet_tx;
 pub mod peek;
 pub mod reference;
+pub mod relay;
 mod suite;
 pub mod sweep;
 pub mod tcp_rx;
@@ -68,6 +69,10 @@ enum Name {
     UdpGso(udp_gso::Opt),
     /// The SO_PEEK_OFF relay against the discard-buffer fallback, rate-limited veth lab.
     Peek(peek::Opt),
+    /// `zcnet relay`'s event loops against a tokio copy_bidirectional relay and the relay
+    /// before them: CPU per MB, round trips, memory and descriptors, 1 to the descriptor
+    /// ceiling's worth of connections (loopback).
+    Relay(relay::Opt),
     /// Packet capture in the veth lab: the TPACKET_V3 RX ring vs recvfrom per packet vs
     /// tcpdump, frames of 64, 512 and 1500 bytes.
     Packet(packet::Opt),
@@ -94,6 +99,7 @@ impl Opt {
             Some(Name::UringTx(o)) => &o.flags.sweep.common,
             Some(Name::UdpGso(o)) => &o.common,
             Some(Name::Peek(o)) => &o.common,
+            Some(Name::Relay(o)) => &o.common,
             Some(Name::Packet(o)) => &o.sweep.common,
             Some(Name::PacketTx(o)) => &o.common,
             Some(Name::AsyncServe(o)) => &o.common,
@@ -116,6 +122,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         Some(Name::UringTx(o)) => uring_tx::run(o),
         Some(Name::UdpGso(o)) => udp_gso::run(o),
         Some(Name::Peek(o)) => peek::run(o),
+        Some(Name::Relay(o)) => relay::run(o),
         Some(Name::Packet(o)) => packet::run(o),
         Some(Name::PacketTx(o)) => packet_tx::run(o),
         Some(Name::AsyncServe(o)) => async_serve::run(o),

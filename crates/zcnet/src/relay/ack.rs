@@ -43,12 +43,20 @@ impl Dest {
         Ok(false)
     }
 
-    /// Empties the error queue of acknowledgement notifications; then whether the connection
-    /// failed: its pending error, or a reset whose error another call took (closed although
-    /// the relay sent no FIN: `shut` says whether it did).
+    /// Empties the error queue of acknowledgement notifications; then, when there were none
+    /// (the wake-up was no acknowledgement), whether the connection failed: its pending error,
+    /// or a reset whose error another call took (closed although the relay sent no FIN: `shut`
+    /// says whether it did). After notifications a failure shows at the next read or write
+    /// (and a reset's `EPOLLHUP` makes a read of the reply due): two calls a notification saved.
     pub(super) fn failure(&self, shut: bool) -> io::Result<Option<String>> {
         let mut control = [0u8; 256];
-        while sys::net::recv_errqueue(self.stream.as_fd(), &mut control)?.is_some() {}
+        let mut notified = false;
+        while sys::net::recv_errqueue(self.stream.as_fd(), &mut control)?.is_some() {
+            notified = true;
+        }
+        if notified {
+            return Ok(None);
+        }
         if let Some(e) = self.stream.take_error()? {
             return Ok(Some(e.to_string()));
         }

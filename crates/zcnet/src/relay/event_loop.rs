@@ -379,19 +379,15 @@ impl<'s> Loop<'s, '_> {
         let connecting = matches!(c.phase, Phase::Connecting(_));
         let r = if connecting {
             // Its socket under way has the destination's token: writable once the handshake
-            // ended. The source waits until a destination is there.
+            // ended. The source's events are kept (what it may read, whether its end came) for
+            // when a destination is there.
             if destination {
                 self.connected(k)
             } else {
-                Ok(())
+                c.session.event(false, ev)
             }
         } else {
-            let err = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
-            let r = if destination && ev & err != 0 {
-                c.session.destination_error()
-            } else {
-                Ok(())
-            };
+            let r = c.session.event(destination, ev);
             self.mark(k);
             r
         };
@@ -425,6 +421,7 @@ impl<'s> Loop<'s, '_> {
                 continue;
             }
             c.deadline = None;
+            c.session.timer();
             if matches!(c.phase, Phase::Connecting(_)) {
                 let r = self.attempt_over(k);
                 self.settle(k, r);

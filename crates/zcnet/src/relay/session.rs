@@ -38,6 +38,13 @@ const ACK_POLL: Duration = Duration::from_millis(1);
 /// was cut after one timeout).
 const ACK_BACKSTOP: Duration = Duration::from_millis(2);
 
+/// Outstanding bytes from which every peek looks at `TCP_INFO` first (below, only an
+/// acknowledgement's notification, a timer or the source's end makes a step look, with the
+/// peek offset; the discard method looks every time, as it re-reads what is not consumed): a stream
+/// takes what the destination acknowledged as it goes, and an exchange of small requests costs
+/// no `getsockopt` of its own.
+const OBSERVE_AT: u64 = 64 * 1024;
+
 /// Bytes a session reads at once, each way.
 const BUF: usize = 64 * 1024;
 
@@ -136,6 +143,19 @@ pub(crate) struct Session<'a> {
     stalled_since: Option<Instant>,
     /// Segments in flight at the last look, and the backstop's next wait while they are.
     in_flight: bool,
+    /// The source may have bytes past the peek offset, the destination reply bytes: set by
+    /// their events (edge-triggered), cleared when a read would block, so that a step makes no
+    /// read that cannot return anything.
+    source_readable: bool,
+    reply_readable: bool,
+    /// The source's or the destination's end (FIN, reset) was announced (`EPOLLRDHUP`,
+    /// `EPOLLHUP`): a short read no longer means drained, as the end behind the bytes brings no
+    /// edge of its own.
+    source_end_seen: bool,
+    reply_end_seen: bool,
+    /// Acknowledgements may have come since the last look at `TCP_INFO` (a notification or an
+    /// error of the destination, a timer, a new destination).
+    acks_due: bool,
     backstop: Duration,
     /// The source's FIN was passed to the destination: the source's stream is done.
     destination_shut: bool,
@@ -195,6 +215,11 @@ impl<'a> Session<'a> {
             given_up: Vec::new(),
             stalled_since: None,
             in_flight: false,
+            source_readable: true,
+            reply_readable: true,
+            source_end_seen: false,
+            reply_end_seen: false,
+            acks_due: true,
             backstop: ACK_BACKSTOP,
             destination_shut: false,
             source_shut: false,
@@ -232,7 +257,21 @@ impl<'a> Session<'a> {
             self.backstop = ACK_BACKSTOP;
         }
         self.in_flight = info.unacked > 0;
+        self.acks_due = false;
         Ok(unanswered)
+    }
+
+    /// Whether a step looks at `TCP_INFO`: acknowledgements may have come, the source's stream
+    /// ended (its end waits for the last of them), much is outstanding, the stall clock runs,
+    /// or the kernel gives no notifications.
+    fn look(&self) -> bool {
+        self.acks_due
+            || self.eof
+            || self.stalled_since.is_some()
+            || self.cur.outstanding() >= OBSERVE_AT
+            || !self.dest().ack_events
+            // The discard method re-reads what is not consumed, with SO_RCVLOWAT past it.
+            || self.cur.mode() != peek::Mode::ZeroCopy
     }
 
     /// Takes `stream`, connected to target `target`, as the destination.
@@ -259,6 +298,10 @@ impl<'a> Session<'a> {
         // lost the rest: the stream "ended" at the resume point).
         self.eof = false;
         self.stalled_since = None;
+        self.source_readable = true;
+        self.reply_readable = true;
+        self.reply_end_seen = false;
+        self.acks_due = true;
         Ok(())
     }
 
@@ -287,11 +330,13 @@ impl<'a> Session<'a> {
                 }
                 return Ok(Next::Connect(self.failing_over(why)?));
             }
-            let unanswered = self.observe()?;
-            let stalled = self.stalled_since.map_or(Duration::ZERO, |t| t.elapsed());
-            if let Some(why) = unanswered.expired(stalled, s.ack_timeout) {
-                self.failed = Some(why);
-                continue;
+            if self.look() {
+                let unanswered = self.observe()?;
+                let stalled = self.stalled_since.map_or(Duration::ZERO, |t| t.elapsed());
+                if let Some(why) = unanswered.expired(stalled, s.ack_timeout) {
+                    self.failed = Some(why);
+                    continue;
+                }
             }
             if self.forward_complete() && !self.destination_shut {
                 self.pass_the_source_end()?;
@@ -357,6 +402,8 @@ impl<'a> Session<'a> {
     /// Writes what was peeked and peeks more while there is room, until one side would block.
     fn forward(&mut self) -> Result<(), RelayError> {
         let s = self.link.s;
+        // The step looked at TCP_INFO just before.
+        let mut observed = true;
         loop {
             if !self.pending.is_empty() {
                 let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
@@ -378,8 +425,10 @@ impl<'a> Session<'a> {
             // Acknowledgements arrive while this loop runs: without taking them before each
             // peek the source queue (and the discard method's re-reading) grows with every
             // write the destination accepts.
-            self.observe()?;
-            if self.eof || self.cur.outstanding() >= s.max_unacked {
+            if !std::mem::replace(&mut observed, false) && self.look() {
+                self.observe()?;
+            }
+            if self.eof || !self.source_readable || self.cur.outstanding() >= s.max_unacked {
                 return Ok(());
             }
             let room = usize::try_from(s.max_unacked - self.cur.outstanding())
@@ -400,7 +449,12 @@ impl<'a> Session<'a> {
                 return Ok(Flow::Stop);
             }
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Flow::Stop),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // The discard method's SO_RCVLOWAT lies past the bytes it re-reads, and what a
+                // consume frees brings no event: it peeks at every step, as before.
+                self.source_readable = self.cur.mode() != peek::Mode::ZeroCopy;
+                return Ok(Flow::Stop);
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(Flow::More),
             // The kernel gives a connection's error only once no byte is left before it: every
             // byte the source's TCP took was peeked by now.
@@ -411,6 +465,12 @@ impl<'a> Session<'a> {
         };
         if self.link.s.sample_unacked {
             self.stats.unacked_samples.push(self.cur.outstanding());
+        }
+        // Less than asked for: all there was (the next bytes bring an event of their own). Not
+        // for the discard method, whose peek from the head may stop short of what is queued.
+        let offset = self.cur.mode() == peek::Mode::ZeroCopy;
+        if n < buf.len() && offset && !self.source_end_seen {
+            self.source_readable = false;
         }
         let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
         let mut at = 0;
@@ -447,6 +507,9 @@ impl<'a> Session<'a> {
         // Once the source has the destination's end, or its own connection is cut, nothing more
         // can reach it.
         if self.dest.is_none() || self.reply.done || self.source_reset.is_some() {
+            return;
+        }
+        if self.reply.pending.is_empty() && !self.reply_readable {
             return;
         }
         loop {
@@ -501,7 +564,10 @@ impl<'a> Session<'a> {
                 return Flow::Stop;
             }
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Flow::Stop,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.reply_readable = false;
+                return Flow::Stop;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Flow::More,
             Err(e) => {
                 self.failed = Some(e.to_string());
@@ -509,6 +575,9 @@ impl<'a> Session<'a> {
             }
         };
         let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+        if n < buf.len() && !self.reply_end_seen {
+            self.reply_readable = false;
+        }
         let mut at = 0;
         while at < n {
             let wrote = sys::net::sendto(self.cur.get_ref().as_fd(), &buf[at..n], flags, None);
@@ -561,16 +630,42 @@ impl<'a> Session<'a> {
             .epoll
             .wait(&mut self.events, timeout)
             .map_err(io_err("epoll_wait"))?;
-        let err = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
-        let destination = self.link.token | DESTINATION;
-        if self
-            .events
+        let events = std::mem::take(&mut self.events);
+        // None: the wait timed out, a timer's step.
+        self.acks_due |= events.is_empty();
+        let r = events
             .iter()
-            .any(|&(ev, token)| token == destination && ev & err != 0)
-        {
+            .try_for_each(|&(ev, token)| self.event(token & DESTINATION != 0, ev));
+        self.events = events;
+        r.map(|()| self.events.len())
+    }
+
+    /// An event of the source's socket or (`destination`) the destination's: what may be read
+    /// now, and the destination's notifications or failure.
+    ///
+    /// # Errors
+    /// Reading the destination's error queue.
+    pub(crate) fn event(&mut self, destination: bool, ev: u32) -> Result<(), RelayError> {
+        let readable = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
+        let end = (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
+        if !destination {
+            self.source_readable |= ev & readable != 0;
+            self.source_end_seen |= ev & end != 0;
+            return Ok(());
+        }
+        let ended = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP) as u32;
+        self.reply_readable |= ev & ended != 0;
+        self.reply_end_seen |= ev & (libc::EPOLLRDHUP | libc::EPOLLHUP) as u32 != 0;
+        if ev & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
+            self.acks_due = true;
             self.destination_error()?;
         }
-        Ok(self.events.len())
+        Ok(())
+    }
+
+    /// The deadline the session asked for passed: a step looks at `TCP_INFO`.
+    pub(crate) fn timer(&mut self) {
+        self.acks_due = true;
     }
 
     /// The destination's socket reported `EPOLLERR` or `EPOLLHUP`: takes its acknowledgement

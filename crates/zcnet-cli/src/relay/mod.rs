@@ -9,6 +9,8 @@ use anyhow::{Context, bail};
 use zcnet::peek;
 use zcnet::relay::{self, Config, Event, Serve};
 
+mod compare;
+
 /// Options of `zcnet relay`.
 #[derive(Debug, clap::Args)]
 pub struct Opt {
@@ -58,6 +60,22 @@ pub struct Opt {
     /// Print each finished connection as one JSON line on stdout.
     #[arg(long)]
     pub json: bool,
+    /// What relays: zcnet's event loops, or, for `zcnet bench relay` to compare, the relay
+    /// before them (a tokio task and an epoll set per connection) or a tokio
+    /// `copy_bidirectional` relay (what a Rust user writes, without zcnet's guarantee).
+    #[arg(long, value_enum, default_value = "loops", hide = true)]
+    pub engine: Engine,
+}
+
+/// `--engine`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Engine {
+    /// `relay::serve`: event loops.
+    Loops,
+    /// `zcnet::tokio::relay::serve`: a task and an epoll set per connection.
+    TokioSessions,
+    /// `tokio::io::copy_bidirectional` per connection: no peek, no guarantee.
+    TokioCopy,
 }
 
 /// `--method`.
@@ -103,6 +121,9 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         relay::DESCRIPTORS_PER_CONNECTION
     );
     let json = opt.json;
+    if opt.engine != Engine::Loops {
+        return compare::run(&opt, listener, config, said(json));
+    }
     let how = Serve {
         max_connections: opt.max_connections,
         count: (opt.count > 0).then_some(opt.count),

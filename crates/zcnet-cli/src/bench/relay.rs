@@ -1,0 +1,532 @@
+//! `zcnet bench relay`: `zcnet relay` on its event loops against the relays a Rust user would
+//! run instead (issue 65), at 1 to the descriptor ceiling's worth of connections at once.
+//!
+//! On loopback, three processes: this one holds the clients; an echo server of our own (this
+//! binary again, `--echo-server`) holds the destination's ends; the relay under test is
+//! `zcnet relay --engine E` (`loops`: the event loops, peek method; `copy`: the same with the
+//! discard-buffer method; `tokio-copy`: `tokio::io::copy_bidirectional` a connection, what a
+//! Rust user writes; `tokio-sessions`: the relay before the loops, a tokio task and an epoll
+//! set a connection). For each connection count, each run starts each relay in turn (the
+//! order rotating), opens every connection, reads the relay's descriptors and resident memory
+//! (beyond what it held before the first), then three phases of `--seconds` each: every
+//! connection exchanging 1 KiB requests with their echoes (round-trip times kept), the same with
+//! 64 KiB, and `--bulk-streams` of them streaming both ways at once. Every byte that comes back
+//! is compared with what was sent, by position. The relay's CPU is the sum of its threads' run
+//! time (`/proc/PID/task/*/schedstat`) over each phase, per MB through it (both ways).
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::common::Common;
+use super::verdict::{Goal, Verdict};
+
+/// Options of `zcnet bench relay`.
+#[derive(Debug, clap::Args)]
+pub struct Opt {
+    #[command(flatten)]
+    pub common: Common,
+    /// Connections at once (repeatable): a number, or `max`, all the relay's descriptors allow
+    /// (floor((hard RLIMIT_NOFILE - 100) / 2)). Default: 1, 100, 1000, max.
+    #[arg(long = "connections", value_name = "N|max")]
+    pub connections: Vec<String>,
+    /// Relays to compare (repeatable): loops, copy, tokio-copy, tokio-sessions. Default: loops,
+    /// copy, tokio-copy.
+    #[arg(long = "mode", value_name = "MODE")]
+    pub modes: Vec<String>,
+    /// Connections streaming in the bulk phase, at most.
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    pub bulk_streams: usize,
+    /// Run the echo destination (this bench's own far side) until stdin closes.
+    #[arg(long, hide = true)]
+    pub echo_server: bool,
+}
+
+/// One relay under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Mode {
+    Loops,
+    Copy,
+    TokioCopy,
+    TokioSessions,
+}
+
+impl Mode {
+    fn parse(s: &str) -> anyhow::Result<Mode> {
+        Ok(match s {
+            "loops" => Mode::Loops,
+            "copy" => Mode::Copy,
+            "tokio-copy" => Mode::TokioCopy,
+            "tokio-sessions" => Mode::TokioSessions,
+            _ => bail!("--mode {s}: give loops, copy, tokio-copy or tokio-sessions"),
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Loops => "loops",
+            Mode::Copy => "copy",
+            Mode::TokioCopy => "tokio-copy",
+            Mode::TokioSessions => "tokio-sessions",
+        }
+    }
+
+    /// `zcnet relay`'s arguments for it.
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Mode::Loops => &["--engine", "loops"],
+            Mode::Copy => &["--engine", "loops", "--method", "discard-buffer"],
+            Mode::TokioCopy => &["--engine", "tokio-copy"],
+            Mode::TokioSessions => &["--engine", "tokio-sessions"],
+        }
+    }
+}
+
+/// What one run of one relay measured.
+#[derive(Clone, Debug, Serialize)]
+struct Row {
+    connections: usize,
+    mode: Mode,
+    run: usize,
+    /// Relay CPU per MB through it, each phase (µs).
+    cpu_us_per_mb_1k: f64,
+    cpu_us_per_mb_64k: f64,
+    cpu_us_per_mb_bulk: f64,
+    /// Round-trip times of the 1 KiB exchanges (µs).
+    rtt_p50_us: f64,
+    rtt_p99_us: f64,
+    /// The relay's resident memory and descriptors per connection, every one open.
+    kib_per_connection: f64,
+    descriptors_per_connection: f64,
+    /// MB through the relay, each phase.
+    mb_1k: f64,
+    mb_64k: f64,
+    mb_bulk: f64,
+}
+
+/// A process started by the bench, killed by its id when dropped.
+struct Process {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Process {
+    /// Starts this binary with `args`; its first stderr line names the address it listens on.
+    fn start(args: &[&str]) -> anyhow::Result<Process> {
+        let mut child = Command::new(std::env::current_exe()?)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting zcnet")?;
+        let mut err = BufReader::new(child.stderr.take().context("stderr")?);
+        let mut line = String::new();
+        err.read_line(&mut line)?;
+        let addr = line
+            .split("listening on ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .with_context(|| format!("no address in {line:?}"))?;
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        Ok(Process { child, addr })
+    }
+
+    /// The run time of all its threads so far (s).
+    fn cpu_s(&self) -> f64 {
+        let dir = format!("/proc/{}/task", self.child.id());
+        let Ok(tasks) = std::fs::read_dir(dir) else {
+            return 0.0;
+        };
+        let ns: u64 = tasks
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+            .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .sum();
+        ns as f64 / 1e9
+    }
+
+    /// Its open descriptors and resident memory (KiB).
+    fn footprint(&self) -> (usize, u64) {
+        let pid = self.child.id();
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let rss = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        (fds, rss)
+    }
+}
+
+/// The byte at `offset` of connection `id`'s stream: a pattern that reorders or mixes show.
+fn pattern(id: usize, offset: u64) -> u8 {
+    (offset.wrapping_mul(0x9e37_79b9) >> 7) as u8 ^ (id as u8)
+}
+
+fn fill(buf: &mut [u8], id: usize, from: u64) {
+    for (k, b) in buf.iter_mut().enumerate() {
+        *b = pattern(id, from + k as u64);
+    }
+}
+
+/// Whether `got` is connection `id`'s stream from `from` on.
+fn intact(got: &[u8], id: usize, from: u64) -> bool {
+    got.iter()
+        .enumerate()
+        .all(|(k, &b)| b == pattern(id, from + k as u64))
+}
+
+/// Exchanges of `size` bytes on `c` until `end`: each written, then read back whole; the
+/// round-trip times (µs) and the bytes sent; an error for an echo that differs.
+async fn exchanges(
+    c: &mut TcpStream,
+    id: usize,
+    size: usize,
+    end: Instant,
+    at: &mut u64,
+) -> anyhow::Result<Vec<u32>> {
+    let (mut out, mut back) = (vec![0u8; size], vec![0u8; size]);
+    let mut rtts = Vec::new();
+    while Instant::now() < end {
+        fill(&mut out, id, *at);
+        let t = Instant::now();
+        c.write_all(&out).await?;
+        c.read_exact(&mut back).await?;
+        rtts.push(u32::try_from(t.elapsed().as_micros()).unwrap_or(u32::MAX));
+        if !intact(&back, id, *at) {
+            bail!("connection {id}: the echo at {} differs", *at);
+        }
+        *at += size as u64;
+    }
+    Ok(rtts)
+}
+
+/// Streams both ways on `c` until `end`: writes as fast as the relay takes, then half-closes;
+/// reads back and checks concurrently, to the echo's end. The bytes sent.
+async fn bulk(c: &mut TcpStream, id: usize, end: Instant, at: u64) -> anyhow::Result<u64> {
+    let (mut r, mut w) = c.split();
+    let writer = async {
+        let mut buf = vec![0u8; 64 << 10];
+        let mut sent = at;
+        while Instant::now() < end {
+            fill(&mut buf, id, sent);
+            w.write_all(&buf).await?;
+            sent += buf.len() as u64;
+        }
+        w.shutdown().await?;
+        anyhow::Ok(sent)
+    };
+    let reader = async {
+        let mut buf = vec![0u8; 64 << 10];
+        let mut got = at;
+        loop {
+            let n = r.read(&mut buf).await?;
+            if n == 0 {
+                return anyhow::Ok(got);
+            }
+            if !intact(&buf[..n], id, got) {
+                bail!("connection {id}: the echo at {got} differs");
+            }
+            got += n as u64;
+        }
+    };
+    let (sent, got) = tokio::try_join!(writer, reader)?;
+    if got != sent {
+        bail!(
+            "connection {id}: {} bytes echoed of {}",
+            got - at,
+            sent - at
+        );
+    }
+    Ok(sent - at)
+}
+
+/// The `q` quantile of `v` (sorted here).
+fn quantile(v: &mut [u32], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_unstable();
+    f64::from(v[((v.len() - 1) as f64 * q).round() as usize])
+}
+
+/// One run of relay `mode` with `n` connections to `echo`.
+fn one_run(
+    rt: &tokio::runtime::Runtime,
+    echo: SocketAddr,
+    mode: Mode,
+    n: usize,
+    run: usize,
+    seconds: f64,
+    bulk_streams: usize,
+) -> anyhow::Result<Row> {
+    let to = echo.to_string();
+    let mut args = vec!["relay", "--listen", "127.0.0.1:0", "--to", &to];
+    args.extend(["--max-connections", "1000000"]);
+    args.extend(mode.args());
+    let relay = Process::start(&args)?;
+    std::thread::sleep(Duration::from_millis(100));
+    let base = relay.footprint();
+    let addr = relay.addr;
+    let mut conns = rt.block_on(async {
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            let c = TcpStream::connect(addr).await?;
+            c.set_nodelay(true)?;
+            v.push(c);
+        }
+        anyhow::Ok(v)
+    })?;
+    std::thread::sleep(Duration::from_millis(200));
+    let peak = relay.footprint();
+    let phase = Duration::from_secs_f64(seconds);
+    let mut offsets = vec![0u64; n];
+    let phase_of = |size: usize, conns: &mut Vec<TcpStream>, offsets: &mut Vec<u64>| {
+        let cpu = relay.cpu_s();
+        let end = Instant::now() + phase;
+        let tasks: Vec<_> = std::mem::take(conns)
+            .into_iter()
+            .zip(offsets.iter().copied())
+            .enumerate()
+            .map(|(id, (mut c, mut at))| {
+                rt.spawn(async move {
+                    let r = exchanges(&mut c, id, size, end, &mut at).await;
+                    (c, at, r)
+                })
+            })
+            .collect();
+        let mut rtts = Vec::new();
+        let mut sent = 0u64;
+        for (id, t) in tasks.into_iter().enumerate() {
+            let (c, at, r) = rt.block_on(t)?;
+            sent += at - offsets[id];
+            offsets[id] = at;
+            rtts.extend(r?);
+            conns.push(c);
+        }
+        anyhow::Ok((relay.cpu_s() - cpu, 2.0 * sent as f64 / 1e6, rtts))
+    };
+    let (cpu_1k, mb_1k, mut rtts) = phase_of(1024, &mut conns, &mut offsets)?;
+    let (cpu_64k, mb_64k, _) = phase_of(64 << 10, &mut conns, &mut offsets)?;
+    let cpu = relay.cpu_s();
+    let end = Instant::now() + phase;
+    let streams = n.min(bulk_streams);
+    let tasks: Vec<_> = conns
+        .drain(..streams)
+        .zip(offsets.iter().copied())
+        .enumerate()
+        .map(|(id, (mut c, at))| rt.spawn(async move { bulk(&mut c, id, end, at).await }))
+        .collect();
+    let mut sent = 0u64;
+    for t in tasks {
+        sent += rt.block_on(t)??;
+    }
+    let (cpu_bulk, mb_bulk) = (relay.cpu_s() - cpu, 2.0 * sent as f64 / 1e6);
+    drop(conns);
+    let per_mb = |cpu: f64, mb: f64| cpu * 1e6 / mb;
+    Ok(Row {
+        connections: n,
+        mode,
+        run,
+        cpu_us_per_mb_1k: per_mb(cpu_1k, mb_1k),
+        cpu_us_per_mb_64k: per_mb(cpu_64k, mb_64k),
+        cpu_us_per_mb_bulk: per_mb(cpu_bulk, mb_bulk),
+        rtt_p50_us: quantile(&mut rtts, 0.5),
+        rtt_p99_us: quantile(&mut rtts, 0.99),
+        kib_per_connection: peak.1.saturating_sub(base.1) as f64 / n as f64,
+        descriptors_per_connection: peak.0.saturating_sub(base.0) as f64 / n as f64,
+        mb_1k,
+        mb_64k,
+        mb_bulk,
+    })
+}
+
+/// The echo destination: every byte back as it comes, until this process's stdin closes.
+fn echo_server() -> anyhow::Result<()> {
+    crate::relay::raise_nofile();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let listener = rt.block_on(async {
+        let s = tokio::net::TcpSocket::new_v4()?;
+        s.bind("127.0.0.1:0".parse()?)?;
+        anyhow::Ok(s.listen(u32::MAX)?)
+    })?;
+    eprintln!("echo: listening on {}", listener.local_addr()?);
+    // Until the bench's end of our stdin closes (it ended, or dropped us).
+    std::thread::spawn(|| {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        std::process::exit(0);
+    });
+    rt.block_on(async move {
+        loop {
+            let Ok((mut c, _)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            };
+            tokio::spawn(async move {
+                let (mut r, mut w) = c.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    })
+}
+
+/// The connection counts asked for.
+fn counts(asked: &[String]) -> anyhow::Result<Vec<usize>> {
+    let hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |l| l.1);
+    let max = (hard.saturating_sub(100) / 2) as usize;
+    let default = ["1", "100", "1000", "max"].map(String::from);
+    let asked = if asked.is_empty() {
+        &default[..]
+    } else {
+        asked
+    };
+    asked
+        .iter()
+        .map(|a| match a.as_str() {
+            "max" => Ok(max),
+            n => match n.parse::<usize>() {
+                Ok(n) if (1..=max).contains(&n) => Ok(n),
+                _ => bail!("--connections {n}: give 1 to {max} (the relay's descriptors), or max"),
+            },
+        })
+        .collect()
+}
+
+/// `zcnet bench relay`.
+pub fn run(opt: Opt) -> anyhow::Result<()> {
+    if opt.echo_server {
+        return echo_server();
+    }
+    let counts = counts(&opt.connections)?;
+    let modes: Vec<Mode> = if opt.modes.is_empty() {
+        vec![Mode::Loops, Mode::Copy, Mode::TokioCopy]
+    } else {
+        opt.modes
+            .iter()
+            .map(|m| Mode::parse(m))
+            .collect::<anyhow::Result<_>>()?
+    };
+    let runs = opt.common.runs.unwrap_or(3);
+    let seconds = opt.common.seconds.unwrap_or(1.0);
+    crate::relay::raise_nofile();
+    let echo = Process::start(&["bench", "relay", "--echo-server"])?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut rows = Vec::new();
+    for &n in &counts {
+        for run in 0..runs {
+            for k in 0..modes.len() {
+                let mode = modes[(k + run) % modes.len()];
+                let row = one_run(&rt, echo.addr, mode, n, run, seconds, opt.bulk_streams)
+                    .with_context(|| format!("{} with {n} connections, run {run}", mode.name()))?;
+                if !opt.common.json {
+                    eprintln!(
+                        "{n:>6} {:<14} run {run}: {:>7.0} {:>7.0} {:>7.0} µs/MB, p50 {:>6.0} p99 \
+                         {:>7.0} µs, {:.2} KiB {:.2} fds a connection",
+                        mode.name(),
+                        row.cpu_us_per_mb_1k,
+                        row.cpu_us_per_mb_64k,
+                        row.cpu_us_per_mb_bulk,
+                        row.rtt_p50_us,
+                        row.rtt_p99_us,
+                        row.kib_per_connection,
+                        row.descriptors_per_connection
+                    );
+                }
+                rows.push(row);
+            }
+        }
+    }
+    let verdicts = verdicts(&rows, &counts, &modes);
+    if opt.common.json {
+        let doc = serde_json::json!({ "bench": "relay", "rows": rows, "verdicts": verdicts });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        for v in &verdicts {
+            println!("{}", v["line"].as_str().unwrap_or_default());
+        }
+    }
+    Ok(())
+}
+
+/// The verdicts of each connection count: the event loops' CPU per MB over each other relay's,
+/// each phase (at most 1.0: no more CPU than the relay a Rust user writes, and no step back
+/// from the relay before the loops), and the 1 KiB p99 over `tokio-copy`'s (at most 1.1 from
+/// 1,000 connections on, information below).
+fn verdicts(rows: &[Row], counts: &[usize], modes: &[Mode]) -> Vec<serde_json::Value> {
+    type Figure = fn(&Row) -> f64;
+    let figures: [(&str, Figure, Option<Goal>); 3] = [
+        (
+            "CPU/MB 1 KiB",
+            |r| r.cpu_us_per_mb_1k,
+            Some(Goal::AtMost(1.0)),
+        ),
+        (
+            "CPU/MB 64 KiB",
+            |r| r.cpu_us_per_mb_64k,
+            Some(Goal::AtMost(1.0)),
+        ),
+        (
+            "CPU/MB bulk",
+            |r| r.cpu_us_per_mb_bulk,
+            Some(Goal::AtMost(1.0)),
+        ),
+    ];
+    let mut out = Vec::new();
+    for &n in counts {
+        let of = |m: Mode| -> Vec<&Row> {
+            rows.iter()
+                .filter(|r| r.connections == n && r.mode == m)
+                .collect()
+        };
+        let loops = of(Mode::Loops);
+        for &other in modes.iter().filter(|&&m| m != Mode::Loops) {
+            let theirs = of(other);
+            let mut judge = |what: &str, f: Figure, goal: Option<Goal>| {
+                let pairs: Vec<f64> = loops
+                    .iter()
+                    .zip(&theirs)
+                    .map(|(a, b)| f(a) / f(b))
+                    .collect();
+                let v = Verdict::judge(&pairs, goal);
+                let line = format!(
+                    "{n:>6} loops / {:<14} {what:<14} {}",
+                    other.name(),
+                    v.text()
+                );
+                out.push(serde_json::json!({
+                    "connections": n, "of": other, "figure": what, "verdict": v, "line": line,
+                }));
+            };
+            for (what, f, goal) in figures {
+                judge(what, f, goal);
+            }
+            if other == Mode::TokioCopy {
+                let goal = (n >= 1000).then_some(Goal::AtMost(1.1));
+                judge("p99 1 KiB", |r| r.rtt_p99_us, goal);
+            }
+        }
+    }
+    out
+}
