@@ -10,11 +10,29 @@ use std::time::Duration;
 use anyhow::Context;
 use zcnet::relay::{Config, Event, Serve};
 
-use super::{Engine, Opt};
+/// `--engine`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Engine {
+    /// `relay::serve`: event loops.
+    Loops,
+    /// `zcnet::tokio::relay::serve`: a task and an epoll set per connection.
+    TokioSessions,
+    /// `tokio::io::copy_bidirectional` per connection: no peek, no guarantee.
+    TokioCopy,
+}
 
-/// Runs `opt.engine` on `listener` until the first signal; a second ends the process.
+/// What the comparison relays are told.
+pub struct How {
+    pub engine: Engine,
+    pub to: std::net::SocketAddr,
+    pub threads: usize,
+    pub max_connections: usize,
+    pub drain: Duration,
+}
+
+/// Runs `how.engine` on `listener` until the first signal; a second ends the process.
 pub fn run(
-    opt: &Opt,
+    opt: &How,
     listener: TcpListener,
     config: Arc<Config>,
     event: impl Fn(Event) + Send + Sync + 'static,
@@ -31,8 +49,7 @@ pub fn run(
     let stopped = Arc::new(tokio::sync::Notify::new());
     let notify = stopped.clone();
     crate::interrupt::on_stop(move || notify.notify_one());
-    let drain = Duration::from_secs_f64(opt.drain_timeout);
-    let (engine, to, max) = (opt.engine, opt.to, opt.max_connections);
+    let (engine, to, max, drain) = (opt.engine, opt.to, opt.max_connections, opt.drain);
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let stop = stopped.notified();

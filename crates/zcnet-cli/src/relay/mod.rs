@@ -11,6 +11,8 @@ use zcnet::relay::{self, Config, Event, Serve};
 
 mod compare;
 
+pub use compare::Engine;
+
 /// Options of `zcnet relay`.
 #[derive(Debug, clap::Args)]
 pub struct Opt {
@@ -67,17 +69,6 @@ pub struct Opt {
     pub engine: Engine,
 }
 
-/// `--engine`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Engine {
-    /// `relay::serve`: event loops.
-    Loops,
-    /// `zcnet::tokio::relay::serve`: a task and an epoll set per connection.
-    TokioSessions,
-    /// `tokio::io::copy_bidirectional` per connection: no peek, no guarantee.
-    TokioCopy,
-}
-
 /// `--method`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum MethodArg {
@@ -122,7 +113,14 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     );
     let json = opt.json;
     if opt.engine != Engine::Loops {
-        return compare::run(&opt, listener, config, said(json));
+        let how = compare::How {
+            engine: opt.engine,
+            to: opt.to,
+            threads: opt.threads,
+            max_connections: opt.max_connections,
+            drain: Duration::from_secs_f64(opt.drain_timeout),
+        };
+        return compare::run(&how, listener, config, said(json));
     }
     let how = Serve {
         max_connections: opt.max_connections,

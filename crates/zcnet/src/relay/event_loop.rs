@@ -13,12 +13,15 @@ use std::collections::BinaryHeap;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::connect::Attempts;
-use super::serve::{Backoff, Serve, Stop, lost_newcomer, out_of_resources};
+use super::serve::{
+    Backoff, DESCRIPTORS_PER_CONNECTION, Serve, Served, Stop, check_max_connections,
+    descriptor_room, lost_newcomer, out_of_resources,
+};
 use super::session::{DESTINATION, Next, Session, reset};
 use super::{Config, Event, RelayError, Report, io_err};
 
@@ -604,4 +607,86 @@ impl<'s> Loop<'s, '_> {
         self.mark(k);
         Ok(())
     }
+}
+
+/// Accepts connections on `listener` and relays them on [`Serve::threads`] event loops (both
+/// directions, to their ends), as [`Serve`] says; `event` is told of each connection's end and
+/// of trouble accepting. Each loop is a thread with one epoll set for the listener (watched
+/// with `EPOLLEXCLUSIVE`: a newcomer wakes one loop) and for every connection it took: two
+/// descriptors a connection ([`DESCRIPTORS_PER_CONNECTION`]), no thread, timer or buffer of its
+/// own while idle. Out of descriptors or memory it keeps every live connection and backs off
+/// ([`Event::AcceptStalled`]); it accepts no more connections at once than `RLIMIT_NOFILE`
+/// leaves descriptors for (raise the soft limit to the hard one first, as `zcnet relay` does),
+/// so that every connection it takes it can relay whole. Returns once [`Serve::count`]
+/// connections were relayed and ended (however long they take), or after a [`Stop`] and its
+/// drain. `listener` is made non-blocking, and a stop shuts it (`connect(2)` to `AF_UNSPEC`):
+/// newcomers are refused rather than left in its queue.
+///
+/// # Errors
+/// [`RelayError::Io`] when `accept` fails for another reason than a lost newcomer or a want
+/// of resources (the other loops end too, their connections reset), [`RelayError::Config`] for
+/// `max_connections` 0.
+pub fn serve(
+    listener: &TcpListener,
+    config: Arc<Config>,
+    how: &Serve,
+    stop: &Stop,
+    event: impl Fn(Event) + Send + Sync + 'static,
+) -> Result<Served, RelayError> {
+    check_max_connections(how.max_connections)?;
+    listener
+        .set_nonblocking(true)
+        .map_err(io_err("fcntl(O_NONBLOCK)"))?;
+    let threads = match how.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let shared = Shared {
+        config: &config,
+        how,
+        stop,
+        event: &event,
+        room: descriptor_room(DESCRIPTORS_PER_CONNECTION),
+        live: AtomicUsize::new(0),
+        relayed: AtomicU64::new(0),
+        refused: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+        accept_failures: AtomicU64::new(0),
+        reset_at_drain: AtomicU64::new(0),
+        full_told: AtomicBool::new(false),
+        backoff: Mutex::new(Backoff::new()),
+        counted: sys::event::eventfd().map_err(io_err("eventfd"))?,
+    };
+    // A loop that fails stops the others: they drain as after a stop.
+    let failure = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for i in 0..threads {
+            let (shared, failure) = (&shared, &failure);
+            std::thread::Builder::new()
+                .name(format!("zcnet-relay-{i}"))
+                .spawn_scoped(scope, move || {
+                    if let Err(e) = run(shared, listener) {
+                        failure.lock().unwrap().get_or_insert(e);
+                        shared.stop.stop();
+                    }
+                })
+                .expect("spawning an event loop");
+        }
+    });
+    if let Some(e) = failure.into_inner().unwrap() {
+        return Err(e);
+    }
+    let reset_at_drain = shared.reset_at_drain.load(Ordering::SeqCst);
+    if reset_at_drain > 0 {
+        event(Event::DrainTimedOut {
+            live: reset_at_drain as usize,
+        });
+    }
+    Ok(Served {
+        relayed: shared.relayed.load(Ordering::SeqCst),
+        refused: shared.refused.load(Ordering::SeqCst),
+        failed: shared.failed.load(Ordering::SeqCst),
+        reset_at_drain,
+        accept_failures: shared.accept_failures.load(Ordering::SeqCst),
+    })
 }

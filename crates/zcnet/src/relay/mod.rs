@@ -64,11 +64,12 @@ pub(crate) use connect::Attempts;
 use connect::connect;
 pub use error::RelayError;
 use error::io_err;
+pub use event_loop::serve;
 #[cfg(feature = "tokio")]
 pub(crate) use serve::{
     Backoff, check_max_connections, descriptor_room, lost_newcomer, out_of_resources,
 };
-pub use serve::{DESCRIPTORS_PER_CONNECTION, Event, Serve, Served, Stop, serve};
+pub use serve::{DESCRIPTORS_PER_CONNECTION, Event, Serve, Served, Stop};
 pub(crate) use session::{Next, Session};
 
 use crate::sys::event::Epoll;

@@ -1,19 +1,18 @@
-//! Accepting connections and relaying them on event loops ([`serve`]): the connection limit,
+//! What serving connections takes ([`serve`](super::serve) runs the loops): the connection limit,
 //! the descriptors `RLIMIT_NOFILE` leaves, the back-off of failed `accept(2)`s, and the stop
 //! and its drain ([`Stop`]).
 
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::event_loop::{self, Shared};
-use super::{Config, RelayError, Report, io_err};
+use super::{RelayError, Report};
 use crate::sys;
 
-/// How [`serve`] (and `zcnet::tokio::relay::serve`) takes connections.
+/// How [`serve`](super::serve) (and `zcnet::tokio::relay::serve`) takes connections.
 #[derive(Clone, Debug)]
 pub struct Serve {
     /// Connections relayed at once, each counted until both its directions ended; a newcomer
@@ -22,11 +21,11 @@ pub struct Serve {
     /// Relay this many connections (refused ones do not count), then stop accepting and return
     /// once they ended; `None`: until stopped.
     pub count: Option<u64>,
-    /// Event loops of [`serve`] (threads, each with one epoll set for its connections); 0: one
+    /// Event loops of [`serve`](super::serve) (threads, each with one epoll set for its connections); 0: one
     /// per CPU the process may run on (`sched_getaffinity(2)`, as
     /// `std::thread::available_parallelism` reads it). The tokio relay runs on its runtime.
     pub threads: usize,
-    /// After a [`Stop`], how long the live connections of [`serve`] have to end, both
+    /// After a [`Stop`], how long the live connections of [`serve`](super::serve) have to end, both
     /// directions, before they are reset (the tokio relay's serve takes its own).
     pub drain_timeout: Duration,
 }
@@ -44,7 +43,7 @@ impl Serve {
     }
 }
 
-/// Stops a running [`serve`] from another thread (a signal handler's watcher, say): it accepts
+/// Stops a running [`serve`](super::serve) from another thread (a signal handler's watcher, say): it accepts
 /// no more, lets the live connections end for [`Serve::drain_timeout`], resets what is left,
 /// and returns. Clones stop the same serve; an `eventfd(2)` wakes its loops.
 #[derive(Clone, Debug)]
@@ -134,7 +133,7 @@ pub enum Event {
     },
 }
 
-/// Descriptors a connection of [`serve`] holds at most: the source and the destination (a
+/// Descriptors a connection of [`serve`](super::serve) holds at most: the source and the destination (a
 /// failover closes the destination that failed before it connects the next; the epoll sets are
 /// the loops'). The blocking [`relay`](super::relay) of one connection and the tokio relay add
 /// an epoll set each.
@@ -217,7 +216,7 @@ pub(crate) fn check_max_connections(max_connections: usize) -> Result<(), RelayE
     Ok(())
 }
 
-/// What [`serve`] did.
+/// What [`serve`](super::serve) did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Served {
     /// Connections relayed (accepted and not refused).
@@ -231,86 +230,4 @@ pub struct Served {
     /// Failed accepts for want of descriptors or memory (each burst told by
     /// [`Event::AcceptStalled`]).
     pub accept_failures: u64,
-}
-
-/// Accepts connections on `listener` and relays them on [`Serve::threads`] event loops (both
-/// directions, to their ends), as [`Serve`] says; `event` is told of each connection's end and
-/// of trouble accepting. Each loop is a thread with one epoll set for the listener (watched
-/// with `EPOLLEXCLUSIVE`: a newcomer wakes one loop) and for every connection it took: two
-/// descriptors a connection ([`DESCRIPTORS_PER_CONNECTION`]), no thread, timer or buffer of its
-/// own while idle. Out of descriptors or memory it keeps every live connection and backs off
-/// ([`Event::AcceptStalled`]); it accepts no more connections at once than `RLIMIT_NOFILE`
-/// leaves descriptors for (raise the soft limit to the hard one first, as `zcnet relay` does),
-/// so that every connection it takes it can relay whole. Returns once [`Serve::count`]
-/// connections were relayed and ended (however long they take), or after a [`Stop`] and its
-/// drain. `listener` is made non-blocking, and a stop shuts it (`connect(2)` to `AF_UNSPEC`):
-/// newcomers are refused rather than left in its queue.
-///
-/// # Errors
-/// [`RelayError::Io`] when `accept` fails for another reason than a lost newcomer or a want
-/// of resources (the other loops end too, their connections reset), [`RelayError::Config`] for
-/// `max_connections` 0.
-pub fn serve(
-    listener: &TcpListener,
-    config: Arc<Config>,
-    how: &Serve,
-    stop: &Stop,
-    event: impl Fn(Event) + Send + Sync + 'static,
-) -> Result<Served, RelayError> {
-    check_max_connections(how.max_connections)?;
-    listener
-        .set_nonblocking(true)
-        .map_err(io_err("fcntl(O_NONBLOCK)"))?;
-    let threads = match how.threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
-    let shared = Shared {
-        config: &config,
-        how,
-        stop,
-        event: &event,
-        room: descriptor_room(DESCRIPTORS_PER_CONNECTION),
-        live: AtomicUsize::new(0),
-        relayed: AtomicU64::new(0),
-        refused: AtomicU64::new(0),
-        failed: AtomicU64::new(0),
-        accept_failures: AtomicU64::new(0),
-        reset_at_drain: AtomicU64::new(0),
-        full_told: AtomicBool::new(false),
-        backoff: Mutex::new(Backoff::new()),
-        counted: sys::event::eventfd().map_err(io_err("eventfd"))?,
-    };
-    // A loop that fails stops the others: they drain as after a stop.
-    let failure = Mutex::new(None);
-    std::thread::scope(|scope| {
-        for i in 0..threads {
-            let (shared, failure) = (&shared, &failure);
-            std::thread::Builder::new()
-                .name(format!("zcnet-relay-{i}"))
-                .spawn_scoped(scope, move || {
-                    if let Err(e) = event_loop::run(shared, listener) {
-                        failure.lock().unwrap().get_or_insert(e);
-                        shared.stop.stop();
-                    }
-                })
-                .expect("spawning an event loop");
-        }
-    });
-    if let Some(e) = failure.into_inner().unwrap() {
-        return Err(e);
-    }
-    let reset_at_drain = shared.reset_at_drain.load(Ordering::SeqCst);
-    if reset_at_drain > 0 {
-        event(Event::DrainTimedOut {
-            live: reset_at_drain as usize,
-        });
-    }
-    Ok(Served {
-        relayed: shared.relayed.load(Ordering::SeqCst),
-        refused: shared.refused.load(Ordering::SeqCst),
-        failed: shared.failed.load(Ordering::SeqCst),
-        reset_at_drain,
-        accept_failures: shared.accept_failures.load(Ordering::SeqCst),
-    })
 }

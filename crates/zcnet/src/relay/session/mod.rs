@@ -2,7 +2,6 @@
 //! peeked, written, dropped once acknowledged; failover; the reply copied back; ends passed on.
 //! Its driver (the blocking [`relay`](super::relay) or the async one) does the waiting.
 
-use std::cell::RefCell;
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsFd;
@@ -13,6 +12,11 @@ use super::{Config, Failover, RelayError, Report, io_err};
 use crate::peek::{self, PeekCursor};
 use crate::sys::{self, event::Epoll};
 use crate::tcp_info::tcp_info;
+
+mod reply;
+mod stash;
+
+use stash::{BUF, Flow, Reply, SCRATCH, Stash};
 
 /// Epoll tokens: a session's two sockets are its token with this bit clear (the source) and
 /// set (the destination).
@@ -45,48 +49,6 @@ const ACK_BACKSTOP: Duration = Duration::from_millis(2);
 /// no `getsockopt` of its own.
 const OBSERVE_AT: u64 = 64 * 1024;
 
-/// Bytes a session reads at once, each way.
-const BUF: usize = 64 * 1024;
-
-thread_local! {
-    /// Where a session reads into, one per thread that relays: a session keeps bytes of its own
-    /// only when a write took part of what it read (`Stash`), so an idle connection holds none.
-    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0u8; BUF]);
-}
-
-/// Bytes read and not yet written: what a write left of one read, until written.
-#[derive(Default)]
-struct Stash {
-    bytes: Vec<u8>,
-    at: usize,
-}
-
-impl Stash {
-    fn rest(&self) -> &[u8] {
-        &self.bytes[self.at..]
-    }
-
-    fn is_empty(&self) -> bool {
-        self.at >= self.bytes.len()
-    }
-
-    /// `w` more bytes written; freed once all are.
-    fn wrote(&mut self, w: usize) {
-        self.at += w;
-        if self.is_empty() {
-            *self = Stash::default();
-        }
-    }
-}
-
-/// How a read-and-write step of one direction ended.
-enum Flow {
-    /// All written: read more.
-    More,
-    /// A side would block, ended or failed: stop.
-    Stop,
-}
-
 /// What a connection's destinations share across failovers.
 pub(crate) struct Link<'a> {
     s: &'a Config,
@@ -109,15 +71,6 @@ pub(crate) enum Next {
     /// Wait for an event of the session's epoll set, at most this long (`None`: nothing can time
     /// out, only an event brings work), then [`Session::woke`].
     Wait(Option<Duration>),
-}
-
-/// The reply: what the destination sends, copied to the source as it comes.
-#[derive(Default)]
-struct Reply {
-    /// Read and not yet written to the source.
-    pending: Stash,
-    /// The destination's FIN was passed to the source: nothing more comes back.
-    done: bool,
 }
 
 /// One relayed connection as a state machine, without a wait of its own: the blocking
@@ -497,105 +450,6 @@ impl<'a> Session<'a> {
             return Ok(Flow::Stop);
         }
         Ok(Flow::More)
-    }
-
-    /// Copies the destination's reply to the source until one side would block; passes the
-    /// destination's FIN on once read. A destination's error is its failure (`failed`); a
-    /// source that cannot be written to any more ended without its FIN (`source_reset`), which
-    /// the forward direction passes on once every byte its TCP took is acknowledged.
-    fn backward(&mut self) {
-        // Once the source has the destination's end, or its own connection is cut, nothing more
-        // can reach it.
-        if self.dest.is_none() || self.reply.done || self.source_reset.is_some() {
-            return;
-        }
-        if self.reply.pending.is_empty() && !self.reply_readable {
-            return;
-        }
-        loop {
-            if !self.reply.pending.is_empty() {
-                let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-                let data = self.reply.pending.rest();
-                let wrote = sys::net::sendto(self.cur.get_ref().as_fd(), data, flags, None);
-                match self.source_wrote(wrote) {
-                    Ok(w) => self.reply.pending.wrote(w),
-                    Err(Flow::More) => {}
-                    Err(Flow::Stop) => return,
-                }
-                continue;
-            }
-            let flow = SCRATCH.with_borrow_mut(|buf| self.read_and_copy(buf));
-            if let Flow::Stop = flow {
-                return;
-            }
-        }
-    }
-
-    /// What a write of reply bytes to the source did: how many, or (`Err`) to try again
-    /// (`More`) or stop (`Stop`: the source would block, or is cut, which `source_reset` keeps).
-    fn source_wrote(&mut self, wrote: io::Result<usize>) -> Result<usize, Flow> {
-        match wrote {
-            Ok(w) => Ok(w),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(Flow::Stop),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => Err(Flow::More),
-            Err(e) => {
-                self.source_reset = Some(e);
-                self.reply.pending = Stash::default();
-                Err(Flow::Stop)
-            }
-        }
-    }
-
-    /// Reads the reply into `buf` and writes it to the source; keeps what the write left.
-    fn read_and_copy(&mut self, buf: &mut [u8]) -> Flow {
-        let dest = self.dest.as_ref().expect("connected");
-        let n = match sys::net::recv(dest.stream.as_fd(), buf, libc::MSG_DONTWAIT) {
-            Ok(0) => {
-                if end_is_fin(&dest.stream, self.destination_shut) {
-                    self.source_shut = true;
-                    self.reply = Reply {
-                        done: true,
-                        ..Reply::default()
-                    };
-                    let _ = self.cur.get_ref().shutdown(Shutdown::Write);
-                } else {
-                    self.failed = Some("connection reset".to_owned());
-                }
-                return Flow::Stop;
-            }
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                self.reply_readable = false;
-                return Flow::Stop;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Flow::More,
-            Err(e) => {
-                self.failed = Some(e.to_string());
-                return Flow::Stop;
-            }
-        };
-        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-        if n < buf.len() && !self.reply_end_seen {
-            self.reply_readable = false;
-        }
-        let mut at = 0;
-        while at < n {
-            let wrote = sys::net::sendto(self.cur.get_ref().as_fd(), &buf[at..n], flags, None);
-            match self.source_wrote(wrote) {
-                Ok(w) => at += w,
-                Err(Flow::More) => {}
-                Err(Flow::Stop) if self.source_reset.is_some() => return Flow::Stop,
-                Err(Flow::Stop) => break,
-            }
-        }
-        if at < n {
-            self.reply.pending = Stash {
-                bytes: buf[at..n].to_vec(),
-                at: 0,
-            };
-            return Flow::Stop;
-        }
-        Flow::More
     }
 
     /// The source's stream ended at the peek offset: with its FIN, or cut (`error`, what the
