@@ -34,14 +34,14 @@ pub struct Opt {
     pub common: Common,
     /// Connections at once (repeatable): a number, or `max`, all the relay's descriptors allow
     /// (floor((hard RLIMIT_NOFILE - 100) / 2)). Default: 1, 100, 1000, max.
-    #[arg(long = "connections", value_name = "N|max")]
-    pub connections: Vec<String>,
+    #[arg(long = "connections", value_name = "N|max", value_parser = connections)]
+    pub connections: Vec<usize>,
     /// Relays to compare (repeatable): loops, copy, tokio-copy, tokio-sessions. Default: loops,
     /// copy, tokio-copy.
-    #[arg(long = "mode", value_name = "MODE")]
-    pub modes: Vec<String>,
+    #[arg(long = "mode", value_name = "MODE", value_enum)]
+    pub modes: Vec<Mode>,
     /// Connections streaming in the bulk phase, at most.
-    #[arg(long, value_name = "N", default_value_t = 128)]
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
     pub bulk_streams: usize,
     /// Run the echo destination (this bench's own far side) until stdin closes.
     #[arg(long, hide = true)]
@@ -49,26 +49,20 @@ pub struct Opt {
 }
 
 /// One relay under test.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
-enum Mode {
+pub enum Mode {
+    /// `zcnet relay`: the event loops, peek offset.
     Loops,
+    /// The loops with the discard-buffer method.
     Copy,
+    /// `tokio::io::copy_bidirectional` a connection.
     TokioCopy,
+    /// The relay before the loops: a tokio task and an epoll set a connection.
     TokioSessions,
 }
 
 impl Mode {
-    fn parse(s: &str) -> anyhow::Result<Mode> {
-        Ok(match s {
-            "loops" => Mode::Loops,
-            "copy" => Mode::Copy,
-            "tokio-copy" => Mode::TokioCopy,
-            "tokio-sessions" => Mode::TokioSessions,
-            _ => bail!("--mode {s}: give loops, copy, tokio-copy or tokio-sessions"),
-        })
-    }
-
     fn name(self) -> &'static str {
         match self {
             Mode::Loops => "loops",
@@ -389,27 +383,23 @@ fn echo_server() -> anyhow::Result<()> {
     })
 }
 
-/// The connection counts asked for.
-fn counts(asked: &[String]) -> anyhow::Result<Vec<usize>> {
+/// The most connections the relay's descriptors hold: floor((hard RLIMIT_NOFILE - 100) / 2).
+fn ceiling() -> usize {
     let hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
         .map_or(1024, |l| l.1);
-    let max = (hard.saturating_sub(100) / 2) as usize;
-    let default = ["1", "100", "1000", "max"].map(String::from);
-    let asked = if asked.is_empty() {
-        &default[..]
-    } else {
-        asked
-    };
-    asked
-        .iter()
-        .map(|a| match a.as_str() {
-            "max" => Ok(max),
-            n => match n.parse::<usize>() {
-                Ok(n) if (1..=max).contains(&n) => Ok(n),
-                _ => bail!("--connections {n}: give 1 to {max} (the relay's descriptors), or max"),
-            },
-        })
-        .collect()
+    (hard.saturating_sub(100) / 2) as usize
+}
+
+/// `--connections`: a count from 1 to the ceiling, or `max`.
+fn connections(s: &str) -> Result<usize, String> {
+    let max = ceiling();
+    match s {
+        "max" => Ok(max),
+        n => match n.parse::<usize>() {
+            Ok(n) if (1..=max).contains(&n) => Ok(n),
+            _ => Err(format!("give 1 to {max} (the relay's descriptors), or max")),
+        },
+    }
 }
 
 /// `zcnet bench relay`.
@@ -417,14 +407,15 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     if opt.echo_server {
         return echo_server();
     }
-    let counts = counts(&opt.connections)?;
+    let counts = if opt.connections.is_empty() {
+        vec![1, 100, 1000, ceiling()]
+    } else {
+        opt.connections.clone()
+    };
     let modes: Vec<Mode> = if opt.modes.is_empty() {
         vec![Mode::Loops, Mode::Copy, Mode::TokioCopy]
     } else {
-        opt.modes
-            .iter()
-            .map(|m| Mode::parse(m))
-            .collect::<anyhow::Result<_>>()?
+        opt.modes.clone()
     };
     let runs = opt.common.runs.unwrap_or(3);
     let seconds = opt.common.seconds.unwrap_or(1.0);

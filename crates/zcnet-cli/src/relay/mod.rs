@@ -55,10 +55,10 @@ pub struct Opt {
     /// to end, both directions, before they are reset, seconds (a second signal ends at once).
     #[arg(long, visible_alias = "drain-seconds", value_name = "S", default_value_t = 10.0, value_parser = crate::args::seconds)]
     pub drain_timeout: f64,
-    /// Event loops: threads, each with one epoll set for its connections (0: one per CPU the
-    /// process may run on).
-    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1024))]
-    pub threads: usize,
+    /// Event loops: threads, each with one epoll set for its connections (default: one per CPU
+    /// the process may run on).
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub threads: Option<usize>,
     /// Print each finished connection as one JSON line on stdout.
     #[arg(long)]
     pub json: bool,
@@ -116,7 +116,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         let how = compare::How {
             engine: opt.engine,
             to: opt.to,
-            threads: opt.threads,
+            threads: opt.threads.unwrap_or(0),
             max_connections: opt.max_connections,
             drain: Duration::from_secs_f64(opt.drain_timeout),
         };
@@ -125,7 +125,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let how = Serve {
         max_connections: opt.max_connections,
         count: (opt.count > 0).then_some(opt.count),
-        threads: opt.threads,
+        threads: opt.threads.unwrap_or(0),
         drain_timeout: Duration::from_secs_f64(opt.drain_timeout),
     };
     // The first signal wakes the loops: no new connections, the live ones drain.
