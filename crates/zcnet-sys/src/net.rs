@@ -226,6 +226,54 @@ fn send_raw(
     cvt_size(ret)
 }
 
+/// `sendmsg(2)` of `buf` with `flags` and one `SO_TIMESTAMPING` control message: the timestamp
+/// record flags (`SOF_TIMESTAMPING_TX_*`) of this write alone, on top of the reporting flags set
+/// on the socket (`so_timestamping(7)`, the kernel's `Documentation/networking/timestamping.rst`
+/// 1.3.4; Linux 4.13). `EINVAL` where the kernel takes no such control message, or for flags
+/// that are not record flags.
+pub fn send_timestamped(
+    fd: BorrowedFd<'_>,
+    buf: &[u8],
+    flags: i32,
+    tsflags: u32,
+) -> io::Result<usize> {
+    if flags & abi::MSG_ZEROCOPY != 0 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // Room for one cmsghdr and a u32, aligned as cmsghdr wants (u64 covers its size_t).
+    let mut control = [0u64; 4];
+    // SAFETY: CMSG_SPACE and CMSG_LEN only compute sizes.
+    let (space, len) = unsafe {
+        (
+            libc::CMSG_SPACE(size_of::<u32>() as u32) as usize,
+            libc::CMSG_LEN(size_of::<u32>() as u32) as usize,
+        )
+    };
+    debug_assert!(space <= size_of::<[u64; 4]>());
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr().cast_mut().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data for which all-zero is valid.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: `msg_control` points at `control`, aligned for cmsghdr and `space` bytes long, so
+    // CMSG_FIRSTHDR returns its start and the header and its u32 of data lie inside it.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SO_TIMESTAMPING;
+        (*cmsg).cmsg_len = len as _;
+        libc::CMSG_DATA(cmsg).cast::<u32>().write_unaligned(tsflags);
+    }
+    // SAFETY: `iov` describes `buf`, which the kernel only reads (no MSG_ZEROCOPY: checked
+    // above), during the call; `iov` and `control` outlive it.
+    cvt_size(unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, flags) })
+}
+
 /// `recv(2)` with `flags`.
 pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], flags: i32) -> io::Result<usize> {
     // SAFETY: `buf` is valid for writes of buf.len() bytes during the call.

@@ -180,6 +180,12 @@ pub fn set_send_buffer(fd: BorrowedFd<'_>, bytes: i32) -> io::Result<()> {
         .or_else(|_| set(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &bytes))
 }
 
+/// `SO_RCVBUF`: the receive buffer's size now, in bytes (twice what was set: the kernel's
+/// bookkeeping share included, `socket(7)`).
+pub fn receive_buffer(fd: BorrowedFd<'_>) -> io::Result<i32> {
+    get_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)
+}
+
 /// `SO_RCVBUFFORCE` (beyond `net.core.rmem_max`, with `CAP_NET_ADMIN`), else `SO_RCVBUF`.
 pub fn set_receive_buffer(fd: BorrowedFd<'_>, bytes: i32) -> io::Result<()> {
     set(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &bytes)

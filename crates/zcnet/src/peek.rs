@@ -73,6 +73,8 @@ pub struct Counters {
     pub reread_bytes: u64,
     /// Bytes dropped from the head of the queue.
     pub consumed_bytes: u64,
+    /// Calls that dropped them (`recv(MSG_TRUNC)`).
+    pub consumes: u64,
     /// Rewinds.
     pub rewinds: u64,
 }
@@ -366,6 +368,7 @@ impl<S: AsFd> PeekCursor<S> {
             left -= got as u64;
             self.consumed += got as u64;
             self.counters.consumed_bytes += got as u64;
+            self.counters.consumes += 1;
         }
         Ok(())
     }

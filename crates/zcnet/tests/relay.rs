@@ -298,3 +298,55 @@ fn a_failover_passes_the_fallbacks_answer_then_its_fin() {
         }
     });
 }
+
+/// Small exchanges (300 of 100 bytes, each echoed before the next is sent) pay no consume each:
+/// with the peek offset, what the destination acknowledged leaves the source's queue in batches
+/// (at the stream's end, or after a quiet spell of at most half the acknowledgement timeout),
+/// and every byte still comes back in order. A relay that consumed each acknowledged write
+/// made 300 consumes here.
+#[test]
+fn small_exchanges_are_consumed_in_batches() {
+    use std::io::{Read as _, Write as _};
+    each_relay(|driver, mode, what| {
+        if mode != Mode::ZeroCopy {
+            // The discard method re-reads what it does not consume: it consumes every step.
+            return;
+        }
+        let dest = Destination::start(Behaviour {
+            echo: true,
+            ..Behaviour::default()
+        });
+        let mut relay = Relay::start(driver, mode, vec![dest.addr]);
+        let data = random_bytes(300 * 100, 41);
+        let mut s = std::net::TcpStream::connect(relay.addr).unwrap();
+        s.set_nodelay(true).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let started = std::time::Instant::now();
+        let mut back = [0u8; 100];
+        for (k, piece) in data.chunks(100).enumerate() {
+            s.write_all(piece).unwrap();
+            s.read_exact(&mut back).unwrap();
+            assert_eq!(&back[..], piece, "{what}: the echo of exchange {k}");
+        }
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest).unwrap();
+        assert!(
+            rest.is_empty(),
+            "{what}: {} bytes after the last echo",
+            rest.len()
+        );
+        let report = relay.outcome().unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(report.bytes, data.len() as u64, "{what}");
+        // One quiet-spell consume per half timeout the exchanges took (a loaded machine is
+        // slow), and the end's.
+        let quiet_spells = started.elapsed().as_secs_f64() / (ACK_TIMEOUT.as_secs_f64() / 2.0);
+        let most = 2 + quiet_spells.ceil() as u64;
+        assert!(
+            report.peek.consumes <= most,
+            "{what}: {} consumes for 300 exchanges (at most {most})",
+            report.peek.consumes
+        );
+        only(&dest.finish(), what).check(&data, End::Fin, what);
+    });
+}

@@ -18,9 +18,53 @@ pub(super) struct Dest {
     pub(super) target: usize,
     /// Stream offset of the first byte sent on it.
     pub(super) base: u64,
-    /// The kernel reports the acknowledgement of each write on the error queue
-    /// ([`ask_ack_notifications`]); without it the relay polls `TCP_INFO` every millisecond.
-    pub(super) ack_events: bool,
+    /// Which writes the kernel reports the acknowledgement of, on the error queue
+    /// ([`ask_ack_notifications`]).
+    pub(super) marks: Marks,
+}
+
+/// Which of a destination's writes bring a notification when the destination acknowledges
+/// their last byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Marks {
+    /// Those that ask, with a control message (Linux 4.13): a relay of small exchanges asks
+    /// for none and drops what was acknowledged in batches.
+    Asked,
+    /// Every one (`SO_TIMESTAMPING` with `TX_ACK` on the socket): where the kernel refused the
+    /// control message.
+    Every,
+    /// None: the kernel gives no notifications; the relay polls `TCP_INFO` every millisecond.
+    None,
+}
+
+/// The reporting flags of the acknowledgement notifications: software timestamps, no payload
+/// looped back, a counter for each.
+const REPORTING: u32 = libc::SOF_TIMESTAMPING_SOFTWARE
+    | libc::SOF_TIMESTAMPING_OPT_ID
+    | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+
+impl Dest {
+    /// Writes `buf` without blocking; asks for a notification of its acknowledgement when
+    /// `mark` (every write gets one under [`Marks::Every`]). A kernel that refuses the control
+    /// message moves the destination to [`Marks::Every`] (or [`Marks::None`]) and the write is
+    /// made without it.
+    pub(super) fn send(&mut self, buf: &[u8], mark: bool) -> io::Result<usize> {
+        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+        let fd = self.stream.as_fd();
+        if mark && self.marks == Marks::Asked {
+            match sys::net::send_timestamped(fd, buf, flags, libc::SOF_TIMESTAMPING_TX_ACK) {
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    let every = REPORTING | libc::SOF_TIMESTAMPING_TX_ACK;
+                    self.marks = match sys::sockopt::set_timestamping(fd, every) {
+                        Ok(()) => Marks::Every,
+                        Err(_) => Marks::None,
+                    };
+                }
+                r => return r,
+            }
+        }
+        sys::net::sendto(fd, buf, flags, None)
+    }
 }
 
 impl Dest {
@@ -140,16 +184,16 @@ impl Unanswered {
     }
 }
 
-/// Asks for an error-queue notification when the last byte of each write is acknowledged:
-/// `SO_TIMESTAMPING` with `SOF_TIMESTAMPING_TX_ACK` (Linux 3.17) and `OPT_TSONLY` (4.6), see
-/// the kernel's `Documentation/networking/timestamping.rst`. Each one wakes the relay's epoll
-/// with `EPOLLERR`, so it learns of acknowledgements when they happen instead of by polling.
-pub(super) fn ask_ack_notifications(stream: &TcpStream) -> io::Result<()> {
-    let flags = libc::SOF_TIMESTAMPING_TX_ACK
-        | libc::SOF_TIMESTAMPING_SOFTWARE
-        | libc::SOF_TIMESTAMPING_OPT_ID
-        | libc::SOF_TIMESTAMPING_OPT_TSONLY;
-    sys::sockopt::set_timestamping(stream.as_fd(), flags)
+/// Makes the writes that ask for it ([`Dest::send`]) bring an error-queue notification when
+/// their last byte is acknowledged: `SO_TIMESTAMPING`'s reporting flags on the socket
+/// (`OPT_TSONLY`: Linux 4.6), `SOF_TIMESTAMPING_TX_ACK` (3.17) a write, see the kernel's
+/// `Documentation/networking/timestamping.rst`. Each one wakes the relay's epoll with
+/// `EPOLLERR`, so it learns of acknowledgements when they happen instead of by polling.
+pub(super) fn ask_ack_notifications(stream: &TcpStream) -> Marks {
+    match sys::sockopt::set_timestamping(stream.as_fd(), REPORTING) {
+        Ok(()) => Marks::Asked,
+        Err(_) => Marks::None,
+    }
 }
 
 #[cfg(test)]
@@ -187,6 +231,56 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         panic!("never {state:?}");
+    }
+
+    /// Waits (at most 5 s) until `stream`'s peer acknowledged everything it was sent.
+    fn wait_acknowledged(stream: &TcpStream) {
+        for _ in 0..500 {
+            if tcp_info(stream).unwrap().unacked == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("never acknowledged");
+    }
+
+    /// Notifications waiting on `stream`'s error queue, read.
+    fn notifications(stream: &TcpStream) -> usize {
+        let mut control = [0u8; 256];
+        std::iter::from_fn(|| sys::net::recv_errqueue(stream.as_fd(), &mut control).unwrap())
+            .count()
+    }
+
+    /// Only the writes that ask bring a notification once acknowledged (the kernel queues it
+    /// as it takes the acknowledgement, before `tcpi_unacked` drops): the relay's small
+    /// exchanges cost none, its streams one a write.
+    #[test]
+    fn only_a_write_that_asks_is_notified() {
+        let (ours, peer) = pair();
+        let mut dest = Dest {
+            marks: ask_ack_notifications(&ours),
+            stream: ours,
+            target: 0,
+            base: 0,
+        };
+        assert_ne!(dest.marks, Marks::None, "SO_TIMESTAMPING refused");
+        for (mark, expected) in [(false, 0), (true, 1), (false, 0), (true, 1)] {
+            assert_eq!(dest.send(&[7; 100], mark).unwrap(), 100);
+            wait_acknowledged(&dest.stream);
+            let expected = if dest.marks == Marks::Every {
+                1
+            } else {
+                expected
+            };
+            assert_eq!(
+                notifications(&dest.stream),
+                expected,
+                "a write, asking: {mark}"
+            );
+        }
+        let mut got = vec![0u8; 400];
+        (&peer).read_exact(&mut got).unwrap();
+        assert!(got.iter().all(|&b| b == 7));
     }
 
     #[test]

@@ -88,6 +88,10 @@ struct Conn<'a> {
     phase: Phase<'a>,
     /// When it asked to be stepped without an event.
     deadline: Option<Instant>,
+    /// The earliest of its entries in the loop's heap that is not yet superseded: a later
+    /// deadline pushes nothing while this one is queued (a session of small exchanges moves its
+    /// deadline every step), it is pushed when this one comes out.
+    queued: Option<Instant>,
     /// An event or its deadline came since it was last stepped.
     due: bool,
 }
@@ -356,6 +360,7 @@ impl<'s> Loop<'s, '_> {
                     session,
                     phase: Phase::Relaying,
                     deadline: None,
+                    queued: None,
                     due: false,
                 });
                 let r = self.next(k, next);
@@ -420,8 +425,18 @@ impl<'s> Loop<'s, '_> {
             let Some(Some(c)) = self.conns.get_mut(k) else {
                 continue;
             };
-            if c.generation != generation || c.deadline != Some(t) {
+            if c.generation != generation || c.queued != Some(t) {
                 continue;
+            }
+            c.queued = None;
+            match c.deadline {
+                None => continue,
+                Some(later) if later > now => {
+                    c.queued = Some(later);
+                    self.timers.push(Reverse((later, k, generation)));
+                    continue;
+                }
+                Some(_) => {}
             }
             c.deadline = None;
             c.session.timer();
@@ -508,7 +523,10 @@ impl<'s> Loop<'s, '_> {
     fn set_deadline(&mut self, k: usize, at: Option<Instant>) {
         let c = self.conns[k].as_mut().expect("live");
         c.deadline = at;
-        if let Some(t) = at {
+        if let Some(t) = at
+            && c.queued.is_none_or(|q| t < q)
+        {
+            c.queued = Some(t);
             self.timers.push(Reverse((t, k, c.generation)));
         }
     }

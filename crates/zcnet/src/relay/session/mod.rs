@@ -7,7 +7,7 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use super::ack::{Dest, Unanswered, ask_ack_notifications, end_is_fin};
+use super::ack::{Dest, Marks, Unanswered, ask_ack_notifications, end_is_fin};
 use super::{Config, Failover, RelayError, Report, io_err};
 use crate::peek::{self, PeekCursor};
 use crate::sys::{self, event::Epoll};
@@ -42,12 +42,20 @@ const ACK_POLL: Duration = Duration::from_millis(1);
 /// was cut after one timeout).
 const ACK_BACKSTOP: Duration = Duration::from_millis(2);
 
-/// Outstanding bytes from which every peek looks at `TCP_INFO` first (below, only an
-/// acknowledgement's notification, a timer or the source's end makes a step look, with the
-/// peek offset; the discard method looks every time, as it re-reads what is not consumed): a stream
-/// takes what the destination acknowledged as it goes, and an exchange of small requests costs
-/// no `getsockopt` of its own.
+/// Outstanding bytes from which every peek looks at `TCP_INFO` first and every write asks for
+/// its acknowledgement's notification (at most: less for a small `max_unacked` or receive
+/// buffer, see [`Session::eager_at`]). Below, with the peek offset, the acknowledged bytes stay
+/// in the source's queue until this much is outstanding, the source's stream ends, or the
+/// connection has been quiet for [`LAZY`]: a stream takes what the destination acknowledged as
+/// it goes, and an exchange of small requests costs no `getsockopt`, no notification and no
+/// consume of its own (a notification costs two `recvmsg`, and its look a `getsockopt` and a
+/// `recv`: with them, a 1 KiB exchange took twelve calls where a copying relay makes six). The
+/// discard method looks every time, as it re-reads what is not consumed.
 const OBSERVE_AT: u64 = 64 * 1024;
+
+/// How long acknowledged bytes below [`Session::eager_at`] may wait in the source's queue while
+/// nothing happens (at most half the acknowledgement timeout).
+const LAZY: Duration = Duration::from_secs(1);
 
 /// What a connection's destinations share across failovers.
 pub(crate) struct Link<'a> {
@@ -96,6 +104,12 @@ pub(crate) struct Session<'a> {
     stalled_since: Option<Instant>,
     /// Segments in flight at the last look, and the backstop's next wait while they are.
     in_flight: bool,
+    /// A write asked for its acknowledgement's notification since the last look that found
+    /// nothing in flight.
+    marked: bool,
+    /// Outstanding bytes from which acknowledgements are taken as they come: [`OBSERVE_AT`], or
+    /// less for a small `max_unacked` (half of it) or receive buffer of the source's (a quarter).
+    eager_at: u64,
     /// The source may have bytes past the peek offset, the destination reply bytes: set by
     /// their events (edge-triggered), cleared when a read would block, so that a step makes no
     /// read that cannot return anything.
@@ -149,6 +163,11 @@ impl<'a> Session<'a> {
             )
             .map_err(io_err("epoll_ctl"))?;
         let cur = PeekCursor::new(src, peek::Config { mode: s.mode })?;
+        // A quarter of the source's receive buffer: unconsumed bytes never close its window.
+        let rcvbuf = sys::sockopt::receive_buffer(cur.get_ref().as_fd()).unwrap_or(0);
+        let eager_at = OBSERVE_AT
+            .min(s.max_unacked / 2)
+            .min(u64::try_from(rcvbuf / 4).unwrap_or(0));
         let stats = Report {
             peer,
             method: cur.mode().name().to_owned(),
@@ -168,6 +187,8 @@ impl<'a> Session<'a> {
             given_up: Vec::new(),
             stalled_since: None,
             in_flight: false,
+            marked: false,
+            eager_at,
             source_readable: true,
             reply_readable: true,
             source_end_seen: false,
@@ -210,6 +231,7 @@ impl<'a> Session<'a> {
             self.backstop = ACK_BACKSTOP;
         }
         self.in_flight = info.unacked > 0;
+        self.marked &= self.in_flight;
         self.acks_due = false;
         Ok(unanswered)
     }
@@ -221,8 +243,8 @@ impl<'a> Session<'a> {
         self.acks_due
             || self.eof
             || self.stalled_since.is_some()
-            || self.cur.outstanding() >= OBSERVE_AT
-            || !self.dest().ack_events
+            || self.cur.outstanding() >= self.eager_at
+            || self.dest().marks == Marks::None
             // The discard method re-reads what is not consumed, with SO_RCVLOWAT past it.
             || self.cur.mode() != peek::Mode::ZeroCopy
     }
@@ -233,7 +255,7 @@ impl<'a> Session<'a> {
     /// `setsockopt` and `epoll_ctl` errors.
     pub(crate) fn adopt(&mut self, stream: TcpStream, target: usize) -> Result<(), RelayError> {
         let dest = self.link.adopt(stream, target, self.cur.consumed())?;
-        if !dest.ack_events {
+        if dest.marks == Marks::None {
             self.stats.ack_polling = true;
         }
         if let Some((from, why, acknowledged)) = self.failover.take() {
@@ -251,6 +273,7 @@ impl<'a> Session<'a> {
         // lost the rest: the stream "ended" at the resume point).
         self.eof = false;
         self.stalled_since = None;
+        self.marked = false;
         self.source_readable = true;
         self.reply_readable = true;
         self.reply_end_seen = false;
@@ -316,7 +339,7 @@ impl<'a> Session<'a> {
         if self.cur.outstanding() == 0 {
             return None;
         }
-        if !self.dest().ack_events {
+        if self.dest().marks == Marks::None {
             return Some(ACK_POLL);
         }
         // Once the stall is older than the timeout without expiring (its TCP is not silent),
@@ -326,12 +349,17 @@ impl<'a> Session<'a> {
             Some(limit.saturating_sub(t.elapsed())).filter(|d| !d.is_zero())
         });
         let coarse = self.link.s.ack_timeout / 2;
-        let backstop = if self.in_flight {
+        // Acknowledgements wanted soon: a write asked for one, the source's end waits for them,
+        // or the stall clock runs. Otherwise only the bytes' lingering in the source's queue.
+        let urgent = self.marked || self.eof || self.stalled_since.is_some();
+        let backstop = if self.in_flight && urgent {
             let b = self.backstop.min(coarse);
             self.backstop = (self.backstop * 2).min(coarse);
             Some(b)
-        } else {
+        } else if urgent {
             Some(coarse)
+        } else {
+            Some(LAZY.min(coarse))
         };
         match (stall, backstop) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -359,9 +387,9 @@ impl<'a> Session<'a> {
         let mut observed = true;
         loop {
             if !self.pending.is_empty() {
-                let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-                let data = self.pending.rest();
-                match sys::net::sendto(self.dest().stream.as_fd(), data, flags, None) {
+                let mark = self.mark();
+                let dest = self.dest.as_mut().expect("connected");
+                match dest.send(self.pending.rest(), mark) {
                     Ok(w) => {
                         self.pending.wrote(w);
                         self.stats.written += w as u64;
@@ -425,10 +453,15 @@ impl<'a> Session<'a> {
         if n < buf.len() && offset && !self.source_end_seen {
             self.source_readable = false;
         }
-        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
         let mut at = 0;
         while at < n {
-            match sys::net::sendto(self.dest().stream.as_fd(), &buf[at..n], flags, None) {
+            let mark = self.mark();
+            match self
+                .dest
+                .as_mut()
+                .expect("connected")
+                .send(&buf[at..n], mark)
+            {
                 Ok(w) => {
                     at += w;
                     self.stats.written += w as u64;
@@ -450,6 +483,14 @@ impl<'a> Session<'a> {
             return Ok(Flow::Stop);
         }
         Ok(Flow::More)
+    }
+
+    /// Whether the next write to the destination asks for its acknowledgement's notification:
+    /// much is outstanding, or the source's end is behind these bytes. Notes that one did.
+    fn mark(&mut self) -> bool {
+        let mark = self.cur.outstanding() >= self.eager_at || self.source_end_seen;
+        self.marked |= mark;
+        mark
     }
 
     /// The source's stream ended at the peek offset: with its FIN, or cut (`error`, what the
@@ -597,7 +638,7 @@ impl Link<'_> {
             let fd = stream.as_fd();
             sys::sockopt::set_send_buffer(fd, b).map_err(io_err("setsockopt(SO_SNDBUF)"))?;
         }
-        let ack_events = ask_ack_notifications(&stream).is_ok();
+        let marks = ask_ack_notifications(&stream);
         self.epoll
             .add(
                 stream.as_fd(),
@@ -610,7 +651,7 @@ impl Link<'_> {
             stream,
             target,
             base,
-            ack_events,
+            marks,
         })
     }
 }

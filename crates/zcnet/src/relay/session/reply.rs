@@ -22,9 +22,6 @@ impl Session<'_> {
         if self.dest.is_none() || self.reply.done || self.source_reset.is_some() {
             return;
         }
-        if self.reply.pending.is_empty() && !self.reply_readable {
-            return;
-        }
         loop {
             if !self.reply.pending.is_empty() {
                 let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
@@ -36,6 +33,10 @@ impl Session<'_> {
                     Err(Flow::Stop) => return,
                 }
                 continue;
+            }
+            // A short read took all there was: the next bytes bring an event of their own.
+            if !self.reply_readable {
+                return;
             }
             let flow = SCRATCH.with_borrow_mut(|buf| self.read_and_copy(buf));
             if let Flow::Stop = flow {
