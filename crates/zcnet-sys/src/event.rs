@@ -78,18 +78,15 @@ pub fn eventfd_read(fd: BorrowedFd<'_>) -> io::Result<Option<u64>> {
 /// A one-shot timer as a descriptor (`timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK |
 /// TFD_CLOEXEC)`, `timerfd_create(2)`): each expiry wakes its watchers once, so an epoll set
 /// that watches it edge-triggered sees one event per expiry and never needs it read.
-#[cfg(feature = "tokio")]
 #[derive(Debug)]
 pub struct TimerFd(OwnedFd);
 
-#[cfg(feature = "tokio")]
 impl AsFd for TimerFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.0.as_fd()
     }
 }
 
-#[cfg(feature = "tokio")]
 impl TimerFd {
     /// A disarmed timer.
     pub fn new() -> io::Result<TimerFd> {
@@ -187,7 +184,12 @@ impl Epoll {
         out.clear();
         // On the stack: a relay waits once per wake-up, and a heap buffer each time was waste.
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; N];
-        let ms = i32::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+        // Duration::MAX: no timeout at all (-1), not a timer armed for 24 days at each wait.
+        let ms = if timeout == std::time::Duration::MAX {
+            -1
+        } else {
+            i32::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
+        };
         // SAFETY: `evs` has room for `evs.len()` events, written by the kernel.
         let n =
             unsafe { libc::epoll_wait(self.0.as_raw_fd(), evs.as_mut_ptr(), evs.len() as i32, ms) };

@@ -27,13 +27,17 @@ use super::{Config, Event, RelayError, Report, io_err};
 
 /// Whether a step ended its connection (`Ok(true)`: both directions done, the report ready).
 type Ended = Result<bool, RelayError>;
-use crate::sys::{self, event::Epoll};
+use crate::sys::{
+    self,
+    event::{Epoll, TimerFd},
+};
 
 /// Tokens of the listener and of the stop signal (a connection's are below: its generation in
 /// the high half, kept under `u32::MAX`).
 const LISTENER: u64 = u64::MAX;
 const STOP: u64 = u64::MAX - 1;
 const COUNTED: u64 = u64::MAX - 2;
+const TIMER: u64 = u64::MAX - 3;
 
 /// Newcomers a loop takes per wake-up, before it serves its connections again.
 const ACCEPT_BATCH: usize = 64;
@@ -105,6 +109,14 @@ struct Loop<'s, 'a> {
     free: Vec<usize>,
     generation: u32,
     timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
+    /// The loop's clock: armed for the earliest deadline, so that the wait itself has no
+    /// timeout. An `epoll_wait` with one arms a kernel timer at every wait, which in a guest
+    /// costs exits to the hypervisor (at 1 connection of 1 KiB exchanges, waits without a
+    /// timeout took 10-20 % less CPU); this one is re-armed only when the earliest deadline moves
+    /// earlier or passed.
+    clock: &'s TimerFd,
+    /// When `clock` expires (`None`: disarmed, or it expired).
+    armed: Option<Instant>,
     /// The listener is in the epoll set; else, when to put it back (`None`: never again).
     listening: bool,
     listen_again: Option<Instant>,
@@ -130,6 +142,11 @@ pub(super) fn run(shared: &Shared<'_>, listener: &TcpListener) -> Result<(), Rel
             COUNTED,
         )
         .map_err(io_err("epoll_ctl"))?;
+    let clock = TimerFd::new().map_err(io_err("timerfd_create"))?;
+    // Edge-triggered: one event an expiry, never read.
+    epoll
+        .add(clock.as_fd(), (libc::EPOLLIN | libc::EPOLLET) as u32, TIMER)
+        .map_err(io_err("epoll_ctl"))?;
     let mut l = Loop {
         shared,
         listener,
@@ -138,6 +155,8 @@ pub(super) fn run(shared: &Shared<'_>, listener: &TcpListener) -> Result<(), Rel
         free: Vec::new(),
         generation: 0,
         timers: BinaryHeap::new(),
+        clock: &clock,
+        armed: None,
         listening: true,
         listen_again: None,
         drain_until: None,
@@ -175,11 +194,19 @@ impl<'s> Loop<'s, '_> {
                 self.listen_again,
                 self.drain_until,
             ];
-            let timeout = next
-                .into_iter()
-                .flatten()
-                .min()
-                .map_or(Duration::MAX, |t| t.saturating_duration_since(now));
+            let timeout = match next.into_iter().flatten().min() {
+                Some(t) if t <= now => Duration::ZERO,
+                Some(t) => {
+                    // Armed later than needed, or not at all: arm it. Armed earlier: it wakes
+                    // the loop for nothing once, and is armed again then.
+                    if self.armed.is_none_or(|a| t < a) {
+                        self.clock.arm(t - now).map_err(io_err("timerfd_settime"))?;
+                        self.armed = Some(t);
+                    }
+                    Duration::MAX
+                }
+                None => Duration::MAX,
+            };
             self.epoll
                 .wait_up_to::<EVENTS>(&mut events, timeout)
                 .map_err(io_err("epoll_wait"))?;
@@ -188,6 +215,7 @@ impl<'s> Loop<'s, '_> {
                     LISTENER => self.accept()?,
                     STOP => self.stopped(),
                     COUNTED => self.counted(),
+                    TIMER => self.armed = None,
                     _ => self.woke(token, ev),
                 }
             }
