@@ -65,6 +65,31 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
         pools_and_auto_as_measured(name, reports, rows);
     }
     uring_tx_ran_every_mode(reports);
+    relay_held_two_descriptors_a_connection(reports);
+}
+
+/// The relay bench (whose runs fail on an echo that differs): its event loops held at most two
+/// descriptors a connection at every count, and every count ran against the tokio relay.
+fn relay_held_two_descriptors_a_connection(reports: &[serde_json::Value]) {
+    let relay = reports.iter().find(|r| r["bench"] == "relay").unwrap();
+    let rows = relay["rows"].as_array().unwrap();
+    for n in [1, 100, 1000] {
+        for mode in ["loops", "tokio-copy"] {
+            assert!(
+                rows.iter()
+                    .any(|r| r["connections"] == n && r["mode"] == mode),
+                "relay: no {mode} run at {n} connections"
+            );
+        }
+    }
+    for r in rows.iter().filter(|r| r["mode"] == "loops") {
+        let fds = r["descriptors_per_connection"].as_f64().unwrap();
+        assert!(fds <= 2.01, "relay: {fds} descriptors a connection in {r}");
+        assert!(
+            r["mb_1k"].as_f64().unwrap() > 0.0,
+            "relay: nothing relayed in {r}"
+        );
+    }
 }
 
 /// tcp-rx: every run verified, zc sets mapped, one summary row per condition.
@@ -156,6 +181,7 @@ fn every_bench_reported(reports: &[serde_json::Value]) {
         "peek",
         "async-serve",
         "packet",
+        "relay",
     ] {
         assert!(
             reports.iter().any(|r| r["bench"] == bench),

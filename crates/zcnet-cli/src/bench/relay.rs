@@ -24,8 +24,12 @@ use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use netlab::{Family, Side, VethLab};
+
 use super::common::Common;
+use super::outcome::{Outcome, SummaryRow};
 use super::verdict::{Goal, Verdict};
+use crate::measure::Report;
 
 /// Options of `zcnet bench relay`.
 #[derive(Debug, clap::Args)]
@@ -46,7 +50,15 @@ pub struct Opt {
     /// Run the echo destination (this bench's own far side) until stdin closes.
     #[arg(long, hide = true)]
     pub echo_server: bool,
+    /// Where the echo destination listens.
+    #[arg(long, hide = true, default_value = "127.0.0.1:0")]
+    pub echo_listen: SocketAddr,
 }
+
+/// The labs: `loopback`, everything on this host's loopback; `veth`, the clients and the relay
+/// in one namespace, the echo destination in another across a veth pair (MTU 1500), as a relay
+/// in front of a backend on another host.
+const LABS: [&str; 2] = ["loopback", "veth"];
 
 /// One relay under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -86,6 +98,7 @@ impl Mode {
 /// What one run of one relay measured.
 #[derive(Clone, Debug, Serialize)]
 struct Row {
+    lab: &'static str,
     connections: usize,
     mode: Mode,
     run: usize,
@@ -119,9 +132,16 @@ impl Drop for Process {
 }
 
 impl Process {
-    /// Starts this binary with `args`; its first stderr line names the address it listens on.
+    /// Starts this binary with `args` (in this thread's network namespace); its first stderr
+    /// line names the address it listens on.
     fn start(args: &[&str]) -> anyhow::Result<Process> {
-        let mut child = Command::new(std::env::current_exe()?)
+        Process::spawn(Command::new(std::env::current_exe()?), args)
+    }
+
+    /// Starts `command` (this binary, or `ip netns exec` of it, which execs it under the same
+    /// process id) with `args`.
+    fn spawn(mut command: Command, args: &[&str]) -> anyhow::Result<Process> {
+        let mut child = command
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -336,6 +356,7 @@ fn one_run(
     drop(conns);
     let per_mb = |cpu: f64, mb: f64| cpu * 1e6 / mb;
     Ok(Row {
+        lab: "loopback",
         connections: n,
         mode,
         run,
@@ -353,14 +374,14 @@ fn one_run(
 }
 
 /// The echo destination: every byte back as it comes, until this process's stdin closes.
-fn echo_server() -> anyhow::Result<()> {
+fn echo_server(listen: SocketAddr) -> anyhow::Result<()> {
     crate::relay::raise_nofile();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let listener = rt.block_on(async {
         let s = tokio::net::TcpSocket::new_v4()?;
-        s.bind("127.0.0.1:0".parse()?)?;
+        s.bind(listen)?;
         anyhow::Ok(s.listen(u32::MAX)?)
     })?;
     eprintln!("echo: listening on {}", listener.local_addr()?);
@@ -411,85 +432,154 @@ fn connections(s: &str) -> Result<usize, String> {
 /// `zcnet bench relay`.
 pub fn run(opt: Opt) -> anyhow::Result<()> {
     if opt.echo_server {
-        return echo_server();
+        return echo_server(opt.echo_listen);
     }
-    let counts = if opt.connections.is_empty() {
-        vec![1, 100, 1000, ceiling()]
-    } else {
-        opt.connections.clone()
+    if opt.common.remote.is_some() {
+        bail!("bench relay runs on this host (its labs: loopback, veth), not with --remote");
+    }
+    if let Some(lab) = opt.common.labs.iter().find(|l| !LABS.contains(&l.as_str())) {
+        bail!("bench relay runs in the loopback and veth labs, not {lab:?}");
+    }
+    let plan = Plan {
+        counts: if opt.connections.is_empty() {
+            vec![1, 100, 1000, ceiling()]
+        } else {
+            opt.connections.clone()
+        },
+        modes: if opt.modes.is_empty() {
+            vec![Mode::Loops, Mode::Copy, Mode::TokioCopy]
+        } else {
+            opt.modes.clone()
+        },
+        runs: opt.common.runs.unwrap_or(3),
+        seconds: opt.common.seconds.unwrap_or(1.0),
+        bulk_streams: opt.bulk_streams,
+        quiet: opt.common.json,
     };
-    let modes: Vec<Mode> = if opt.modes.is_empty() {
-        vec![Mode::Loops, Mode::Copy, Mode::TokioCopy]
-    } else {
-        opt.modes.clone()
-    };
-    let runs = opt.common.runs.unwrap_or(3);
-    let seconds = opt.common.seconds.unwrap_or(1.0);
-    crate::relay::raise_nofile();
-    let echo = Process::start(&["bench", "relay", "--echo-server"])?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let mut rows = Vec::new();
-    for &n in &counts {
-        for run in 0..runs {
-            for k in 0..modes.len() {
-                let mode = modes[(k + run) % modes.len()];
-                let row = one_run(&rt, echo.addr, mode, n, run, seconds, opt.bulk_streams)
-                    .with_context(|| format!("{} with {n} connections, run {run}", mode.name()))?;
-                if !opt.common.json {
-                    eprintln!(
-                        "{n:>6} {:<14} run {run}: {:>7.0} {:>7.0} {:>7.0} µs/MB, p50 {:>6.0} p99 \
-                         {:>7.0} µs, {:.2} KiB {:.2} fds a connection",
-                        mode.name(),
-                        row.cpu_us_per_mb_1k,
-                        row.cpu_us_per_mb_64k,
-                        row.cpu_us_per_mb_bulk,
-                        row.rtt_p50_us,
-                        row.rtt_p99_us,
-                        row.kib_per_connection,
-                        row.descriptors_per_connection
-                    );
-                }
-                rows.push(row);
-            }
-        }
+    let labs = opt.common.labs_or(&["loopback"]);
+    if labs.contains(&"veth") {
+        opt.common
+            .needs_labs("bench relay --lab veth builds its namespaces")?;
     }
-    let verdicts = verdicts(&rows, &counts, &modes);
-    if opt.common.json {
-        let doc = serde_json::json!({ "bench": "relay", "rows": rows, "verdicts": verdicts });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-    } else {
-        for v in &verdicts {
-            println!("{}", v["line"].as_str().unwrap_or_default());
-        }
-    }
-    Ok(())
+    bench(&plan, &labs)?.finish(&opt.common)
 }
 
-/// The verdicts of each connection count: the event loops' CPU per MB over each other relay's,
-/// each phase (at most 1.0: no more CPU than the relay a Rust user writes, and no step back
-/// from the relay before the loops), and the 1 KiB p99 over `tokio-copy`'s (at most 1.1 from
-/// 1,000 connections on, information below).
-fn verdicts(rows: &[Row], counts: &[usize], modes: &[Mode]) -> Vec<serde_json::Value> {
+/// Runs `plan` in each of `labs` (`loopback`, `veth`): each run's rows in the report's
+/// settings, the verdicts of the loops against each other relay as its summary rows.
+///
+/// # Errors
+/// A lab that cannot be built, a process that does not start, an echo that differs.
+pub fn bench(plan: &Plan, labs: &[&str]) -> anyhow::Result<Outcome> {
+    crate::relay::raise_nofile();
+    let exe = std::env::current_exe()?;
+    let mut rows = Vec::new();
+    for &lab in labs {
+        if lab == "loopback" {
+            let echo = Process::start(&["bench", "relay", "--echo-server"])?;
+            rows.extend(plan.measure("loopback", echo.addr)?);
+            continue;
+        }
+        let veth = VethLab::new(None).context("building the veth lab")?;
+        let far = VethLab::addr(Side::B, Family::V4);
+        let listen = SocketAddr::new(far, 0).to_string();
+        let exe = exe.to_str().context("this program's path is not UTF-8")?;
+        let echo = Process::spawn(
+            veth.b.command(exe),
+            &["bench", "relay", "--echo-server", "--echo-listen", &listen],
+        )?;
+        let (p, to) = (plan.clone(), echo.addr);
+        // The clients and the relay (a child of this thread) in side A.
+        rows.extend(veth.a.run(move || p.measure("veth", to))??);
+    }
+    let mut report = Report::new("relay");
+    report.settings = serde_json::json!({
+        "labs": labs,
+        "connections": plan.counts,
+        "modes": plan.modes,
+        "runs": plan.runs,
+        "seconds": plan.seconds,
+        "bulk_streams": plan.bulk_streams,
+        "relay": "zcnet relay --engine E (a process of its own); CPU of all its threads",
+        "destination": "an echo server of this bench's own (tokio, TCP_NODELAY)",
+    });
+    report.rows = rows
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?;
+    let mut summary = Vec::new();
+    for lab in LABS {
+        let of: Vec<Row> = rows.iter().filter(|r| r.lab == lab).cloned().collect();
+        if !of.is_empty() {
+            summary.extend(verdicts(lab, &of, &plan.counts, &plan.modes));
+        }
+    }
+    Ok(Outcome::new(report, summary))
+}
+
+/// What to measure in each lab.
+#[derive(Clone)]
+pub struct Plan {
+    /// Connections at once, each in turn.
+    pub counts: Vec<usize>,
+    /// The relays, alternated.
+    pub modes: Vec<Mode>,
+    pub runs: usize,
+    /// Length of each phase of a run.
+    pub seconds: f64,
+    /// Connections streaming in the bulk phase, at most.
+    pub bulk_streams: usize,
+    /// No line per run (`--json`, the suite's quiet).
+    pub quiet: bool,
+}
+
+impl Plan {
+    /// Every count, run and mode (alternated) against the echo at `echo`, from this thread's
+    /// network namespace.
+    fn measure(&self, lab: &'static str, echo: SocketAddr) -> anyhow::Result<Vec<Row>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let mut rows = Vec::new();
+        for &n in &self.counts {
+            for run in 0..self.runs {
+                for k in 0..self.modes.len() {
+                    let mode = self.modes[(k + run) % self.modes.len()];
+                    let seconds = self.seconds;
+                    let row = one_run(&rt, echo, mode, n, run, seconds, self.bulk_streams)
+                        .with_context(|| {
+                            format!("{lab}: {} with {n} connections, run {run}", mode.name())
+                        })?;
+                    let row = Row { lab, ..row };
+                    if !self.quiet {
+                        eprintln!(
+                            "{lab:<8} {n:>6} {:<14} run {run}: {:>7.0} {:>7.0} {:>7.0} µs/MB, p50 \
+                             {:>6.0} p99 {:>7.0} µs, {:.2} KiB {:.2} fds a connection",
+                            mode.name(),
+                            row.cpu_us_per_mb_1k,
+                            row.cpu_us_per_mb_64k,
+                            row.cpu_us_per_mb_bulk,
+                            row.rtt_p50_us,
+                            row.rtt_p99_us,
+                            row.kib_per_connection,
+                            row.descriptors_per_connection
+                        );
+                    }
+                    rows.push(row);
+                }
+            }
+        }
+        Ok(rows)
+    }
+}
+
+fn verdicts(lab: &str, rows: &[Row], counts: &[usize], modes: &[Mode]) -> Vec<SummaryRow> {
     type Figure = fn(&Row) -> f64;
-    let figures: [(&str, Figure, Option<Goal>); 3] = [
-        (
-            "CPU/MB 1 KiB",
-            |r| r.cpu_us_per_mb_1k,
-            Some(Goal::AtMost(1.0)),
-        ),
-        (
-            "CPU/MB 64 KiB",
-            |r| r.cpu_us_per_mb_64k,
-            Some(Goal::AtMost(1.0)),
-        ),
-        (
-            "CPU/MB bulk",
-            |r| r.cpu_us_per_mb_bulk,
-            Some(Goal::AtMost(1.0)),
-        ),
+    let figures: [(&str, Figure); 3] = [
+        ("CPU/MB 1 KiB", |r| r.cpu_us_per_mb_1k),
+        ("CPU/MB 64 KiB", |r| r.cpu_us_per_mb_64k),
+        ("CPU/MB bulk", |r| r.cpu_us_per_mb_bulk),
     ];
+    let median = |v: Vec<f64>| crate::measure::stats::median(&v).unwrap_or(f64::NAN);
     let mut out = Vec::new();
     for &n in counts {
         let of = |m: Mode| -> Vec<&Row> {
@@ -506,18 +596,20 @@ fn verdicts(rows: &[Row], counts: &[usize], modes: &[Mode]) -> Vec<serde_json::V
                     .zip(&theirs)
                     .map(|(a, b)| f(a) / f(b))
                     .collect();
-                let v = Verdict::judge(&pairs, goal);
-                let line = format!(
-                    "{n:>6} loops / {:<14} {what:<14} {}",
-                    other.name(),
-                    v.text()
+                let medians = (
+                    median(theirs.iter().map(|r| f(r)).collect()),
+                    median(loops.iter().map(|r| f(r)).collect()),
                 );
-                out.push(serde_json::json!({
-                    "connections": n, "of": other, "figure": what, "verdict": v, "line": line,
-                }));
+                out.push(SummaryRow::new(
+                    format!("relay {lab} {n} conns, loops vs {}", other.name()),
+                    what,
+                    medians,
+                    None,
+                    &Verdict::judge(&pairs, goal),
+                ));
             };
-            for (what, f, goal) in figures {
-                judge(what, f, goal);
+            for (what, f) in figures {
+                judge(what, f, Some(Goal::AtMost(1.0)));
             }
             if other == Mode::TokioCopy {
                 let goal = (n >= 1000).then_some(Goal::AtMost(1.1));

@@ -11,7 +11,9 @@ use super::common::Rounds;
 use super::engine::Plan;
 use super::outcome::{Outcome, SummaryRow, finish_document, render_summary};
 use super::reference::Reference;
-use super::{async_serve, file_tx, packet, packet_tx, peek, sweep, tcp_rx, tx, udp_gso, uring_tx};
+use super::{
+    async_serve, file_tx, packet, packet_tx, peek, relay, sweep, tcp_rx, tx, udp_gso, uring_tx,
+};
 use crate::measure::Report;
 
 /// What `zcnet bench --json` prints: the probe, every bench's report, and the summary.
@@ -250,6 +252,22 @@ fn suite_steps(
             // The relay holding 64 KiB, 1 MiB and 4 MiB unacknowledged, rate-limited veth.
             "peek (veth)",
             Box::new(move || peek::bench(&peek::CONDITIONS, rounds, None)),
+        ),
+        (
+            // The relay's event loops against tokio's copy_bidirectional, 1 to 1000 connections
+            // at once: CPU per MB of 1 KiB and 64 KiB exchanges and of bulk streams.
+            "relay (loopback, 1 to 1000 connections)",
+            Box::new(move || {
+                let plan = relay::Plan {
+                    counts: vec![1, 100, 1000],
+                    modes: vec![relay::Mode::Loops, relay::Mode::TokioCopy],
+                    runs: rounds.runs,
+                    seconds: rounds.seconds,
+                    bulk_streams: 128,
+                    quiet: rounds.quiet,
+                };
+                relay::bench(&plan, &["loopback"])
+            }),
         ),
         (
             // The async file server, zcnet vs plain tokio: the sizes of issue 19's goal.

@@ -112,6 +112,10 @@ pub struct Report {
     /// that (tcp-rx's mirrored rounds); omitted when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub order_effects: Vec<OrderEffect>,
+    /// Runs a bench records in a shape of its own (`relay`: each run's figures of each relay),
+    /// not drawn by the text or the page; omitted when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rows: Vec<Value>,
     /// Since when others' CPU is counted: from [`Report::new`] to [`Report::seal`].
     #[serde(skip)]
     window: Option<Window>,
@@ -129,6 +133,7 @@ impl Report {
             results: Vec::new(),
             comparisons: Vec::new(),
             order_effects: Vec::new(),
+            rows: Vec::new(),
             window: Some(Window::open()),
         }
     }
