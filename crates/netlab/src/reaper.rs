@@ -12,10 +12,11 @@ use crate::ip::{NETNS_DIR, PREFIX, ip};
 /// aborts, SIGKILL), the kernel closes its end: its labs go with it, which drops do not do when a
 /// signal kills it (issue 48 item 11: `bench` ended by Ctrl-C left them behind until the next lab
 /// was built). A process that ends normally has dropped its labs already and the reaper finds none.
-/// It sweeps six times over 1.5 s: an `ip` the process started just before it died runs on and may
-/// make its namespace after the first sweep (a signal right after a lab's first namespace left
-/// one behind in 1 run of 8 of `a_bench_ended_by_a_signal_leaves_no_namespace`, once in CI on
-/// 2026-11-28; 0 in 12 runs, 36 signals, with the sweeps). Under a user namespace of the process's
+/// It runs before the process's first namespace is made (`Netns::new`; a signal right after that
+/// namespace, before the reaper, left it behind in 1 run of 8 of
+/// `a_bench_ended_by_a_signal_leaves_no_namespace`, and once in CI). It sweeps six times over
+/// 1.5 s, for an `ip` of the process's that outlives it (a device made in a namespace that is
+/// already gone is harmless). Under a user namespace of the process's
 /// own the namespaces are mounted in its private mount namespace and vanish with it: no reaper.
 pub(crate) fn start_reaper() {
     use std::process::{Command, Stdio};
