@@ -124,3 +124,64 @@ fn a_second_signal_ends_the_relay_at_once() {
     let status = exited(&mut child, Duration::from_secs(5)).expect("ended at once");
     assert!(!status.success(), "{status:?}");
 }
+
+/// The processes whose parent is `pid`, by `/proc/*/stat`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                // The fields after the command's closing parenthesis: state, then the parent.
+                s.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
+}
+
+/// `zcnet bench relay` killed with SIGKILL (no time to stop anything) takes its relay and its
+/// echo destination along: each ends when its stdin, a pipe from the bench, ends.
+#[test]
+fn a_killed_bench_relay_takes_its_processes_along() {
+    let mut bench = zcnet()
+        .args(["bench", "relay", "--connections", "1", "--mode", "loops"])
+        .args(["--runs", "50", "--seconds", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = bench.id();
+    // The echo first, then a relay: two children.
+    let start = Instant::now();
+    let children = loop {
+        let c = children_of(pid);
+        if c.len() >= 2 {
+            break c;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no relay started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    kill(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
+    let _ = bench.wait();
+    for child in children {
+        let gone = (0..500).any(|_| {
+            let gone = !std::path::Path::new(&format!("/proc/{child}/stat")).exists()
+                || std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|s| {
+                    s.rsplit_once(')')
+                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+                });
+            if !gone {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            gone
+        });
+        assert!(gone, "process {child} of the killed bench still runs");
+    }
+}

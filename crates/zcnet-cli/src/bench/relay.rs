@@ -293,7 +293,7 @@ fn one_run(
 ) -> anyhow::Result<Row> {
     let to = echo.to_string();
     let mut args = vec!["relay", "--listen", "127.0.0.1:0", "--to", &to];
-    args.extend(["--max-connections", "1000000"]);
+    args.extend(["--max-connections", "1000000", "--until-stdin-ends"]);
     args.extend(mode.args());
     let relay = Process::start(&args)?;
     std::thread::sleep(Duration::from_millis(100));
@@ -386,10 +386,7 @@ fn echo_server(listen: SocketAddr) -> anyhow::Result<()> {
     })?;
     eprintln!("echo: listening on {}", listener.local_addr()?);
     // Until the bench's end of our stdin closes (it ended, or dropped us).
-    std::thread::spawn(|| {
-        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-        std::process::exit(0);
-    });
+    crate::relay::exit_when_stdin_ends();
     rt.block_on(async move {
         loop {
             let Ok((mut c, _)) = listener.accept().await else {

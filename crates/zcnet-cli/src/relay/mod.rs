@@ -67,6 +67,10 @@ pub struct Opt {
     /// `copy_bidirectional` relay (what a Rust user writes, without zcnet's guarantee).
     #[arg(long, value_enum, default_value = "loops", hide = true)]
     pub engine: Engine,
+    /// End at once when stdin ends: `zcnet bench relay` starts its relays so, and one killed
+    /// (SIGKILL leaves no time to stop them) takes them along.
+    #[arg(long, hide = true)]
+    pub until_stdin_ends: bool,
 }
 
 /// `--method`.
@@ -80,7 +84,19 @@ pub enum MethodArg {
 }
 
 /// `zcnet relay`.
+/// Ends this process (status 0) when its stdin ends: a child of a bench whose parent died
+/// however it died, which closed the pipe.
+pub fn exit_when_stdin_ends() {
+    std::thread::spawn(|| {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        std::process::exit(0);
+    });
+}
+
 pub fn run(opt: Opt) -> anyhow::Result<()> {
+    if opt.until_stdin_ends {
+        exit_when_stdin_ends();
+    }
     let mut targets = vec![opt.to];
     targets.extend(opt.fallback);
     let config = Arc::new(Config {
