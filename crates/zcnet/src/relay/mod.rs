@@ -41,11 +41,17 @@
 //! is one connection on the calling thread, the async relay one task. Events wake a session:
 //! new source bytes (edge-triggered `EPOLLIN`), destination acknowledgements (`SO_TIMESTAMPING`
 //! `TX_ACK` notifications on its error queue, `EPOLLERR`), room in either send buffer
-//! (`EPOLLOUT`), reply bytes (the destination's `EPOLLIN`). The clocks left: a backstop while
+//! (`EPOLLOUT`), reply bytes (the destination's `EPOLLIN`). Only writes made with a quarter of
+//! the source's receive buffer outstanding (at most 64 KiB, at most half
+//! [`Config::max_unacked`]) or the source's end behind them ask for a notification (the flag goes
+//! with the write, as a control message); below that, what the destination acknowledged leaves
+//! the source's queue in batches, at that mark, at the source's end or after a quiet second, so
+//! that small exchanges cost the calls a copying relay makes. The clocks left: a backstop while
 //! segments are in flight (the kernel marks no byte of a write sent out whole at once), from
 //! 2 ms doubling to half [`Config::ack_timeout`] while nothing is acknowledged; a look at the
-//! window probes of a stalled destination every half [`Config::ack_timeout`]; the
-//! acknowledgement and connect timeouts themselves. It never spins.
+//! window probes of a stalled destination every half [`Config::ack_timeout`]; the quiet second;
+//! the acknowledgement and connect timeouts themselves. A loop waits on a `timerfd` armed for
+//! its earliest deadline, its `epoll_wait` without a timeout. It never spins.
 
 mod ack;
 mod config;
