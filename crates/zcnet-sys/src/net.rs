@@ -229,7 +229,7 @@ fn send_raw(
 /// `sendmsg(2)` of `buf` with `flags` and one `SO_TIMESTAMPING` control message: the timestamp
 /// record flags (`SOF_TIMESTAMPING_TX_*`) of this write alone, on top of the reporting flags set
 /// on the socket (`so_timestamping(7)`, the kernel's `Documentation/networking/timestamping.rst`
-/// 1.3.4; Linux 4.13). `EINVAL` where the kernel takes no such control message, or for flags
+/// 1.3.4; Linux 4.7: an older TCP ignores the message without an error). `EINVAL` for flags
 /// that are not record flags.
 pub fn send_timestamped(
     fd: BorrowedFd<'_>,

@@ -27,11 +27,11 @@ pub(super) struct Dest {
 /// their last byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Marks {
-    /// Those that ask, with a control message (Linux 4.13): a relay of small exchanges asks
+    /// Those that ask, with a control message (Linux 4.7): a relay of small exchanges asks
     /// for none and drops what was acknowledged in batches.
     Asked,
-    /// Every one (`SO_TIMESTAMPING` with `TX_ACK` on the socket): where the kernel refused the
-    /// control message.
+    /// Every one (`SO_TIMESTAMPING` with `TX_ACK` on the socket): a kernel before 4.7, whose
+    /// TCP ignores a write's control messages without an error, or one that refused it.
     Every,
     /// None: the kernel gives no notifications; the relay polls `TCP_INFO` every millisecond.
     None,
@@ -190,10 +190,37 @@ impl Unanswered {
 /// `Documentation/networking/timestamping.rst`. Each one wakes the relay's epoll with
 /// `EPOLLERR`, so it learns of acknowledgements when they happen instead of by polling.
 pub(super) fn ask_ack_notifications(stream: &TcpStream) -> Marks {
-    match sys::sockopt::set_timestamping(stream.as_fd(), REPORTING) {
-        Ok(()) => Marks::Asked,
+    let (flags, marks) = if per_write_flags() {
+        (REPORTING, Marks::Asked)
+    } else {
+        (REPORTING | libc::SOF_TIMESTAMPING_TX_ACK, Marks::Every)
+    };
+    match sys::sockopt::set_timestamping(stream.as_fd(), flags) {
+        Ok(()) => marks,
         Err(_) => Marks::None,
     }
+}
+
+/// Whether TCP takes a write's `SO_TIMESTAMPING` control message: Linux 4.7 (the kernel's
+/// commit c14ac9451c34, "sock: enable timestamping using control messages"). An older TCP
+/// ignores it without an error, so the release decides, once a process.
+fn per_write_flags() -> bool {
+    static PER_WRITE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PER_WRITE.get_or_init(|| {
+        sys::process::kernel_release()
+            .ok()
+            .and_then(|r| release_at_least(&r, (4, 7)))
+            .unwrap_or(false)
+    })
+}
+
+/// Whether kernel release `r` (`6.18.44-fc`) is at least `(major, minor)`; `None` when it does
+/// not parse.
+fn release_at_least(r: &str, want: (u32, u32)) -> Option<bool> {
+    let mut parts = r.split(['.', '-']);
+    let major: u32 = parts.next()?.parse().ok()?;
+    let minor: u32 = parts.next()?.parse().ok()?;
+    Some((major, minor) >= want)
 }
 
 #[cfg(test)]
@@ -281,6 +308,15 @@ mod tests {
         let mut got = vec![0u8; 400];
         (&peer).read_exact(&mut got).unwrap();
         assert!(got.iter().all(|&b| b == 7));
+    }
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        assert_eq!(release_at_least("6.18.44-fc-v669", (4, 7)), Some(true));
+        assert_eq!(release_at_least("4.7.0", (4, 7)), Some(true));
+        assert_eq!(release_at_least("4.6.7-generic", (4, 7)), Some(false));
+        assert_eq!(release_at_least("3.18", (4, 7)), Some(false));
+        assert_eq!(release_at_least("nonsense", (4, 7)), None);
     }
 
     #[test]

@@ -53,9 +53,17 @@ const ACK_BACKSTOP: Duration = Duration::from_millis(2);
 /// discard method looks every time, as it re-reads what is not consumed.
 const OBSERVE_AT: u64 = 64 * 1024;
 
-/// How long acknowledged bytes below [`Session::eager_at`] may wait in the source's queue while
-/// nothing happens (at most half the acknowledgement timeout).
+/// How long after a look at `TCP_INFO` the next comes at the latest while bytes are outstanding
+/// (at most half the acknowledgement timeout): acknowledged bytes below
+/// [`Session::eager_at`] wait no longer in the source's queue, and a destination that died
+/// behind a trickle of small writes starts its stall clock.
 const LAZY: Duration = Duration::from_secs(1);
+
+/// Peeks since the last look from which acknowledgements are taken as they come, whatever the
+/// bytes: the source's queue is charged by its buffers (an skb's truesize), not by its bytes,
+/// and a stream of small segments from a real NIC closes the source's window long before
+/// [`Session::eager_at`] bytes (100-byte segments can cost 2 KiB each).
+const PEEKS_AT: u32 = 16;
 
 /// What a connection's destinations share across failovers.
 pub(crate) struct Link<'a> {
@@ -107,6 +115,9 @@ pub(crate) struct Session<'a> {
     /// A write asked for its acknowledgement's notification since the last look that found
     /// nothing in flight.
     marked: bool,
+    /// When `TCP_INFO` was last read, and the peeks since.
+    looked_at: Instant,
+    peeks_since_look: u32,
     /// Outstanding bytes from which acknowledgements are taken as they come: [`OBSERVE_AT`], or
     /// less for a small `max_unacked` (half of it) or receive buffer of the source's (a quarter).
     eager_at: u64,
@@ -188,6 +199,8 @@ impl<'a> Session<'a> {
             stalled_since: None,
             in_flight: false,
             marked: false,
+            looked_at: Instant::now(),
+            peeks_since_look: 0,
             eager_at,
             source_readable: true,
             reply_readable: true,
@@ -233,6 +246,8 @@ impl<'a> Session<'a> {
         self.in_flight = info.unacked > 0;
         self.marked &= self.in_flight;
         self.acks_due = false;
+        self.looked_at = Instant::now();
+        self.peeks_since_look = 0;
         Ok(unanswered)
     }
 
@@ -243,7 +258,7 @@ impl<'a> Session<'a> {
         self.acks_due
             || self.eof
             || self.stalled_since.is_some()
-            || self.cur.outstanding() >= self.eager_at
+            || self.eager()
             || self.dest().marks == Marks::None
             // The discard method re-reads what is not consumed, with SO_RCVLOWAT past it.
             || self.cur.mode() != peek::Mode::ZeroCopy
@@ -317,11 +332,18 @@ impl<'a> Session<'a> {
             if self.forward_complete() && !self.destination_shut {
                 self.pass_the_source_end()?;
             }
+            let ended_before = self.eof;
             if !self.destination_shut {
                 self.forward()?;
             }
             self.backward();
-            if self.failed.is_some() || (self.forward_complete() && !self.destination_shut) {
+            // The source's end just read: look again now (its FIN waits for the last
+            // acknowledgements, which writes below the mark asked no notification of).
+            let just_ended = self.eof && !ended_before && !self.destination_shut;
+            if self.failed.is_some()
+                || just_ended
+                || (self.forward_complete() && !self.destination_shut)
+            {
                 continue;
             }
             if self.destination_shut && self.reply.done {
@@ -340,6 +362,9 @@ impl<'a> Session<'a> {
             return None;
         }
         if self.dest().marks == Marks::None {
+            // Also when the kernel refused a marked write's control message and the socket
+            // option after it.
+            self.stats.ack_polling = true;
             return Some(ACK_POLL);
         }
         // Once the stall is older than the timeout without expiring (its TCP is not silent),
@@ -359,7 +384,9 @@ impl<'a> Session<'a> {
         } else if urgent {
             Some(coarse)
         } else {
-            Some(LAZY.min(coarse))
+            // From the last look, not from now: a session stepped often still looks.
+            let next = self.looked_at + LAZY.min(coarse);
+            Some(next.saturating_duration_since(Instant::now()))
         };
         match (stall, backstop) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -393,6 +420,8 @@ impl<'a> Session<'a> {
                     Ok(w) => {
                         self.pending.wrote(w);
                         self.stats.written += w as u64;
+                        // Until a look says otherwise: the backstop counts on it.
+                        self.in_flight = true;
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -444,6 +473,7 @@ impl<'a> Session<'a> {
                 return Ok(Flow::Stop);
             }
         };
+        self.peeks_since_look += 1;
         if self.link.s.sample_unacked {
             self.stats.unacked_samples.push(self.cur.outstanding());
         }
@@ -465,6 +495,7 @@ impl<'a> Session<'a> {
                 Ok(w) => {
                     at += w;
                     self.stats.written += w as u64;
+                    self.in_flight = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -488,9 +519,15 @@ impl<'a> Session<'a> {
     /// Whether the next write to the destination asks for its acknowledgement's notification:
     /// much is outstanding, or the source's end is behind these bytes. Notes that one did.
     fn mark(&mut self) -> bool {
-        let mark = self.cur.outstanding() >= self.eager_at || self.source_end_seen;
+        let mark = self.eager() || self.source_end_seen;
         self.marked |= mark;
         mark
+    }
+
+    /// Whether acknowledgements are taken as they come: [`Session::eager_at`] bytes or
+    /// [`PEEKS_AT`] peeks outstanding since the last look.
+    fn eager(&self) -> bool {
+        self.cur.outstanding() >= self.eager_at || self.peeks_since_look >= PEEKS_AT
     }
 
     /// The source's stream ended at the peek offset: with its FIN, or cut (`error`, what the
