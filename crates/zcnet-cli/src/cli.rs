@@ -1,7 +1,7 @@
 //! The command line: [`Cli`] (clap derive, one module per subcommand). Here rather than in
 //! `main.rs` so that tests can walk every option of every subcommand.
 
-use crate::{bench, capture, probe, recv, relay, report, send, serve, torture, tune};
+use crate::{bench, capture, iperf3, probe, recv, relay, report, send, serve, torture, tune};
 
 use clap::{Parser, Subcommand};
 
@@ -41,6 +41,9 @@ pub enum Command {
     Torture(torture::Opt),
     /// Run the far side of every bench for `zcnet bench NAME --remote ADDR` on another host.
     Serve(serve::Opt),
+    /// Test against any iperf3 server (`-c HOST`), or serve iperf3's clients (`-s`): iperf3's
+    /// protocol (3.12), options, text and `-J`.
+    Iperf3(iperf3::Opt),
     /// Print shell completions on stdout (`zcnet completions bash > /etc/bash_completion.d/zcnet`).
     Completions {
         /// The shell.

@@ -12,6 +12,7 @@ pub mod date;
 pub mod error_line;
 pub mod file_server;
 pub mod interrupt;
+pub mod iperf3;
 pub mod measure;
 pub mod output;
 pub mod probe;

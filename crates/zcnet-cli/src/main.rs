@@ -3,7 +3,7 @@
 
 use zcnet_cli::cli::{Cli, Command};
 use zcnet_cli::error_line::{chain, one_line};
-use zcnet_cli::{bench, capture, probe, recv, relay, report, send, serve, torture, tune};
+use zcnet_cli::{bench, capture, iperf3, probe, recv, relay, report, send, serve, torture, tune};
 
 use std::process::ExitCode;
 
@@ -21,6 +21,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Capture(opt) => capture::run(opt),
         Command::Report(opt) => report::run(opt),
         Command::Serve(opt) => serve::run(opt),
+        Command::Iperf3(opt) => iperf3::run(opt),
         Command::Torture(opt) => torture::run(opt),
         Command::Completions { shell } => {
             // Rendered in memory first: clap_complete panics on a write error (a closed pipe).

@@ -71,7 +71,7 @@ fn sweep(base: &[&str], opt: &str, strict: bool) {
 
 /// Options that take no number: addresses, paths, names, lab lists; `torture --seed`, an
 /// identifier that every `u64` is (a valid one would run the harness).
-const NOT_NUMBERS: [&str; 19] = [
+const NOT_NUMBERS: [&str; 21] = [
     "labs",
     "listen",
     "connect",
@@ -91,6 +91,8 @@ const NOT_NUMBERS: [&str; 19] = [
     "seed",
     "reference",
     "selftests",
+    "client",
+    "bind",
 ];
 
 /// Numbers that have a meaning at every value in range, so that only some of the sweep is
@@ -142,6 +144,8 @@ fn every_numeric_option_refuses_nonsense_in_one_line() {
             "relay" => vec!["relay", "--listen", &taken, "--to", "127.0.0.1:9"],
             "send" => vec!["send", "/nonexistent/zcnet-test", "127.0.0.1:9"],
             "serve" => vec!["serve", "--listen", &taken],
+            // A client of a closed port: a value it accepts ends in exit 1 at once.
+            "iperf3" => vec!["iperf3", "-c", "127.0.0.1", "-p", "9"],
             // An input that is not there: a value it accepts ends in exit 2 at once.
             "report" => vec!["report", "/nonexistent/zcnet-a.json", "-o", "/dev/null"],
             // Any value a bench or tune accepts would run it: every one must be refused.

@@ -1,7 +1,7 @@
 //! `zcnet recv` against real senders, and its errors.
 
 mod common;
-use common::{TempDir, one_line_error, sha256, wait_bounded, zcnet};
+use common::{TempDir, free_port, one_line_error, sha256, wait_bounded, zcnet};
 use netlab::pattern::random_bytes;
 
 use std::io::Read;
@@ -10,14 +10,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use netlab::require_program;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 #[test]
 fn receives_200_mb_from_socat_byte_identical() {

@@ -6,6 +6,15 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
 
+/// A port free on 127.0.0.1 a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// The `zcnet` binary under test.
 pub fn zcnet() -> Command {
     Command::new(env!("CARGO_BIN_EXE_zcnet"))

@@ -1,0 +1,210 @@
+//! `zcnet iperf3 -c HOST`: a test against any iperf3 server (or ours), TCP, forward or `-R`,
+//! `-P` streams, for `-t` seconds or `-n` bytes.
+
+use std::io::Read as _;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use super::opt::Opt;
+use super::output::{self, Outcome};
+use super::proto::{self, Params, Results, State};
+use super::streams::{Shared, Stream};
+
+/// Runs one test against `host`.
+pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
+    let server = resolve(host, opt)?;
+    if !opt.json {
+        println!("Connecting to host {host}, port {}", opt.port);
+    }
+    let mut ctrl = match opt.bind {
+        Some(ip) => {
+            let s = socket2::Socket::new(
+                socket2::Domain::for_address(server),
+                socket2::Type::STREAM,
+                None,
+            )?;
+            s.bind(&SocketAddr::new(ip, 0).into())
+                .with_context(|| format!("cannot bind to {ip}"))?;
+            s.connect(&server.into())
+                .with_context(|| format!("cannot reach {server}"))?;
+            TcpStream::from(s)
+        }
+        None => TcpStream::connect_timeout(&server, Duration::from_secs(10))
+            .with_context(|| format!("cannot reach {server}"))?,
+    };
+    ctrl.set_nodelay(true)?;
+    let cookie = proto::new_cookie();
+    std::io::Write::write_all(&mut ctrl, &cookie)?;
+    let len = opt.length.unwrap_or(proto::TCP_BLOCK);
+    let params = Params {
+        tcp: true,
+        omit: 0,
+        time: if opt.bytes.is_some() { 0 } else { opt.time },
+        num: opt.bytes.unwrap_or(0),
+        parallel: opt.parallel,
+        reverse: opt.reverse,
+        len: len as u64,
+        pacing_timer: 1000,
+        client_version: Some("3.12".to_owned()),
+        ..Params::default()
+    };
+    let mut sockets = Vec::new();
+    let mut pairs = Vec::new();
+    loop {
+        match read_state(&mut ctrl)? {
+            State::ParamExchange => proto::send_json(&mut ctrl, &params)?,
+            State::CreateStreams => {
+                for _ in 0..opt.parallel {
+                    let s = TcpStream::connect_timeout(&server, Duration::from_secs(10))
+                        .context("a data stream")?;
+                    std::io::Write::write_all(&mut &s, &cookie)?;
+                    let pair = (s.local_addr()?, s.peer_addr()?);
+                    if !opt.json {
+                        output::connected(pairs.len(), pair.0, pair.1);
+                    }
+                    pairs.push(pair);
+                    sockets.push(s);
+                }
+            }
+            State::TestStart => {}
+            State::TestRunning => break,
+            other => bail!("the server sent {other:?} before the test started"),
+        }
+    }
+    let shared = Shared::new(if opt.reverse { 0 } else { params.num });
+    let cpu0 = super::streams::cpu_now();
+    let started = Instant::now();
+    let mut streams = super::streams::start(sockets, !opt.reverse, len, &shared);
+    let intervals = wait_for_the_end(opt, &streams, started, &mut ctrl)?;
+    shared
+        .stop
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let seconds = started.elapsed().as_secs_f64();
+    if !opt.reverse {
+        for s in &mut streams {
+            s.join()?;
+        }
+    }
+    proto::send_state(&mut ctrl, State::TestEnd)?;
+    let cpu = cpu0
+        .zip(super::streams::cpu_now())
+        .map(|(a, b)| (b.0 - a.0, b.1 - a.1));
+    let mut theirs = None;
+    let mut ours = None;
+    loop {
+        match read_state(&mut ctrl)? {
+            State::ExchangeResults => {
+                if opt.reverse {
+                    // What is still in flight arrives before our count is final.
+                    for s in &mut streams {
+                        let _ = s.join();
+                    }
+                }
+                let r = super::server::results(&streams, seconds, cpu.as_ref(), !opt.reverse);
+                proto::send_json(&mut ctrl, &r)?;
+                ours = Some(r);
+                theirs =
+                    Some(proto::read_json::<Results>(&mut ctrl).context("the server's results")?);
+            }
+            State::DisplayResults => {
+                proto::send_state(&mut ctrl, State::IperfDone)?;
+                break;
+            }
+            other => bail!("the server sent {other:?} at the test's end"),
+        }
+    }
+    for s in &mut streams {
+        let _ = s.end();
+    }
+    Ok(Outcome {
+        server,
+        params,
+        ours: ours.context("the server skipped the results exchange")?,
+        theirs: theirs.context("the server skipped the results exchange")?,
+        seconds,
+        streams: pairs,
+        intervals,
+    })
+}
+
+/// Until `-t` seconds passed, `-n` bytes went (or, `-R`, came), printing a line each `-i`.
+fn wait_for_the_end(
+    opt: &Opt,
+    streams: &[Stream],
+    started: Instant,
+    ctrl: &mut TcpStream,
+) -> anyhow::Result<Vec<output::Interval>> {
+    let every = Duration::from_secs_f64(opt.interval.max(0.1));
+    let limit = Duration::from_secs(u64::from(opt.time));
+    let mut intervals = Vec::new();
+    let mut last = (Duration::ZERO, vec![0u64; streams.len()]);
+    // The server may end the test on its own (it was stopped): a byte on the control connection.
+    ctrl.set_nonblocking(true)?;
+    loop {
+        std::thread::sleep(Duration::from_millis(5));
+        let now = started.elapsed();
+        let counts: Vec<u64> = streams.iter().map(Stream::count).collect();
+        let total: u64 = counts.iter().sum();
+        let done = match opt.bytes {
+            Some(n) if opt.reverse => total >= n,
+            Some(_) => streams.iter().all(Stream::finished),
+            None => now >= limit,
+        };
+        if now - last.0 >= every || done {
+            let iv = output::Interval::new(last.0, now, &last.1, &counts);
+            if !opt.json && now > last.0 {
+                output::interval_line(&iv, !opt.reverse);
+            }
+            intervals.push(iv);
+            last = (now, counts);
+        }
+        if done {
+            break;
+        }
+        let mut b = [0u8; 1];
+        match ctrl.read(&mut b) {
+            Ok(0) => bail!("the server closed the control connection mid-test"),
+            Ok(_) => match State::of(b[0]) {
+                Some(State::ServerError) => bail!("the server reported an error mid-test"),
+                s => bail!("the server sent {s:?} mid-test"),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e).context("the control connection"),
+        }
+    }
+    ctrl.set_nonblocking(false)?;
+    Ok(intervals)
+}
+
+/// A state from the server; `ACCESS_DENIED` and `SERVER_ERROR` as iperf3 words them.
+fn read_state(ctrl: &mut TcpStream) -> anyhow::Result<State> {
+    let s = proto::read_state(ctrl).context("the server's next state")?;
+    match s {
+        State::AccessDenied => bail!("the server is busy running a test. try again later"),
+        State::ServerError => {
+            let mut nums = [0u8; 8];
+            let _ = ctrl.read_exact(&mut nums);
+            let i_errno = i32::from_be_bytes(nums[..4].try_into().unwrap_or_default());
+            let errno = i32::from_be_bytes(nums[4..].try_into().unwrap_or_default());
+            bail!(
+                "the server refused the test (iperf3 error {i_errno}: {})",
+                std::io::Error::from_raw_os_error(errno)
+            )
+        }
+        s => Ok(s),
+    }
+}
+
+/// HOST:PORT, of the family `-4`/`-6` asks for.
+fn resolve(host: &str, opt: &Opt) -> anyhow::Result<SocketAddr> {
+    let all: Vec<SocketAddr> = (host, opt.port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {host}"))?
+        .collect();
+    all.iter()
+        .copied()
+        .find(|a| (!opt.ipv4 || a.is_ipv4()) && (!opt.ipv6 || a.is_ipv6()))
+        .with_context(|| format!("{host} has no address of the family asked for"))
+}

@@ -1,0 +1,35 @@
+//! `zcnet iperf3`: a client and a server that speak iperf3's protocol (as iperf3 3.12 does), so
+//! that an iperf3 a fleet already runs is a far side for zcnet, and zcnet's server one for
+//! iperf3's client. This first version runs TCP tests, forward and `-R`, with `-P` streams, for
+//! `-t` seconds or `-n` bytes, sending and receiving by copy (`write`, `read`): its zcnet line
+//! says so. UDP (`-u`), `-b`, `-Z` and the zero-copy `--mode`s are refused by name (exit 2).
+
+use anyhow::Context;
+
+mod client;
+mod opt;
+mod output;
+pub mod proto;
+mod server;
+mod streams;
+
+pub use opt::{Mode, Opt};
+
+/// Runs the client or the server.
+pub fn run(opt: Opt) -> anyhow::Result<()> {
+    if opt.server {
+        let listener = server::listen(&opt)?;
+        return server::run(&opt, listener);
+    }
+    let host = opt.client.clone().context("give -c HOST or -s")?;
+    let outcome = client::run(&opt, &host)?;
+    if opt.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&output::json(&opt, &host, &outcome))?
+        );
+    } else {
+        output::client_summary(&outcome);
+    }
+    Ok(())
+}

@@ -1,0 +1,140 @@
+//! `zcnet iperf3`'s options, with iperf3's names, and their parsers.
+
+use std::net::IpAddr;
+
+use super::proto;
+
+/// `zcnet iperf3`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("role").required(true).args(["client", "server"])))]
+pub struct Opt {
+    /// Run a test against the iperf3 server at HOST (`-c`).
+    #[arg(short = 'c', long, value_name = "HOST")]
+    pub client: Option<String>,
+    /// Serve tests, one at a time, as `iperf3 -s` does.
+    #[arg(short = 's', long)]
+    pub server: bool,
+    /// The server's port.
+    #[arg(short = 'p', long, default_value_t = proto::PORT, value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: u16,
+    /// Seconds to send (client).
+    #[arg(short = 't', long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=86_400))]
+    pub time: u32,
+    /// Bytes to send in all instead of `-t` (K, M, G: powers of 1024, as iperf3's).
+    #[arg(short = 'n', long, value_name = "BYTES", value_parser = bytes_arg)]
+    pub bytes: Option<u64>,
+    /// Block length of each write (K, M: powers of 1024). Default: 128 KiB.
+    #[arg(short = 'l', long = "length", value_name = "LENGTH", value_parser = length_arg)]
+    pub length: Option<usize>,
+    /// Parallel streams (client).
+    #[arg(short = 'P', long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=128))]
+    pub parallel: u32,
+    /// Reverse: the server sends, the client receives.
+    #[arg(short = 'R', long)]
+    pub reverse: bool,
+    /// Seconds between the client's interval lines.
+    #[arg(short = 'i', long, value_name = "SECONDS", default_value_t = 1.0, value_parser = interval_arg)]
+    pub interval: f64,
+    /// Print iperf3's JSON (`start`, `intervals`, `end`) with a `zcnet` object added.
+    #[arg(short = 'J', long)]
+    pub json: bool,
+    /// Serve one test, then exit (server).
+    #[arg(short = '1', long = "one-off")]
+    pub one_off: bool,
+    /// The address to listen on (server) or to send from (client).
+    #[arg(short = 'B', long, value_name = "ADDR")]
+    pub bind: Option<IpAddr>,
+    /// IPv4 only.
+    #[arg(short = '4', long = "version4", conflicts_with = "ipv6")]
+    pub ipv4: bool,
+    /// IPv6 only.
+    #[arg(short = '6', long = "version6")]
+    pub ipv6: bool,
+    /// zcnet's sending path: only `copy` in this version (MSG_ZEROCOPY, io_uring and auto come
+    /// next).
+    #[arg(long, value_enum, default_value = "copy")]
+    pub mode: Mode,
+}
+
+/// `--mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// `write` and `read`, as iperf3.
+    Copy,
+}
+
+/// `-n`: at least one byte, at most 1 PiB.
+fn bytes_arg(s: &str) -> Result<u64, String> {
+    size(s, 1 << 50)
+}
+
+/// `-l`: at least one byte, at most 1 GiB.
+fn length_arg(s: &str) -> Result<usize, String> {
+    size(s, 1 << 30).map(|v| v as usize)
+}
+
+/// A size as iperf3 reads one: digits with K, M, G or T (powers of 1024).
+fn size(s: &str, max: u64) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c.to_ascii_uppercase()),
+        _ => (t, ' '),
+    };
+    let shift = match unit {
+        ' ' => 0,
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        'T' => 40,
+        _ => {
+            return Err(format!(
+                "{s}: give bytes, with K, M, G or T (powers of 1024)"
+            ));
+        }
+    };
+    let v: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s}: give a whole number of bytes, with K, M, G or T"))?;
+    let v = v.checked_shl(shift).filter(|&b| b >> shift == v);
+    match v {
+        Some(b) if (1..=max).contains(&b) => Ok(b),
+        _ => Err(format!("{s}: give 1 byte to {max} bytes")),
+    }
+}
+
+/// `-i`: 0.1 s to 60 s.
+fn interval_arg(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s}: give seconds, such as 1"))?;
+    if !(0.1..=60.0).contains(&v) {
+        return Err(format!("{s} s: give 0.1 s to 60 s"));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_iperf3_reads_them() {
+        assert_eq!(size("1000", 1 << 50), Ok(1000));
+        assert_eq!(size("128K", 1 << 50), Ok(128 << 10));
+        assert_eq!(size("1m", 1 << 50), Ok(1 << 20));
+        assert_eq!(size("2G", 1 << 50), Ok(2 << 30));
+        for bad in [
+            "",
+            "0",
+            "-1",
+            "1.5M",
+            "1X",
+            "nan",
+            "18446744073709551615T",
+            "2048T",
+        ] {
+            assert!(size(bad, 1 << 50).is_err(), "{bad}");
+        }
+    }
+}
