@@ -255,3 +255,33 @@ fn a_second_client_garbage_and_a_vanished_client_leave_the_server_serving() {
         "after the garbage",
     );
 }
+
+/// A flood of connections that send nothing (600, more than the server lets wait for a cookie
+/// at once) neither ends the server nor leaves it refusing: once they are gone, a test runs,
+/// byte for byte.
+#[test]
+fn a_flood_of_silent_connections_leaves_the_server_serving() {
+    require_program!("iperf3");
+    let port = common::free_port();
+    let _server = zcnet_server(port);
+    let flood: Vec<TcpStream> = (0..600)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    assert!(flood.len() > 256, "only {} connections made", flood.len());
+    std::thread::sleep(Duration::from_millis(300));
+    drop(flood);
+    std::thread::sleep(Duration::from_millis(300));
+    let p = port.to_string();
+    let out =
+        client_run(Command::new("iperf3").args(["-c", "127.0.0.1", "-p", &p, "-n", "1M", "-J"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    check(
+        &serde_json::from_slice(&out.stdout).unwrap(),
+        Some(1 << 20),
+        "after the flood",
+    );
+}

@@ -86,6 +86,7 @@ pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
         for s in &mut streams {
             s.join()?;
         }
+        drained(&streams);
     }
     proto::send_state(&mut ctrl, State::TestEnd)?;
     let cpu = cpu0
@@ -127,6 +128,27 @@ pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
         streams: pairs,
         intervals,
     })
+}
+
+/// Waits (at most 2 s) until the server's TCP acknowledged every byte of every stream, the
+/// cookie's 37 included, then 50 ms: an iperf3 server closes its streams when it reads
+/// TEST_END, and what it had not read by then is not counted (with `-n` its count fell short
+/// under load). Acknowledged bytes are in its queue, and an iperf3 server reads them at once.
+fn drained(streams: &[Stream]) {
+    let end = Instant::now() + Duration::from_secs(2);
+    for s in streams {
+        let want = s.count() + proto::COOKIE_LEN as u64;
+        while Instant::now() < end {
+            let acked = zcnet::tcp_info::tcp_info(&*s.socket)
+                .ok()
+                .and_then(|i| i.acked_data_bytes());
+            if acked.is_none_or(|a| a >= want) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(50));
 }
 
 /// Until `-t` seconds passed, `-n` bytes went (or, `-R`, came), printing a line each `-i`.

@@ -5,6 +5,7 @@
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,6 +21,9 @@ use super::streams::{Shared, Stream};
 /// streams.
 const COOKIE_WAIT: Duration = Duration::from_secs(10);
 
+/// Connections at most waiting for their cookie at once.
+const MAX_ARRIVING: usize = 256;
+
 /// The test under way: its cookie, and where its data streams go.
 struct Running {
     cookie: [u8; COOKIE_LEN],
@@ -31,6 +35,7 @@ type Slot = Arc<Mutex<Option<Running>>>;
 /// Serves tests until `-1`'s one ended (or for ever).
 pub fn run(opt: &Opt, listener: TcpListener) -> anyhow::Result<()> {
     let slot: Slot = Arc::new(Mutex::new(None));
+    let arriving = Arc::new(AtomicUsize::new(0));
     let local = listener.local_addr()?;
     let (ended_tx, ended) = channel::<()>();
     output::server_listening(opt, local);
@@ -46,10 +51,21 @@ pub fn run(opt: &Opt, listener: TcpListener) -> anyhow::Result<()> {
                 continue;
             }
         };
-        let (slot, ended_tx) = (slot.clone(), ended_tx.clone());
+        // A flood of connections that send nothing holds a thread each for COOKIE_WAIT: past
+        // MAX_ARRIVING, newcomers are closed at once (the server lives on, and serves again as
+        // the flood's connections time out), and a thread that cannot be made drops its
+        // connection rather than ending the server.
+        if arriving.load(Ordering::Relaxed) >= MAX_ARRIVING {
+            drop(conn);
+            continue;
+        }
+        arriving.fetch_add(1, Ordering::Relaxed);
+        let (slot, ended_tx, left) = (slot.clone(), ended_tx.clone(), arriving.clone());
         let (json, one, len) = (opt.json, opt.one_off, opt.length);
-        std::thread::spawn(move || {
-            let Some((ctrl, cookie, streams)) = arrive(conn, &slot) else {
+        let spawned = std::thread::Builder::new().spawn(move || {
+            let arrived = arrive(conn, &slot);
+            left.fetch_sub(1, Ordering::Relaxed);
+            let Some((ctrl, cookie, streams)) = arrived else {
                 return;
             };
             // The next test may start as soon as this one's client said IPERF_DONE (its next
@@ -70,6 +86,9 @@ pub fn run(opt: &Opt, listener: TcpListener) -> anyhow::Result<()> {
                 let _ = TcpStream::connect(wake_address(local));
             }
         });
+        if spawned.is_err() {
+            arriving.fetch_sub(1, Ordering::Relaxed);
+        }
     }
     Ok(())
 }
