@@ -158,15 +158,7 @@ impl Relay {
 
     /// Descriptors open and resident memory (KiB) of the relay now.
     fn footprint(&self) -> (usize, u64) {
-        let pid = self.child.id();
-        let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let rss = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0);
-        (fds, rss)
+        zcnet_cli::measure::cpu::footprint(self.child.id())
     }
 
     /// Waits (at most `within`) for the relay's own exit: its success and stderr (killed past

@@ -177,15 +177,7 @@ impl Process {
 
     /// Its open descriptors and resident memory (KiB).
     fn footprint(&self) -> (usize, u64) {
-        let pid = self.child.id();
-        let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let rss = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0);
-        (fds, rss)
+        crate::measure::cpu::footprint(self.child.id())
     }
 }
 

@@ -8,6 +8,19 @@ use serde::{Deserialize, Serialize};
 
 const MB: f64 = (1u64 << 20) as f64;
 
+/// Process `pid`'s open descriptors and resident memory (KiB, `VmRSS`), from `/proc`: 0 for
+/// what cannot be read (a process gone).
+pub fn footprint(pid: u32) -> (usize, u64) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    (fds, rss)
+}
+
 /// CPU time and context switches of the calling thread (`getrusage(RUSAGE_THREAD)`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ThreadCpu {
