@@ -103,7 +103,7 @@ pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
                         let _ = s.join();
                     }
                 }
-                let r = super::server::results(&streams, seconds, cpu.as_ref(), !opt.reverse);
+                let r = super::streams::results(&streams, seconds, cpu.as_ref(), !opt.reverse);
                 proto::send_json(&mut ctrl, &r)?;
                 ours = Some(r);
                 theirs =
@@ -177,7 +177,7 @@ fn wait_for_the_end(
         if now - last.0 >= every || done {
             let iv = output::Interval::new(last.0, now, &last.1, &counts);
             if !opt.json && now > last.0 {
-                output::interval_line(&iv, !opt.reverse);
+                output::interval_line(&iv);
             }
             intervals.push(iv);
             last = (now, counts);

@@ -111,8 +111,7 @@ pub fn connected(k: usize, local: SocketAddr, remote: SocketAddr) {
 }
 
 /// An interval line per stream, and `[SUM]` with several.
-pub fn interval_line(iv: &Interval, first_header: bool) {
-    let _ = first_header;
+pub fn interval_line(iv: &Interval) {
     let secs = iv.end - iv.start;
     for (k, &b) in iv.bytes.iter().enumerate() {
         println!(

@@ -14,8 +14,8 @@ use anyhow::Context;
 
 use super::opt::Opt;
 use super::output;
-use super::proto::{self, COOKIE_LEN, Params, Results, State, StreamResult};
-use super::streams::{Shared, Stream};
+use super::proto::{self, COOKIE_LEN, Params, Results, State};
+use super::streams::Shared;
 
 /// How long a new connection has to send its cookie, and a test's client its parameters and
 /// streams.
@@ -213,7 +213,7 @@ fn serve_test(
         .map(|(a, b)| (b.0 - a.0, b.1 - a.1));
     proto::send_state(&mut ctrl, State::ExchangeResults)?;
     let theirs: Results = proto::read_json(&mut ctrl).context("the client's results")?;
-    let ours = results(&running, seconds, cpu.as_ref(), params.reverse);
+    let ours = super::streams::results(&running, seconds, cpu.as_ref(), params.reverse);
     proto::send_json(&mut ctrl, &ours)?;
     proto::send_state(&mut ctrl, State::DisplayResults)?;
     // IPERF_DONE, or the client's close.
@@ -223,44 +223,6 @@ fn serve_test(
         output::server_summary(&running, &theirs, seconds, params.reverse);
     }
     Ok(())
-}
-
-/// This side's results: each stream's bytes, the CPU it took.
-pub fn results(
-    streams: &[Stream],
-    seconds: f64,
-    cpu: Option<&(f64, f64)>,
-    sender: bool,
-) -> Results {
-    let pct = |s: f64| {
-        if seconds > 0.0 {
-            100.0 * s / seconds
-        } else {
-            0.0
-        }
-    };
-    let (user, sys) = cpu.map_or((0.0, 0.0), |c| (pct(c.0), pct(c.1)));
-    Results {
-        cpu_util_total: user + sys,
-        cpu_util_user: user,
-        cpu_util_system: sys,
-        sender_has_retransmits: 0,
-        congestion_used: None,
-        streams: streams
-            .iter()
-            .enumerate()
-            .map(|(k, s)| StreamResult {
-                id: proto::stream_id(k),
-                bytes: i64::try_from(s.count()).unwrap_or(i64::MAX),
-                retransmits: if sender { 0 } else { -1 },
-                jitter: 0.0,
-                errors: 0,
-                packets: 0,
-                start_time: 0.0,
-                end_time: seconds,
-            })
-            .collect(),
-    }
 }
 
 /// `SERVER_ERROR` and the two numbers iperf3's client prints (`i_errno`, `errno`).

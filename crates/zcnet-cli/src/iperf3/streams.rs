@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
+use super::proto;
+
 /// How long a stopped test's receiver waits for bytes still on their way.
 pub const QUIET: std::time::Duration = std::time::Duration::from_millis(200);
 
@@ -174,6 +176,44 @@ pub fn cpu_now() -> Option<(f64, f64)> {
     let (utime, stime) = crate::measure::cpu::parse_pid_stat(&stat)?;
     let hz = crate::measure::cpu::ticks_per_second();
     Some((utime as f64 / hz, stime as f64 / hz))
+}
+
+/// This side's results: each stream's bytes, the CPU it took.
+pub fn results(
+    streams: &[Stream],
+    seconds: f64,
+    cpu: Option<&(f64, f64)>,
+    sender: bool,
+) -> proto::Results {
+    let pct = |s: f64| {
+        if seconds > 0.0 {
+            100.0 * s / seconds
+        } else {
+            0.0
+        }
+    };
+    let (user, sys) = cpu.map_or((0.0, 0.0), |c| (pct(c.0), pct(c.1)));
+    proto::Results {
+        cpu_util_total: user + sys,
+        cpu_util_user: user,
+        cpu_util_system: sys,
+        sender_has_retransmits: 0,
+        congestion_used: None,
+        streams: streams
+            .iter()
+            .enumerate()
+            .map(|(k, s)| proto::StreamResult {
+                id: proto::stream_id(k),
+                bytes: i64::try_from(s.count()).unwrap_or(i64::MAX),
+                retransmits: if sender { 0 } else { -1 },
+                jitter: 0.0,
+                errors: 0,
+                packets: 0,
+                start_time: 0.0,
+                end_time: seconds,
+            })
+            .collect(),
+    }
 }
 
 #[cfg(test)]
