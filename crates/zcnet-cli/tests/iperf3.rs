@@ -1,7 +1,8 @@
 //! Issue 66: `zcnet iperf3` against Debian's iperf3 (3.12), on loopback: iperf3's client against
-//! our server and our client against iperf3's server, TCP, forward and `-R`, `-P 4`, `-n` byte
-//! counts exact on both sides; a second client while a test runs is turned away as iperf3 does,
-//! garbage parameters end only their own test. Skipped, with the reason, where iperf3 is not
+//! our server and our client against iperf3's server, TCP and UDP, forward and `-R`, `-P 4`,
+//! `-n` byte counts exact on both sides; each of our sending paths (`--mode`, `-Z`) and both
+//! receiving ones byte for byte; a second client while a test runs is turned away as iperf3
+//! does, garbage parameters end only their own test. Skipped, with the reason, where iperf3 is not
 //! installed (`.ci/run` installs it). Every run bounded in bytes and time.
 
 mod common;
@@ -92,29 +93,65 @@ fn totals(doc: &Value) -> (u64, u64) {
     (get("sum_sent"), get("sum_received"))
 }
 
-/// The variants of the acceptance: (arguments, bytes exact).
-const VARIANTS: [(&[&str], Option<u64>); 5] = [
-    (&["-t", "1"], None),
-    (&["-t", "1", "-R"], None),
-    (&["-t", "1", "-P", "4"], None),
-    (&["-n", "10M"], Some(10 << 20)),
-    (&["-n", "10M", "-R", "-P", "4"], Some(10 << 20)),
+/// What a run's totals must be.
+#[derive(Clone, Copy, Debug)]
+enum Count {
+    /// A timed run: the receiver may miss what was still in flight at the end.
+    Timed,
+    /// `-n` over TCP: exactly so many bytes, both sides.
+    Exact(u64),
+    /// `-n` over UDP: whole datagrams, the last one past the budget; as many received as sent
+    /// (at 10 Mbit/s on loopback nothing is dropped).
+    Datagrams(u64),
+}
+
+/// The variants of the acceptance: arguments, and what their totals must be.
+const VARIANTS: [(&[&str], Count); 10] = [
+    (&["-t", "1"], Count::Timed),
+    (&["-t", "1", "-R"], Count::Timed),
+    (&["-t", "1", "-P", "4"], Count::Timed),
+    (&["-n", "10M"], Count::Exact(10 << 20)),
+    (&["-n", "10M", "-R", "-P", "4"], Count::Exact(10 << 20)),
+    (&["-u", "-t", "1"], Count::Timed),
+    (&["-u", "-t", "1", "-R"], Count::Timed),
+    (&["-u", "-t", "1", "-P", "4"], Count::Timed),
+    (&["-u", "-b", "10M", "-n", "1M"], Count::Datagrams(1 << 20)),
+    (
+        &["-u", "-b", "10M", "-n", "1M", "-R", "-P", "4"],
+        Count::Datagrams(1 << 20),
+    ),
 ];
 
-/// Checks a client's `-J` totals: something moved, and with `-n` exactly that, both sides.
-fn check(doc: &Value, exact: Option<u64>, what: &str) {
+/// Checks a client's `-J` totals: something moved, and with `-n` that much, both sides; a UDP
+/// test's summary where iperf3's scripts read it.
+fn check(doc: &Value, count: Count, what: &str) {
     let (sent, received) = totals(doc);
     assert!(
         sent > 0 && received > 0,
         "{what}: {sent} sent, {received} received"
     );
-    match exact {
-        Some(n) => {
+    match count {
+        Count::Exact(n) => {
             assert_eq!(sent, n, "{what}: sent");
             assert_eq!(received, n, "{what}: received");
         }
-        // Over a timed run the receiver may miss what was still in flight at the end.
-        None => assert!(received <= sent, "{what}: {received} received of {sent}"),
+        Count::Datagrams(n) => {
+            assert!(
+                (n..n + 65_536).contains(&sent),
+                "{what}: {sent} sent for -n {n}"
+            );
+            assert_eq!(received, sent, "{what}: received");
+        }
+        Count::Timed => assert!(received <= sent, "{what}: {received} received of {sent}"),
+    }
+    if doc["start"]["test_start"]["protocol"] == "UDP" {
+        for path in [
+            "/end/sum/jitter_ms",
+            "/end/sum/lost_packets",
+            "/end/sum/packets",
+        ] {
+            assert!(doc.pointer(path).is_some(), "{what}: no {path} in {doc}");
+        }
     }
 }
 
@@ -163,7 +200,118 @@ fn our_client_runs_its_tests_against_iperf3s_server() {
         ] {
             assert!(doc.pointer(path).is_some(), "{what}: no {path}");
         }
-        assert_eq!(doc["zcnet"]["send_path"], "copy", "{what}");
+        assert!(doc["zcnet"]["path"].is_string(), "{what}: {doc}");
+        assert!(doc["zcnet"]["zero_copy_share"].is_f64(), "{what}: {doc}");
+    }
+}
+
+/// Each of our sending paths into iperf3's server, and each receiving path of our server from
+/// our client, byte for byte; each run's zcnet object says which path it took.
+#[test]
+fn every_path_of_ours_moves_every_byte() {
+    require_program!("iperf3");
+    let port = common::free_port();
+    let p = port.to_string();
+    let _server = iperf3_server(port);
+    for path in [
+        &["--mode", "copy"][..],
+        &["--mode", "zc"],
+        &["--mode", "zc-fixed"],
+        &["--mode", "auto"],
+        &["-Z"],
+    ] {
+        let what = format!("zcnet iperf3 -c {path:?} -n 10M -> iperf3 -s");
+        let out = client_run(
+            zcnet()
+                .args(["iperf3", "-c", "127.0.0.1", "-p", &p, "-J", "-n", "10M"])
+                .args(path),
+        );
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        check(&doc, Count::Exact(10 << 20), &what);
+        let z = &doc["zcnet"];
+        let moved = z["zero_copy_bytes"].as_u64().unwrap() + z["copied_bytes"].as_u64().unwrap();
+        assert_eq!(moved, 10 << 20, "{what}: {z}");
+    }
+    drop(_server);
+    // Our server receiving by each path (TCP_ZEROCOPY_RECEIVE by default, read with copy),
+    // our client sending by its default.
+    for receive in [&[][..], &["--mode", "copy"]] {
+        let ours = common::free_port();
+        let mut cmd = zcnet();
+        cmd.args(["iperf3", "-s", "-B", "127.0.0.1", "-p", &ours.to_string()])
+            .args(receive);
+        let _ours = Server::start(cmd, ours);
+        let what = format!("zcnet iperf3 -c -P 4 -n 10M -> zcnet iperf3 -s {receive:?}");
+        let out = client_run(zcnet().args([
+            "iperf3",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &ours.to_string(),
+            "-J",
+            "-n",
+            "10M",
+            "-P",
+            "4",
+        ]));
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        check(
+            &serde_json::from_slice(&out.stdout).unwrap(),
+            Count::Exact(10 << 20),
+            &what,
+        );
+    }
+}
+
+/// Our server receiving from iperf3's plain client maps nothing (its pages are the copies of
+/// its writes, not whole pages the kernel may map): its zcnet line says so in one line rather
+/// than report zero copy; with `--mode copy` it reads, and says that.
+#[test]
+fn our_server_says_in_one_line_why_it_mapped_nothing() {
+    require_program!("iperf3");
+    for (mode, needle) in [
+        (&[][..], "mapped no page"),
+        (&["--mode", "copy"], "by read"),
+    ] {
+        let port = common::free_port();
+        let p = port.to_string();
+        let mut cmd = zcnet();
+        cmd.args(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", &p])
+            .args(mode);
+        let server = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        let run = loop {
+            let out =
+                bounded(Command::new("iperf3").args(["-c", "127.0.0.1", "-p", &p, "-n", "10M"]));
+            if out.status.success() || start.elapsed() > Duration::from_secs(10) {
+                break out;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let out = common::wait_bounded(server, 30);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("zcnet: ")).collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        assert!(lines[0].contains(needle), "{mode:?}: {}", lines[0]);
+        assert!(lines[0].contains(" of 10485760 bytes)"), "{}", lines[0]);
     }
 }
 
@@ -218,7 +366,7 @@ fn a_second_client_garbage_and_a_vanished_client_leave_the_server_serving() {
     assert!(first.status.success(), "the first test");
     check(
         &serde_json::from_slice(&first.stdout).unwrap(),
-        None,
+        Count::Timed,
         "the first test",
     );
 
@@ -251,7 +399,7 @@ fn a_second_client_garbage_and_a_vanished_client_leave_the_server_serving() {
     );
     check(
         &serde_json::from_slice(&next.stdout).unwrap(),
-        Some(1 << 20),
+        Count::Exact(1 << 20),
         "after the garbage",
     );
 }
@@ -281,7 +429,7 @@ fn a_flood_of_silent_connections_leaves_the_server_serving() {
     );
     check(
         &serde_json::from_slice(&out.stdout).unwrap(),
-        Some(1 << 20),
+        Count::Exact(1 << 20),
         "after the flood",
     );
 }

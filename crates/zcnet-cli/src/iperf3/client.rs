@@ -1,8 +1,8 @@
-//! `zcnet iperf3 -c HOST`: a test against any iperf3 server (or ours), TCP, forward or `-R`,
-//! `-P` streams, for `-t` seconds or `-n` bytes.
+//! `zcnet iperf3 -c HOST`: a test against any iperf3 server (or ours), TCP or UDP, forward or
+//! `-R`, `-P` streams, for `-t` seconds or `-n` bytes.
 
 use std::io::Read as _;
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -10,7 +10,8 @@ use anyhow::{Context, bail};
 use super::opt::Opt;
 use super::output::{self, Outcome};
 use super::proto::{self, Params, Results, State};
-use super::streams::{Shared, Stream};
+use super::streams::{Plan, Shared, Socket, Stream};
+use super::udp;
 
 /// Runs one test against `host`.
 pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
@@ -37,9 +38,14 @@ pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
     ctrl.set_nodelay(true)?;
     let cookie = proto::new_cookie();
     std::io::Write::write_all(&mut ctrl, &cookie)?;
-    let len = opt.length.unwrap_or(proto::TCP_BLOCK);
+    let len = block_len(opt, &ctrl)?;
+    let rate = opt
+        .bitrate
+        .unwrap_or(if opt.udp { udp::DEFAULT_RATE } else { 0 });
     let params = Params {
-        tcp: true,
+        tcp: !opt.udp,
+        udp: opt.udp,
+        bandwidth: rate,
         omit: 0,
         time: if opt.bytes.is_some() { 0 } else { opt.time },
         num: opt.bytes.unwrap_or(0),
@@ -57,10 +63,17 @@ pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
             State::ParamExchange => proto::send_json(&mut ctrl, &params)?,
             State::CreateStreams => {
                 for _ in 0..opt.parallel {
-                    let s = TcpStream::connect_timeout(&server, Duration::from_secs(10))
-                        .context("a data stream")?;
-                    std::io::Write::write_all(&mut &s, &cookie)?;
-                    let pair = (s.local_addr()?, s.peer_addr()?);
+                    let (s, pair) = if opt.udp {
+                        let s = udp_stream(opt, server).context("a UDP data stream")?;
+                        let pair = (s.local_addr()?, s.peer_addr()?);
+                        (Socket::Udp(s), pair)
+                    } else {
+                        let s = TcpStream::connect_timeout(&server, Duration::from_secs(10))
+                            .context("a data stream")?;
+                        std::io::Write::write_all(&mut &s, &cookie)?;
+                        let pair = (s.local_addr()?, s.peer_addr()?);
+                        (Socket::Tcp(s), pair)
+                    };
                     if !opt.json {
                         output::connected(pairs.len(), pair.0, pair.1);
                     }
@@ -76,7 +89,14 @@ pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
     let shared = Shared::new(if opt.reverse { 0 } else { params.num });
     let cpu0 = super::streams::cpu_now();
     let started = Instant::now();
-    let mut streams = super::streams::start(sockets, !opt.reverse, len, &shared);
+    let plan = Plan {
+        sending: !opt.reverse,
+        len,
+        rate,
+        send: opt.send(),
+        receive: opt.receive(),
+    };
+    let mut streams = super::streams::start(sockets, plan, &shared)?;
     let intervals = wait_for_the_end(opt, &streams, started, &mut ctrl)?;
     shared
         .stop
@@ -86,7 +106,12 @@ pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
         for s in &mut streams {
             s.join()?;
         }
-        drained(&streams);
+        if opt.udp {
+            // Datagrams on their way: an iperf3 server counts what it read before TEST_END.
+            std::thread::sleep(Duration::from_millis(50));
+        } else {
+            drained(&streams);
+        }
     }
     proto::send_state(&mut ctrl, State::TestEnd)?;
     let cpu = cpu0
@@ -119,7 +144,9 @@ pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
     for s in &mut streams {
         let _ = s.end();
     }
+    let tallies = streams.iter().map(Stream::tally).collect();
     Ok(Outcome {
+        tallies,
         server,
         params,
         ours: ours.context("the server skipped the results exchange")?,
@@ -139,9 +166,7 @@ fn drained(streams: &[Stream]) {
     for s in streams {
         let want = s.count() + proto::COOKIE_LEN as u64;
         while Instant::now() < end {
-            let acked = zcnet::tcp_info::tcp_info(&*s.socket)
-                .ok()
-                .and_then(|i| i.acked_data_bytes());
+            let acked = s.acked();
             if acked.is_none_or(|a| a >= want) {
                 break;
             }
@@ -161,13 +186,18 @@ fn wait_for_the_end(
     let every = Duration::from_secs_f64(opt.interval.max(0.1));
     let limit = Duration::from_secs(u64::from(opt.time));
     let mut intervals = Vec::new();
-    let mut last = (Duration::ZERO, vec![0u64; streams.len()]);
+    let mut last = (
+        Duration::ZERO,
+        vec![0u64; streams.len()],
+        vec![0u64; streams.len()],
+    );
     // The server may end the test on its own (it was stopped): a byte on the control connection.
     ctrl.set_nonblocking(true)?;
     loop {
         std::thread::sleep(Duration::from_millis(5));
         let now = started.elapsed();
         let counts: Vec<u64> = streams.iter().map(Stream::count).collect();
+        let packets: Vec<u64> = streams.iter().map(Stream::packets).collect();
         let total: u64 = counts.iter().sum();
         let done = match opt.bytes {
             Some(n) if opt.reverse => total >= n,
@@ -175,12 +205,18 @@ fn wait_for_the_end(
             None => now >= limit,
         };
         if now - last.0 >= every || done {
-            let iv = output::Interval::new(last.0, now, &last.1, &counts);
+            let mut iv = output::Interval::new(last.0, now, &last.1, &counts);
+            if opt.udp {
+                iv.packets = Some(packets.iter().zip(&last.2).map(|(n, b)| n - b).collect());
+            }
             if !opt.json && now > last.0 {
+                if intervals.is_empty() {
+                    output::interval_header(opt.udp);
+                }
                 output::interval_line(&iv);
             }
             intervals.push(iv);
-            last = (now, counts);
+            last = (now, counts, packets);
         }
         if done {
             break;
@@ -217,6 +253,43 @@ fn read_state(ctrl: &mut TcpStream) -> anyhow::Result<State> {
         }
         s => Ok(s),
     }
+}
+
+/// The block length: `-l`, else iperf3's default: 128 KiB for TCP; for UDP the control
+/// connection's MSS (as iperf3 guesses the path's), else 1460.
+fn block_len(opt: &Opt, ctrl: &TcpStream) -> anyhow::Result<usize> {
+    if !opt.udp {
+        return Ok(opt.length.unwrap_or(proto::TCP_BLOCK));
+    }
+    let len = opt.length.unwrap_or_else(|| {
+        socket2::SockRef::from(ctrl)
+            .tcp_mss()
+            .ok()
+            .and_then(|m| usize::try_from(m).ok())
+            .filter(|m| (udp::HEADER..=udp::MAX_DATAGRAM).contains(m))
+            .unwrap_or(1460)
+    });
+    if !(udp::HEADER..=udp::MAX_DATAGRAM).contains(&len) {
+        bail!(
+            "-l {len}: a UDP block holds {} to {} bytes (its header and a datagram's payload)",
+            udp::HEADER,
+            udp::MAX_DATAGRAM
+        );
+    }
+    Ok(len)
+}
+
+/// A UDP stream to `server`: its socket connected, the handshake done.
+fn udp_stream(opt: &Opt, server: SocketAddr) -> anyhow::Result<UdpSocket> {
+    let local = match (opt.bind, server) {
+        (Some(ip), _) => SocketAddr::new(ip, 0),
+        (None, SocketAddr::V4(_)) => SocketAddr::from(([0, 0, 0, 0], 0)),
+        (None, SocketAddr::V6(_)) => SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0)),
+    };
+    let s = UdpSocket::bind(local).with_context(|| format!("cannot bind to {local}"))?;
+    s.connect(server)?;
+    udp::connect(&s)?;
+    Ok(s)
 }
 
 /// HOST:PORT, of the family `-4`/`-6` asks for.

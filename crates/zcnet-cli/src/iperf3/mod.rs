@@ -1,8 +1,11 @@
 //! `zcnet iperf3`: a client and a server that speak iperf3's protocol (as iperf3 3.12 does), so
 //! that an iperf3 a fleet already runs is a far side for zcnet, and zcnet's server one for
-//! iperf3's client. This first version runs TCP tests, forward and `-R`, with `-P` streams, for
-//! `-t` seconds or `-n` bytes, sending and receiving by copy (`write`, `read`): its zcnet line
-//! says so. UDP (`-u`), `-b`, `-Z` and the zero-copy `--mode`s are refused by name (exit 2).
+//! iperf3's client. Tests run over TCP or UDP (`-u`, `-b`), forward and `-R`, with `-P`
+//! streams, for `-t` seconds or `-n` bytes. TCP sends by `--mode` (auto by default: the
+//! library's `Mode::Auto` on `MSG_ZEROCOPY`; `copy`, `zc`, `zc-fixed`) or `sendfile` (`-Z`),
+//! and receives by `TCP_ZEROCOPY_RECEIVE` (copy with `--mode copy`); each side's zcnet line
+//! says what the kernel really did. Options iperf3 has and zcnet does not (`--bidir`, `-O`,
+//! ...) are refused by name (exit 2).
 
 use anyhow::Context;
 
@@ -12,6 +15,7 @@ mod output;
 pub mod proto;
 mod server;
 mod streams;
+mod udp;
 
 pub use opt::{Mode, Opt};
 

@@ -50,17 +50,104 @@ pub struct Opt {
     /// IPv6 only.
     #[arg(short = '6', long = "version6")]
     pub ipv6: bool,
-    /// zcnet's sending path: only `copy` in this version (MSG_ZEROCOPY, io_uring and auto come
-    /// next).
-    #[arg(long, value_enum, default_value = "copy")]
-    pub mode: Mode,
+    /// UDP instead of TCP.
+    #[arg(short = 'u', long)]
+    pub udp: bool,
+    /// Target rate of each stream in bits per second (K, M, G: powers of 1000, as iperf3's);
+    /// UDP's default is 1 Mibit/s, TCP's no limit.
+    #[arg(short = 'b', long = "bitrate", value_name = "RATE", value_parser = rate_arg)]
+    pub bitrate: Option<u64>,
+    /// Send with `sendfile` from a file of one block, as iperf3's `-Z` does (TCP).
+    #[arg(short = 'Z', long = "zerocopy", conflicts_with = "mode")]
+    pub sendfile: bool,
+    /// zcnet's path on this side. Sending TCP: `copy` (write), `zc` (MSG_ZEROCOPY on every
+    /// block), `zc-fixed` (io_uring SEND_ZC from registered buffers), `auto` (MSG_ZEROCOPY where
+    /// it pays: not to a receiver on this host, where the kernel copies). Receiving TCP:
+    /// TCP_ZEROCOPY_RECEIVE unless `copy`. UDP goes by copy.
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
 }
 
 /// `--mode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
     /// `write` and `read`, as iperf3.
     Copy,
+    /// `MSG_ZEROCOPY` on every block; receiving, `TCP_ZEROCOPY_RECEIVE`.
+    Zc,
+    /// io_uring `SEND_ZC` from registered buffers; receiving, `TCP_ZEROCOPY_RECEIVE`.
+    ZcFixed,
+    /// `MSG_ZEROCOPY` where the library's `Mode::Auto` finds it pays; receiving,
+    /// `TCP_ZEROCOPY_RECEIVE`.
+    #[default]
+    Auto,
+}
+
+/// How a TCP stream of this side sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Send {
+    Write,
+    MsgZeroCopy { auto: bool },
+    UringFixed,
+    Sendfile,
+}
+
+/// How a TCP stream of this side receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Receive {
+    /// `TCP_ZEROCOPY_RECEIVE` where the kernel can map pages.
+    Map,
+    Read,
+}
+
+impl Opt {
+    /// The sending path `-Z` and `--mode` ask for.
+    pub fn send(&self) -> Send {
+        if self.sendfile {
+            return Send::Sendfile;
+        }
+        match self.mode.unwrap_or_default() {
+            Mode::Copy => Send::Write,
+            Mode::Zc => Send::MsgZeroCopy { auto: false },
+            Mode::ZcFixed => Send::UringFixed,
+            Mode::Auto => Send::MsgZeroCopy { auto: true },
+        }
+    }
+
+    /// The receiving path `--mode` asks for.
+    pub fn receive(&self) -> Receive {
+        match self.mode {
+            Some(Mode::Copy) => Receive::Read,
+            _ => Receive::Map,
+        }
+    }
+}
+
+/// `-b`: a rate as iperf3 reads one (`unit_atof_rate`): digits, with K, M, G or T for powers of
+/// 1000; at least 1 bit/s.
+fn rate_arg(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1e3,
+                'M' => 1e6,
+                'G' => 1e9,
+                'T' => 1e12,
+                _ => return Err(format!("{s}: give bits per second, with K, M, G or T")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1.0),
+    };
+    let v: f64 = digits
+        .parse()
+        .map_err(|_| format!("{s}: give bits per second, such as 100M"))?;
+    let bits = v * mult;
+    if !bits.is_finite() || !(1.0..=1e15).contains(&bits) {
+        return Err(format!("{s}: give 1 bit/s to 1000T"));
+    }
+    Ok(bits as u64)
 }
 
 /// `-n`: at least one byte, at most 1 PiB.
@@ -135,6 +222,16 @@ mod tests {
             "2048T",
         ] {
             assert!(size(bad, 1 << 50).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn rates_read_as_iperf3_reads_them() {
+        assert_eq!(rate_arg("100M"), Ok(100_000_000));
+        assert_eq!(rate_arg("1.5k"), Ok(1500));
+        assert_eq!(rate_arg("2G"), Ok(2_000_000_000));
+        for bad in ["", "0", "-1", "1X", "nan", "inf", "1e30", "100M/10"] {
+            assert!(rate_arg(bad).is_err(), "{bad}");
         }
     }
 }

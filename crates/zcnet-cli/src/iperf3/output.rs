@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::opt::Opt;
 use super::proto::{self, Params, Results, StreamResult};
-use super::streams::Stream;
+use super::streams::{Stream, Tally};
 
 /// What a client test measured, for the text and `-J`.
 pub struct Outcome {
@@ -17,6 +17,8 @@ pub struct Outcome {
     pub ours: Results,
     pub theirs: Results,
     pub seconds: f64,
+    /// What each of our streams did.
+    pub tallies: Vec<Tally>,
     /// (local, remote) of each stream.
     pub streams: Vec<(SocketAddr, SocketAddr)>,
     pub intervals: Vec<Interval>,
@@ -27,6 +29,8 @@ pub struct Interval {
     pub start: f64,
     pub end: f64,
     pub bytes: Vec<u64>,
+    /// UDP: each stream's datagrams in it.
+    pub packets: Option<Vec<u64>>,
 }
 
 impl Interval {
@@ -35,6 +39,7 @@ impl Interval {
             start: from.as_secs_f64(),
             end: to.as_secs_f64(),
             bytes: now.iter().zip(before).map(|(n, b)| n - b).collect(),
+            packets: None,
         }
     }
 }
@@ -110,37 +115,55 @@ pub fn connected(k: usize, local: SocketAddr, remote: SocketAddr) {
     );
 }
 
+/// The header of the interval lines.
+pub fn interval_header(udp: bool) {
+    let tail = if udp { "         Total Datagrams" } else { "" };
+    println!("[ ID] Interval           Transfer     Bitrate{tail}");
+}
+
+/// A share in percent as iperf3 prints its losses (`%.2g`).
+fn percent(v: f64) -> String {
+    if v == 0.0 {
+        "0".to_owned()
+    } else if v >= 10.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{:.1e}", v)
+    }
+}
+
 /// An interval line per stream, and `[SUM]` with several.
 pub fn interval_line(iv: &Interval) {
     let secs = iv.end - iv.start;
+    let datagrams = |k: Option<usize>| match (&iv.packets, k) {
+        (Some(p), Some(k)) => format!("  {}", p[k]),
+        (Some(p), None) => format!("  {}", p.iter().sum::<u64>()),
+        (None, _) => String::new(),
+    };
     for (k, &b) in iv.bytes.iter().enumerate() {
         println!(
-            "[{:>3}] {:>6.2}-{:<6.2} sec  {}  {}",
+            "[{:>3}] {:>6.2}-{:<6.2} sec  {}  {}{}",
             proto::stream_id(k),
             iv.start,
             iv.end,
             transfer(b as f64),
-            rate(bps(b, secs))
+            rate(bps(b, secs)),
+            datagrams(Some(k))
         );
     }
     if iv.bytes.len() > 1 {
         let sum: u64 = iv.bytes.iter().sum();
         println!(
-            "[SUM] {:>6.2}-{:<6.2} sec  {}  {}",
+            "[SUM] {:>6.2}-{:<6.2} sec  {}  {}{}",
             iv.start,
             iv.end,
             transfer(sum as f64),
-            rate(bps(sum, secs))
+            rate(bps(sum, secs)),
+            datagrams(None)
         );
     }
-}
-
-/// (seconds, bytes) of each stream of `r`, by iperf3's stream order.
-fn per_stream(r: &Results) -> Vec<(f64, u64)> {
-    r.streams
-        .iter()
-        .map(|s| (s.end_time - s.start_time, s.count()))
-        .collect()
 }
 
 /// The sender's and the receiver's results of a client test.
@@ -156,49 +179,160 @@ fn sides(o: &Outcome) -> (&Results, &Results) {
 /// zcnet's line.
 pub fn client_summary(o: &Outcome) {
     let (sent, received) = sides(o);
+    let udp = o.params.udp;
     println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
-    println!("[ ID] Interval           Transfer     Bitrate");
-    let line = |id: &str, secs: f64, bytes: u64, who: &str| {
+    if udp {
         println!(
-            "[{id:>3}] {:>6.2}-{:<6.2} sec  {}  {}                  {who}",
+            "[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams"
+        );
+    } else {
+        println!("[ ID] Interval           Transfer     Bitrate");
+    }
+    // A UDP line's tail: the receiver's jitter and losses against the sender's datagrams (a
+    // sender's: none).
+    let udp_tail = |r: &StreamResult, total: i64, receiver: bool| {
+        let (lost, jitter) = if receiver {
+            (r.errors.max(0), r.jitter)
+        } else {
+            (0, 0.0)
+        };
+        let pct = if total > 0 {
+            100.0 * lost as f64 / total as f64
+        } else {
+            0.0
+        };
+        format!(
+            "  {:.3} ms  {lost}/{total} ({}%)",
+            jitter * 1000.0,
+            percent(pct)
+        )
+    };
+    let line = |id: &str, r: &StreamResult, tail: &str, who: &str| {
+        let secs = r.end_time - r.start_time;
+        println!(
+            "[{id:>3}] {:>6.2}-{:<6.2} sec  {}  {}{tail}  {who}",
             0.0,
             secs,
-            transfer(bytes as f64),
-            rate(bps(bytes, secs))
+            transfer(r.count() as f64),
+            rate(bps(r.count(), secs))
         );
     };
-    let (s, r) = (per_stream(sent), per_stream(received));
-    for (k, ((ss, sb), (rs, rb))) in s.iter().zip(&r).enumerate() {
-        let id = proto::stream_id(k).to_string();
-        line(&id, *ss, *sb, "sender");
-        line(&id, *rs, *rb, "receiver");
-    }
-    if s.len() > 1 {
-        let total = |v: &[(f64, u64)]| {
-            let secs = v.iter().map(|x| x.0).fold(0.0, f64::max);
-            (secs, v.iter().map(|x| x.1).sum::<u64>())
+    let pair = |id: &str, s: &StreamResult, r: &StreamResult| {
+        let (st, rt) = if udp {
+            (udp_tail(s, s.packets, false), udp_tail(r, s.packets, true))
+        } else {
+            let pad = " ".repeat(16);
+            (pad.clone(), pad)
         };
-        let ((ss, sb), (rs, rb)) = (total(&s), total(&r));
-        line("SUM", ss, sb, "sender");
-        line("SUM", rs, rb, "receiver");
+        line(id, s, &st, "sender");
+        line(id, r, &rt, "receiver");
+    };
+    for (k, (s, r)) in sent.streams.iter().zip(&received.streams).enumerate() {
+        pair(&proto::stream_id(k).to_string(), s, r);
+    }
+    if sent.streams.len() > 1 {
+        pair("SUM", &summed(sent), &summed(received));
     }
     println!();
     println!("iperf Done.");
+    let bytes: u64 = o.ours.streams.iter().map(StreamResult::count).sum();
     println!(
-        "zcnet: TCP by copy on this side (write and read: 0 % zero-copied, no fallback: none \
-         tried); CPU {:.1} % here, {:.1} % at the server",
-        o.ours.cpu_util_total, o.theirs.cpu_util_total
+        "{}",
+        zcnet_line(
+            &o.tallies,
+            !o.params.reverse,
+            udp,
+            o.ours.cpu_util_total,
+            o.seconds,
+            bytes
+        )
+    );
+    let theirs: u64 = o.theirs.streams.iter().map(StreamResult::count).sum();
+    println!(
+        "zcnet: the server's CPU: {}",
+        cpu_per_mb(o.theirs.cpu_util_total, o.seconds, theirs)
     );
 }
 
-/// The server's summary of a test.
-pub fn server_summary(streams: &[Stream], theirs: &Results, seconds: f64, reverse: bool) {
-    let ours: u64 = streams.iter().map(Stream::count).sum();
-    let theirs_b: u64 = theirs.streams.iter().map(StreamResult::count).sum();
-    let (sent, received) = if reverse {
-        (ours, theirs_b)
+/// A side's streams as one: bytes, losses, datagrams and retransmits summed, the jitter their
+/// mean, the longest time.
+fn summed(r: &Results) -> StreamResult {
+    StreamResult {
+        bytes: r.streams.iter().map(|x| x.bytes.max(0)).sum(),
+        errors: r.streams.iter().map(|x| x.errors.max(0)).sum(),
+        packets: r.streams.iter().map(|x| x.packets.max(0)).sum(),
+        retransmits: r.streams.iter().map(|x| x.retransmits.max(0)).sum(),
+        jitter: r.streams.iter().map(|x| x.jitter).sum::<f64>() / r.streams.len().max(1) as f64,
+        start_time: 0.0,
+        end_time: r
+            .streams
+            .iter()
+            .map(|x| x.end_time - x.start_time)
+            .fold(0.0, f64::max),
+        ..StreamResult::default()
+    }
+}
+
+/// CPU as a share of the test's time, and per MB moved.
+fn cpu_per_mb(pct: f64, seconds: f64, bytes: u64) -> String {
+    let us = pct / 100.0 * seconds * 1e6;
+    if bytes == 0 {
+        return format!("{pct:.1} %");
+    }
+    format!("{pct:.1} %, {:.1} µs per MB", us / (bytes as f64 / 1e6))
+}
+
+/// zcnet's line about this side: the path its streams took, the share the kernel really moved
+/// without a copy, why not where it asked for zero copy, and the CPU per MB.
+pub fn zcnet_line(
+    tallies: &[Tally],
+    sending: bool,
+    udp: bool,
+    cpu_pct: f64,
+    seconds: f64,
+    bytes: u64,
+) -> String {
+    let path = tallies.first().map_or("none", |t| t.path);
+    let zc: u64 = tallies.iter().map(|t| t.zero_copy_bytes).sum();
+    let copied: u64 = tallies.iter().map(|t| t.copied_bytes).sum();
+    let share = if zc + copied > 0 {
+        100.0 * zc as f64 / (zc + copied) as f64
     } else {
-        (theirs_b, ours)
+        0.0
+    };
+    let mut why: Vec<&str> = tallies
+        .iter()
+        .filter_map(|t| t.fallback.as_deref())
+        .collect();
+    why.dedup();
+    let why = match why.first() {
+        Some(w) => format!("; copied because {w}"),
+        None => String::new(),
+    };
+    format!(
+        "zcnet: {} {} by {path} on this side: {share:.1} % without a copy ({zc} of {} bytes){why}; CPU {}",
+        if udp { "UDP" } else { "TCP" },
+        if sending { "sent" } else { "received" },
+        zc + copied,
+        cpu_per_mb(cpu_pct, seconds, bytes)
+    )
+}
+
+/// The server's summary of a test.
+pub fn server_summary(
+    streams: &[Stream],
+    ours: &Results,
+    theirs: &Results,
+    seconds: f64,
+    params: &Params,
+) {
+    let cpu = ours.cpu_util_total;
+    let ours_b: u64 = streams.iter().map(Stream::count).sum();
+    let theirs_b: u64 = theirs.streams.iter().map(StreamResult::count).sum();
+    let (sent, received) = if params.reverse {
+        (ours_b, theirs_b)
+    } else {
+        (theirs_b, ours_b)
     };
     println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
     println!(
@@ -211,7 +345,11 @@ pub fn server_summary(streams: &[Stream], theirs: &Results, seconds: f64, revers
         transfer(received as f64),
         rate(bps(received, seconds))
     );
-    println!("zcnet: TCP by copy on this side (0 % zero-copied)");
+    let tallies: Vec<Tally> = streams.iter().map(Stream::tally).collect();
+    println!(
+        "{}",
+        zcnet_line(&tallies, params.reverse, params.udp, cpu, seconds, ours_b)
+    );
 }
 
 /// iperf3's `-J` document of a client test, and a `zcnet` object.
@@ -231,48 +369,111 @@ pub fn json(opt: &Opt, host: &str, o: &Outcome) -> Value {
         })
         .collect();
     let sender = !o.params.reverse;
+    let udp = o.params.udp;
     let intervals: Vec<Value> = o
         .intervals
         .iter()
         .filter(|iv| iv.end > iv.start)
         .map(|iv| {
             let secs = iv.end - iv.start;
+            let packets = |k: Option<usize>| match (&iv.packets, k) {
+                (Some(p), Some(k)) => json!(p[k]),
+                (Some(p), None) => json!(p.iter().sum::<u64>()),
+                (None, _) => Value::Null,
+            };
+            let one = |socket: Option<i64>, b: u64, k: Option<usize>| {
+                let mut v = json!({"start": iv.start, "end": iv.end, "seconds": secs,
+                                   "bytes": b, "bits_per_second": bps(b, secs),
+                                   "omitted": false, "sender": sender});
+                if let Some(id) = socket {
+                    v["socket"] = json!(id);
+                }
+                if udp {
+                    v["packets"] = packets(k);
+                }
+                v
+            };
             let streams: Vec<Value> = iv
                 .bytes
                 .iter()
                 .enumerate()
-                .map(|(k, &b)| {
-                    json!({"socket": proto::stream_id(k), "start": iv.start, "end": iv.end,
-                           "seconds": secs, "bytes": b, "bits_per_second": bps(b, secs),
-                           "omitted": false, "sender": sender})
-                })
+                .map(|(k, &b)| one(Some(proto::stream_id(k)), b, Some(k)))
                 .collect();
-            let sum: u64 = iv.bytes.iter().sum();
-            json!({"streams": streams, "sum": {"start": iv.start, "end": iv.end,
-                   "seconds": secs, "bytes": sum, "bits_per_second": bps(sum, secs),
-                   "omitted": false, "sender": sender}})
+            json!({"streams": streams, "sum": one(None, iv.bytes.iter().sum(), None)})
         })
         .collect();
-    let part = |k: usize, r: &Results, is_sender: bool| {
-        let s = &r.streams[k];
+    // One stream's (or a sum's) line of `end`, UDP's fields with the receiver's counts
+    // against the sender's datagrams.
+    let part = |s: &StreamResult, sent: &StreamResult, is_sender: bool| {
         let secs = s.end_time - s.start_time;
-        json!({"socket": proto::stream_id(k), "start": 0, "end": secs, "seconds": secs,
-               "bytes": s.count(), "bits_per_second": bps(s.count(), secs), "sender": is_sender})
+        let mut v = json!({"start": 0, "end": secs, "seconds": secs, "bytes": s.count(),
+                           "bits_per_second": bps(s.count(), secs), "sender": is_sender});
+        if udp {
+            let lost = if is_sender { 0 } else { s.errors.max(0) };
+            let total = sent.packets.max(0);
+            v["jitter_ms"] = json!(if is_sender { 0.0 } else { s.jitter * 1000.0 });
+            v["lost_packets"] = json!(lost);
+            v["packets"] = json!(total);
+            v["lost_percent"] = json!(if total > 0 {
+                100.0 * lost as f64 / total as f64
+            } else {
+                0.0
+            });
+        } else if is_sender {
+            v["retransmits"] = json!(s.retransmits.max(0));
+        }
+        v
     };
-    let n = sent.streams.len().min(received.streams.len());
-    let end_streams: Vec<Value> = (0..n)
-        .map(|k| json!({"sender": part(k, sent, true), "receiver": part(k, received, false)}))
+    let end_streams: Vec<Value> = sent
+        .streams
+        .iter()
+        .zip(&received.streams)
+        .enumerate()
+        .map(|(k, (s, r))| {
+            let (mut a, mut b) = (part(s, s, true), part(r, s, false));
+            a["socket"] = json!(proto::stream_id(k));
+            b["socket"] = json!(proto::stream_id(k));
+            if udp {
+                // iperf3's UDP stream: the receiver's counts, under `udp`.
+                b["sender"] = json!(sender);
+                json!({"udp": b})
+            } else {
+                json!({"sender": a, "receiver": b})
+            }
+        })
         .collect();
-    let sum = |r: &Results, is_sender: bool| {
-        let secs = r
-            .streams
-            .iter()
-            .map(|s| s.end_time - s.start_time)
-            .fold(0.0, f64::max);
-        let bytes: u64 = r.streams.iter().map(StreamResult::count).sum();
-        json!({"start": 0, "end": secs, "seconds": secs, "bytes": bytes,
-               "bits_per_second": bps(bytes, secs), "sender": is_sender})
-    };
+    let (ts, tr) = (summed(sent), summed(received));
+    let mut end = json!({
+        "streams": end_streams,
+        "sum_sent": part(&ts, &ts, true),
+        "sum_received": part(&tr, &ts, false),
+        "cpu_utilization_percent": {
+            "host_total": o.ours.cpu_util_total, "host_user": o.ours.cpu_util_user,
+            "host_system": o.ours.cpu_util_system,
+            "remote_total": o.theirs.cpu_util_total, "remote_user": o.theirs.cpu_util_user,
+            "remote_system": o.theirs.cpu_util_system,
+        },
+    });
+    if udp {
+        let mut sum = part(&tr, &ts, false);
+        sum["sender"] = json!(sender);
+        end["sum"] = sum;
+    }
+    let zc: u64 = o.tallies.iter().map(|t| t.zero_copy_bytes).sum();
+    let copied: u64 = o.tallies.iter().map(|t| t.copied_bytes).sum();
+    let mut fallbacks: Vec<&str> = o
+        .tallies
+        .iter()
+        .filter_map(|t| t.fallback.as_deref())
+        .collect();
+    fallbacks.dedup();
+    let mut test_start = json!({"protocol": if udp { "UDP" } else { "TCP" },
+        "num_streams": opt.parallel, "blksize": o.params.len, "omit": 0,
+        "duration": o.params.time, "bytes": o.params.num, "blocks": 0,
+        "reverse": i32::from(o.params.reverse), "tos": 0});
+    if o.params.bandwidth > 0 {
+        test_start["target_bitrate"] = json!(o.params.bandwidth);
+    }
     json!({
         "start": {
             "connected": connected,
@@ -281,25 +482,17 @@ pub fn json(opt: &Opt, host: &str, o: &Outcome) -> Value {
             "timestamp": {"timesecs": now},
             "connecting_to": {"host": host, "port": opt.port},
             "cookie": "",
-            "test_start": {"protocol": "TCP", "num_streams": opt.parallel,
-                           "blksize": o.params.len, "omit": 0, "duration": o.params.time,
-                           "bytes": o.params.num, "blocks": 0,
-                           "reverse": i32::from(o.params.reverse), "tos": 0},
+            "test_start": test_start,
         },
         "intervals": intervals,
-        "end": {
-            "streams": end_streams,
-            "sum_sent": sum(sent, true),
-            "sum_received": sum(received, false),
-            "cpu_utilization_percent": {
-                "host_total": o.ours.cpu_util_total, "host_user": o.ours.cpu_util_user,
-                "host_system": o.ours.cpu_util_system,
-                "remote_total": o.theirs.cpu_util_total, "remote_user": o.theirs.cpu_util_user,
-                "remote_system": o.theirs.cpu_util_system,
-            },
+        "end": end,
+        "zcnet": {
+            "side": if sender { "sender" } else { "receiver" },
+            "path": o.tallies.first().map_or("none", |t| t.path),
+            "zero_copy_bytes": zc, "copied_bytes": copied,
+            "zero_copy_share": if zc + copied > 0 { zc as f64 / (zc + copied) as f64 } else { 0.0 },
+            "fallbacks": fallbacks, "server": o.server.to_string(), "seconds": o.seconds,
         },
-        "zcnet": {"send_path": "copy", "receive_path": "copy", "zero_copy_share": 0.0,
-                  "fallbacks": [], "server": o.server.to_string(), "seconds": o.seconds},
     })
 }
 

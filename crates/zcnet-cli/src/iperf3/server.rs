@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::opt::Opt;
+use super::opt::{Opt, Receive, Send};
 use super::output;
 use super::proto::{self, COOKIE_LEN, Params, Results, State};
-use super::streams::Shared;
+use super::streams::{Plan, Shared, Socket};
+use super::udp;
 
 /// How long a new connection has to send its cookie, and a test's client its parameters and
 /// streams.
@@ -31,6 +32,17 @@ struct Running {
 }
 
 type Slot = Arc<Mutex<Option<Running>>>;
+
+/// What every test of this server shares: its options and where it listens.
+#[derive(Clone, Copy)]
+struct Side {
+    json: bool,
+    length: Option<usize>,
+    send: Send,
+    receive: Receive,
+    /// The TCP listener's address: UDP streams are taken on the same.
+    local: SocketAddr,
+}
 
 /// Serves tests until `-1`'s one ended (or for ever).
 pub fn run(opt: &Opt, listener: TcpListener) -> anyhow::Result<()> {
@@ -61,7 +73,14 @@ pub fn run(opt: &Opt, listener: TcpListener) -> anyhow::Result<()> {
         }
         arriving.fetch_add(1, Ordering::Relaxed);
         let (slot, ended_tx, left) = (slot.clone(), ended_tx.clone(), arriving.clone());
-        let (json, one, len) = (opt.json, opt.one_off, opt.length);
+        let one = opt.one_off;
+        let side = Side {
+            json: opt.json,
+            length: opt.length,
+            send: opt.send(),
+            receive: opt.receive(),
+            local,
+        };
         let spawned = std::thread::Builder::new().spawn(move || {
             let arrived = arrive(conn, &slot);
             left.fetch_sub(1, Ordering::Relaxed);
@@ -76,7 +95,7 @@ pub fn run(opt: &Opt, listener: TcpListener) -> anyhow::Result<()> {
                     *s = None;
                 }
             };
-            if let Err(e) = serve_test(ctrl, json, len, streams, &free) {
+            if let Err(e) = serve_test(ctrl, side, streams, &free) {
                 eprintln!("zcnet iperf3: the test ended early: {e:#}");
             }
             free();
@@ -139,11 +158,11 @@ fn arrive(
 /// One test on control connection `ctrl`, its streams from `streams`.
 fn serve_test(
     mut ctrl: TcpStream,
-    json: bool,
-    default_len: Option<usize>,
+    side: Side,
     streams: Receiver<TcpStream>,
     done: &dyn Fn(),
 ) -> anyhow::Result<()> {
+    let json = side.json;
     let peer = ctrl.peer_addr()?;
     if !json {
         println!(
@@ -155,40 +174,70 @@ fn serve_test(
     ctrl.set_read_timeout(Some(COOKIE_WAIT))?;
     proto::send_state(&mut ctrl, State::ParamExchange)?;
     let params: Params = proto::read_json(&mut ctrl).context("the client's parameters")?;
-    if params.udp {
-        // Not yet: say so to the client as a server error, as iperf3 does for what it refuses.
-        send_error(&mut ctrl, 1, libc::EPROTONOSUPPORT);
-        anyhow::bail!("UDP tests are not served yet");
-    }
     if params.bidirectional {
         send_error(&mut ctrl, 1, libc::EOPNOTSUPP);
         anyhow::bail!("bidirectional tests are not served yet");
     }
     let n = usize::try_from(params.parallel.clamp(1, 128)).unwrap_or(1);
     let len = match params.len {
-        0 => default_len.unwrap_or(proto::TCP_BLOCK),
+        0 if params.udp => 1460,
+        0 => side.length.unwrap_or(proto::TCP_BLOCK),
+        l if params.udp => usize::try_from(l)
+            .unwrap_or(0)
+            .clamp(udp::HEADER, udp::MAX_DATAGRAM),
         l => usize::try_from(l.min(1 << 30)).unwrap_or(proto::TCP_BLOCK),
+    };
+    // UDP: the port's UDP listener is there before the client is told to make its streams, as
+    // iperf3's (its `protocol->listen` at the parameters' exchange).
+    let mut udp_listener = if params.udp {
+        match udp::bind_shared(side.local) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                // iperf3's IESTREAMLISTEN.
+                send_error(&mut ctrl, 116, e.raw_os_error().unwrap_or(0));
+                return Err(e).context("the UDP listener");
+            }
+        }
+    } else {
+        None
     };
     proto::send_state(&mut ctrl, State::CreateStreams)?;
     let mut sockets = Vec::with_capacity(n);
     let deadline = Instant::now() + COOKIE_WAIT;
     while sockets.len() < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let s = streams
-            .recv_timeout(left)
-            .context("the client's data streams did not all come")?;
-        if !json {
+        let (s, l, r) = if let Some(listener) = udp_listener.take() {
+            let s = udp::accept(listener).context("a UDP stream's handshake")?;
+            udp_listener = Some(udp::bind_shared(side.local).context("the next UDP listener")?);
+            udp::reply(&s).context("a UDP stream's handshake")?;
             let (l, r) = (s.local_addr()?, s.peer_addr()?);
+            (Socket::Udp(s), l, r)
+        } else {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let s = streams
+                .recv_timeout(left)
+                .context("the client's data streams did not all come")?;
+            let (l, r) = (s.local_addr()?, s.peer_addr()?);
+            (Socket::Tcp(s), l, r)
+        };
+        if !json {
             output::connected(sockets.len(), l, r);
         }
         sockets.push(s);
     }
+    drop(udp_listener);
     let shared = Shared::new(if params.reverse { params.num } else { 0 });
     let cpu0 = super::streams::cpu_now();
     let started = Instant::now();
     proto::send_state(&mut ctrl, State::TestStart)?;
     proto::send_state(&mut ctrl, State::TestRunning)?;
-    let mut running = super::streams::start(sockets, params.reverse, len, &shared);
+    let plan = Plan {
+        sending: params.reverse,
+        len,
+        rate: params.bandwidth,
+        send: side.send,
+        receive: side.receive,
+    };
+    let mut running = super::streams::start(sockets, plan, &shared)?;
     // The client ends the test (its time or bytes are up), or vanishes.
     ctrl.set_read_timeout(None)?;
     let end = proto::read_state(&mut ctrl);
@@ -220,7 +269,7 @@ fn serve_test(
     let _ = proto::read_state(&mut ctrl);
     done();
     if !json {
-        output::server_summary(&running, &theirs, seconds, params.reverse);
+        output::server_summary(&running, &ours, &theirs, seconds, &params);
     }
     Ok(())
 }

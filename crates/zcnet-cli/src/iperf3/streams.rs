@@ -1,23 +1,86 @@
-//! The data streams of a test: each a thread that sends blocks or reads them, counting bytes;
-//! ended by the test's stop (its socket shut down) or, sending, by the byte budget (`-n`).
+//! The data streams of a test: each a thread that sends blocks or receives them, counting bytes
+//! (and, UDP, datagrams); ended by the test's stop (its socket shut down) or, sending, by the
+//! byte budget (`-n`). A TCP sender goes by `write`, `MSG_ZEROCOPY` (every block, or where the
+//! library's `Mode::Auto` finds it pays), io_uring `SEND_ZC` from registered buffers, or
+//! `sendfile` from a file of one block (`-Z`, as iperf3's); a TCP receiver maps pages with
+//! `TCP_ZEROCOPY_RECEIVE` where the kernel can, or reads. UDP streams go by `send` and `recv`:
+//! each datagram carries its own header.
 
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::io::{self, Write};
+use std::net::{Shutdown, TcpStream, UdpSocket};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
+use zcnet::ZeroCopyCounters as _;
+
+use super::opt::{Receive, Send};
 use super::proto;
+use super::udp;
 
 /// How long a stopped test's receiver waits for bytes still on their way.
-pub const QUIET: std::time::Duration = std::time::Duration::from_millis(200);
+pub const QUIET: Duration = Duration::from_millis(200);
+
+/// Bytes a TCP receiver maps (or reads) a call at most, and its low-water mark: 512 KiB, as
+/// `tcp_mmap` takes them.
+const RECEIVE_WINDOW: usize = 512 * 1024;
+
+/// Send calls between two reads of the error queue (`MSG_ZEROCOPY`).
+const REAP_EVERY: u64 = 32;
+
+/// A data stream's socket.
+pub enum Socket {
+    Tcp(TcpStream),
+    Udp(UdpSocket),
+}
+
+impl Socket {
+    fn dup(&self) -> io::Result<OwnedFd> {
+        match self {
+            Socket::Tcp(s) => s.as_fd().try_clone_to_owned(),
+            Socket::Udp(s) => s.as_fd().try_clone_to_owned(),
+        }
+    }
+}
+
+/// What a stream's thread did, beyond its bytes.
+#[derive(Clone, Debug, Default)]
+pub struct Tally {
+    /// The calls it went by (`write`, `MSG_ZEROCOPY`, `TCP_ZEROCOPY_RECEIVE`, ...).
+    pub path: &'static str,
+    /// Bytes the kernel sent from our pages or mapped into ours: no copy.
+    pub zero_copy_bytes: u64,
+    /// Bytes copied (by the call, or by the kernel after all: completions flagged copied).
+    pub copied_bytes: u64,
+    /// Why it went by copy where it asked for zero copy, in one line.
+    pub fallback: Option<String>,
+    /// UDP: what the receiver counted (`packets`: the sender's datagrams when sending).
+    pub udp: udp::Counts,
+}
+
+/// Live counts of a stream, read by the interval lines.
+#[derive(Default)]
+struct Live {
+    bytes: AtomicU64,
+    packets: AtomicU64,
+}
+
+impl Live {
+    /// Counts `n` bytes more; returns the stream's bytes so far.
+    fn add(&self, n: usize) -> u64 {
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed) + n as u64
+    }
+}
 
 /// One stream of a test.
 pub struct Stream {
-    pub socket: Arc<TcpStream>,
-    /// Bytes sent or received on it so far.
-    pub bytes: Arc<AtomicU64>,
-    worker: Option<JoinHandle<io::Result<()>>>,
+    /// A second descriptor of its socket: to shut it down, and to read `TCP_INFO`.
+    handle: OwnedFd,
+    live: Arc<Live>,
+    worker: Option<JoinHandle<io::Result<Tally>>>,
+    tally: Option<Tally>,
 }
 
 /// What the senders of a test share: the bytes left to send (`-n`: `None`, no budget) and the
@@ -36,8 +99,9 @@ impl Shared {
     }
 
     /// Takes up to `want` bytes of the budget: what may be sent now (0: none left, or stopped).
-    fn take(&self, want: usize) -> usize {
-        if self.stop.load(Ordering::Relaxed) {
+    /// `whole`: a block as a whole (a datagram), however little of the budget is left.
+    fn take(&self, want: usize, whole: bool) -> usize {
+        if self.stopped() {
             return 0;
         }
         let Some(left) = &self.left else {
@@ -48,98 +112,503 @@ impl Shared {
             got = usize::try_from(l).unwrap_or(usize::MAX).min(want);
             (got > 0).then(|| l - got as u64)
         });
-        got
+        if whole && got > 0 { want } else { got }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
     }
 }
 
-/// A test's streams started on `sockets`: senders or receivers of `len`-byte blocks.
-pub fn start(
-    sockets: Vec<TcpStream>,
-    sending: bool,
-    len: usize,
-    shared: &Arc<Shared>,
-) -> Vec<Stream> {
+/// How the streams of a test run.
+#[derive(Clone, Copy, Debug)]
+pub struct Plan {
+    /// This side sends (else it receives).
+    pub sending: bool,
+    /// Bytes a block (a write, a datagram).
+    pub len: usize,
+    /// Bits per second a stream at most (`-b`), 0: no limit.
+    pub rate: u64,
+    pub send: Send,
+    pub receive: Receive,
+}
+
+/// A test's streams started on `sockets`.
+pub fn start(sockets: Vec<Socket>, plan: Plan, shared: &Arc<Shared>) -> io::Result<Vec<Stream>> {
     sockets
         .into_iter()
         .map(|s| {
-            if sending {
-                Stream::sender(s, len, shared.clone())
-            } else {
-                Stream::receiver(s, len, shared.clone())
-            }
+            let shared = shared.clone();
+            let handle = s.dup()?;
+            Ok(match (s, plan.sending) {
+                (Socket::Tcp(s), true) => {
+                    Stream::start(handle, move |live| send_tcp(s, plan, &shared, &live))
+                }
+                (Socket::Tcp(s), false) => {
+                    Stream::start(handle, move |live| receive_tcp(s, plan, &shared, &live))
+                }
+                (Socket::Udp(s), true) => {
+                    Stream::start(handle, move |live| send_udp(&s, plan, &shared, &live))
+                }
+                (Socket::Udp(s), false) => {
+                    Stream::start(handle, move |live| receive_udp(&s, plan, &shared, &live))
+                }
+            })
         })
         .collect()
 }
 
-impl Stream {
-    /// Sends blocks of `len` bytes on `socket` until the budget is spent or the test stops.
-    pub fn sender(socket: TcpStream, len: usize, shared: Arc<Shared>) -> Stream {
-        Stream::start(socket, move |s, bytes| {
-            // iperf3's payload is whatever its buffer holds; ours a repeating pattern.
-            let block: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
-            let mut w = &*s;
+/// A block of `len` bytes of iperf3-like payload (a repeating pattern).
+fn block(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+/// Holds a sender to `rate` bits per second: sleeps until `sent` bytes are due.
+struct Pacer {
+    rate: u64,
+    start: Instant,
+}
+
+impl Pacer {
+    fn new(rate: u64) -> Pacer {
+        Pacer {
+            rate,
+            start: Instant::now(),
+        }
+    }
+
+    fn wait(&self, sent: u64, shared: &Shared) {
+        if self.rate == 0 {
+            return;
+        }
+        let due = Duration::from_secs_f64(sent as f64 * 8.0 / self.rate as f64);
+        while !shared.stopped() {
+            let now = self.start.elapsed();
+            if now >= due {
+                return;
+            }
+            // iperf3's pacing timer ticks each millisecond.
+            std::thread::sleep((due - now).min(Duration::from_millis(1)));
+        }
+    }
+}
+
+/// The end of a send that failed: the test's stop shuts the socket down under it.
+fn ended(e: io::Error, shared: &Shared) -> io::Result<()> {
+    if shared.stopped() { Ok(()) } else { Err(e) }
+}
+
+fn send_tcp(s: TcpStream, plan: Plan, shared: &Shared, live: &Live) -> io::Result<Tally> {
+    let pacer = Pacer::new(plan.rate);
+    match plan.send {
+        Send::Write => {
+            let block = block(plan.len);
+            let mut w = &s;
             loop {
-                let n = shared.take(len);
+                let n = shared.take(plan.len, false);
                 if n == 0 {
-                    return Ok(());
+                    break;
                 }
-                match w.write_all(&block[..n]) {
-                    Ok(()) => {
-                        bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    }
-                    // The test's end shut the socket down.
-                    Err(_) if shared.stop.load(Ordering::Relaxed) => return Ok(()),
-                    Err(e) => return Err(e),
+                if let Err(e) = w.write_all(&block[..n]) {
+                    ended(e, shared)?;
+                    break;
+                }
+                pacer.wait(live.add(n), shared);
+            }
+            let bytes = live.bytes.load(Ordering::Relaxed);
+            Ok(Tally {
+                path: "write",
+                copied_bytes: bytes,
+                ..Tally::default()
+            })
+        }
+        Send::MsgZeroCopy { auto } => send_msg_zerocopy(s, plan, auto, shared, live, &pacer),
+        Send::UringFixed => send_uring(s, plan, shared, live, &pacer),
+        Send::Sendfile => send_file(&s, plan, shared, live, &pacer),
+    }
+}
+
+/// `MSG_ZEROCOPY` (every block, or as `Mode::Auto` learns), blocks loaned as `Arc<[u8]>`: the
+/// same block goes again while the kernel still holds it (nobody writes it).
+fn send_msg_zerocopy(
+    s: TcpStream,
+    plan: Plan,
+    auto: bool,
+    shared: &Shared,
+    live: &Live,
+    pacer: &Pacer,
+) -> io::Result<Tally> {
+    use zcnet::msg_zerocopy::{Config, CopiedPolicy, Mode, ZeroCopySender};
+    let config = if auto {
+        Config {
+            mode: Mode::Auto,
+            ..Config::default()
+        }
+    } else {
+        Config {
+            mode: Mode::ZeroCopy,
+            threshold: 0,
+            policy: CopiedPolicy::Keep,
+            ..Config::default()
+        }
+    };
+    let mut tx = ZeroCopySender::new(s, config).map_err(|e| io::Error::other(e.error))?;
+    let full: Arc<[u8]> = block(plan.len).into();
+    let mut tail: Option<Arc<[u8]>> = None;
+    let mut calls = 0u64;
+    loop {
+        let n = shared.take(plan.len, false);
+        if n == 0 {
+            break;
+        }
+        let buf = if n == plan.len {
+            full.clone()
+        } else {
+            tail.get_or_insert_with(|| full[..n].into()).clone()
+        };
+        if let Err(e) = tx.send(buf) {
+            ended(e.error, shared)?;
+            break;
+        }
+        pacer.wait(live.add(n), shared);
+        calls += 1;
+        if calls % REAP_EVERY == 0 {
+            tx.reap()?;
+            tx.returned().for_each(drop);
+        }
+    }
+    if let Err(e) = tx.drain(Duration::from_secs(5)) {
+        ended(e, shared)?;
+    }
+    let c = tx.counters();
+    let why = tx.fallback_reason().map(str::to_owned).or_else(|| {
+        if auto && c.auto.copy_bytes > 0 {
+            Some(format!(
+                "Mode::Auto sent {} of {} bytes by copy, where zero copy does not pay or the \
+                 kernel copies anyway (a receiver on this host)",
+                c.auto.copy_bytes,
+                c.auto.copy_bytes + c.auto.zero_copy_bytes
+            ))
+        } else {
+            flagged_copied(c.copied_calls, c.completed_calls)
+        }
+    });
+    Ok(Tally {
+        path: if auto {
+            "MSG_ZEROCOPY (auto)"
+        } else {
+            "MSG_ZEROCOPY"
+        },
+        zero_copy_bytes: c.zero_copy_bytes(),
+        copied_bytes: c.copied_bytes(),
+        fallback: why,
+        ..Tally::default()
+    })
+}
+
+/// Why zero-copy sends were copied after all, where completions said so.
+fn flagged_copied(copied: u64, completed: u64) -> Option<String> {
+    (copied > 0).then(|| {
+        format!(
+            "the kernel flagged {copied} of {completed} completions copied: it copies for a \
+             receiver on this host (loopback, a veth into a namespace); zero copy pays toward \
+             another host"
+        )
+    })
+}
+
+/// io_uring `SEND_ZC` from a registered pool of blocks, each sent again as it comes back; a
+/// budget's last part block goes by `write` once the ring is empty.
+fn send_uring(
+    s: TcpStream,
+    plan: Plan,
+    shared: &Shared,
+    live: &Live,
+    pacer: &Pacer,
+) -> io::Result<Tally> {
+    use zcnet::uring::{Config, Mode, Pool, UringSender};
+    const BLOCKS: usize = 8;
+    let pool = Pool::new(BLOCKS, plan.len)?;
+    let config = Config {
+        mode: Mode::ZeroCopyFixed,
+        window: BLOCKS,
+        ..Config::default()
+    };
+    let mut w = s.try_clone()?;
+    let mut tx = UringSender::with_pool(s, config, &pool).map_err(|e| io::Error::other(e.error))?;
+    let fallback = tx.fallback_reason().map(str::to_owned);
+    let pattern = block(plan.len);
+    let mut spare: Vec<_> = std::iter::from_fn(|| pool.acquire()).collect();
+    for b in &mut spare {
+        b.copy_from_slice(&pattern);
+    }
+    let mut tail = 0;
+    'send: loop {
+        let n = shared.take(plan.len, false);
+        if n == 0 {
+            break;
+        }
+        if n < plan.len {
+            tail = n;
+            break;
+        }
+        let buf = loop {
+            if let Some(b) = spare.pop() {
+                break b;
+            }
+            if let Some(r) = tx.pop_returned() {
+                if let Some(e) = r.error {
+                    ended(e, shared)?;
+                    break 'send;
+                }
+                break r.buf;
+            }
+            tx.reap()?;
+            if shared.stopped() {
+                break 'send;
+            }
+        };
+        if let Err(e) = tx.send(buf) {
+            ended(e.error, shared)?;
+            break;
+        }
+        pacer.wait(live.add(n), shared);
+    }
+    if let Err(e) = tx.drain(Duration::from_secs(5)) {
+        ended(e, shared)?;
+    }
+    let failed = tx.returned().find_map(|r| r.error);
+    if let Some(e) = failed {
+        ended(e, shared)?;
+    }
+    let c = tx.counters();
+    let fallback = fallback.or_else(|| flagged_copied(c.copied, c.copied + c.not_copied));
+    let mut copied = c.copied_bytes();
+    if tail > 0 {
+        w.write_all(&pattern[..tail])?;
+        live.bytes.fetch_add(tail as u64, Ordering::Relaxed);
+        copied += tail as u64;
+    }
+    Ok(Tally {
+        path: "io_uring SEND_ZC (registered buffers)",
+        zero_copy_bytes: c.zero_copy_bytes(),
+        copied_bytes: copied,
+        fallback,
+        ..Tally::default()
+    })
+}
+
+/// A file of one block that `sendfile` sends from, as iperf3's `-Z` does: unnamed (`O_TMPFILE`)
+/// in `$TMPDIR` or /tmp, else a named one removed at once.
+fn block_file(len: usize) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = std::env::var_os("TMPDIR").map_or_else(|| "/tmp".into(), std::path::PathBuf::from);
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .mode(0o600)
+        .open(&dir)
+        .or_else(|_| {
+            let path = dir.join(format!("zcnet-iperf3.{}", std::process::id()));
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path);
+            let _ = std::fs::remove_file(&path);
+            f
+        })?;
+    f.write_all(&block(len))?;
+    Ok(f)
+}
+
+fn send_file(
+    s: &TcpStream,
+    plan: Plan,
+    shared: &Shared,
+    live: &Live,
+    pacer: &Pacer,
+) -> io::Result<Tally> {
+    use zcnet::file::{Config, FileSender, Mode};
+    let file = block_file(plan.len)?;
+    let mut tx = FileSender::new(
+        s,
+        Config {
+            mode: Mode::Sendfile,
+            ..Config::default()
+        },
+    )
+    .map_err(io::Error::other)?;
+    loop {
+        let n = shared.take(plan.len, false);
+        if n == 0 {
+            break;
+        }
+        if let Err(e) = tx.send_file(&file, 0, n as u64) {
+            ended(io::Error::other(e), shared)?;
+            break;
+        }
+        pacer.wait(live.add(n), shared);
+    }
+    let c = tx.counters();
+    Ok(Tally {
+        path: "sendfile",
+        zero_copy_bytes: c.zero_copy_bytes(),
+        copied_bytes: c.copied_bytes(),
+        fallback: tx.fallback_reason().map(str::to_owned),
+        ..Tally::default()
+    })
+}
+
+/// Receives to the end of the stream, or, once the test stopped, to the first [`QUIET`] without
+/// a byte (what the peer sent before its end of the test is counted; a peer that keeps its
+/// streams open until the results are exchanged, as iperf3 does, does not hold it).
+fn receive_tcp(s: TcpStream, plan: Plan, shared: &Shared, live: &Live) -> io::Result<Tally> {
+    use zcnet::tcp_rx::{Config, Mode, RxError, TcpZeroCopyReceiver};
+    let mode = match plan.receive {
+        Receive::Map => Mode::ZeroCopy,
+        Receive::Read => Mode::Copy,
+    };
+    // Woken per window (as `tcp_mmap` and `zcnet recv` are): a call maps many pages at once.
+    // What is left below the mark when the stream pauses (the end of a test, `-b`) is taken
+    // with the mark at one byte, then the mark goes back up.
+    let window = RECEIVE_WINDOW.max(plan.len.min(1 << 20));
+    let config = Config {
+        mode,
+        window,
+        rcvlowat: Some(window),
+        timeout: Some(QUIET),
+        ..Config::default()
+    };
+    let mut rx = TcpZeroCopyReceiver::new(s, config).map_err(io::Error::other)?;
+    let mut lowered = false;
+    loop {
+        match rx.recv() {
+            Ok(Some(got)) => {
+                live.bytes.fetch_add(got.len() as u64, Ordering::Relaxed);
+                if lowered && !shared.stopped() {
+                    rx.set_rcvlowat(window).map_err(io::Error::other)?;
+                    lowered = false;
                 }
             }
-        })
+            Ok(None) => break,
+            Err(RxError::BelowLowWater { .. }) => {
+                rx.set_rcvlowat(1).map_err(io::Error::other)?;
+                lowered = true;
+            }
+            Err(RxError::TimedOut(_)) if shared.stopped() => break,
+            Err(RxError::TimedOut(_)) => {}
+            Err(_) if shared.stopped() => break,
+            Err(e) => return Err(io::Error::other(e)),
+        }
     }
+    let c = rx.counters();
+    Ok(Tally {
+        path: match mode {
+            Mode::Copy => "read",
+            _ => "TCP_ZEROCOPY_RECEIVE",
+        },
+        zero_copy_bytes: c.mapped_bytes,
+        copied_bytes: c.copied_bytes,
+        fallback: rx.fallback_reason().map(str::to_owned),
+        ..Tally::default()
+    })
+}
 
-    /// Reads `socket` to its end, or, once the test stopped, to the first [`QUIET`] without a
-    /// byte (what the peer sent before its end of the test is read; a peer that keeps its
-    /// streams open until the results are exchanged, as iperf3 does, does not hold it).
-    pub fn receiver(socket: TcpStream, len: usize, stop: Arc<Shared>) -> Stream {
-        Stream::start(socket, move |s, bytes| {
-            let mut buf = vec![0u8; len.max(4096)];
-            // A read blocked without a timeout would not see the stop.
-            s.set_read_timeout(Some(QUIET))?;
-            let mut r = &*s;
-            loop {
-                match r.read(&mut buf) {
-                    Ok(0) => return Ok(()),
-                    Ok(n) => {
-                        bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                        ) =>
-                    {
-                        if stop.stop.load(Ordering::Relaxed) {
-                            return Ok(());
-                        }
-                    }
-                    Err(_) if stop.stop.load(Ordering::Relaxed) => return Ok(()),
-                    Err(e) => return Err(e),
+fn send_udp(s: &UdpSocket, plan: Plan, shared: &Shared, live: &Live) -> io::Result<Tally> {
+    let pacer = Pacer::new(plan.rate);
+    let mut block = block(plan.len);
+    let mut number = 0u32;
+    loop {
+        let n = shared.take(plan.len, true);
+        if n == 0 {
+            break;
+        }
+        number = number.wrapping_add(1);
+        udp::stamp(&mut block, number);
+        loop {
+            match s.send(&block[..n]) {
+                Ok(_) => break,
+                // A full queue (the device's, on a fast path): a moment, then again.
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    ended(e, shared)?;
+                    return Ok(udp_tally(live, number));
                 }
             }
-        })
+        }
+        live.packets.fetch_add(1, Ordering::Relaxed);
+        pacer.wait(live.add(n), shared);
     }
+    Ok(udp_tally(live, number))
+}
 
+fn udp_tally(live: &Live, number: u32) -> Tally {
+    Tally {
+        path: "send",
+        copied_bytes: live.bytes.load(Ordering::Relaxed),
+        fallback: Some(
+            "UDP goes by copy: each datagram carries its own header (sequence number and time)"
+                .into(),
+        ),
+        udp: udp::Counts::sent(u64::from(number)),
+        ..Tally::default()
+    }
+}
+
+fn receive_udp(s: &UdpSocket, plan: Plan, shared: &Shared, live: &Live) -> io::Result<Tally> {
+    s.set_read_timeout(Some(QUIET))?;
+    let mut buf = vec![0u8; plan.len.max(udp::MAX_DATAGRAM)];
+    let mut counts = udp::Counts::default();
+    loop {
+        match s.recv(&mut buf) {
+            Ok(0) if shared.stopped() => break,
+            Ok(n) => {
+                live.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                live.packets.fetch_add(1, Ordering::Relaxed);
+                if let Some((sent, number)) = udp::read_header(&buf[..n]) {
+                    counts.arrived(number, sent, udp::now());
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) if shared.stopped() => break,
+            // Waiting for the first datagram, or a port unreachable from an earlier one.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::ConnectionRefused
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Tally {
+        path: "recv",
+        copied_bytes: live.bytes.load(Ordering::Relaxed),
+        udp: counts,
+        ..Tally::default()
+    })
+}
+
+impl Stream {
     fn start(
-        socket: TcpStream,
-        work: impl FnOnce(Arc<TcpStream>, Arc<AtomicU64>) -> io::Result<()> + Send + 'static,
+        handle: OwnedFd,
+        work: impl FnOnce(Arc<Live>) -> io::Result<Tally> + std::marker::Send + 'static,
     ) -> Stream {
-        let socket = Arc::new(socket);
-        let bytes = Arc::new(AtomicU64::new(0));
-        let (s, b) = (socket.clone(), bytes.clone());
-        let worker = std::thread::spawn(move || work(s, b));
+        let live = Arc::new(Live::default());
+        let l = live.clone();
+        let worker = std::thread::spawn(move || work(l));
         Stream {
-            socket,
-            bytes,
+            handle,
+            live,
             worker: Some(worker),
+            tally: None,
         }
     }
 
@@ -150,22 +619,44 @@ impl Stream {
 
     /// Ends it: shut down (a blocked read or write returns), then waits for its thread.
     pub fn end(&mut self) -> io::Result<()> {
-        let _ = self.socket.shutdown(Shutdown::Both);
+        let _ = socket2::SockRef::from(&self.handle).shutdown(Shutdown::Both);
         self.join()
     }
 
     /// Waits for its thread.
     pub fn join(&mut self) -> io::Result<()> {
         match self.worker.take() {
-            Some(w) => w
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other("a stream's thread panicked"))),
+            Some(w) => {
+                let t = w
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a stream's thread panicked")))?;
+                self.tally = Some(t);
+                Ok(())
+            }
             None => Ok(()),
         }
     }
 
+    /// Bytes sent or received so far.
     pub fn count(&self) -> u64 {
-        self.bytes.load(Ordering::Relaxed)
+        self.live.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Datagrams sent or received so far (UDP).
+    pub fn packets(&self) -> u64 {
+        self.live.packets.load(Ordering::Relaxed)
+    }
+
+    /// What its thread did (once it ended).
+    pub fn tally(&self) -> Tally {
+        self.tally.clone().unwrap_or_default()
+    }
+
+    /// Bytes of this (TCP) stream its peer acknowledged, where the kernel says.
+    pub fn acked(&self) -> Option<u64> {
+        zcnet::tcp_info::tcp_info(&self.handle)
+            .ok()
+            .and_then(|i| i.acked_data_bytes())
     }
 }
 
@@ -178,7 +669,7 @@ pub fn cpu_now() -> Option<(f64, f64)> {
     Some((utime as f64 / hz, stime as f64 / hz))
 }
 
-/// This side's results: each stream's bytes, the CPU it took.
+/// This side's results: each stream's bytes (and, UDP, datagrams), the CPU it took.
 pub fn results(
     streams: &[Stream],
     seconds: f64,
@@ -202,15 +693,23 @@ pub fn results(
         streams: streams
             .iter()
             .enumerate()
-            .map(|(k, s)| proto::StreamResult {
-                id: proto::stream_id(k),
-                bytes: i64::try_from(s.count()).unwrap_or(i64::MAX),
-                retransmits: if sender { 0 } else { -1 },
-                jitter: 0.0,
-                errors: 0,
-                packets: 0,
-                start_time: 0.0,
-                end_time: seconds,
+            .map(|(k, s)| {
+                let u = s.tally().udp;
+                let whole = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+                proto::StreamResult {
+                    id: proto::stream_id(k),
+                    bytes: whole(s.count()),
+                    retransmits: if sender { 0 } else { -1 },
+                    jitter: u.jitter,
+                    errors: whole(u.lost),
+                    packets: whole(if u.packets > 0 {
+                        u.packets
+                    } else {
+                        s.packets()
+                    }),
+                    start_time: 0.0,
+                    end_time: seconds,
+                }
             })
             .collect(),
     }
@@ -220,17 +719,24 @@ pub fn results(
 mod tests {
     use super::*;
 
+    /// Everything 300-byte takers get of a 1000-byte budget.
+    fn spent(whole: bool) -> usize {
+        let s = Shared::new(1000);
+        std::iter::from_fn(|| Some(s.take(300, whole)).filter(|&n| n > 0)).sum()
+    }
+
     #[test]
     fn a_budget_is_spent_exactly_across_takers() {
-        let s = Shared::new(1000);
-        let mut total = 0;
-        while let n @ 1.. = s.take(300) {
-            total += n;
-        }
-        assert_eq!(total, 1000);
-        assert_eq!(Shared::new(0).take(300), 300);
+        assert_eq!(spent(false), 1000);
+        assert_eq!(Shared::new(0).take(300, false), 300);
         let s = Shared::new(10);
         s.stop.store(true, Ordering::Relaxed);
-        assert_eq!(s.take(300), 0);
+        assert_eq!(s.take(300, false), 0);
+    }
+
+    #[test]
+    fn datagrams_take_the_budget_whole() {
+        // Four datagrams: the last one whole, past the budget.
+        assert_eq!(spent(true), 1200);
     }
 }

@@ -24,8 +24,10 @@ pub const NOTHING_MAPPED_AFTER: u64 = 64 * 1024;
 /// What [`TcpZeroCopyReceiver::fallback_reason`](super::TcpZeroCopyReceiver::fallback_reason) says
 /// when nothing was mapped.
 pub(super) const NOTHING_MAPPED: &str = "the kernel mapped no page: every byte came by copy, since no \
-     segment carried whole, page-aligned 4 KiB of payload (a sender of plain writes on loopback, \
-     an MSS that is not 4096 plus the TCP options, or a NIC without header split)";
+     segment carried whole, page-aligned 4 KiB of payload in pages it may map (a sender of plain \
+     writes on loopback; an MSS that is not 4096 plus the TCP options; a NIC without header \
+     split; or a local sender's sendfile or splice, whose page-cache pages Linux 6.8 and the \
+     stable kernels since January 2024 never map: \"tcp: add sanity checks to rx zerocopy\")";
 
 impl Counters {
     /// All bytes received.

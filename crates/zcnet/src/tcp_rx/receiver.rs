@@ -189,6 +189,23 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
         self.counters
     }
 
+    /// Moves the socket's low-water mark (`setsockopt(SO_RCVLOWAT)`, socket(7)) to `bytes`: a
+    /// protocol that batches with [`Config::rcvlowat`] lowers it to 1 to take the last bytes of
+    /// a message or a test, which would otherwise wait below the mark
+    /// ([`RxError::BelowLowWater`]), and raises it again after.
+    ///
+    /// # Errors
+    /// [`RxError::Io`] with the kernel's error.
+    pub fn set_rcvlowat(&mut self, bytes: usize) -> Result<(), RxError> {
+        let bytes = bytes.clamp(1, i32::MAX as usize) as i32;
+        sys::sockopt::set_receive_low_water(self.socket.as_fd(), bytes).map_err(|source| {
+            RxError::Io {
+                call: "setsockopt(SO_RCVLOWAT)",
+                source,
+            }
+        })
+    }
+
     /// The socket.
     pub fn get_ref(&self) -> &S {
         &self.socket
