@@ -71,7 +71,7 @@ fn sweep(base: &[&str], opt: &str, strict: bool) {
 
 /// Options that take no number: addresses, paths, names, lab lists; `torture --seed`, an
 /// identifier that every `u64` is (a valid one would run the harness).
-const NOT_NUMBERS: [&str; 21] = [
+const NOT_NUMBERS: [&str; 22] = [
     "labs",
     "listen",
     "connect",
@@ -93,6 +93,7 @@ const NOT_NUMBERS: [&str; 21] = [
     "selftests",
     "client",
     "bind",
+    "iperf3",
 ];
 
 /// Numbers that have a meaning at every value in range, so that only some of the sweep is

@@ -91,6 +91,20 @@ fn send_pattern(
     })
 }
 
+/// The page size where it is 4 KiB; else `None`, the test skipped with the reason. MSS 4108 is
+/// 4096 payload bytes and 12 of timestamps: a page of payload per segment only where a page
+/// is 4 KiB.
+fn four_kib_pages() -> Option<usize> {
+    let page = zcnet::probe::features().host.page_size;
+    if page != 4096 {
+        netlab::skip::skip(&format!(
+            "pages are {page} bytes here: MSS 4108 carries 4 KiB pages"
+        ));
+        return None;
+    }
+    Some(page)
+}
+
 /// A receiver with the default configuration and the test timeout.
 fn receiver(server: TcpStream) -> TcpZeroCopyReceiver<TcpStream> {
     TcpZeroCopyReceiver::new(
@@ -187,14 +201,9 @@ fn awkward_sizes_and_splits_arrive_intact_on_both_paths() {
 #[test]
 fn zerocopy_sender_in_the_loopback_lab_gets_pages_mapped() {
     require_lab!();
-    // MSS 4108 is 4096 payload bytes and 12 of timestamps: a page of payload per segment only
-    // where a page is 4 KiB.
-    let page = zcnet::probe::features().host.page_size;
-    if page != 4096 {
-        return netlab::skip::skip(&format!(
-            "pages are {page} bytes here: MSS 4108 carries 4 KiB pages"
-        ));
-    }
+    let Some(page) = four_kib_pages() else {
+        return;
+    };
     let lab = LoopbackLab::new(None).unwrap();
     for family in Family::ALL {
         // Large zero-copy writes, with small copied writes in between to misalign the stream.
@@ -488,6 +497,49 @@ fn fallback_reason_says_when_nothing_was_mapped_and_nothing_in_copy_mode() {
             _ => assert_eq!(rx.fallback_reason(), None, "{c:?}"),
         }
     }
+}
+
+/// A stream whose pages cannot be mapped (copied writes: their bytes sit in the socket's page
+/// fragments, compound pages the kernel never maps) is read by `recv` once 64 KiB came with
+/// nothing mapped: the kernel is asked again once each 16 MiB (`PROBE_EVERY`), not once a
+/// segment; and where mappable pages follow, mapping resumes. Every byte checked by position.
+#[test]
+fn an_unmappable_stream_is_read_by_recv_and_mapping_resumes_when_it_can() {
+    require_lab!();
+    if four_kib_pages().is_none() {
+        return;
+    }
+    let lab = LoopbackLab::new(None).unwrap();
+    let copied = vec![1000usize; 17 * 1024 * 1024 / 1000];
+    let unmappable: usize = copied.iter().sum();
+    // Only copied writes: a few calls to learn, then one probe each 16 MiB (each probe may take
+    // a few calls before 64 KiB more came unmapped).
+    let (client, server) = pair(Some(&lab.ns), lab.addr(Family::V6), Some(4108));
+    let sender = send_pattern(client, copied.clone(), true);
+    let (v, stats) = receive_all(server, Config::default());
+    assert_eq!(sender.join().unwrap(), unmappable as u64);
+    assert!(v.ok(), "first bad byte at {:?}", v.first_bad());
+    assert_eq!((stats.bytes(), stats.mapped_bytes), (unmappable as u64, 0));
+    let probes = 1 + unmappable as u64 / zcnet::tcp_rx::PROBE_EVERY;
+    assert!(
+        stats.zero_copy_calls <= 64 * probes,
+        "{} calls for {unmappable} unmappable bytes: {stats:?}",
+        stats.zero_copy_calls
+    );
+    // The same, then 32 MiB of zero-copy writes, whose pages the kernel maps.
+    let mut sizes = copied;
+    sizes.extend(std::iter::repeat_n(256 * 1024, 128));
+    let total: usize = sizes.iter().sum();
+    let (client, server) = pair(Some(&lab.ns), lab.addr(Family::V6), Some(4108));
+    let sender = send_pattern(client, sizes, true);
+    let (v, stats) = receive_all(server, Config::default());
+    assert_eq!(sender.join().unwrap(), total as u64);
+    assert!(v.ok(), "first bad byte at {:?}", v.first_bad());
+    assert_eq!(stats.bytes(), total as u64);
+    assert!(
+        stats.mapped_bytes >= 8 << 20,
+        "mapping did not resume: {stats:?}"
+    );
 }
 
 /// Issue 62, the adversarial pass: with the default `Config` a receiver waited for 512 KiB

@@ -14,6 +14,7 @@ pub mod common;
 pub mod engine;
 pub mod file_tx;
 pub mod heat;
+pub mod iperf3;
 mod labs;
 pub mod outcome;
 pub mod packet;
@@ -79,6 +80,10 @@ enum Name {
     /// Sending frames: sendmmsg vs the TPACKET_V3 TX ring (with and without the qdisc bypass)
     /// vs AF_XDP TX, frames of 64, 512 and 1500 bytes counted where they arrive, veth lab.
     PacketTx(packet_tx::Opt),
+    /// `zcnet iperf3` beside iperf3 itself: the receiver's CPU per MB against `iperf3 -s`,
+    /// the sender's (auto, -Z, copy, zc, zc-fixed) against `iperf3 -c` and `iperf3 -c -Z`, in
+    /// a namespace whose loopback has MTU 61512.
+    Iperf3(iperf3::Opt),
     /// An async (tokio) HTTP file server: zcnet's FileSender vs tokio::io::copy, 64 clients
     /// fetching 64 KiB and 16 MiB files across the veth lab.
     AsyncServe(async_serve::Opt),
@@ -103,6 +108,7 @@ impl Opt {
             Some(Name::Packet(o)) => &o.sweep.common,
             Some(Name::PacketTx(o)) => &o.common,
             Some(Name::AsyncServe(o)) => &o.common,
+            Some(Name::Iperf3(o)) => &o.common,
             None => &self.common,
         }
     }
@@ -126,6 +132,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         Some(Name::Packet(o)) => packet::run(o),
         Some(Name::PacketTx(o)) => packet_tx::run(o),
         Some(Name::AsyncServe(o)) => async_serve::run(o),
+        Some(Name::Iperf3(o)) => iperf3::run(o),
         None => suite::run(opt.common, opt.selftests.as_deref()),
     }
 }

@@ -39,7 +39,7 @@ pub use counters::{Counters, NOTHING_MAPPED_AFTER};
 pub use error::RxError;
 #[cfg(feature = "tokio")]
 pub(crate) use receiver::Step;
-pub use receiver::{Received, TcpZeroCopyReceiver};
+pub use receiver::{PROBE_EVERY, Received, TcpZeroCopyReceiver};
 pub use support::{Support, support};
 
 /// The kind of socket a receiver takes (docs/api.md, "Socket kinds"): checked by the sync
