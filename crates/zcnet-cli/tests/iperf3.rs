@@ -433,3 +433,46 @@ fn a_flood_of_silent_connections_leaves_the_server_serving() {
         "after the flood",
     );
 }
+
+/// `zcnet report` reads the `-J` of iperf3's client and of ours, and draws them on one page.
+#[test]
+fn our_json_and_iperf3s_are_read_by_zcnet_report() {
+    require_program!("iperf3");
+    let dir = common::TempDir::new("iperf3-report");
+    let ours = common::free_port();
+    let theirs = common::free_port();
+    let _ours = zcnet_server(ours);
+    let _theirs = iperf3_server(theirs);
+    let iperf3s = bounded(Command::new("iperf3").args([
+        "-c",
+        "127.0.0.1",
+        "-p",
+        &ours.to_string(),
+        "-n",
+        "10M",
+        "-J",
+    ]));
+    assert!(iperf3s.status.success());
+    let zcnets = client_run(zcnet().args([
+        "iperf3",
+        "-c",
+        "127.0.0.1",
+        "-p",
+        &theirs.to_string(),
+        "-n",
+        "10M",
+        "-J",
+    ]));
+    assert!(zcnets.status.success());
+    let (a, b, page) = (dir.join("a.json"), dir.join("b.json"), dir.join("p.html"));
+    std::fs::write(&a, &iperf3s.stdout).unwrap();
+    std::fs::write(&b, &zcnets.stdout).unwrap();
+    let out = bounded(zcnet().arg("report").arg(&a).arg(&b).arg("-o").arg(&page));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("iperf3") && html.contains("zcnet MSG_ZEROCOPY (auto)"));
+}

@@ -282,12 +282,16 @@ fn send_msg_zerocopy(
     }
     let c = tx.counters();
     let why = tx.fallback_reason().map(str::to_owned).or_else(|| {
-        if auto && c.auto.copy_bytes > 0 {
+        let a = c.auto;
+        let by_copy = a.copy_bytes + a.backoff_bytes;
+        if auto && by_copy > 0 {
             Some(format!(
-                "Mode::Auto sent {} of {} bytes by copy, where zero copy does not pay or the \
-                 kernel copies anyway (a receiver on this host)",
-                c.auto.copy_bytes,
-                c.auto.copy_bytes + c.auto.zero_copy_bytes
+                "Mode::Auto sent {by_copy} of {} bytes by copy, where zero copy does not pay \
+                 or the kernel copies anyway ({} of {} completions flagged copied: a receiver on \
+                 this host)",
+                by_copy + a.zero_copy_bytes,
+                c.copied_calls,
+                c.completed_calls
             ))
         } else {
             flagged_copied(c.copied_calls, c.completed_calls)

@@ -263,7 +263,9 @@ pub fn parse(text: &str) -> Result<Input, String> {
 /// # Errors
 /// The field that did not fit and why.
 pub fn parse_value(value: Value) -> Result<Input, String> {
-    let (probe, reports, summary) = if value.get("reports").is_some() {
+    let (probe, reports, summary) = if is_iperf3(&value) {
+        (None, vec![iperf3_report(&value)?], Vec::new())
+    } else if value.get("reports").is_some() {
         #[derive(Deserialize)]
         struct Suite {
             probe: Probe,
@@ -298,6 +300,86 @@ pub fn parse_value(value: Value) -> Result<Input, String> {
     input.rename_old_size_keys();
     input.label = input.reports[0].host.hostname.clone();
     Ok(input)
+}
+
+/// Whether `v` is an iperf3 `-J` document (iperf3's, or `zcnet iperf3 -J`'s): `start`,
+/// `intervals` and `end`.
+fn is_iperf3(v: &Value) -> bool {
+    ["start", "intervals", "end"]
+        .iter()
+        .all(|k| v.get(k).is_some())
+        && v.get("bench").is_none()
+}
+
+/// An iperf3 `-J` document (a client's) as a report of one set and one run: the bench
+/// `iperf3`, the set named by the program and the path (`zcnet`'s object where there is one),
+/// the rate received, this side's CPU per MB it moved and the far side's.
+fn iperf3_report(v: &Value) -> Result<Report, String> {
+    let end = &v["end"];
+    let num = |v: &Value, path: &str| {
+        v.pointer(path)
+            .and_then(Value::as_f64)
+            .ok_or_else(|| format!("an iperf3 -J document without {path}"))
+    };
+    let received = num(end, "/sum_received/bits_per_second")?;
+    let (sent_bytes, received_bytes) = (
+        num(end, "/sum_sent/bytes")?,
+        num(end, "/sum_received/bytes")?,
+    );
+    let seconds = num(end, "/sum_sent/seconds")?;
+    let test = &v["start"]["test_start"];
+    let reverse = test["reverse"].as_i64().unwrap_or(0) != 0;
+    // The client's side: it sent, or with -R it received.
+    let (ours, theirs) = if reverse {
+        (received_bytes, sent_bytes)
+    } else {
+        (sent_bytes, received_bytes)
+    };
+    let per_mb = |pct: f64, bytes: f64| {
+        if bytes > 0.0 {
+            pct / 100.0 * seconds * 1e6 / (bytes / 1e6)
+        } else {
+            0.0
+        }
+    };
+    let cpu = |k: &str| num(end, &format!("/cpu_utilization_percent/{k}"));
+    let zcnet = v.get("zcnet");
+    let program = if zcnet.is_some() { "zcnet" } else { "iperf3" };
+    let mode = match zcnet.and_then(|z| z["path"].as_str()) {
+        Some(path) => format!("zcnet {path}"),
+        None => "iperf3".to_owned(),
+    };
+    let version = v["start"]["version"].as_str().unwrap_or("").to_owned();
+    let doc = serde_json::json!({
+        "bench": "iperf3",
+        "zcnet_version": version,
+        "host": {
+            "hostname": v["start"]["connecting_to"]["host"].as_str()
+                .map(|h| format!("{program} -c {h}")).unwrap_or_default(),
+            "date": v["start"]["timestamp"]["time"].as_str().unwrap_or(""),
+            "kernel": v["start"]["system_info"].as_str().unwrap_or(""),
+            "cpus": 0,
+        },
+        "settings": v["start"]["test_start"].clone(),
+        "results": [{
+            "lab": "iperf3",
+            "family": "",
+            "params": {
+                "protocol": test["protocol"].clone(),
+                "streams": test["num_streams"].clone(),
+                "blksize": test["blksize"].clone(),
+                "reverse": reverse,
+            },
+            "mode": mode,
+            "runs": [{
+                "gbit": received / 1e9,
+                "cpu_us_per_mb": per_mb(cpu("host_total")?, ours),
+                "remote_cpu_us_per_mb": per_mb(cpu("remote_total")?, theirs),
+                "zero_copy_share": zcnet.and_then(|z| z["zero_copy_share"].as_f64()),
+            }],
+        }],
+    });
+    typed(doc)
 }
 
 /// The largest figure a run may have: far beyond any machine (1e15 Gbit/s, µs per MB or
@@ -523,6 +605,45 @@ mod tests {
         assert_eq!(
             (params["size"].as_u64(), params["bytes"].as_u64()),
             (Some(8000), Some(5))
+        );
+    }
+
+    #[test]
+    fn an_iperf3_document_reads_as_a_report_of_one_run() {
+        // The fields iperf3 3.12's client writes with -J (a TCP test of 2 s), trimmed.
+        let doc = serde_json::json!({
+            "start": {"version": "iperf 3.12", "system_info": "Linux h 6.18.44",
+                      "timestamp": {"time": "Sun, 29 Nov 2026 02:50:00 GMT"},
+                      "connecting_to": {"host": "::1", "port": 5201},
+                      "test_start": {"protocol": "TCP", "num_streams": 1, "blksize": 131072,
+                                     "reverse": 0}},
+            "intervals": [],
+            "end": {"sum_sent": {"bytes": 5e9, "seconds": 2.0, "bits_per_second": 2e10},
+                    "sum_received": {"bytes": 5e9, "seconds": 2.0, "bits_per_second": 2e10},
+                    "cpu_utilization_percent": {"host_total": 50.0, "remote_total": 25.0}},
+        });
+        let input = parse_value(doc.clone()).unwrap();
+        let set = &input.reports[0].results[0];
+        assert_eq!(
+            (set.mode.as_str(), input.reports[0].bench.as_str()),
+            ("iperf3", "iperf3")
+        );
+        let run = &set.runs[0];
+        // 1 s of CPU over 5,000 MB; the server 0.5 s.
+        assert!((run.cpu_us_per_mb - 200.0).abs() < 1e-9, "{run:?}");
+        assert_eq!(run.remote_cpu_us_per_mb, Some(100.0));
+        assert_eq!(run.gbit, 20.0);
+        let mut ours = doc;
+        ours["zcnet"] = serde_json::json!({"path": "sendfile", "zero_copy_share": 1.0});
+        let input = parse_value(ours).unwrap();
+        let set = &input.reports[0].results[0];
+        assert_eq!(set.mode, "zcnet sendfile");
+        assert_eq!(set.runs[0].zero_copy_share, Some(1.0));
+        let mut bad = serde_json::json!({"start": {}, "intervals": [], "end": {}});
+        assert!(
+            parse_value(bad.take())
+                .unwrap_err()
+                .contains("sum_received")
         );
     }
 
