@@ -1,4 +1,5 @@
-//! Issue 66: `zcnet iperf3` against Debian's iperf3 (3.12), on loopback: iperf3's client against
+//! Issue 66: `zcnet iperf3` against Debian's iperf3 (3.12), on loopback and across a veth pair
+//! between two namespaces: iperf3's client against
 //! our server and our client against iperf3's server, TCP and UDP, forward and `-R`, `-P 4`,
 //! `-n` byte counts exact on both sides; each of our sending paths (`--mode`, `-Z`) and both
 //! receiving ones byte for byte; a second client while a test runs is turned away as iperf3
@@ -13,7 +14,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::zcnet;
-use netlab::require_program;
+use netlab::{Family, Side, VethLab, require_lab, require_program};
 use serde_json::Value;
 
 /// A server (`cmd`) started, once its port takes connections; killed when dropped.
@@ -475,4 +476,83 @@ fn our_json_and_iperf3s_are_read_by_zcnet_report() {
     );
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("iperf3") && html.contains("zcnet MSG_ZEROCOPY (auto)"));
+}
+
+/// Whether process `pid` (in its network namespace) listens on TCP `port`.
+fn listening(pid: u32, port: u16) -> bool {
+    let port = format!(":{port:04X}");
+    ["tcp", "tcp6"].iter().any(|f| {
+        std::fs::read_to_string(format!("/proc/{pid}/net/{f}")).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.get(1).is_some_and(|a| a.ends_with(&port)) && cols.get(3) == Some(&"0A")
+            })
+        })
+    })
+}
+
+/// Across a veth pair between two namespaces of the test's own: iperf3's client in one against
+/// our server in the other, and ours against iperf3's, TCP and UDP, forward and `-R`, `-P 4`,
+/// with `-n` (UDP at 10 Mbit/s): every byte counted on both sides.
+#[test]
+fn across_a_veth_pair_both_ways_tcp_and_udp() {
+    require_lab!();
+    require_program!("iperf3");
+    let lab = VethLab::new(None).unwrap();
+    let far = VethLab::addr(Side::B, Family::V4).to_string();
+    let zcnet_exe = env!("CARGO_BIN_EXE_zcnet");
+    let port = 5201u16;
+    for (server, client) in [("zcnet", "iperf3"), ("iperf3", "zcnet")] {
+        for args in [
+            &["-n", "20M"][..],
+            &["-n", "20M", "-R", "-P", "4"],
+            &["-u", "-b", "10M", "-n", "1M"],
+            &["-u", "-b", "10M", "-n", "1M", "-R", "-P", "4"],
+        ] {
+            let what = format!("{client} -c {args:?} -> {server} -s, across veth");
+            let program = |p: &str| if p == "zcnet" { zcnet_exe } else { "iperf3" };
+            let mut s = lab.b.command(program(server));
+            if server == "zcnet" {
+                s.arg("iperf3");
+            }
+            s.args(["-s", "-1", "-p", &port.to_string()]);
+            let srv = Server(
+                s.stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            );
+            let start = Instant::now();
+            while !listening(srv.0.id(), port) {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "{what}: no server"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let mut c = lab.a.command(program(client));
+            if client == "zcnet" {
+                c.arg("iperf3");
+            }
+            c.args(["-c", &far, "-p", &port.to_string(), "-J"])
+                .args(args);
+            let out = bounded(&mut c);
+            assert!(
+                out.status.success(),
+                "{what}: {}{}",
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+            );
+            let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let count = if args.contains(&"-u") {
+                Count::Datagrams(1 << 20)
+            } else {
+                Count::Exact(20 << 20)
+            };
+            check(&doc, count, &what);
+            // A `-1` server is ending by itself; killed if it is not.
+            drop(srv);
+        }
+    }
 }
