@@ -160,6 +160,16 @@ fn check(doc: &Value, count: Count, iperf3_sends: bool, what: &str) {
         }
         Count::Timed => assert!(received <= sent, "{what}: {received} received of {sent}"),
     }
+    // Each stream's sender and receiver under the same number (iperf3 pairs them by it).
+    if matches!(count, Count::Exact(_)) {
+        for st in doc["end"]["streams"].as_array().into_iter().flatten() {
+            assert_eq!(
+                st["sender"]["bytes"], st["receiver"]["bytes"],
+                "{what}: stream {}",
+                st["sender"]["socket"]
+            );
+        }
+    }
     if doc["start"]["test_start"]["protocol"] == "UDP" {
         for path in [
             "/end/sum/jitter_ms",
@@ -573,5 +583,155 @@ fn across_a_veth_pair_both_ways_tcp_and_udp() {
             // A `-1` server is ending by itself; killed if it is not.
             drop(srv);
         }
+    }
+}
+
+/// What our server does not serve, iperf3's client is told as iperf3 tells it ("an option you
+/// are trying to set is not implemented yet"), and the server serves the next test.
+#[test]
+fn options_our_server_does_not_serve_are_refused_and_it_serves_on() {
+    require_program!("iperf3");
+    let port = common::free_port();
+    let p = port.to_string();
+    let _server = zcnet_server(port);
+    for args in [
+        &["-t", "1", "-O", "1"][..],
+        &["-t", "1", "--bidir"],
+        &["-u", "-t", "1", "--udp-counters-64bit"],
+        &["-t", "1", "-w", "1M"],
+        &["-k", "10"],
+    ] {
+        let out = client_run(
+            Command::new("iperf3")
+                .args(["-c", "127.0.0.1", "-p", &p])
+                .args(args),
+        );
+        let said = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} ran: {said}");
+        assert!(said.contains("not implemented"), "{args:?}: {said}");
+    }
+    let out =
+        client_run(Command::new("iperf3").args(["-c", "127.0.0.1", "-p", &p, "-n", "1M", "-J"]));
+    assert!(out.status.success());
+    check(
+        &serde_json::from_slice(&out.stdout).unwrap(),
+        Count::Exact(1 << 20),
+        true,
+        "after the refusals",
+    );
+}
+
+/// A connection that sends its cookie a byte at a time, slowly, is closed once the 10 s a
+/// cookie has are over, whatever it still sends.
+#[test]
+fn a_cookie_sent_a_byte_at_a_time_gets_ten_seconds_in_all() {
+    let port = common::free_port();
+    let _server = zcnet_server(port);
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let start = Instant::now();
+    let closed = loop {
+        if c.write_all(b"a").is_err() {
+            break start.elapsed();
+        }
+        c.set_read_timeout(Some(Duration::from_millis(900)))
+            .unwrap();
+        let mut b = [0u8; 1];
+        match c.read(&mut b) {
+            Ok(0) | Err(_) if start.elapsed() > Duration::from_secs(9) => break start.elapsed(),
+            _ => {}
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(13),
+            "still open after {:?}",
+            start.elapsed()
+        );
+    };
+    assert!(closed >= Duration::from_secs(9), "closed after {closed:?}");
+}
+
+/// `-J` as iperf3 has it: the server prints a document a test; a client that fails prints one
+/// with the error, and exits 1; client-only options on the server, and iperf3's `-V`, are
+/// refused by name (exit 2).
+#[test]
+fn json_on_both_sides_and_options_in_their_place() {
+    require_program!("iperf3");
+    let port = common::free_port();
+    let p = port.to_string();
+    let server = zcnet()
+        .args(["iperf3", "-s", "-1", "-J", "-B", "127.0.0.1", "-p", &p])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run = loop {
+        let out = bounded(Command::new("iperf3").args(["-c", "127.0.0.1", "-p", &p, "-n", "10M"]));
+        if out.status.success() {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(run.status.success());
+    let out = common::wait_bounded(server, 30);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    check(&doc, Count::Exact(10 << 20), true, "zcnet iperf3 -s -J");
+    assert_eq!(doc["zcnet"]["side"], "receiver", "{doc}");
+
+    let closed = common::free_port().to_string();
+    let out = bounded(zcnet().args(["iperf3", "-c", "127.0.0.1", "-p", &closed, "-J"]));
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        doc["error"].as_str().unwrap().contains("cannot reach"),
+        "{doc}"
+    );
+
+    for args in [
+        &["-s", "-t", "3"][..],
+        &["-s", "-P", "2"],
+        &["-s", "-R"],
+        &["-s", "-u"],
+        &["-s", "-Z"],
+        &["-c", "127.0.0.1", "-1"],
+        &["-c", "127.0.0.1", "-V"],
+    ] {
+        let out = bounded(zcnet().arg("iperf3").args(args));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
+
+/// UDP `-R -n` at a rate the receiver's socket cannot keep up with (datagrams are lost): the
+/// test ends, as against iperf3's server, which sends until the client has its bytes.
+#[test]
+fn udp_from_our_server_ends_a_budget_whatever_is_lost() {
+    require_program!("iperf3");
+    let port = common::free_port();
+    let p = port.to_string();
+    let _server = zcnet_server(port);
+    let args = [
+        "-c",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-u",
+        "-b",
+        "1G",
+        "-n",
+        "10M",
+        "-R",
+        "-J",
+    ];
+    for out in [
+        client_run(zcnet().arg("iperf3").args(args)),
+        client_run(Command::new("iperf3").args(args)),
+    ] {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (_, received) = totals(&doc);
+        assert!(received >= 10 << 20, "{received} received");
     }
 }

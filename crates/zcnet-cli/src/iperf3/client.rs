@@ -95,6 +95,7 @@ pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
         rate,
         send: opt.send(),
         receive: opt.receive(),
+        past_budget: None,
     };
     let mut streams = super::streams::start(sockets, plan, &shared)?;
     let intervals = wait_for_the_end(opt, &streams, started, &mut ctrl)?;
@@ -146,6 +147,7 @@ pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
     }
     let tallies = streams.iter().map(Stream::tally).collect();
     Ok(Outcome {
+        client: true,
         tallies,
         server,
         params,
@@ -176,6 +178,10 @@ fn drained(streams: &[Stream]) {
     std::thread::sleep(Duration::from_millis(50));
 }
 
+/// How long a receiving client waits for a byte before it gives the test up (iperf3's default
+/// `--rcv-timeout`).
+const IDLE: Duration = Duration::from_secs(120);
+
 /// Until `-t` seconds passed, `-n` bytes went (or, `-R`, came), printing a line each `-i`.
 fn wait_for_the_end(
     opt: &Opt,
@@ -197,6 +203,9 @@ fn wait_for_the_end(
     // sending 5-10 % of its throughput (`zcnet bench iperf3`). Budgets (`-n`) are looked at
     // every 10 ms.
     let mut wait = Duration::from_millis(1);
+    // The last change of the bytes received, to end a test whose sender went silent (iperf3's
+    // --rcv-timeout, 120 s by default).
+    let mut seen = (Duration::ZERO, 0u64);
     loop {
         ctrl.set_read_timeout(Some(wait))?;
         let mut b = [0u8; 1];
@@ -224,8 +233,24 @@ fn wait_for_the_end(
             Some(_) => streams.iter().all(Stream::finished),
             None => now >= limit,
         };
+        if total != seen.1 {
+            seen = (now, total);
+        } else if opt.reverse && now - seen.0 >= IDLE {
+            bail!(
+                "nothing arrived for {} s: the server or the path stopped",
+                IDLE.as_secs()
+            );
+        }
         if now - last.0 >= every || done {
-            let mut iv = output::Interval::new(last.0, now, &last.1, &counts);
+            // Intervals end on their schedule (as iperf3's timer ends them), unless this
+            // wake came late by half an interval or the test is over.
+            let due = last.0 + every;
+            let end = if !done && now - due < every / 2 {
+                due
+            } else {
+                now
+            };
+            let mut iv = output::Interval::new(last.0, end, &last.1, &counts);
             if opt.udp {
                 iv.packets = Some(packets.iter().zip(&last.2).map(|(n, b)| n - b).collect());
             }
@@ -236,7 +261,7 @@ fn wait_for_the_end(
                 output::interval_line(&iv);
             }
             intervals.push(iv);
-            last = (now, counts, packets);
+            last = (end, counts, packets);
         }
         if done {
             break;

@@ -26,11 +26,24 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
         return server::run(&opt, listener);
     }
     let host = opt.client.clone().context("give -c HOST or -s")?;
-    let outcome = client::run(&opt, &host)?;
+    let outcome = match client::run(&opt, &host) {
+        Ok(o) => o,
+        Err(e) if opt.json => {
+            // As iperf3 -J does: a document with the error, on stdout; exit 1.
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "start": {}, "intervals": [], "end": {}, "error": format!("{e:#}"),
+                }))?
+            );
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     if opt.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&output::json(&opt, &host, &outcome))?
+            serde_json::to_string_pretty(&output::json(opt.port, &host, &outcome))?
         );
     } else {
         output::client_summary(&outcome);

@@ -4,9 +4,15 @@ use std::net::IpAddr;
 
 use super::proto;
 
-/// `zcnet iperf3`.
+/// `zcnet iperf3`. Options as iperf3 spells them; a client-only option with `-s` (or `-1` with
+/// `-c`) is refused, as iperf3 refuses it. `-V` is not zcnet's version here: iperf3's `-V` is
+/// `--verbose`, which zcnet does not have, so it is refused by name rather than taken for
+/// something else.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("role").required(true).args(["client", "server"])))]
+#[command(
+    group(clap::ArgGroup::new("role").required(true).args(["client", "server"])),
+    disable_version_flag = true
+)]
 pub struct Opt {
     /// Run a test against the iperf3 server at HOST (`-c`).
     #[arg(short = 'c', long, value_name = "HOST")]
@@ -18,28 +24,29 @@ pub struct Opt {
     #[arg(short = 'p', long, default_value_t = proto::PORT, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
     /// Seconds to send (client).
-    #[arg(short = 't', long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=86_400))]
+    #[arg(short = 't', long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=86_400), conflicts_with = "server", allow_negative_numbers = true)]
     pub time: u32,
     /// Bytes to send in all instead of `-t` (K, M, G: powers of 1024, as iperf3's).
-    #[arg(short = 'n', long, value_name = "BYTES", value_parser = bytes_arg)]
+    #[arg(short = 'n', long, value_name = "BYTES", value_parser = bytes_arg, conflicts_with = "server", allow_negative_numbers = true)]
     pub bytes: Option<u64>,
-    /// Block length of each write (K, M: powers of 1024). Default: 128 KiB.
-    #[arg(short = 'l', long = "length", value_name = "LENGTH", value_parser = length_arg)]
+    /// Block length of each write (K, M: powers of 1024), at most 1 MiB as iperf3's. Default: 128
+    /// KiB; UDP: the control connection's MSS.
+    #[arg(short = 'l', long = "length", value_name = "LENGTH", value_parser = length_arg, conflicts_with = "server", allow_negative_numbers = true)]
     pub length: Option<usize>,
     /// Parallel streams (client).
-    #[arg(short = 'P', long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=128))]
+    #[arg(short = 'P', long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=128), conflicts_with = "server", allow_negative_numbers = true)]
     pub parallel: u32,
     /// Reverse: the server sends, the client receives.
-    #[arg(short = 'R', long)]
+    #[arg(short = 'R', long, conflicts_with = "server")]
     pub reverse: bool,
     /// Seconds between the client's interval lines.
-    #[arg(short = 'i', long, value_name = "SECONDS", default_value_t = 1.0, value_parser = interval_arg)]
+    #[arg(short = 'i', long, value_name = "SECONDS", default_value_t = 1.0, value_parser = interval_arg, allow_negative_numbers = true)]
     pub interval: f64,
     /// Print iperf3's JSON (`start`, `intervals`, `end`) with a `zcnet` object added.
     #[arg(short = 'J', long)]
     pub json: bool,
     /// Serve one test, then exit (server).
-    #[arg(short = '1', long = "one-off")]
+    #[arg(short = '1', long = "one-off", conflicts_with = "client")]
     pub one_off: bool,
     /// The address to listen on (server) or to send from (client).
     #[arg(short = 'B', long, value_name = "ADDR")]
@@ -51,14 +58,14 @@ pub struct Opt {
     #[arg(short = '6', long = "version6")]
     pub ipv6: bool,
     /// UDP instead of TCP.
-    #[arg(short = 'u', long)]
+    #[arg(short = 'u', long, conflicts_with = "server")]
     pub udp: bool,
     /// Target rate of each stream in bits per second (K, M, G: powers of 1000, as iperf3's);
     /// UDP's default is 1 Mibit/s, TCP's no limit.
-    #[arg(short = 'b', long = "bitrate", value_name = "RATE", value_parser = rate_arg)]
+    #[arg(short = 'b', long = "bitrate", value_name = "RATE", value_parser = rate_arg, conflicts_with = "server", allow_negative_numbers = true)]
     pub bitrate: Option<u64>,
     /// Send with `sendfile` from a file of one block, as iperf3's `-Z` does (TCP).
-    #[arg(short = 'Z', long = "zerocopy", conflicts_with = "mode")]
+    #[arg(short = 'Z', long = "zerocopy", conflicts_with_all = ["mode", "server"])]
     pub sendfile: bool,
     /// zcnet's path on this side. Sending TCP: `copy` (write), `zc` (MSG_ZEROCOPY on every
     /// block), `zc-fixed` (io_uring SEND_ZC from registered buffers), `auto` (MSG_ZEROCOPY where
@@ -155,9 +162,9 @@ fn bytes_arg(s: &str) -> Result<u64, String> {
     size(s, 1 << 50)
 }
 
-/// `-l`: at least one byte, at most 1 GiB.
+/// `-l`: at least one byte, at most 1 MiB (iperf3's `MAX_BLOCKSIZE`).
 fn length_arg(s: &str) -> Result<usize, String> {
-    size(s, 1 << 30).map(|v| v as usize)
+    size(s, proto::MAX_TCP_BLOCK).map(|v| v as usize)
 }
 
 /// A size as iperf3 reads one: digits with K, M, G or T (powers of 1024).

@@ -10,8 +10,10 @@ use super::opt::Opt;
 use super::proto::{self, Params, Results, StreamResult};
 use super::streams::{Stream, Tally};
 
-/// What a client test measured, for the text and `-J`.
+/// What a test measured, for the text and `-J`: a client's, or (`client` false) a server's.
 pub struct Outcome {
+    /// Whether this side is the test's client.
+    pub client: bool,
     pub server: SocketAddr,
     pub params: Params,
     pub ours: Results,
@@ -168,7 +170,7 @@ pub fn interval_line(iv: &Interval) {
 
 /// The sender's and the receiver's results of a client test.
 fn sides(o: &Outcome) -> (&Results, &Results) {
-    if o.params.reverse {
+    if o.params.reverse == o.client {
         (&o.theirs, &o.ours)
     } else {
         (&o.ours, &o.theirs)
@@ -352,8 +354,9 @@ pub fn server_summary(
     );
 }
 
-/// iperf3's `-J` document of a client test, and a `zcnet` object.
-pub fn json(opt: &Opt, host: &str, o: &Outcome) -> Value {
+/// iperf3's `-J` document of a test (a client's, or a server's: then `host` is the client's
+/// address and there are no intervals), and a `zcnet` object.
+pub fn json(port: u16, host: &str, o: &Outcome) -> Value {
     let (sent, received) = sides(o);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -368,7 +371,8 @@ pub fn json(opt: &Opt, host: &str, o: &Outcome) -> Value {
                    "remote_port": r.port()})
         })
         .collect();
-    let sender = !o.params.reverse;
+    // Whether this side sent.
+    let sender = o.params.reverse != o.client;
     let udp = o.params.udp;
     let intervals: Vec<Value> = o
         .intervals
@@ -455,7 +459,9 @@ pub fn json(opt: &Opt, host: &str, o: &Outcome) -> Value {
         },
     });
     if udp {
+        // iperf3's UDP `sum`: the bytes sent, over the receiver's time, with its losses.
         let mut sum = part(&tr, &ts, false);
+        sum["bytes"] = json!(ts.count());
         sum["sender"] = json!(sender);
         end["sum"] = sum;
     }
@@ -468,7 +474,7 @@ pub fn json(opt: &Opt, host: &str, o: &Outcome) -> Value {
         .collect();
     fallbacks.dedup();
     let mut test_start = json!({"protocol": if udp { "UDP" } else { "TCP" },
-        "num_streams": opt.parallel, "blksize": o.params.len, "omit": 0,
+        "num_streams": o.params.parallel, "blksize": o.params.len, "omit": 0,
         "duration": o.params.time, "bytes": o.params.num, "blocks": 0,
         "reverse": i32::from(o.params.reverse), "tos": 0});
     if o.params.bandwidth > 0 {
@@ -480,7 +486,7 @@ pub fn json(opt: &Opt, host: &str, o: &Outcome) -> Value {
             "version": format!("zcnet {} (iperf 3.12's protocol)", env!("CARGO_PKG_VERSION")),
             "system_info": "Linux",
             "timestamp": {"timesecs": now},
-            "connecting_to": {"host": host, "port": opt.port},
+            "connecting_to": {"host": host, "port": port},
             "cookie": "",
             "test_start": test_start,
         },

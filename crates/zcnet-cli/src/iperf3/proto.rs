@@ -187,6 +187,58 @@ pub struct Params {
     pub pacing_timer: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_version: Option<String>,
+    /// What else the client asked for (iperf3 sends an option's key only when it is set:
+    /// `udp_counters_64bit`, `window`, `MSS`, `congestion`, `TOS`, `get_server_output`, ...).
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Streams a test may have (iperf3's `-P` takes at most 128).
+pub const MAX_STREAMS: u32 = 128;
+
+/// The largest TCP block (iperf3's `MAX_BLOCKSIZE`, 1 MiB).
+pub const MAX_TCP_BLOCK: u64 = 1 << 20;
+
+impl Params {
+    /// What of these parameters this server does not serve, named as iperf3's client spells
+    /// it: a bidirectional test, `-O`, `-k`, a stream count or block length out of iperf3's
+    /// range, and any other option the client set. `None`: all of it is served.
+    pub fn unserved(&self) -> Option<String> {
+        let set = |v: &serde_json::Value| match v {
+            serde_json::Value::Null => false,
+            serde_json::Value::Bool(b) => *b,
+            serde_json::Value::Number(n) => n.as_f64() != Some(0.0),
+            serde_json::Value::String(s) => !s.is_empty(),
+            _ => true,
+        };
+        let max_len = if self.udp {
+            super::udp::MAX_DATAGRAM as u64
+        } else {
+            MAX_TCP_BLOCK
+        };
+        if self.bidirectional {
+            Some("a bidirectional test (--bidir)".into())
+        } else if self.omit > 0 {
+            Some(format!("{} s omitted at the start (-O)", self.omit))
+        } else if self.blockcount > 0 {
+            Some(format!("{} blocks (-k)", self.blockcount))
+        } else if !(1..=MAX_STREAMS).contains(&self.parallel) {
+            Some(format!("{} streams (1 to {MAX_STREAMS})", self.parallel))
+        } else if self.len > max_len || (self.udp && self.len > 0 && self.len < 12) {
+            Some(format!("blocks of {} bytes", self.len))
+        } else if self.udp == self.tcp {
+            Some("a protocol other than TCP or UDP".into())
+        } else {
+            let mut keys: Vec<&str> = self
+                .other
+                .iter()
+                .filter(|(_, v)| set(v))
+                .map(|(k, _)| k.as_str())
+                .collect();
+            keys.sort_unstable();
+            (!keys.is_empty()).then(|| format!("{} (not served)", keys.join(", ")))
+        }
+    }
 }
 
 fn one() -> u32 {
@@ -318,6 +370,33 @@ mod tests {
         assert_eq!(p.parallel, 1);
         let p: Params = serde_json::from_str(r#"{"tcp":true,"reverse":1}"#).unwrap();
         assert!(p.reverse);
+    }
+
+    #[test]
+    fn what_this_server_does_not_serve_is_named() {
+        let p = |t: &str| serde_json::from_str::<Params>(t).unwrap().unserved();
+        assert_eq!(p(r#"{"tcp":true,"parallel":4,"len":131072}"#), None);
+        assert_eq!(p(r#"{"udp":true,"len":1460,"bandwidth":1048576}"#), None);
+        // Options iperf3 sends only when set; set to their defaults they are no request.
+        assert_eq!(p(r#"{"tcp":true,"MSS":0,"congestion":""}"#), None);
+        for (text, needle) in [
+            (r#"{"tcp":true,"bidirectional":true}"#, "--bidir"),
+            (r#"{"tcp":true,"omit":1}"#, "-O"),
+            (r#"{"tcp":true,"blockcount":10}"#, "-k"),
+            (r#"{"tcp":true,"parallel":0}"#, "0 streams"),
+            (r#"{"tcp":true,"parallel":1000000}"#, "1000000 streams"),
+            (r#"{"tcp":true,"len":2000000000}"#, "2000000000 bytes"),
+            (r#"{"udp":true,"len":5}"#, "5 bytes"),
+            (
+                r#"{"udp":true,"udp_counters_64bit":1}"#,
+                "udp_counters_64bit",
+            ),
+            (r#"{"tcp":true,"window":1048576,"MSS":1000}"#, "MSS, window"),
+            (r#"{"sctp":true}"#, "other than TCP or UDP"),
+        ] {
+            let why = p(text).unwrap_or_else(|| panic!("{text} served"));
+            assert!(why.contains(needle), "{text}: {why}");
+        }
     }
 
     #[test]

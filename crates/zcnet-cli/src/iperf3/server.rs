@@ -28,8 +28,13 @@ const MAX_ARRIVING: usize = 256;
 /// The test under way: its cookie, and where its data streams go.
 struct Running {
     cookie: [u8; COOKIE_LEN],
-    streams: Sender<TcpStream>,
+    /// Each data stream with its place in the order of accepts: the client numbers its streams
+    /// in the order it made them, and the results exchange pairs them by number.
+    streams: Sender<(u64, TcpStream)>,
 }
+
+/// A data stream and its place in the order of accepts.
+type Arrived = (u64, TcpStream);
 
 type Slot = Arc<Mutex<Option<Running>>>;
 
@@ -37,7 +42,6 @@ type Slot = Arc<Mutex<Option<Running>>>;
 #[derive(Clone, Copy)]
 struct Side {
     json: bool,
-    length: Option<usize>,
     send: Send,
     receive: Receive,
     /// The TCP listener's address: UDP streams are taken on the same.
@@ -51,7 +55,7 @@ pub fn run(opt: &Opt, listener: TcpListener) -> anyhow::Result<()> {
     let local = listener.local_addr()?;
     let (ended_tx, ended) = channel::<()>();
     output::server_listening(opt, local);
-    for conn in listener.incoming() {
+    for (order, conn) in (0u64..).zip(listener.incoming()) {
         if ended.try_recv().is_ok() {
             return Ok(());
         }
@@ -76,13 +80,12 @@ pub fn run(opt: &Opt, listener: TcpListener) -> anyhow::Result<()> {
         let one = opt.one_off;
         let side = Side {
             json: opt.json,
-            length: opt.length,
             send: opt.send(),
             receive: opt.receive(),
             local,
         };
         let spawned = std::thread::Builder::new().spawn(move || {
-            let arrived = arrive(conn, &slot);
+            let arrived = arrive(conn, order, &slot);
             left.fetch_sub(1, Ordering::Relaxed);
             let Some((ctrl, cookie, streams)) = arrived else {
                 return;
@@ -127,16 +130,14 @@ fn wake_address(local: SocketAddr) -> SocketAddr {
 /// (returned: the connection, its cookie and where its streams will come).
 fn arrive(
     mut conn: TcpStream,
+    order: u64,
     slot: &Slot,
-) -> Option<(TcpStream, [u8; COOKIE_LEN], Receiver<TcpStream>)> {
-    let _ = conn.set_read_timeout(Some(COOKIE_WAIT));
-    let mut cookie = [0u8; COOKIE_LEN];
-    conn.read_exact(&mut cookie).ok()?;
-    let _ = conn.set_read_timeout(None);
+) -> Option<(TcpStream, [u8; COOKIE_LEN], Receiver<Arrived>)> {
+    let cookie = read_cookie(&mut conn)?;
     let mut s = slot.lock().unwrap_or_else(|p| p.into_inner());
     match s.as_ref() {
         Some(r) if r.cookie == cookie => {
-            let _ = r.streams.send(conn);
+            let _ = r.streams.send((order, conn));
             None
         }
         Some(_) => {
@@ -155,11 +156,32 @@ fn arrive(
     }
 }
 
+/// The cookie of a new connection, within [`COOKIE_WAIT`] in all (a peer that sends a byte now
+/// and then does not hold its thread longer); `None` if it does not come whole.
+fn read_cookie(conn: &mut TcpStream) -> Option<[u8; COOKIE_LEN]> {
+    let deadline = Instant::now() + COOKIE_WAIT;
+    let mut cookie = [0u8; COOKIE_LEN];
+    let mut got = 0;
+    while got < COOKIE_LEN {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        conn.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .ok()?;
+        match conn.read(&mut cookie[got..]) {
+            Ok(0) => return None,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    conn.set_read_timeout(None).ok()?;
+    Some(cookie)
+}
+
 /// One test on control connection `ctrl`, its streams from `streams`.
 fn serve_test(
     mut ctrl: TcpStream,
     side: Side,
-    streams: Receiver<TcpStream>,
+    streams: Receiver<Arrived>,
     done: &dyn Fn(),
 ) -> anyhow::Result<()> {
     let json = side.json;
@@ -174,18 +196,17 @@ fn serve_test(
     ctrl.set_read_timeout(Some(COOKIE_WAIT))?;
     proto::send_state(&mut ctrl, State::ParamExchange)?;
     let params: Params = proto::read_json(&mut ctrl).context("the client's parameters")?;
-    if params.bidirectional {
-        send_error(&mut ctrl, 1, libc::EOPNOTSUPP);
-        anyhow::bail!("bidirectional tests are not served yet");
+    if let Some(what) = params.unserved() {
+        // iperf3's client prints IEUNIMP as "an option you are trying to set is not
+        // implemented yet".
+        send_error(&mut ctrl, IEUNIMP, 0);
+        anyhow::bail!("the client asked for {what}, which this server does not serve");
     }
-    let n = usize::try_from(params.parallel.clamp(1, 128)).unwrap_or(1);
+    let n = usize::try_from(params.parallel).unwrap_or(1);
     let len = match params.len {
         0 if params.udp => 1460,
-        0 => side.length.unwrap_or(proto::TCP_BLOCK),
-        l if params.udp => usize::try_from(l)
-            .unwrap_or(0)
-            .clamp(udp::HEADER, udp::MAX_DATAGRAM),
-        l => usize::try_from(l.min(1 << 30)).unwrap_or(proto::TCP_BLOCK),
+        0 => proto::TCP_BLOCK,
+        l => usize::try_from(l).unwrap_or(proto::TCP_BLOCK),
     };
     // UDP: the port's UDP listener is there before the client is told to make its streams, as
     // iperf3's (its `protocol->listen` at the parameters' exchange).
@@ -193,8 +214,7 @@ fn serve_test(
         match udp::bind_shared(side.local) {
             Ok(l) => Some(l),
             Err(e) => {
-                // iperf3's IESTREAMLISTEN.
-                send_error(&mut ctrl, 116, e.raw_os_error().unwrap_or(0));
+                send_error(&mut ctrl, IESTREAMLISTEN, e.raw_os_error().unwrap_or(0));
                 return Err(e).context("the UDP listener");
             }
         }
@@ -202,27 +222,44 @@ fn serve_test(
         None
     };
     proto::send_state(&mut ctrl, State::CreateStreams)?;
-    let mut sockets = Vec::with_capacity(n);
+    // The streams, in the order the client made them. Waited for at most COOKIE_WAIT, and only
+    // while the client is there: one that leaves frees the server at once.
+    let mut sockets: Vec<(u64, Socket)> = Vec::with_capacity(n);
     let deadline = Instant::now() + COOKIE_WAIT;
+    let slice = Duration::from_millis(100);
     while sockets.len() < n {
-        let (s, l, r) = if let Some(listener) = udp_listener.take() {
-            let s = udp::accept(listener).context("a UDP stream's handshake")?;
-            udp_listener = Some(udp::bind_shared(side.local).context("the next UDP listener")?);
-            udp::reply(&s).context("a UDP stream's handshake")?;
-            let (l, r) = (s.local_addr()?, s.peer_addr()?);
-            (Socket::Udp(s), l, r)
-        } else {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let s = streams
-                .recv_timeout(left)
-                .context("the client's data streams did not all come")?;
-            let (l, r) = (s.local_addr()?, s.peer_addr()?);
-            (Socket::Tcp(s), l, r)
-        };
-        if !json {
-            output::connected(sockets.len(), l, r);
+        if Instant::now() > deadline {
+            anyhow::bail!("the client's data streams did not all come within {COOKIE_WAIT:?}");
         }
-        sockets.push(s);
+        if client_left(&ctrl) {
+            anyhow::bail!("the client left before its data streams came");
+        }
+        if let Some(listener) = udp_listener.take() {
+            if !udp::accept(&listener, slice).context("a UDP stream's handshake")? {
+                udp_listener = Some(listener);
+                continue;
+            }
+            udp_listener = Some(udp::bind_shared(side.local).context("the next UDP listener")?);
+            udp::reply(&listener).context("a UDP stream's handshake")?;
+            sockets.push((sockets.len() as u64, Socket::Udp(listener)));
+        } else {
+            match streams.recv_timeout(slice) {
+                Ok((order, s)) => sockets.push((order, Socket::Tcp(s))),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(e) => return Err(e).context("the client's data streams"),
+            }
+        }
+    }
+    sockets.sort_by_key(|(order, _)| *order);
+    let sockets: Vec<Socket> = sockets.into_iter().map(|(_, s)| s).collect();
+    let pairs = sockets
+        .iter()
+        .map(Socket::addrs)
+        .collect::<std::io::Result<Vec<_>>>()?;
+    if !json {
+        for (k, (l, r)) in pairs.iter().enumerate() {
+            output::connected(k, *l, *r);
+        }
     }
     drop(udp_listener);
     let shared = Shared::new(if params.reverse { params.num } else { 0 });
@@ -236,6 +273,7 @@ fn serve_test(
         rate: params.bandwidth,
         send: side.send,
         receive: side.receive,
+        past_budget: params.udp.then_some(UDP_PAST_BUDGET),
     };
     let mut running = super::streams::start(sockets, plan, &shared)?;
     // The client ends the test (its time or bytes are up), or vanishes.
@@ -268,10 +306,50 @@ fn serve_test(
     // IPERF_DONE, or the client's close.
     let _ = proto::read_state(&mut ctrl);
     done();
-    if !json {
+    if json {
+        // As iperf3 -s -J: a document a test, this side's.
+        let outcome = output::Outcome {
+            client: false,
+            server: ctrl.local_addr()?,
+            tallies: running.iter().map(super::streams::Stream::tally).collect(),
+            params,
+            ours,
+            theirs,
+            seconds,
+            streams: pairs,
+            intervals: Vec::new(),
+        };
+        let doc = output::json(side.local.port(), &peer.ip().to_string(), &outcome);
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
         output::server_summary(&running, &ours, &theirs, seconds, &params);
     }
     Ok(())
+}
+
+/// Sending UDP for `-R -n`: how long after its budget's last datagram the server waits for the
+/// client to end the test before it sends on (some datagrams were lost, and the client ends
+/// the test only once it has its bytes; iperf3's server sends until then from the start).
+const UDP_PAST_BUDGET: Duration = Duration::from_millis(500);
+
+/// iperf3's `IEUNIMP`: "an option you are trying to set is not implemented yet".
+const IEUNIMP: i32 = 13;
+/// iperf3's `IESTREAMLISTEN`: "unable to start stream listener".
+const IESTREAMLISTEN: i32 = 201;
+
+/// Whether the client of `ctrl` closed it (or it failed): a look that does not wait.
+fn client_left(ctrl: &TcpStream) -> bool {
+    if ctrl.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let mut b = [0u8; 1];
+    let left = match ctrl.peek(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    };
+    let _ = ctrl.set_nonblocking(false);
+    left
 }
 
 /// `SERVER_ERROR` and the two numbers iperf3's client prints (`i_errno`, `errno`).
@@ -283,18 +361,43 @@ fn send_error(ctrl: &mut TcpStream, i_errno: i32, errno: i32) {
     let _ = ctrl.write_all(&msg);
 }
 
-/// The listener for `-s`: `--bind`, else the wildcard of `-4`/`-6` (both by default).
+/// The listener for `-s`: `--bind`, else the wildcard of `-4`/`-6` (both by default; `-6`
+/// IPv6 only, as iperf3's).
 pub fn listen(opt: &Opt) -> anyhow::Result<TcpListener> {
     let port = opt.port;
+    if let Some(ip) = opt.bind
+        && ((opt.ipv4 && !ip.is_ipv4()) || (opt.ipv6 && !ip.is_ipv6()))
+    {
+        anyhow::bail!(
+            "-B {ip} is not of the family {} asks for",
+            if opt.ipv4 { "-4" } else { "-6" }
+        );
+    }
     let addr = match opt.bind {
         Some(ip) => SocketAddr::new(ip, port),
         None if opt.ipv4 => SocketAddr::from(([0, 0, 0, 0], port)),
         None => SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)),
     };
-    let l = TcpListener::bind(addr).or_else(|e| {
+    let bind = |addr: SocketAddr, v6_only: bool| -> std::io::Result<TcpListener> {
+        let s = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            None,
+        )?;
+        s.set_reuse_address(true)?;
+        if addr.is_ipv6() && addr.ip().is_unspecified() {
+            s.set_only_v6(v6_only)?;
+        }
+        s.bind(&addr.into())?;
+        // A crowd of connections waits in the accept queue while the accept loop hands each to
+        // its thread: as deep as the kernel allows (net.core.somaxconn caps it), as std's is.
+        s.listen(4096)?;
+        Ok(s.into())
+    };
+    let l = bind(addr, opt.ipv6).or_else(|e| {
         // No IPv6 on this host: the IPv4 wildcard.
         if opt.bind.is_none() && !opt.ipv6 {
-            TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], port)))
+            bind(SocketAddr::from(([0, 0, 0, 0], port)), false)
         } else {
             Err(e)
         }

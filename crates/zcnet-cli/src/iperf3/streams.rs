@@ -37,6 +37,14 @@ pub enum Socket {
 }
 
 impl Socket {
+    /// (local, remote) addresses.
+    pub fn addrs(&self) -> io::Result<(std::net::SocketAddr, std::net::SocketAddr)> {
+        match self {
+            Socket::Tcp(s) => Ok((s.local_addr()?, s.peer_addr()?)),
+            Socket::Udp(s) => Ok((s.local_addr()?, s.peer_addr()?)),
+        }
+    }
+
     fn dup(&self) -> io::Result<OwnedFd> {
         match self {
             Socket::Tcp(s) => s.as_fd().try_clone_to_owned(),
@@ -131,6 +139,9 @@ pub struct Plan {
     pub rate: u64,
     pub send: Send,
     pub receive: Receive,
+    /// UDP: once the budget is spent and the test still runs this long after, send on (without
+    /// a budget) until it stops. `None`: stop at the budget.
+    pub past_budget: Option<Duration>,
 }
 
 /// A test's streams started on `sockets`.
@@ -285,13 +296,18 @@ fn send_msg_zerocopy(
         let a = c.auto;
         let by_copy = a.copy_bytes + a.backoff_bytes;
         if auto && by_copy > 0 {
+            let told = if c.completed_calls > 0 {
+                format!(
+                    " ({} of {} completions flagged copied: a receiver on this host)",
+                    c.copied_calls, c.completed_calls
+                )
+            } else {
+                " (none tried: its prior for this route and size said copy)".to_owned()
+            };
             Some(format!(
                 "Mode::Auto sent {by_copy} of {} bytes by copy, where zero copy does not pay \
-                 or the kernel copies anyway ({} of {} completions flagged copied: a receiver on \
-                 this host)",
-                by_copy + a.zero_copy_bytes,
-                c.copied_calls,
-                c.completed_calls
+                 or the kernel copies anyway{told}",
+                by_copy + a.zero_copy_bytes
             ))
         } else {
             flagged_copied(c.copied_calls, c.completed_calls)
@@ -525,10 +541,25 @@ fn send_udp(s: &UdpSocket, plan: Plan, shared: &Shared, live: &Live) -> io::Resu
     let pacer = Pacer::new(plan.rate);
     let mut block = block(plan.len);
     let mut number = 0u32;
+    let mut unbounded = false;
     loop {
-        let n = shared.take(plan.len, true);
-        if n == 0 {
+        let n = if unbounded {
+            plan.len
+        } else {
+            shared.take(plan.len, true)
+        };
+        if shared.stopped() {
             break;
+        }
+        if n == 0 {
+            match plan.past_budget {
+                Some(wait) if wait_for_stop(shared, wait) => break,
+                Some(_) => {
+                    unbounded = true;
+                    continue;
+                }
+                None => break,
+            }
         }
         number = number.wrapping_add(1);
         udp::stamp(&mut block, number);
@@ -550,6 +581,18 @@ fn send_udp(s: &UdpSocket, plan: Plan, shared: &Shared, live: &Live) -> io::Resu
         pacer.wait(live.add(n), shared);
     }
     Ok(udp_tally(live, number))
+}
+
+/// Waits up to `wait` for the test to stop: whether it did.
+fn wait_for_stop(shared: &Shared, wait: Duration) -> bool {
+    let until = Instant::now() + wait;
+    while Instant::now() < until {
+        if shared.stopped() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    shared.stopped()
 }
 
 fn udp_tally(live: &Live, number: u32) -> Tally {

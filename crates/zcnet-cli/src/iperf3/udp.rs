@@ -115,16 +115,29 @@ pub fn bind_shared(addr: SocketAddr) -> io::Result<UdpSocket> {
     Ok(s.into())
 }
 
-/// The server's side of a stream's handshake on `listener`: waits for a client's datagram and
-/// connects `listener` to it. The caller binds the port's next listener, then [`reply`]s: the
-/// client makes its next stream only after the answer, which finds that listener there.
-pub fn accept(listener: UdpSocket) -> io::Result<UdpSocket> {
-    listener.set_read_timeout(Some(HANDSHAKE_WAIT))?;
+/// The server's side of a stream's handshake on `listener`: waits at most `wait` for a client's
+/// datagram and connects `listener` to it (`true`; `false`: none came). The caller binds the
+/// port's next listener, then [`reply`]s: the client makes its next stream only after the
+/// answer, which finds that listener there.
+pub fn accept(listener: &UdpSocket, wait: Duration) -> io::Result<bool> {
+    listener.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
     let mut word = [0u8; 4];
-    let (_, peer) = listener.recv_from(&mut word)?;
-    listener.connect(peer)?;
-    listener.set_read_timeout(None)?;
-    Ok(listener)
+    match listener.recv_from(&mut word) {
+        Ok((_, peer)) => {
+            listener.connect(peer)?;
+            listener.set_read_timeout(None)?;
+            Ok(true)
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The server's answer on a stream [`accept`] connected.
@@ -184,9 +197,9 @@ mod tests {
         let listener = bind_shared("127.0.0.1:0".parse().unwrap()).unwrap();
         let at = listener.local_addr().unwrap();
         let server = std::thread::spawn(move || {
-            let s = accept(listener)?;
-            reply(&s)?;
-            Ok::<_, io::Error>(s)
+            while !accept(&listener, Duration::from_millis(100))? {}
+            reply(&listener)?;
+            Ok::<_, io::Error>(listener)
         });
         let client = UdpSocket::bind("127.0.0.1:0").unwrap();
         client.connect(at).unwrap();
