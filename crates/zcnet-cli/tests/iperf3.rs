@@ -611,15 +611,27 @@ fn options_our_server_does_not_serve_are_refused_and_it_serves_on() {
         assert!(!out.status.success(), "{args:?} ran: {said}");
         assert!(said.contains("not implemented"), "{args:?}: {said}");
     }
-    let out =
-        client_run(Command::new("iperf3").args(["-c", "127.0.0.1", "-p", &p, "-n", "1M", "-J"]));
-    assert!(out.status.success());
-    check(
-        &serde_json::from_slice(&out.stdout).unwrap(),
-        Count::Exact(1 << 20),
-        true,
-        "after the refusals",
-    );
+    // What it serves: -Z (with -R our server sends by sendfile), -N, the payload's pattern.
+    for args in [
+        &["-n", "1M"][..],
+        &["-n", "1M", "-Z"],
+        &["-n", "1M", "-Z", "-R"],
+        &["-n", "1M", "-N"],
+        &["-n", "1M", "--repeating-payload"],
+    ] {
+        let out = client_run(
+            Command::new("iperf3")
+                .args(["-c", "127.0.0.1", "-p", &p, "-J"])
+                .args(args),
+        );
+        assert!(out.status.success(), "{args:?}");
+        check(
+            &serde_json::from_slice(&out.stdout).unwrap(),
+            Count::Exact(1 << 20),
+            iperf3_sends(true, args),
+            &format!("{args:?} after the refusals"),
+        );
+    }
 }
 
 /// A connection that sends its cookie a byte at a time, slowly, is closed once the 10 s a

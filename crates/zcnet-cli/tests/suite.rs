@@ -66,6 +66,34 @@ fn bench_suite_json_carries_probe_reports_and_summary() {
     }
     uring_tx_ran_every_mode(reports);
     relay_held_two_descriptors_a_connection(reports);
+    iperf3_ran_every_arm(reports);
+}
+
+/// Where iperf3 is installed, the step beside it ran every arm, each moving bytes; zcnet's
+/// `-Z` sent everything without a copy; the receivers' rows are judged.
+fn iperf3_ran_every_arm(reports: &[serde_json::Value]) {
+    let installed = std::process::Command::new("iperf3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let report = reports.iter().find(|r| r["bench"] == "iperf3");
+    if !installed {
+        assert!(report.is_none(), "an iperf3 step without iperf3");
+        return netlab::skip::skip("iperf3 is not installed: no step beside it");
+    }
+    let report = report.expect("the iperf3 step");
+    let rows = report["rows"].as_array().unwrap();
+    for arm in report["settings"]["arms"].as_array().unwrap() {
+        let of: Vec<_> = rows.iter().filter(|r| &r["arm"] == arm).collect();
+        assert!(!of.is_empty(), "iperf3: no run of {arm}");
+        for r in of {
+            assert!(r["bytes"].as_u64().unwrap() > 0, "iperf3: {r}");
+            assert!(r["cpu_us_per_mb"].as_f64().unwrap() > 0.0, "iperf3: {r}");
+            if r["arm"] == "zcnet -c -Z" {
+                assert_eq!(r["zero_copy_share"], 1.0, "iperf3: {r}");
+            }
+        }
+    }
 }
 
 /// The relay bench (whose runs fail on an echo that differs): its event loops held at most two

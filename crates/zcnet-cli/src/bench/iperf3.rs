@@ -181,13 +181,7 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     }
     opt.common
         .needs_labs("bench iperf3 builds a namespace with a loopback of MTU 61512")?;
-    let found = Command::new(&opt.iperf3)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
+    if !installed(&opt.iperf3) {
         bail!(
             "bench iperf3 needs iperf3 ({} does not run; Debian: apt-get install iperf3, or \
              give --iperf3 PATH)",
@@ -197,6 +191,16 @@ pub fn run(opt: Opt) -> anyhow::Result<()> {
     let runs = opt.common.runs.unwrap_or(5);
     let seconds = opt.common.seconds.unwrap_or(2.0).max(1.0).round() as u32;
     bench(&opt.iperf3, runs, seconds, opt.common.json)?.finish(&opt.common)
+}
+
+/// Whether `iperf3` runs (`iperf3 --version`).
+pub fn installed(iperf3: &std::path::Path) -> bool {
+    Command::new(iperf3)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Runs every arm `runs` times, alternated, tests of `seconds`.

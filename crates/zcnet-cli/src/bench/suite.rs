@@ -12,7 +12,8 @@ use super::engine::Plan;
 use super::outcome::{Outcome, SummaryRow, finish_document, render_summary};
 use super::reference::Reference;
 use super::{
-    async_serve, file_tx, packet, packet_tx, peek, relay, sweep, tcp_rx, tx, udp_gso, uring_tx,
+    async_serve, file_tx, iperf3, packet, packet_tx, peek, relay, sweep, tcp_rx, tx, udp_gso,
+    uring_tx,
 };
 use crate::measure::Report;
 
@@ -160,7 +161,7 @@ fn suite_steps(
         seconds,
         quiet,
     };
-    vec![
+    let mut steps: Vec<(&'static str, Step)> = vec![
         (
             // The two loopback conditions of the RX acceptance, IPv6.
             "tcp-rx (loopback, IPv6)",
@@ -296,7 +297,24 @@ fn suite_steps(
                 packet_tx::bench(&plan)
             }),
         ),
-    ]
+    ];
+    // zcnet iperf3 beside iperf3 itself (tests of whole seconds), where iperf3 is installed.
+    let program = Path::new("iperf3");
+    if iperf3::installed(program) {
+        steps.push((
+            "iperf3 (beside iperf3, loopback of MTU 61512)",
+            Box::new(move || {
+                let seconds = rounds.seconds.max(1.0).round() as u32;
+                iperf3::bench(program, rounds.runs, seconds, rounds.quiet)
+            }),
+        ));
+    } else {
+        eprintln!(
+            "zcnet bench: the iperf3 step skipped: iperf3 is not installed (Debian: apt-get \
+             install iperf3)"
+        );
+    }
+    steps
 }
 
 #[cfg(test)]

@@ -193,6 +193,28 @@ pub struct Params {
     pub other: serde_json::Map<String, serde_json::Value>,
 }
 
+/// Options iperf3's client sends that this server serves beyond the fields above: `zerocopy`
+/// (`-Z`: with `-R` the server sends by `sendfile`, as iperf3's does), `nodelay` (`-N`:
+/// `TCP_NODELAY` on the server's streams too), and the payload's pattern and the texts, which
+/// change nothing here.
+pub const SERVED: [&str; 5] = [
+    "zerocopy",
+    "nodelay",
+    "repeating_payload",
+    "title",
+    "extra_data",
+];
+
+impl Params {
+    /// Whether the client set option `key` (a key of [`SERVED`]).
+    pub fn asks(&self, key: &str) -> bool {
+        self.other.get(key).is_some_and(|v| {
+            v.as_bool()
+                .unwrap_or_else(|| v.as_i64().is_some_and(|n| n != 0))
+        })
+    }
+}
+
 /// Streams a test may have (iperf3's `-P` takes at most 128).
 pub const MAX_STREAMS: u32 = 128;
 
@@ -232,7 +254,7 @@ impl Params {
             let mut keys: Vec<&str> = self
                 .other
                 .iter()
-                .filter(|(_, v)| set(v))
+                .filter(|(k, v)| set(v) && !SERVED.contains(&k.as_str()))
                 .map(|(k, _)| k.as_str())
                 .collect();
             keys.sort_unstable();
@@ -379,6 +401,11 @@ mod tests {
         assert_eq!(p(r#"{"udp":true,"len":1460,"bandwidth":1048576}"#), None);
         // Options iperf3 sends only when set; set to their defaults they are no request.
         assert_eq!(p(r#"{"tcp":true,"MSS":0,"congestion":""}"#), None);
+        // What iperf3's -Z, -N, --repeating-payload and -T send.
+        assert_eq!(
+            p(r#"{"tcp":true,"zerocopy":true,"nodelay":true,"repeating_payload":1,"title":"x"}"#),
+            None
+        );
         for (text, needle) in [
             (r#"{"tcp":true,"bidirectional":true}"#, "--bidir"),
             (r#"{"tcp":true,"omit":1}"#, "-O"),

@@ -251,6 +251,13 @@ fn serve_test(
         }
     }
     sockets.sort_by_key(|(order, _)| *order);
+    if params.asks("nodelay") {
+        for (_, s) in &sockets {
+            if let Socket::Tcp(s) = s {
+                s.set_nodelay(true)?;
+            }
+        }
+    }
     let sockets: Vec<Socket> = sockets.into_iter().map(|(_, s)| s).collect();
     let pairs = sockets
         .iter()
@@ -271,7 +278,12 @@ fn serve_test(
         sending: params.reverse,
         len,
         rate: params.bandwidth,
-        send: side.send,
+        // The client's -Z asks the sending side for sendfile (iperf3's server honours it).
+        send: if params.asks("zerocopy") {
+            Send::Sendfile
+        } else {
+            side.send
+        },
         receive: side.receive,
         past_budget: params.udp.then_some(UDP_PAST_BUDGET),
     };
