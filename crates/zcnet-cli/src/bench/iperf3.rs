@@ -348,6 +348,40 @@ fn listening(pid: u32) -> bool {
     })
 }
 
+/// A process of a test, killed (and reaped) if the test ends before it was reaped.
+struct Started(Option<Child>);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Started {
+    /// Reaps it (see [`reap`]).
+    fn reap(&mut self, deadline: Instant, what: &str) -> anyhow::Result<(bool, f64)> {
+        match self.0.take() {
+            Some(c) => reap(c, deadline, what),
+            None => bail!("{what} was reaped already"),
+        }
+    }
+}
+
+/// Reads all of `r` on a thread of its own (a child's pipe, read while it runs: a `-J` of a long
+/// test fills a pipe's 64 KiB before it ends).
+fn read_all(r: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(mut r) = r {
+            let _ = r.read_to_string(&mut s);
+        }
+        s
+    })
+}
+
 /// One test of `arm`: its server, then its client; the measured side's CPU over its bytes.
 fn one_test(
     lab: &LoopbackLab,
@@ -358,58 +392,45 @@ fn one_test(
     run: usize,
 ) -> anyhow::Result<Row> {
     let deadline = Instant::now() + Duration::from_secs(u64::from(seconds) + 30);
-    let server = programs
-        .command(lab, arm.server.0, &["-s", "-1"], arm.server.1)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting the server")?;
-    pin(server.id(), 1);
-    while !listening(server.id()) {
+    let mut server = Started(Some(
+        programs
+            .command(lab, arm.server.0, &["-s", "-1"], arm.server.1)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting the server")?,
+    ));
+    let server_pid = server.0.as_ref().map_or(0, Child::id);
+    pin(server_pid, 1);
+    while !listening(server_pid) {
         if Instant::now() > deadline {
             bail!("the server did not listen on {PORT}");
         }
         std::thread::sleep(Duration::from_millis(5));
     }
     let t = seconds.to_string();
-    let client = programs
-        .command(
-            lab,
-            arm.client.0,
-            &["-c", addr, "-t", &t, "-J"],
-            arm.client.1,
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let client = match client {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = reap(server, Instant::now(), "the server");
-            return Err(e).context("starting the client");
-        }
-    };
-    pin(client.id(), 0);
-    // Its output is read once it ended: -J prints at the end, well under a pipe's 64 KiB.
-    let mut client = client;
-    let out = client.stdout.take();
-    let err = client.stderr.take();
-    let (client_ok, client_cpu) = reap(client, deadline, "the client")?;
-    let (_, server_cpu) = reap(server, deadline, "the server")?;
-    let read = |p: Option<std::process::ChildStdout>| {
-        let mut s = String::new();
-        if let Some(mut p) = p {
-            let _ = std::io::Read::read_to_string(&mut p, &mut s);
-        }
-        s
-    };
-    let text = read(out);
-    let mut said = String::new();
-    if let Some(mut e) = err {
-        let _ = std::io::Read::read_to_string(&mut e, &mut said);
-    }
+    let mut client = Started(Some(
+        programs
+            .command(
+                lab,
+                arm.client.0,
+                &["-c", addr, "-t", &t, "-J"],
+                arm.client.1,
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting the client")?,
+    ));
+    let child = client.0.as_mut().context("the client")?;
+    pin(child.id(), 0);
+    let (out, err) = (read_all(child.stdout.take()), read_all(child.stderr.take()));
+    let (client_ok, client_cpu) = client.reap(deadline, "the client")?;
+    let (_, server_cpu) = server.reap(deadline, "the server")?;
+    let text = out.join().unwrap_or_default();
+    let said = err.join().unwrap_or_default();
     if !client_ok {
         bail!("the client failed: {}{}", said.trim(), text.trim());
     }

@@ -56,6 +56,13 @@ pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
         client_version: Some("3.12".to_owned()),
         ..Params::default()
     };
+    let mut params = params;
+    if opt.sendfile {
+        // As iperf3's -Z: with -R the server sends by sendfile.
+        params
+            .other
+            .insert("zerocopy".into(), serde_json::Value::Bool(true));
+    }
     let mut sockets = Vec::new();
     let mut pairs = Vec::new();
     loop {
@@ -104,8 +111,11 @@ pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
         .store(true, std::sync::atomic::Ordering::Relaxed);
     let seconds = started.elapsed().as_secs_f64();
     if !opt.reverse {
+        // A sender still blocked 5 s after the test's end (a server that reads nothing) is
+        // ended by shutting its socket down.
+        let by = Instant::now() + Duration::from_secs(5);
         for s in &mut streams {
-            s.join()?;
+            s.join_by(by)?;
         }
         if opt.udp {
             // Datagrams on their way: an iperf3 server counts what it read before TEST_END.

@@ -237,7 +237,7 @@ pub fn client_summary(o: &Outcome) {
     }
     println!();
     println!("iperf Done.");
-    let bytes: u64 = o.ours.streams.iter().map(StreamResult::count).sum();
+    let bytes = summed(&o.ours).count();
     println!(
         "{}",
         zcnet_line(
@@ -249,7 +249,7 @@ pub fn client_summary(o: &Outcome) {
             bytes
         )
     );
-    let theirs: u64 = o.theirs.streams.iter().map(StreamResult::count).sum();
+    let theirs = summed(&o.theirs).count();
     println!(
         "zcnet: the server's CPU: {}",
         cpu_per_mb(o.theirs.cpu_util_total, o.seconds, theirs)
@@ -259,11 +259,17 @@ pub fn client_summary(o: &Outcome) {
 /// A side's streams as one: bytes, losses, datagrams and retransmits summed, the jitter their
 /// mean, the longest time.
 fn summed(r: &Results) -> StreamResult {
+    // The peer's numbers: summed without overflow, whatever they are.
+    let sum = |f: fn(&StreamResult) -> i64| {
+        r.streams
+            .iter()
+            .fold(0i64, |a, x| a.saturating_add(f(x).max(0)))
+    };
     StreamResult {
-        bytes: r.streams.iter().map(|x| x.bytes.max(0)).sum(),
-        errors: r.streams.iter().map(|x| x.errors.max(0)).sum(),
-        packets: r.streams.iter().map(|x| x.packets.max(0)).sum(),
-        retransmits: r.streams.iter().map(|x| x.retransmits.max(0)).sum(),
+        bytes: sum(|x| x.bytes),
+        errors: sum(|x| x.errors),
+        packets: sum(|x| x.packets),
+        retransmits: sum(|x| x.retransmits),
         jitter: r.streams.iter().map(|x| x.jitter).sum::<f64>() / r.streams.len().max(1) as f64,
         start_time: 0.0,
         end_time: r
@@ -330,7 +336,7 @@ pub fn server_summary(
 ) {
     let cpu = ours.cpu_util_total;
     let ours_b: u64 = streams.iter().map(Stream::count).sum();
-    let theirs_b: u64 = theirs.streams.iter().map(StreamResult::count).sum();
+    let theirs_b = summed(theirs).count();
     let (sent, received) = if params.reverse {
         (ours_b, theirs_b)
     } else {
@@ -493,6 +499,7 @@ pub fn json(port: u16, host: &str, o: &Outcome) -> Value {
         "intervals": intervals,
         "end": end,
         "zcnet": {
+            "role": if o.client { "client" } else { "server" },
             "side": if sender { "sender" } else { "receiver" },
             "path": o.tallies.first().map_or("none", |t| t.path),
             "zero_copy_bytes": zc, "copied_bytes": copied,

@@ -288,9 +288,8 @@ fn serve_test(
         past_budget: params.udp.then_some(UDP_PAST_BUDGET),
     };
     let mut running = super::streams::start(sockets, plan, &shared)?;
-    // The client ends the test (its time or bytes are up), or vanishes.
-    ctrl.set_read_timeout(None)?;
-    let end = proto::read_state(&mut ctrl);
+    // The client ends the test (its time or bytes are up), or vanishes, or goes silent.
+    let end = wait_for_test_end(&mut ctrl, &params, &running, started);
     shared
         .stop
         .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -310,6 +309,8 @@ fn serve_test(
     let cpu = cpu0
         .zip(super::streams::cpu_now())
         .map(|(a, b)| (b.0 - a.0, b.1 - a.1));
+    // The results and IPERF_DONE come at once from a client that is there.
+    ctrl.set_read_timeout(Some(COOKIE_WAIT))?;
     proto::send_state(&mut ctrl, State::ExchangeResults)?;
     let theirs: Results = proto::read_json(&mut ctrl).context("the client's results")?;
     let ours = super::streams::results(&running, seconds, cpu.as_ref(), params.reverse);
@@ -339,6 +340,46 @@ fn serve_test(
     Ok(())
 }
 
+/// How long past its `-t` a test may run before the server ends it (iperf3's server ends a
+/// timed test 40 s past its time), and how long a test may move no byte (iperf3's
+/// `--rcv-timeout`): a client that goes silent without closing frees the server then.
+const GRACE: Duration = Duration::from_secs(40);
+const IDLE: Duration = Duration::from_secs(120);
+
+/// Waits for the client's `TEST_END` (or its close), at most [`GRACE`] past the test's time and
+/// at most [`IDLE`] without a byte moving on its streams.
+fn wait_for_test_end(
+    ctrl: &mut TcpStream,
+    params: &Params,
+    running: &[super::streams::Stream],
+    started: Instant,
+) -> anyhow::Result<State> {
+    let limit = (params.time > 0).then(|| Duration::from_secs(u64::from(params.time)) + GRACE);
+    let mut seen = (Instant::now(), 0u64);
+    ctrl.set_read_timeout(Some(Duration::from_secs(1)))?;
+    loop {
+        match proto::read_state(ctrl) {
+            Ok(s) => return Ok(s),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e).context("the control connection"),
+        }
+        let moved: u64 = running.iter().map(super::streams::Stream::count).sum();
+        if moved != seen.1 {
+            seen = (Instant::now(), moved);
+        }
+        if limit.is_some_and(|l| started.elapsed() > l) {
+            anyhow::bail!("the client did not end its test {GRACE:?} past its time");
+        }
+        if seen.0.elapsed() > IDLE {
+            anyhow::bail!("the test moved no byte for {IDLE:?}: the client went silent");
+        }
+    }
+}
+
 /// Sending UDP for `-R -n`: how long after its budget's last datagram the server waits for the
 /// client to end the test before it sends on (some datagrams were lost, and the client ends
 /// the test only once it has its bytes; iperf3's server sends until then from the start).
@@ -347,7 +388,7 @@ const UDP_PAST_BUDGET: Duration = Duration::from_millis(500);
 /// iperf3's `IEUNIMP`: "an option you are trying to set is not implemented yet".
 const IEUNIMP: i32 = 13;
 /// iperf3's `IESTREAMLISTEN`: "unable to start stream listener".
-const IESTREAMLISTEN: i32 = 201;
+const IESTREAMLISTEN: i32 = 202;
 
 /// Whether the client of `ctrl` closed it (or it failed): a look that does not wait.
 fn client_left(ctrl: &TcpStream) -> bool {

@@ -27,6 +27,16 @@ pub const QUIET: Duration = Duration::from_millis(200);
 /// `tcp_mmap` takes them.
 const RECEIVE_WINDOW: usize = 512 * 1024;
 
+/// How long a receiver reads on after the test stopped, at most (a peer that keeps sending
+/// after its end of the test does not hold it).
+const DRAIN_MAX: Duration = Duration::from_secs(2);
+
+/// Whether a receiver should stop now: the test stopped [`DRAIN_MAX`] ago (`since` notes when
+/// this receiver first saw it stopped).
+fn drained_enough(shared: &Shared, since: &mut Option<Instant>) -> bool {
+    shared.stopped() && since.get_or_insert_with(Instant::now).elapsed() > DRAIN_MAX
+}
+
 /// Send calls between two reads of the error queue (`MSG_ZEROCOPY`).
 const REAP_EVERY: u64 = 32;
 
@@ -362,7 +372,10 @@ fn send_uring(
     for b in &mut spare {
         b.copy_from_slice(&pattern);
     }
+    // A block counts as sent when it comes back without an error (the kernel sent it), not
+    // when it is queued: a test's end shuts the socket under what is still queued.
     let mut tail = 0;
+    let mut queued = 0u64;
     'send: loop {
         let n = shared.take(plan.len, false);
         if n == 0 {
@@ -376,28 +389,41 @@ fn send_uring(
             if let Some(b) = spare.pop() {
                 break b;
             }
-            if let Some(r) = tx.pop_returned() {
-                if let Some(e) = r.error {
-                    ended(e, shared)?;
-                    break 'send;
-                }
-                break r.buf;
-            }
-            tx.reap()?;
-            if shared.stopped() {
-                break 'send;
+            // Every block loaned: wait for one (not a spin on the completion queue).
+            match tx.wait_returned(Duration::from_millis(100))? {
+                Some(r) => match r.error {
+                    Some(e) => {
+                        ended(e, shared)?;
+                        break 'send;
+                    }
+                    None => {
+                        live.add(plan.len);
+                        break r.buf;
+                    }
+                },
+                None if shared.stopped() => break 'send,
+                None => {}
             }
         };
         if let Err(e) = tx.send(buf) {
             ended(e.error, shared)?;
             break;
         }
-        pacer.wait(live.add(n), shared);
+        queued += n as u64;
+        pacer.wait(queued, shared);
     }
     if let Err(e) = tx.drain(Duration::from_secs(5)) {
         ended(e, shared)?;
     }
-    let failed = tx.returned().find_map(|r| r.error);
+    let mut failed = None;
+    for r in tx.returned() {
+        match r.error {
+            None => {
+                live.add(plan.len);
+            }
+            Some(e) => failed = failed.or(Some(e)),
+        }
+    }
     if let Some(e) = failed {
         ended(e, shared)?;
     }
@@ -406,7 +432,7 @@ fn send_uring(
     let mut copied = c.copied_bytes();
     if tail > 0 {
         w.write_all(&pattern[..tail])?;
-        live.bytes.fetch_add(tail as u64, Ordering::Relaxed);
+        live.add(tail);
         copied += tail as u64;
     }
     Ok(Tally {
@@ -504,7 +530,11 @@ fn receive_tcp(s: TcpStream, plan: Plan, shared: &Shared, live: &Live) -> io::Re
     };
     let mut rx = TcpZeroCopyReceiver::new(s, config).map_err(io::Error::other)?;
     let mut lowered = false;
+    let mut since = None;
     loop {
+        if drained_enough(shared, &mut since) {
+            break;
+        }
         match rx.recv() {
             Ok(Some(got)) => {
                 live.bytes.fetch_add(got.len() as u64, Ordering::Relaxed);
@@ -612,7 +642,11 @@ fn receive_udp(s: &UdpSocket, plan: Plan, shared: &Shared, live: &Live) -> io::R
     s.set_read_timeout(Some(QUIET))?;
     let mut buf = vec![0u8; plan.len.max(udp::MAX_DATAGRAM)];
     let mut counts = udp::Counts::default();
+    let mut since = None;
     loop {
+        if drained_enough(shared, &mut since) {
+            break;
+        }
         match s.recv(&mut buf) {
             Ok(0) if shared.stopped() => break,
             Ok(n) => {
@@ -668,6 +702,19 @@ impl Stream {
     pub fn end(&mut self) -> io::Result<()> {
         let _ = socket2::SockRef::from(&self.handle).shutdown(Shutdown::Both);
         self.join()
+    }
+
+    /// Waits for its thread until `deadline`, then ends it (a sender blocked on a peer that
+    /// reads nothing returns once its socket is shut down).
+    pub fn join_by(&mut self, deadline: Instant) -> io::Result<()> {
+        while !self.finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if self.finished() {
+            self.join()
+        } else {
+            self.end()
+        }
     }
 
     /// Waits for its thread.

@@ -121,13 +121,16 @@ pub fn bind_shared(addr: SocketAddr) -> io::Result<UdpSocket> {
 /// answer, which finds that listener there.
 pub fn accept(listener: &UdpSocket, wait: Duration) -> io::Result<bool> {
     listener.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
-    let mut word = [0u8; 4];
+    let mut word = [0u8; 8];
     match listener.recv_from(&mut word) {
-        Ok((_, peer)) => {
+        // iperf3's word, in either byte order (a client writes it in its own); anything else
+        // (a stranger's datagram) is not a stream.
+        Ok((4, peer)) if is_connect(&word[..4]) => {
             listener.connect(peer)?;
             listener.set_read_timeout(None)?;
             Ok(true)
         }
+        Ok(_) => Ok(false),
         Err(e)
             if matches!(
                 e.kind(),
@@ -138,6 +141,11 @@ pub fn accept(listener: &UdpSocket, wait: Duration) -> io::Result<bool> {
         }
         Err(e) => Err(e),
     }
+}
+
+/// Whether `word` is iperf3's connect word, in either byte order.
+fn is_connect(word: &[u8]) -> bool {
+    word == CONNECT.to_be_bytes() || word == CONNECT.to_le_bytes()
 }
 
 /// The server's answer on a stream [`accept`] connected.
@@ -203,8 +211,14 @@ mod tests {
         });
         let client = UdpSocket::bind("127.0.0.1:0").unwrap();
         client.connect(at).unwrap();
+        // A stranger's datagram first: not a stream.
+        let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+        stranger.send_to(b"hello", at).unwrap();
+        stranger.send_to(&[1, 2, 3, 4], at).unwrap();
         connect(&client).unwrap();
         let server = server.join().unwrap().unwrap();
         assert_eq!(server.peer_addr().unwrap(), client.local_addr().unwrap());
+        assert!(is_connect(&0x3637_3839u32.to_be_bytes()));
+        assert!(!is_connect(b"9877"));
     }
 }

@@ -315,6 +315,9 @@ fn is_iperf3(v: &Value) -> bool {
 /// `iperf3`, the set named by the program and the path (`zcnet`'s object where there is one),
 /// the rate received, this side's CPU per MB it moved and the far side's.
 fn iperf3_report(v: &Value) -> Result<Report, String> {
+    if let Some(e) = v["error"].as_str() {
+        return Err(format!("an iperf3 -J document of a test that failed: {e}"));
+    }
     let end = &v["end"];
     let num = |v: &Value, path: &str| {
         v.pointer(path)
@@ -329,11 +332,16 @@ fn iperf3_report(v: &Value) -> Result<Report, String> {
     let seconds = num(end, "/sum_sent/seconds")?;
     let test = &v["start"]["test_start"];
     let reverse = test["reverse"].as_i64().unwrap_or(0) != 0;
-    // The client's side: it sent, or with -R it received.
-    let (ours, theirs) = if reverse {
-        (received_bytes, sent_bytes)
-    } else {
+    let zcnet = v.get("zcnet");
+    // Whose document: a server's (iperf3's says whom it accepted; ours says its role) or a
+    // client's; and whether that side sent (a client unless -R, a server with -R).
+    let server = v["start"].get("accepted_connection").is_some()
+        || zcnet.is_some_and(|z| z["role"] == "server");
+    let sent = server == reverse;
+    let (ours, theirs) = if sent {
         (sent_bytes, received_bytes)
+    } else {
+        (received_bytes, sent_bytes)
     };
     let per_mb = |pct: f64, bytes: f64| {
         if bytes > 0.0 {
@@ -343,7 +351,6 @@ fn iperf3_report(v: &Value) -> Result<Report, String> {
         }
     };
     let cpu = |k: &str| num(end, &format!("/cpu_utilization_percent/{k}"));
-    let zcnet = v.get("zcnet");
     let program = if zcnet.is_some() { "zcnet" } else { "iperf3" };
     let mode = match zcnet.and_then(|z| z["path"].as_str()) {
         Some(path) => format!("zcnet {path}"),
@@ -354,8 +361,11 @@ fn iperf3_report(v: &Value) -> Result<Report, String> {
         "bench": "iperf3",
         "zcnet_version": version,
         "host": {
-            "hostname": v["start"]["connecting_to"]["host"].as_str()
-                .map(|h| format!("{program} -c {h}")).unwrap_or_default(),
+            "hostname": match (server, v["start"]["connecting_to"]["host"].as_str()) {
+                (true, _) => format!("{program} -s"),
+                (false, Some(h)) => format!("{program} -c {h}"),
+                (false, None) => program.to_owned(),
+            },
             "date": v["start"]["timestamp"]["time"].as_str().unwrap_or(""),
             "kernel": v["start"]["system_info"].as_str().unwrap_or(""),
             "cpus": 0,
@@ -633,6 +643,14 @@ mod tests {
         assert!((run.cpu_us_per_mb - 200.0).abs() < 1e-9, "{run:?}");
         assert_eq!(run.remote_cpu_us_per_mb, Some(100.0));
         assert_eq!(run.gbit, 20.0);
+        // A server's document of a forward test: its side received.
+        let mut server = doc.clone();
+        server["start"]["accepted_connection"] = serde_json::json!({"host": "::1"});
+        server["end"]["sum_received"]["bytes"] = serde_json::json!(2.5e9);
+        let input = parse_value(server).unwrap();
+        assert_eq!(input.reports[0].host.hostname, "iperf3 -s");
+        // 1 s of CPU over the 2,500 MB it received.
+        assert!((input.reports[0].results[0].runs[0].cpu_us_per_mb - 400.0).abs() < 1e-9);
         let mut ours = doc;
         ours["zcnet"] = serde_json::json!({"path": "sendfile", "zero_copy_share": 1.0});
         let input = parse_value(ours).unwrap();
