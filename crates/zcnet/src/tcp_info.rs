@@ -93,6 +93,9 @@ pub struct TcpInfo {
     pub probes: u8,
     /// `tcpi_last_ack_recv`: milliseconds since the last ACK from the peer.
     pub last_ack_recv_ms: u32,
+    /// `tcpi_total_retrans`: segments retransmitted over the connection's life (what iperf3
+    /// reports as a sender's `retransmits`).
+    pub total_retrans: u32,
 }
 
 impl TcpInfo {
@@ -132,6 +135,7 @@ impl TcpInfo {
             unacked: u32_at(24),
             probes: raw.head[3],
             last_ack_recv_ms: u32_at(56),
+            total_retrans: u32_at(100),
         }
     }
 }
@@ -155,12 +159,18 @@ mod tests {
         raw.head[3] = 2; // tcpi_probes
         raw.head[24..28].copy_from_slice(&7u32.to_ne_bytes()); // tcpi_unacked
         raw.head[56..60].copy_from_slice(&1500u32.to_ne_bytes()); // tcpi_last_ack_recv
+        raw.head[100..104].copy_from_slice(&136u32.to_ne_bytes()); // tcpi_total_retrans
         raw.bytes_acked = 4097;
         let info = TcpInfo::from_raw(&raw, 120);
         assert_eq!(info.state, TcpState::Established);
         assert_eq!(
-            (info.probes, info.unacked, info.last_ack_recv_ms),
-            (2, 7, 1500)
+            (
+                info.probes,
+                info.unacked,
+                info.last_ack_recv_ms,
+                info.total_retrans
+            ),
+            (2, 7, 1500, 136)
         );
         assert_eq!(
             info.bytes_acked, None,

@@ -187,6 +187,8 @@ pub fn client_summary(o: &Outcome) {
         println!(
             "[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams"
         );
+    } else if sent.sender_has_retransmits == 1 {
+        println!("[ ID] Interval           Transfer     Bitrate         Retr");
     } else {
         println!("[ ID] Interval           Transfer     Bitrate");
     }
@@ -219,9 +221,16 @@ pub fn client_summary(o: &Outcome) {
             rate(bps(r.count(), secs))
         );
     };
+    // iperf3's `Retr` column, where the sender counted them.
+    let retr = sent.sender_has_retransmits == 1;
     let pair = |id: &str, s: &StreamResult, r: &StreamResult| {
         let (st, rt) = if udp {
             (udp_tail(s, s.packets, false), udp_tail(r, s.packets, true))
+        } else if retr {
+            (
+                format!("  {:>4}          ", s.retransmits.max(0)),
+                " ".repeat(16),
+            )
         } else {
             let pad = " ".repeat(16);
             (pad.clone(), pad)
@@ -313,9 +322,10 @@ pub fn zcnet_line(
         .filter_map(|t| t.fallback.as_deref())
         .collect();
     why.dedup();
-    let why = match why.first() {
-        Some(w) => format!("; copied because {w}"),
-        None => String::new(),
+    let why = match (why.first(), tallies.len()) {
+        (Some(w), 1) => format!("; copied because {w}"),
+        (Some(w), _) => format!("; copied because (its first stream) {w}"),
+        (None, _) => String::new(),
     };
     format!(
         "zcnet: {} {} by {path} on this side: {share:.1} % without a copy ({zc} of {} bytes){why}; CPU {}",

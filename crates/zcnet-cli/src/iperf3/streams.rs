@@ -96,6 +96,8 @@ impl Live {
 pub struct Stream {
     /// A second descriptor of its socket: to shut it down, and to read `TCP_INFO`.
     handle: OwnedFd,
+    /// A TCP stream (else UDP).
+    tcp: bool,
     live: Arc<Live>,
     worker: Option<JoinHandle<io::Result<Tally>>>,
     tally: Option<Tally>,
@@ -161,19 +163,20 @@ pub fn start(sockets: Vec<Socket>, plan: Plan, shared: &Arc<Shared>) -> io::Resu
         .map(|s| {
             let shared = shared.clone();
             let handle = s.dup()?;
+            let tcp = matches!(s, Socket::Tcp(_));
             Ok(match (s, plan.sending) {
                 (Socket::Tcp(s), true) => {
-                    Stream::start(handle, move |live| send_tcp(s, plan, &shared, &live))
+                    Stream::start(handle, tcp, move |live| send_tcp(s, plan, &shared, &live))
                 }
-                (Socket::Tcp(s), false) => {
-                    Stream::start(handle, move |live| receive_tcp(s, plan, &shared, &live))
-                }
+                (Socket::Tcp(s), false) => Stream::start(handle, tcp, move |live| {
+                    receive_tcp(s, plan, &shared, &live)
+                }),
                 (Socket::Udp(s), true) => {
-                    Stream::start(handle, move |live| send_udp(&s, plan, &shared, &live))
+                    Stream::start(handle, tcp, move |live| send_udp(&s, plan, &shared, &live))
                 }
-                (Socket::Udp(s), false) => {
-                    Stream::start(handle, move |live| receive_udp(&s, plan, &shared, &live))
-                }
+                (Socket::Udp(s), false) => Stream::start(handle, tcp, move |live| {
+                    receive_udp(&s, plan, &shared, &live)
+                }),
             })
         })
         .collect()
@@ -680,6 +683,7 @@ fn receive_udp(s: &UdpSocket, plan: Plan, shared: &Shared, live: &Live) -> io::R
 impl Stream {
     fn start(
         handle: OwnedFd,
+        tcp: bool,
         work: impl FnOnce(Arc<Live>) -> io::Result<Tally> + std::marker::Send + 'static,
     ) -> Stream {
         let live = Arc::new(Live::default());
@@ -687,6 +691,7 @@ impl Stream {
         let worker = std::thread::spawn(move || work(l));
         Stream {
             handle,
+            tcp,
             live,
             worker: Some(worker),
             tally: None,
@@ -746,6 +751,14 @@ impl Stream {
         self.tally.clone().unwrap_or_default()
     }
 
+    /// Segments this TCP stream retransmitted (`tcpi_total_retrans`); `None` for UDP.
+    pub fn retransmits(&self) -> Option<u64> {
+        self.tcp
+            .then(|| zcnet::tcp_info::tcp_info(&self.handle).ok())
+            .flatten()
+            .map(|i| u64::from(i.total_retrans))
+    }
+
     /// Bytes of this (TCP) stream its peer acknowledged, where the kernel says.
     pub fn acked(&self) -> Option<u64> {
         zcnet::tcp_info::tcp_info(&self.handle)
@@ -782,7 +795,12 @@ pub fn results(
         cpu_util_total: user + sys,
         cpu_util_user: user,
         cpu_util_system: sys,
-        sender_has_retransmits: 0,
+        // As iperf3: a TCP sender counts its retransmits (1), a receiver says -1, UDP 0.
+        sender_has_retransmits: match (sender, streams.iter().all(|s| s.tcp)) {
+            (true, true) => 1,
+            (false, _) => -1,
+            (true, false) => 0,
+        },
         congestion_used: None,
         streams: streams
             .iter()
@@ -793,7 +811,11 @@ pub fn results(
                 proto::StreamResult {
                     id: proto::stream_id(k),
                     bytes: whole(s.count()),
-                    retransmits: if sender { 0 } else { -1 },
+                    retransmits: match (sender, s.retransmits()) {
+                        (true, Some(r)) => whole(r),
+                        (true, None) => 0,
+                        (false, _) => -1,
+                    },
                     jitter: u.jitter,
                     errors: whole(u.lost),
                     packets: whole(if u.packets > 0 {

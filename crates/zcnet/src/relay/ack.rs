@@ -239,6 +239,7 @@ mod tests {
             unacked,
             probes,
             last_ack_recv_ms,
+            total_retrans: 0,
         }
     }
 
