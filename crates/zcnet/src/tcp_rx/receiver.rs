@@ -418,11 +418,9 @@ impl<S: AsFd> TcpZeroCopyReceiver<S> {
         self.unmapped_run += copied as u64;
         if self.unmapped_run >= NOTHING_MAPPED_AFTER {
             self.unmapped_run = 0;
+            // Nothing stays mapped meanwhile: the call that mapped nothing released the window's
+            // pages of the call before it.
             self.copy_until = Some(self.counters.bytes() + PROBE_EVERY);
-            if let Some(w) = self.window.as_mut() {
-                // Nothing of it is handed out any more: unmapped now rather than at the probe.
-                w.release();
-            }
         }
     }
 
