@@ -395,7 +395,7 @@ unsafe impl Pod for XdpStatistics {}
 // SAFETY: repr(C) struct of one integer.
 unsafe impl Pod for XdpOptionsV1 {}
 
-/// The start of `struct tcp_info` (`linux/tcp.h`) up to `tcpi_bytes_retrans` (Linux 4.19), with
+/// The start of `struct tcp_info` (`linux/tcp.h`) up to `tcpi_snd_wnd` (Linux 5.4), with
 /// the fields zcnet reads named and the rest kept as bytes. A kernel that knows less writes a
 /// shorter struct; `getsockopt` says how much.
 #[repr(C)]
@@ -413,6 +413,10 @@ pub struct TcpInfo {
     pub bytes_sent: u64,
     /// `tcpi_bytes_retrans` (4.19).
     pub bytes_retrans: u64,
+    /// `tcpi_dsack_dups` (5.1), `tcpi_reord_seen` (5.1), `tcpi_rcv_ooopack` (5.4).
+    pub tail: [u8; 12],
+    /// `tcpi_snd_wnd` (5.4): the peer's advertised receive window, in bytes.
+    pub snd_wnd: u32,
 }
 
 // --- io_uring set-up and enter, ethtool and sockios, nsfs, capabilities ---
@@ -613,7 +617,8 @@ mod tcp_info_layout {
     fn offsets_match_linux_tcp_h() {
         assert_eq!(std::mem::offset_of!(super::TcpInfo, bytes_acked), 120);
         assert_eq!(std::mem::offset_of!(super::TcpInfo, bytes_sent), 200);
-        assert_eq!(std::mem::size_of::<super::TcpInfo>(), 216);
+        assert_eq!(std::mem::offset_of!(super::TcpInfo, snd_wnd), 228);
+        assert_eq!(std::mem::size_of::<super::TcpInfo>(), 232);
     }
 }
 

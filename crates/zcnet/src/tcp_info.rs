@@ -96,6 +96,19 @@ pub struct TcpInfo {
     /// `tcpi_total_retrans`: segments retransmitted over the connection's life (what iperf3
     /// reports as a sender's `retransmits`).
     pub total_retrans: u32,
+    /// `tcpi_snd_mss`: the bytes of a segment this side sends.
+    pub snd_mss: u32,
+    /// `tcpi_snd_cwnd`: the congestion window, in segments (iperf3's `Cwnd` is it times
+    /// [`snd_mss`](Self::snd_mss)).
+    pub snd_cwnd: u32,
+    /// `tcpi_rtt`: the smoothed round-trip time, in microseconds.
+    pub rtt_us: u32,
+    /// `tcpi_rttvar`: its variation, in microseconds.
+    pub rttvar_us: u32,
+    /// `tcpi_pmtu`: the path MTU.
+    pub pmtu: u32,
+    /// `tcpi_snd_wnd` (Linux 5.4): the peer's advertised receive window, in bytes.
+    pub snd_wnd: Option<u32>,
 }
 
 impl TcpInfo {
@@ -104,6 +117,11 @@ impl TcpInfo {
     /// sent.
     pub fn acked_data_bytes(&self) -> Option<u64> {
         self.bytes_acked.map(|n| n.saturating_sub(1))
+    }
+
+    /// The congestion window in bytes: `tcpi_snd_cwnd * tcpi_snd_mss`, as iperf3 reports it.
+    pub fn cwnd_bytes(&self) -> u64 {
+        u64::from(self.snd_cwnd) * u64::from(self.snd_mss)
     }
 }
 
@@ -136,6 +154,12 @@ impl TcpInfo {
             probes: raw.head[3],
             last_ack_recv_ms: u32_at(56),
             total_retrans: u32_at(100),
+            snd_mss: u32_at(16),
+            snd_cwnd: u32_at(80),
+            rtt_us: u32_at(68),
+            rttvar_us: u32_at(72),
+            pmtu: u32_at(60),
+            snd_wnd: has(232).then_some(raw.snd_wnd),
         }
     }
 }
@@ -153,6 +177,8 @@ mod tests {
             middle: [0; 64],
             bytes_sent: 0,
             bytes_retrans: 0,
+            tail: [0; 12],
+            snd_wnd: 65535,
         };
         raw.head[0] = 1; // tcpi_state: ESTABLISHED
         raw.head[2] = 9; // tcpi_retransmits, not read
@@ -160,6 +186,11 @@ mod tests {
         raw.head[24..28].copy_from_slice(&7u32.to_ne_bytes()); // tcpi_unacked
         raw.head[56..60].copy_from_slice(&1500u32.to_ne_bytes()); // tcpi_last_ack_recv
         raw.head[100..104].copy_from_slice(&136u32.to_ne_bytes()); // tcpi_total_retrans
+        raw.head[16..20].copy_from_slice(&1448u32.to_ne_bytes()); // tcpi_snd_mss
+        raw.head[60..64].copy_from_slice(&1500u32.to_ne_bytes()); // tcpi_pmtu
+        raw.head[68..72].copy_from_slice(&250u32.to_ne_bytes()); // tcpi_rtt
+        raw.head[72..76].copy_from_slice(&40u32.to_ne_bytes()); // tcpi_rttvar
+        raw.head[80..84].copy_from_slice(&10u32.to_ne_bytes()); // tcpi_snd_cwnd
         raw.bytes_acked = 4097;
         let info = TcpInfo::from_raw(&raw, 120);
         assert_eq!(info.state, TcpState::Established);
@@ -176,7 +207,15 @@ mod tests {
             info.bytes_acked, None,
             "the kernel's struct ended before it"
         );
+        assert_eq!(
+            (info.snd_mss, info.pmtu, info.rtt_us, info.rttvar_us),
+            (1448, 1500, 250, 40)
+        );
+        assert_eq!(info.cwnd_bytes(), 14_480);
+        assert_eq!(info.snd_wnd, None, "the kernel's struct ended before it");
         let info = TcpInfo::from_raw(&raw, 216);
         assert_eq!(info.acked_data_bytes(), Some(4096));
+        assert_eq!(info.snd_wnd, None);
+        assert_eq!(TcpInfo::from_raw(&raw, 232).snd_wnd, Some(65535));
     }
 }

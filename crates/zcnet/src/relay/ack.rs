@@ -240,6 +240,12 @@ mod tests {
             probes,
             last_ack_recv_ms,
             total_retrans: 0,
+            snd_mss: 1448,
+            snd_cwnd: 10,
+            rtt_us: 100,
+            rttvar_us: 50,
+            pmtu: 1500,
+            snd_wnd: None,
         }
     }
 
