@@ -810,3 +810,137 @@ fn a_client_silent_mid_test_frees_the_server_after_its_grace() {
     assert!(served >= Duration::from_secs(30), "served after {served:?}");
     drop((ctrl, stream));
 }
+
+/// Every path of `v`'s objects under `at`, an array's items as `[]`:
+/// `/end/streams/[]/sender/max_rtt`.
+fn paths(v: &Value, at: &str, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let p = format!("{at}/{k}");
+                out.insert(p.clone());
+                paths(x, &p, out);
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| paths(x, &format!("{at}/[]"), out)),
+        _ => {}
+    }
+}
+
+/// The paths of iperf3's `-J` document `theirs` under `intervals` and `end` that ours lacks.
+fn missing(theirs: &Value, ours: &Value) -> Vec<String> {
+    let (mut t, mut o) = Default::default();
+    for part in ["intervals", "end"] {
+        paths(&theirs[part], &format!("/{part}"), &mut t);
+        paths(&ours[part], &format!("/{part}"), &mut o);
+    }
+    t.difference(&o).cloned().collect()
+}
+
+/// One test between a server (`-s -1`, ours or iperf3's) and a client (ours or iperf3's) with
+/// `args`: what each printed.
+fn one_test(our_server: bool, our_client: bool, args: &[&str]) -> (String, String) {
+    let program = |ours: bool| {
+        if ours {
+            let mut c = zcnet();
+            c.arg("iperf3");
+            c
+        } else {
+            Command::new("iperf3")
+        }
+    };
+    let port = common::free_port();
+    let p = port.to_string();
+    let server = program(our_server)
+        .args(["-s", "-1", "-B", "127.0.0.1", "-p", &p])
+        .args(args.iter().filter(|a| **a == "-J"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Listening, seen without a connection (a one-off server takes the first as its test).
+    let start = Instant::now();
+    while !listening(server.id(), port) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no server on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let args = [&["-c", "127.0.0.1", "-p", &p, "-t", "2"][..], args].concat();
+    let client = bounded(program(our_client).args(&args));
+    assert!(client.status.success(), "{args:?}");
+    let server = common::wait_bounded(server, 30);
+    let text = |o: &Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    (text(&client), text(&server))
+}
+
+/// The variants both sides are compared in: TCP and UDP, forward and `-R`, two streams.
+const SHAPES: [&[&str]; 5] = [&[], &["-R"], &["-P", "2"], &["-u"], &["-u", "-R"]];
+
+/// A `-J` document of ours has every field iperf3's has under `intervals` and `end`, for the
+/// same test, on either side: a TCP sender's retransmits, window and round trips each interval
+/// and their extremes at the end, a UDP receiver's jitter and losses each interval, the
+/// congestion control, the server's intervals.
+#[test]
+fn our_json_has_iperf3s_fields_on_either_side() {
+    require_program!("iperf3");
+    for shape in SHAPES {
+        let args = [shape, &["-J"]].concat();
+        let doc = |t: &str| serde_json::from_str::<Value>(t).unwrap();
+        let (theirs_c, theirs_s) = one_test(false, false, &args);
+        let (ours_c, _) = one_test(false, true, &args);
+        let (_, ours_s) = one_test(true, false, &args);
+        let ours_c = doc(&ours_c);
+        assert_eq!(
+            missing(&doc(&theirs_c), &ours_c),
+            Vec::<String>::new(),
+            "client {shape:?}"
+        );
+        assert_eq!(
+            missing(&doc(&theirs_s), &doc(&ours_s)),
+            Vec::<String>::new(),
+            "server {shape:?}"
+        );
+        assert!(
+            ours_c["intervals"].as_array().is_some_and(|a| a.len() >= 2),
+            "{ours_c}"
+        );
+    }
+}
+
+/// Our text has iperf3's headers where iperf3 prints them, on either side: `Retr  Cwnd` over a
+/// TCP sender's intervals, `Jitter    Lost/Total Datagrams` over a UDP receiver's, the summary's,
+/// `Reverse mode`, and each interval's lines.
+#[test]
+fn our_text_has_iperf3s_headers_on_either_side() {
+    require_program!("iperf3");
+    let heads = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| {
+                l.starts_with("[ ID]") || l.starts_with("Reverse mode") || l.starts_with("- - -")
+            })
+            .map(str::to_owned)
+            .collect()
+    };
+    for shape in SHAPES {
+        let (theirs_c, theirs_s) = one_test(false, false, shape);
+        let (ours_c, _) = one_test(false, true, shape);
+        let (_, ours_s) = one_test(true, false, shape);
+        assert_eq!(
+            heads(&ours_c),
+            heads(&theirs_c),
+            "client {shape:?}:\n{ours_c}\n{theirs_c}"
+        );
+        assert_eq!(
+            heads(&ours_s),
+            heads(&theirs_s),
+            "server {shape:?}:\n{ours_s}\n{theirs_s}"
+        );
+        let lines = |t: &str| t.lines().filter(|l| l.contains(" sec  ")).count();
+        assert!(
+            lines(&ours_s) >= 3 && lines(&ours_c) >= 3,
+            "{ours_c}\n{ours_s}"
+        );
+    }
+}

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
+use super::interval::{Interval, Sampler};
 use super::opt::Opt;
 use super::output::{self, Outcome};
 use super::proto::{self, Params, Results, State};
@@ -18,6 +19,9 @@ pub fn run(opt: &Opt, host: &str) -> anyhow::Result<Outcome> {
     let server = resolve(host, opt)?;
     if !opt.json {
         println!("Connecting to host {host}, port {}", opt.port);
+        if opt.reverse {
+            println!("Reverse mode, remote host {host} is sending");
+        }
     }
     let mut ctrl = match opt.bind {
         Some(ip) => {
@@ -198,15 +202,10 @@ fn wait_for_the_end(
     streams: &[Stream],
     started: Instant,
     ctrl: &mut TcpStream,
-) -> anyhow::Result<Vec<output::Interval>> {
-    let every = Duration::from_secs_f64(opt.interval.max(0.1));
+) -> anyhow::Result<Vec<Interval>> {
+    let every = Duration::from_secs_f64(opt.interval);
     let limit = Duration::from_secs(u64::from(opt.time));
-    let mut intervals = Vec::new();
-    let mut last = (
-        Duration::ZERO,
-        vec![0u64; streams.len()],
-        vec![0u64; streams.len()],
-    );
+    let mut sampler = Sampler::new(streams.len(), every, !opt.json, opt.udp, !opt.reverse);
     // The server may end the test on its own (it was stopped): a byte on the control
     // connection. Waiting for it is the wait of this thread, woken at the next interval or the
     // end: a thread that woke every few milliseconds beside the senders, on their CPU, cost the
@@ -235,9 +234,7 @@ fn wait_for_the_end(
             Err(e) => return Err(e).context("the control connection"),
         }
         let now = started.elapsed();
-        let counts: Vec<u64> = streams.iter().map(Stream::count).collect();
-        let packets: Vec<u64> = streams.iter().map(Stream::packets).collect();
-        let total: u64 = counts.iter().sum();
+        let total: u64 = streams.iter().map(Stream::count).sum();
         let done = match opt.bytes {
             Some(n) if opt.reverse => total >= n,
             Some(_) => streams.iter().all(Stream::finished),
@@ -251,40 +248,18 @@ fn wait_for_the_end(
                 IDLE.as_secs()
             );
         }
-        if now - last.0 >= every || done {
-            // Intervals end on their schedule (as iperf3's timer ends them), unless this
-            // wake came late by half an interval or the test is over.
-            let due = last.0 + every;
-            let end = if !done && now - due < every / 2 {
-                due
-            } else {
-                now
-            };
-            let mut iv = output::Interval::new(last.0, end, &last.1, &counts);
-            if opt.udp {
-                iv.packets = Some(packets.iter().zip(&last.2).map(|(n, b)| n - b).collect());
-            }
-            if !opt.json && now > last.0 {
-                if intervals.is_empty() {
-                    output::interval_header(opt.udp);
-                }
-                output::interval_line(&iv);
-            }
-            intervals.push(iv);
-            last = (end, counts, packets);
-        }
+        sampler.tick(now, done, streams);
         if done {
             break;
         }
-        let next = last.0 + every;
         let next = match opt.bytes {
-            Some(_) => next.min(now + Duration::from_millis(10)),
-            None => next.min(limit),
+            Some(_) => sampler.next().min(now + Duration::from_millis(10)),
+            None => sampler.next().min(limit),
         };
         wait = next.saturating_sub(now).max(Duration::from_millis(1));
     }
     ctrl.set_read_timeout(None)?;
-    Ok(intervals)
+    Ok(sampler.finish())
 }
 
 /// A state from the server; `ACCESS_DENIED` and `SERVER_ERROR` as iperf3 words them.

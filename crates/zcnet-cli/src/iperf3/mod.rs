@@ -10,12 +10,14 @@
 use anyhow::Context;
 
 mod client;
+mod interval;
 mod opt;
 mod output;
 pub mod proto;
 mod server;
 mod streams;
 mod udp;
+mod units;
 
 pub use opt::{Mode, Opt};
 

@@ -39,7 +39,7 @@ pub struct Opt {
     /// Reverse: the server sends, the client receives.
     #[arg(short = 'R', long, conflicts_with = "server")]
     pub reverse: bool,
-    /// Seconds between the client's interval lines.
+    /// Seconds between interval lines (either side's); 0: one interval, the whole test.
     #[arg(short = 'i', long, value_name = "SECONDS", default_value_t = 1.0, value_parser = interval_arg, allow_negative_numbers = true)]
     pub interval: f64,
     /// Print iperf3's JSON (`start`, `intervals`, `end`) with a `zcnet` object added.
@@ -202,10 +202,13 @@ fn interval_arg(s: &str) -> Result<f64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("{s}: give seconds, such as 1"))?;
-    if !(0.1..=60.0).contains(&v) {
-        return Err(format!("{s} s: give 0.1 s to 60 s"));
+    if v != 0.0 && !(0.1..=60.0).contains(&v) {
+        return Err(format!(
+            "{s} s: give 0.1 s to 60 s, or 0 for one line over the test"
+        ));
     }
-    Ok(v)
+    // -0 is 0.
+    Ok(v.abs())
 }
 
 #[cfg(test)]
@@ -229,6 +232,17 @@ mod tests {
             "2048T",
         ] {
             assert!(size(bad, 1 << 50).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn intervals_read_as_iperf3_reads_them() {
+        assert_eq!(interval_arg("1"), Ok(1.0));
+        assert_eq!(interval_arg("0.5"), Ok(0.5));
+        assert_eq!(interval_arg("0"), Ok(0.0), "one interval over the test");
+        assert_eq!(interval_arg("-0"), Ok(0.0));
+        for bad in ["", "0.05", "61", "-1", "nan", "inf", "1s"] {
+            assert!(interval_arg(bad).is_err(), "{bad}");
         }
     }
 

@@ -2,13 +2,13 @@
 //! `iperf Done.`) and its `-J` document, with one zcnet line (or object) added.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::opt::Opt;
+use super::interval::{Interval, TcpSummary, UdpSample, separator};
 use super::proto::{self, Params, Results, StreamResult};
 use super::streams::{Stream, Tally};
+use super::units::{bps, percent, rate, transfer};
 
 /// What a test measured, for the text and `-J`: a client's, or (`client` false) a server's.
 pub struct Outcome {
@@ -26,83 +26,12 @@ pub struct Outcome {
     pub intervals: Vec<Interval>,
 }
 
-/// One interval of the client's test: each stream's bytes in it.
-pub struct Interval {
-    pub start: f64,
-    pub end: f64,
-    pub bytes: Vec<u64>,
-    /// UDP: each stream's datagrams in it.
-    pub packets: Option<Vec<u64>>,
-}
-
-impl Interval {
-    pub fn new(from: Duration, to: Duration, before: &[u64], now: &[u64]) -> Interval {
-        Interval {
-            start: from.as_secs_f64(),
-            end: to.as_secs_f64(),
-            bytes: now.iter().zip(before).map(|(n, b)| n - b).collect(),
-            packets: None,
-        }
-    }
-}
-
-/// Bytes as iperf3 shows a transfer: powers of 1024, three significant digits.
-pub fn transfer(bytes: f64) -> String {
-    let (v, unit) = scaled(
-        bytes,
-        1024.0,
-        ["Bytes", "KBytes", "MBytes", "GBytes", "TBytes"],
-    );
-    format!("{} {unit}", digits(v))
-}
-
-/// Bits per second as iperf3 shows a rate: powers of 1000.
-pub fn rate(bits_per_second: f64) -> String {
-    let units = [
-        "bits/sec",
-        "Kbits/sec",
-        "Mbits/sec",
-        "Gbits/sec",
-        "Tbits/sec",
-    ];
-    let (v, unit) = scaled(bits_per_second, 1000.0, units);
-    format!("{} {unit}", digits(v))
-}
-
-fn scaled(mut v: f64, step: f64, units: [&'static str; 5]) -> (f64, &'static str) {
-    let mut k = 0;
-    while v >= step && k + 1 < units.len() {
-        v /= step;
-        k += 1;
-    }
-    (v, units[k])
-}
-
-fn digits(v: f64) -> String {
-    if v < 9.995 {
-        format!("{v:4.2}")
-    } else if v < 99.95 {
-        format!("{v:4.1}")
-    } else {
-        format!("{v:4.0}")
-    }
-}
-
-fn bps(bytes: u64, seconds: f64) -> f64 {
-    if seconds > 0.0 {
-        bytes as f64 * 8.0 / seconds
-    } else {
-        0.0
-    }
-}
-
-/// The server's first lines.
-pub fn server_listening(opt: &Opt, local: SocketAddr) {
-    if !opt.json {
-        println!("-----------------------------------------------------------");
-        println!("Server listening on {}", local.port());
-        println!("-----------------------------------------------------------");
-    }
+/// The server's banner before its test number `test` (from 1), as iperf3 prints it first and
+/// after each test.
+pub fn server_listening(port: u16, test: usize) {
+    println!("-----------------------------------------------------------");
+    println!("Server listening on {port} (test #{test})");
+    println!("-----------------------------------------------------------");
 }
 
 /// A data stream's line: `[ ID] local A port P connected to B port Q`.
@@ -110,62 +39,11 @@ pub fn connected(k: usize, local: SocketAddr, remote: SocketAddr) {
     println!(
         "[{:>3}] local {} port {} connected to {} port {}",
         proto::stream_id(k),
-        local.ip(),
+        local.ip().to_canonical(),
         local.port(),
-        remote.ip(),
+        remote.ip().to_canonical(),
         remote.port()
     );
-}
-
-/// The header of the interval lines.
-pub fn interval_header(udp: bool) {
-    let tail = if udp { "         Total Datagrams" } else { "" };
-    println!("[ ID] Interval           Transfer     Bitrate{tail}");
-}
-
-/// A share in percent as iperf3 prints its losses (`%.2g`).
-fn percent(v: f64) -> String {
-    if v == 0.0 {
-        "0".to_owned()
-    } else if v >= 10.0 {
-        format!("{v:.0}")
-    } else if v >= 1.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{:.1e}", v)
-    }
-}
-
-/// An interval line per stream, and `[SUM]` with several.
-pub fn interval_line(iv: &Interval) {
-    let secs = iv.end - iv.start;
-    let datagrams = |k: Option<usize>| match (&iv.packets, k) {
-        (Some(p), Some(k)) => format!("  {}", p[k]),
-        (Some(p), None) => format!("  {}", p.iter().sum::<u64>()),
-        (None, _) => String::new(),
-    };
-    for (k, &b) in iv.bytes.iter().enumerate() {
-        println!(
-            "[{:>3}] {:>6.2}-{:<6.2} sec  {}  {}{}",
-            proto::stream_id(k),
-            iv.start,
-            iv.end,
-            transfer(b as f64),
-            rate(bps(b, secs)),
-            datagrams(Some(k))
-        );
-    }
-    if iv.bytes.len() > 1 {
-        let sum: u64 = iv.bytes.iter().sum();
-        println!(
-            "[SUM] {:>6.2}-{:<6.2} sec  {}  {}{}",
-            iv.start,
-            iv.end,
-            transfer(sum as f64),
-            rate(bps(sum, secs)),
-            datagrams(None)
-        );
-    }
 }
 
 /// The sender's and the receiver's results of a client test.
@@ -182,7 +60,7 @@ fn sides(o: &Outcome) -> (&Results, &Results) {
 pub fn client_summary(o: &Outcome) {
     let (sent, received) = sides(o);
     let udp = o.params.udp;
-    println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
+    separator();
     if udp {
         println!(
             "[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams"
@@ -192,35 +70,6 @@ pub fn client_summary(o: &Outcome) {
     } else {
         println!("[ ID] Interval           Transfer     Bitrate");
     }
-    // A UDP line's tail: the receiver's jitter and losses against the sender's datagrams (a
-    // sender's: none).
-    let udp_tail = |r: &StreamResult, total: i64, receiver: bool| {
-        let (lost, jitter) = if receiver {
-            (r.errors.max(0), r.jitter)
-        } else {
-            (0, 0.0)
-        };
-        let pct = if total > 0 {
-            100.0 * lost as f64 / total as f64
-        } else {
-            0.0
-        };
-        format!(
-            "  {:.3} ms  {lost}/{total} ({}%)",
-            jitter * 1000.0,
-            percent(pct)
-        )
-    };
-    let line = |id: &str, r: &StreamResult, tail: &str, who: &str| {
-        let secs = r.end_time - r.start_time;
-        println!(
-            "[{id:>3}] {:>6.2}-{:<6.2} sec  {}  {}{tail}  {who}",
-            0.0,
-            secs,
-            transfer(r.count() as f64),
-            rate(bps(r.count(), secs))
-        );
-    };
     // iperf3's `Retr` column, where the sender counted them.
     let retr = sent.sender_has_retransmits == 1;
     let pair = |id: &str, s: &StreamResult, r: &StreamResult| {
@@ -228,15 +77,15 @@ pub fn client_summary(o: &Outcome) {
             (udp_tail(s, s.packets, false), udp_tail(r, s.packets, true))
         } else if retr {
             (
-                format!("  {:>4}          ", s.retransmits.max(0)),
+                format!("  {:>3}           ", s.retransmits.max(0)),
                 " ".repeat(16),
             )
         } else {
             let pad = " ".repeat(16);
             (pad.clone(), pad)
         };
-        line(id, s, &st, "sender");
-        line(id, r, &rt, "receiver");
+        summary_line(id, s, &st, "sender");
+        summary_line(id, r, &rt, "receiver");
     };
     for (k, (s, r)) in sent.streams.iter().zip(&received.streams).enumerate() {
         pair(&proto::stream_id(k).to_string(), s, r);
@@ -263,6 +112,35 @@ pub fn client_summary(o: &Outcome) {
         "zcnet: the server's CPU: {}",
         cpu_per_mb(o.theirs.cpu_util_total, o.seconds, theirs)
     );
+}
+
+/// A summary line: stream `id`'s transfer and rate over its time, `tail` (retransmits, UDP's
+/// losses, or blanks) and whose side it is.
+fn summary_line(id: &str, r: &StreamResult, tail: &str, who: &str) {
+    let secs = r.end_time - r.start_time;
+    println!(
+        "[{id:>3}] {:>6.2}-{:<6.2} sec  {}  {}{tail}  {who}",
+        0.0,
+        secs,
+        transfer(r.count() as f64),
+        rate(bps(r.count(), secs))
+    );
+}
+
+/// A UDP summary line's tail: the receiver's jitter and losses against the sender's `total`
+/// datagrams (a sender's: none).
+fn udp_tail(r: &StreamResult, total: i64, receiver: bool) -> String {
+    let (lost, jitter) = if receiver {
+        (r.errors.max(0), r.jitter)
+    } else {
+        (0, 0.0)
+    };
+    let pct = UdpSample::lost_percent(lost.unsigned_abs(), total.unsigned_abs());
+    format!(
+        "  {:.3} ms  {lost}/{total} ({}%)",
+        jitter * 1000.0,
+        percent(pct)
+    )
 }
 
 /// A side's streams as one: bytes, losses, datagrams and retransmits summed, the jitter their
@@ -336,37 +214,52 @@ pub fn zcnet_line(
     )
 }
 
-/// The server's summary of a test.
-pub fn server_summary(
-    streams: &[Stream],
-    ours: &Results,
-    theirs: &Results,
-    seconds: f64,
-    params: &Params,
-) {
-    let cpu = ours.cpu_util_total;
-    let ours_b: u64 = streams.iter().map(Stream::count).sum();
-    let theirs_b = summed(theirs).count();
-    let (sent, received) = if params.reverse {
-        (ours_b, theirs_b)
-    } else {
-        (theirs_b, ours_b)
+/// The server's summary of a test, as iperf3's server prints it: its own side of each stream
+/// (the receiver's, or with `-R` the sender's with its retransmits), `[SUM]` with several, then
+/// the zcnet line.
+pub fn server_summary(streams: &[Stream], ours: &Results, seconds: f64, params: &Params) {
+    let sending = params.reverse;
+    let tcp_sender = sending && !params.udp;
+    separator();
+    println!(
+        "[ ID] Interval           Transfer     Bitrate{}",
+        if params.udp {
+            "         Jitter    Lost/Total Datagrams"
+        } else if tcp_sender {
+            "         Retr"
+        } else {
+            ""
+        }
+    );
+    let who = if sending { "sender" } else { "receiver" };
+    let line = |id: &str, r: &StreamResult| {
+        let tail = if params.udp {
+            udp_tail(r, r.packets, !sending)
+        } else if tcp_sender {
+            format!("  {:>3}           ", r.retransmits.max(0))
+        } else {
+            " ".repeat(16)
+        };
+        summary_line(id, r, &tail, who);
     };
-    println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
-    println!(
-        "[SUM]   0.00-{seconds:<6.2} sec  {}  {}                  sender",
-        transfer(sent as f64),
-        rate(bps(sent, seconds))
-    );
-    println!(
-        "[SUM]   0.00-{seconds:<6.2} sec  {}  {}                  receiver",
-        transfer(received as f64),
-        rate(bps(received, seconds))
-    );
+    for (k, r) in ours.streams.iter().enumerate() {
+        line(&proto::stream_id(k).to_string(), r);
+    }
+    if ours.streams.len() > 1 {
+        line("SUM", &summed(ours));
+    }
     let tallies: Vec<Tally> = streams.iter().map(Stream::tally).collect();
+    let bytes = summed(ours).count();
     println!(
         "{}",
-        zcnet_line(&tallies, params.reverse, params.udp, cpu, seconds, ours_b)
+        zcnet_line(
+            &tallies,
+            sending,
+            params.udp,
+            ours.cpu_util_total,
+            seconds,
+            bytes
+        )
     );
 }
 
@@ -411,6 +304,28 @@ pub fn json(port: u16, host: &str, o: &Outcome) -> Value {
                 if udp {
                     v["packets"] = packets(k);
                 }
+                // A UDP receiver's jitter and losses, as iperf3's interval streams carry them.
+                if let Some((jitter, lost, total)) = iv.losses(k) {
+                    v["jitter_ms"] = json!(jitter * 1000.0);
+                    v["lost_packets"] = json!(lost);
+                    v["lost_percent"] = json!(UdpSample::lost_percent(lost, total));
+                }
+                // A TCP sender's TCP_INFO, as iperf3's interval streams carry it.
+                match (&iv.tcp, k) {
+                    (Some(t), Some(k)) => {
+                        let t = t[k];
+                        v["retransmits"] = json!(t.retransmits);
+                        v["snd_cwnd"] = json!(t.snd_cwnd);
+                        v["snd_wnd"] = json!(t.snd_wnd);
+                        v["rtt"] = json!(t.rtt);
+                        v["rttvar"] = json!(t.rttvar);
+                        v["pmtu"] = json!(t.pmtu);
+                    }
+                    (Some(t), None) => {
+                        v["retransmits"] = json!(t.iter().map(|x| x.retransmits).sum::<u64>());
+                    }
+                    (None, _) => {}
+                }
                 v
             };
             let streams: Vec<Value> = iv
@@ -422,6 +337,9 @@ pub fn json(port: u16, host: &str, o: &Outcome) -> Value {
             json!({"streams": streams, "sum": one(None, iv.bytes.iter().sum(), None)})
         })
         .collect();
+    // A sender's retransmits and TCP_INFO extremes are in every document but a receiving
+    // server's, as iperf3's.
+    let counts_retransmits = o.client || sender;
     // One stream's (or a sum's) line of `end`, UDP's fields with the receiver's counts
     // against the sender's datagrams.
     let part = |s: &StreamResult, sent: &StreamResult, is_sender: bool| {
@@ -439,7 +357,7 @@ pub fn json(port: u16, host: &str, o: &Outcome) -> Value {
             } else {
                 0.0
             });
-        } else if is_sender {
+        } else if is_sender && counts_retransmits {
             v["retransmits"] = json!(s.retransmits.max(0));
         }
         v
@@ -453,9 +371,26 @@ pub fn json(port: u16, host: &str, o: &Outcome) -> Value {
             let (mut a, mut b) = (part(s, s, true), part(r, s, false));
             a["socket"] = json!(proto::stream_id(k));
             b["socket"] = json!(proto::stream_id(k));
+            if !udp && counts_retransmits {
+                // The sender's TCP_INFO over its intervals: ours where this side sent, zeros
+                // where the far side did (its results carry none), as iperf3's.
+                let t = if sender {
+                    TcpSummary::of(&o.intervals, k)
+                } else {
+                    TcpSummary::default()
+                };
+                a["max_snd_cwnd"] = json!(t.max_snd_cwnd);
+                a["max_snd_wnd"] = json!(t.max_snd_wnd);
+                a["max_rtt"] = json!(t.max_rtt);
+                a["min_rtt"] = json!(t.min_rtt);
+                a["mean_rtt"] = json!(t.mean_rtt);
+            }
             if udp {
-                // iperf3's UDP stream: the receiver's counts, under `udp`.
+                // iperf3's UDP stream: the receiver's counts, under `udp`; out of order as
+                // this side counted them (none where it sent).
                 b["sender"] = json!(sender);
+                let ooo = o.tallies.get(k).filter(|_| !sender);
+                b["out_of_order"] = json!(ooo.map_or(0, |t| t.udp.out_of_order));
                 json!({"udp": b})
             } else {
                 json!({"sender": a, "receiver": b})
@@ -474,6 +409,18 @@ pub fn json(port: u16, host: &str, o: &Outcome) -> Value {
             "remote_system": o.theirs.cpu_util_system,
         },
     });
+    if !udp {
+        // The congestion control of each side iperf3 names: both on the client, the server's
+        // own on the server.
+        let (mine, far) = (&o.ours.congestion_used, &o.theirs.congestion_used);
+        let (snd, rcv) = if sender { (mine, far) } else { (far, mine) };
+        if let Some(c) = snd.as_ref().filter(|_| o.client || sender) {
+            end["sender_tcp_congestion"] = json!(c);
+        }
+        if let Some(c) = rcv.as_ref().filter(|_| o.client || !sender) {
+            end["receiver_tcp_congestion"] = json!(c);
+        }
+    }
     if udp {
         // iperf3's UDP `sum`: the bytes sent, over the receiver's time, with its losses.
         let mut sum = part(&tr, &ts, false);
@@ -517,17 +464,4 @@ pub fn json(port: u16, host: &str, o: &Outcome) -> Value {
             "fallbacks": fallbacks, "server": o.server.to_string(), "seconds": o.seconds,
         },
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn units_read_as_iperf3_prints_them() {
-        assert_eq!(transfer(3.5 * 1024.0 * 1024.0 * 1024.0), "3.50 GBytes");
-        assert_eq!(transfer(512.0 * 1024.0), " 512 KBytes");
-        assert_eq!(rate(28.1e9), "28.1 Gbits/sec");
-        assert_eq!(rate(0.0), "0.00 bits/sec");
-    }
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use super::interval::Sampler;
 use super::opt::{Opt, Receive, Send};
 use super::output;
 use super::proto::{self, COOKIE_LEN, Params, Results, State};
@@ -42,6 +43,8 @@ type Slot = Arc<Mutex<Option<Running>>>;
 #[derive(Clone, Copy)]
 struct Side {
     json: bool,
+    /// Between interval lines (`-i`).
+    interval: Duration,
     send: Send,
     receive: Receive,
     /// The TCP listener's address: UDP streams are taken on the same.
@@ -54,7 +57,11 @@ pub fn run(opt: &Opt, listener: TcpListener) -> anyhow::Result<()> {
     let arriving = Arc::new(AtomicUsize::new(0));
     let local = listener.local_addr()?;
     let (ended_tx, ended) = channel::<()>();
-    output::server_listening(opt, local);
+    // Tests served, for the banner iperf3 prints before each.
+    let tests = Arc::new(AtomicUsize::new(1));
+    if !opt.json {
+        output::server_listening(local.port(), 1);
+    }
     for (order, conn) in (0u64..).zip(listener.incoming()) {
         if ended.try_recv().is_ok() {
             return Ok(());
@@ -77,9 +84,11 @@ pub fn run(opt: &Opt, listener: TcpListener) -> anyhow::Result<()> {
         }
         arriving.fetch_add(1, Ordering::Relaxed);
         let (slot, ended_tx, left) = (slot.clone(), ended_tx.clone(), arriving.clone());
+        let tests = tests.clone();
         let one = opt.one_off;
         let side = Side {
             json: opt.json,
+            interval: Duration::from_secs_f64(opt.interval),
             send: opt.send(),
             receive: opt.receive(),
             local,
@@ -102,6 +111,10 @@ pub fn run(opt: &Opt, listener: TcpListener) -> anyhow::Result<()> {
                 eprintln!("zcnet iperf3: the test ended early: {e:#}");
             }
             free();
+            if !one && !side.json {
+                let next = tests.fetch_add(1, Ordering::Relaxed) + 1;
+                output::server_listening(local.port(), next);
+            }
             if one {
                 let _ = ended_tx.send(());
                 // Wakes the accept loop, which sees the end.
@@ -189,7 +202,7 @@ fn serve_test(
     if !json {
         println!(
             "Accepted connection from {}, port {}",
-            peer.ip(),
+            peer.ip().to_canonical(),
             peer.port()
         );
     }
@@ -288,8 +301,17 @@ fn serve_test(
         past_budget: params.udp.then_some(UDP_PAST_BUDGET),
     };
     let mut running = super::streams::start(sockets, plan, &shared)?;
+    // Intervals on this side's clock, as iperf3's server keeps them (its own `-i`).
+    let mut sampler = Sampler::new(
+        running.len(),
+        side.interval,
+        !json,
+        params.udp,
+        params.reverse,
+    );
     // The client ends the test (its time or bytes are up), or vanishes, or goes silent.
-    let end = wait_for_test_end(&mut ctrl, &params, &running, started);
+    let end = wait_for_test_end(&mut ctrl, &params, &running, started, &mut sampler);
+    sampler.tick(started.elapsed(), true, &running);
     shared
         .stop
         .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -330,12 +352,12 @@ fn serve_test(
             theirs,
             seconds,
             streams: pairs,
-            intervals: Vec::new(),
+            intervals: sampler.finish(),
         };
         let doc = output::json(side.local.port(), &peer.ip().to_string(), &outcome);
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        output::server_summary(&running, &ours, &theirs, seconds, &params);
+        output::server_summary(&running, &ours, seconds, &params);
     }
     Ok(())
 }
@@ -347,17 +369,22 @@ const GRACE: Duration = Duration::from_secs(40);
 const IDLE: Duration = Duration::from_secs(120);
 
 /// Waits for the client's `TEST_END` (or its close), at most [`GRACE`] past the test's time and
-/// at most [`IDLE`] without a byte moving on its streams.
+/// at most [`IDLE`] without a byte moving on its streams, taking the intervals on the way.
 fn wait_for_test_end(
     ctrl: &mut TcpStream,
     params: &Params,
     running: &[super::streams::Stream],
     started: Instant,
+    sampler: &mut Sampler,
 ) -> anyhow::Result<State> {
     let limit = (params.time > 0).then(|| Duration::from_secs(u64::from(params.time)) + GRACE);
     let mut seen = (Instant::now(), 0u64);
-    ctrl.set_read_timeout(Some(Duration::from_secs(1)))?;
     loop {
+        // Woken by the client's next state, the next interval, or each second at most.
+        let until = sampler.next().saturating_sub(started.elapsed());
+        ctrl.set_read_timeout(Some(
+            until.clamp(Duration::from_millis(1), Duration::from_secs(1)),
+        ))?;
         match proto::read_state(ctrl) {
             Ok(s) => return Ok(s),
             Err(e)
@@ -367,6 +394,7 @@ fn wait_for_test_end(
                 ) => {}
             Err(e) => return Err(e).context("the control connection"),
         }
+        sampler.tick(started.elapsed(), false, running);
         let moved: u64 = running.iter().map(super::streams::Stream::count).sum();
         if moved != seen.1 {
             seen = (Instant::now(), moved);

@@ -83,6 +83,21 @@ pub struct Tally {
 struct Live {
     bytes: AtomicU64,
     packets: AtomicU64,
+    /// A UDP receiver's counts as iperf3 keeps them: the highest packet number, the lost and
+    /// the jitter (`f64` bits, seconds).
+    highest: AtomicU64,
+    lost: AtomicU64,
+    jitter: AtomicU64,
+}
+
+/// A UDP receiver's counts so far, for an interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct UdpLive {
+    /// The highest packet number seen (the datagrams sent, as the receiver knows them).
+    pub highest: u64,
+    pub lost: u64,
+    /// Seconds.
+    pub jitter: f64,
 }
 
 impl Live {
@@ -657,6 +672,10 @@ fn receive_udp(s: &UdpSocket, plan: Plan, shared: &Shared, live: &Live) -> io::R
                 live.packets.fetch_add(1, Ordering::Relaxed);
                 if let Some((sent, number)) = udp::read_header(&buf[..n]) {
                     counts.arrived(number, sent, udp::now());
+                    live.highest.store(counts.packets, Ordering::Relaxed);
+                    live.lost.store(counts.lost, Ordering::Relaxed);
+                    live.jitter
+                        .store(counts.jitter.to_bits(), Ordering::Relaxed);
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -746,17 +765,40 @@ impl Stream {
         self.live.packets.load(Ordering::Relaxed)
     }
 
+    /// A UDP receiver's counts so far.
+    pub fn udp_live(&self) -> UdpLive {
+        UdpLive {
+            highest: self.live.highest.load(Ordering::Relaxed),
+            lost: self.live.lost.load(Ordering::Relaxed),
+            jitter: f64::from_bits(self.live.jitter.load(Ordering::Relaxed)),
+        }
+    }
+
     /// What its thread did (once it ended).
     pub fn tally(&self) -> Tally {
         self.tally.clone().unwrap_or_default()
     }
 
-    /// Segments this TCP stream retransmitted (`tcpi_total_retrans`); `None` for UDP.
-    pub fn retransmits(&self) -> Option<u64> {
+    /// This TCP stream's `TCP_INFO` now; `None` for UDP (or where the call failed).
+    pub fn tcp_info(&self) -> Option<zcnet::tcp_info::TcpInfo> {
         self.tcp
             .then(|| zcnet::tcp_info::tcp_info(&self.handle).ok())
             .flatten()
-            .map(|i| u64::from(i.total_retrans))
+    }
+
+    /// This TCP stream's congestion control (`TCP_CONGESTION`: `cubic`, `bbr`, ...).
+    pub fn congestion(&self) -> Option<String> {
+        let name = self
+            .tcp
+            .then(|| socket2::SockRef::from(&self.handle).tcp_congestion().ok())
+            .flatten()?;
+        let name = String::from_utf8_lossy(&name);
+        Some(name.trim_end_matches('\0').to_owned()).filter(|n| !n.is_empty())
+    }
+
+    /// Segments this TCP stream retransmitted (`tcpi_total_retrans`); `None` for UDP.
+    pub fn retransmits(&self) -> Option<u64> {
+        self.tcp_info().map(|i| u64::from(i.total_retrans))
     }
 
     /// Bytes of this (TCP) stream its peer acknowledged, where the kernel says.
@@ -801,7 +843,7 @@ pub fn results(
             (false, _) => -1,
             (true, false) => 0,
         },
-        congestion_used: None,
+        congestion_used: streams.iter().find_map(Stream::congestion),
         streams: streams
             .iter()
             .enumerate()
