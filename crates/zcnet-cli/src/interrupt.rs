@@ -181,3 +181,18 @@ impl Drop for Graceful {
         *NOTICE.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 }
+
+/// The status a command ends with when its reader went away (`zcnet probe | head -1`): what a
+/// death by `SIGPIPE` gives (128 + 13), as C tools end.
+pub const BROKEN_PIPE_EXIT: u8 = 141;
+
+/// Whether a panic payload is `println!`'s "failed printing to stdout: Broken pipe" (Rust
+/// ignores `SIGPIPE`, so a closed pipe panics the printing thread).
+pub fn is_broken_pipe(payload: &(dyn std::any::Any + Send)) -> bool {
+    let msg = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    msg.contains("failed printing to stdout") && msg.contains("Broken pipe")
+}

@@ -3,6 +3,7 @@
 
 use zcnet_cli::cli::{Cli, Command};
 use zcnet_cli::error_line::{chain, one_line};
+use zcnet_cli::interrupt::{BROKEN_PIPE_EXIT, is_broken_pipe};
 use zcnet_cli::{bench, capture, iperf3, probe, recv, relay, report, send, serve, torture, tune};
 
 use std::process::ExitCode;
@@ -37,16 +38,6 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 .and_then(|()| write_stdout(&text))
         }
     }
-}
-
-/// Whether a panic payload is println!'s "failed printing to stdout: Broken pipe".
-fn is_broken_pipe(payload: &(dyn std::any::Any + Send)) -> bool {
-    let msg = payload
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| payload.downcast_ref::<&str>().copied())
-        .unwrap_or("");
-    msg.contains("failed printing to stdout") && msg.contains("Broken pipe")
 }
 
 /// Writes `bytes` to stdout; a closed pipe is an error, not a panic.
@@ -121,7 +112,9 @@ fn main() -> ExitCode {
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(cli)));
     let result = match run {
         Ok(r) => r,
-        Err(payload) if is_broken_pipe(payload.as_ref()) => return ExitCode::from(141),
+        Err(payload) if is_broken_pipe(payload.as_ref()) => {
+            return ExitCode::from(BROKEN_PIPE_EXIT);
+        }
         Err(payload) => std::panic::resume_unwind(payload),
     };
     match result {

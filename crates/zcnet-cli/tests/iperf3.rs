@@ -531,6 +531,18 @@ fn listening(pid: u32, port: u16) -> bool {
     })
 }
 
+/// Waits (at most 10 s) until `server` listens on `port`, seen without a connection.
+fn wait_listening(server: &Child, port: u16) {
+    let start = Instant::now();
+    while !listening(server.id(), port) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no server on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Across a veth pair between two namespaces of the test's own: iperf3's client in one against
 /// our server in the other, and ours against iperf3's, TCP and UDP, forward and `-R`, `-P 4`,
 /// with `-n` (UDP at 10 Mbit/s): every byte counted on both sides.
@@ -859,14 +871,7 @@ fn one_test(our_server: bool, our_client: bool, args: &[&str]) -> (String, Strin
         .spawn()
         .unwrap();
     // Listening, seen without a connection (a one-off server takes the first as its test).
-    let start = Instant::now();
-    while !listening(server.id(), port) {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "no server on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_listening(&server, port);
     let args = [&["-c", "127.0.0.1", "-p", &p, "-t", "2"][..], args].concat();
     let client = bounded(program(our_client).args(&args));
     assert!(client.status.success(), "{args:?}");
@@ -915,32 +920,59 @@ fn our_json_has_iperf3s_fields_on_either_side() {
 #[test]
 fn our_text_has_iperf3s_headers_on_either_side() {
     require_program!("iperf3");
+    // The separators' count follows the intervals' (a short last one or not: timing), so they
+    // are compared as present or not between interval groups.
     let heads = |t: &str| -> Vec<String> {
         t.lines()
-            .filter(|l| {
-                l.starts_with("[ ID]") || l.starts_with("Reverse mode") || l.starts_with("- - -")
-            })
+            .filter(|l| l.starts_with("[ ID]") || l.starts_with("Reverse mode"))
             .map(str::to_owned)
             .collect()
     };
+    let parted = |t: &str| t.lines().filter(|l| l.starts_with("- - -")).count() > 1;
     for shape in SHAPES {
         let (theirs_c, theirs_s) = one_test(false, false, shape);
         let (ours_c, _) = one_test(false, true, shape);
         let (_, ours_s) = one_test(true, false, shape);
-        assert_eq!(
-            heads(&ours_c),
-            heads(&theirs_c),
-            "client {shape:?}:\n{ours_c}\n{theirs_c}"
-        );
-        assert_eq!(
-            heads(&ours_s),
-            heads(&theirs_s),
-            "server {shape:?}:\n{ours_s}\n{theirs_s}"
-        );
+        for (ours, theirs, side) in [
+            (&ours_c, &theirs_c, "client"),
+            (&ours_s, &theirs_s, "server"),
+        ] {
+            let what = format!("{side} {shape:?}:\n{ours}\n{theirs}");
+            assert_eq!(heads(ours), heads(theirs), "{what}");
+            assert_eq!(parted(ours), parted(theirs), "{what}");
+        }
         let lines = |t: &str| t.lines().filter(|l| l.contains(" sec  ")).count();
         assert!(
             lines(&ours_s) >= 3 && lines(&ours_c) >= 3,
             "{ours_c}\n{ours_s}"
         );
     }
+}
+
+/// A server whose reader went away (`zcnet iperf3 -s | head -3`) ends when a test's line finds
+/// the pipe closed, as iperf3's server dies of SIGPIPE (exit 141), instead of keeping a test's
+/// slot for ever (a test thread's panic held it: every later client was told busy).
+#[test]
+fn a_server_whose_reader_went_away_ends_and_holds_no_slot() {
+    require_program!("iperf3");
+    let port = common::free_port();
+    let p = port.to_string();
+    let mut server = zcnet()
+        .args(["iperf3", "-s", "-B", "127.0.0.1", "-p", &p])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 8];
+    server
+        .stdout
+        .take()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    // The pipe is closed now; the next line the server prints meets it.
+    wait_listening(&server, port);
+    let _ = bounded(Command::new("iperf3").args(["-c", "127.0.0.1", "-p", &p, "-t", "1"]));
+    let out = common::wait_bounded(server, 30);
+    assert_eq!(out.status.code(), Some(141), "{out:?}");
 }

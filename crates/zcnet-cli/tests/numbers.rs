@@ -97,8 +97,15 @@ const NOT_NUMBERS: [&str; 22] = [
 ];
 
 /// Numbers that have a meaning at every value in range, so that only some of the sweep is
-/// refused: a packet count, a relay's connection count (0: forever), a byte limit.
-const LENIENT: [&str; 4] = ["capture count", "relay count", "send limit", "serve count"];
+/// refused: a packet count, a relay's connection count (0: forever), a byte limit, iperf3's
+/// `-i` (0: one interval over the test).
+const LENIENT: [&str; 5] = [
+    "capture count",
+    "relay count",
+    "send limit",
+    "serve count",
+    "iperf3 interval",
+];
 
 /// Every numeric option of every subcommand (walked from the clap definition, so a new option is
 /// swept without being listed here): subcommand path, long or short flag, id.

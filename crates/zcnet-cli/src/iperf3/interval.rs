@@ -24,15 +24,16 @@ pub struct Interval {
 /// A UDP receiver's stream over an interval, in iperf3's terms.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct UdpSample {
-    /// Datagrams lost in the interval.
-    pub lost: u64,
+    /// Datagrams lost in the interval; less than 0 where late ones came that an interval
+    /// before counted lost (as iperf3's `interval_cnt_error`).
+    pub lost: i64,
     /// The jitter at its end, seconds.
     pub jitter: f64,
 }
 
 impl UdpSample {
     /// Lost over the interval's datagrams (`packets`), in percent.
-    pub fn lost_percent(lost: u64, packets: u64) -> f64 {
+    pub fn lost_percent(lost: i64, packets: u64) -> f64 {
         if packets > 0 {
             100.0 * lost as f64 / packets as f64
         } else {
@@ -44,7 +45,7 @@ impl UdpSample {
 impl Interval {
     /// A UDP receiver's stream `k` (or, `None`, the sum) in this interval: its jitter in
     /// seconds (the streams' mean), datagrams lost and datagrams in all, as iperf3 counts them.
-    pub fn losses(&self, k: Option<usize>) -> Option<(f64, u64, u64)> {
+    pub fn losses(&self, k: Option<usize>) -> Option<(f64, i64, u64)> {
         let (rx, p) = (self.udp_rx.as_ref()?, self.packets.as_ref()?);
         Some(match k {
             Some(k) => (rx.get(k)?.jitter, rx.get(k)?.lost, *p.get(k)?),
@@ -87,9 +88,11 @@ pub struct TcpSummary {
 impl TcpSummary {
     /// Stream `k`'s summary over `intervals` (zeros where it has no samples).
     pub fn of(intervals: &[Interval], k: usize) -> TcpSummary {
+        // A sample whose TCP_INFO call failed has no window: not a sample.
         let samples: Vec<TcpSample> = intervals
             .iter()
             .filter_map(|iv| iv.tcp.as_ref()?.get(k).copied())
+            .filter(|s| s.snd_cwnd > 0)
             .collect();
         let Some(n) = u64::try_from(samples.len()).ok().filter(|&n| n > 0) else {
             return TcpSummary::default();
@@ -177,12 +180,13 @@ impl Sampler {
             let packets: Vec<u64> = live.iter().map(|l| l.highest).collect();
             iv.packets = Some(delta(&packets, &self.packets));
             let lost: Vec<u64> = live.iter().map(|l| l.lost).collect();
+            let signed = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
             iv.udp_rx = Some(
-                delta(&lost, &self.lost)
-                    .into_iter()
+                lost.iter()
+                    .zip(&self.lost)
                     .zip(&live)
-                    .map(|(lost, l)| UdpSample {
-                        lost,
+                    .map(|((now, before), l)| UdpSample {
+                        lost: signed(*now) - signed(*before),
                         jitter: l.jitter,
                     })
                     .collect(),
@@ -215,6 +219,15 @@ impl Sampler {
                 })
                 .collect();
             iv.tcp = Some(samples);
+        }
+        // As iperf3: a last interval under a tenth of `-i` that moved nothing is no interval.
+        let short = self
+            .every
+            .is_some_and(|e| end.saturating_sub(self.last) < e / 10);
+        if done && short && iv.bytes.iter().all(|&b| b == 0) {
+            self.last = end;
+            self.bytes = bytes;
+            return;
         }
         if self.print && end > self.last {
             if self.intervals.is_empty() {

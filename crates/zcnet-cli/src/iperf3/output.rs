@@ -135,7 +135,7 @@ fn udp_tail(r: &StreamResult, total: i64, receiver: bool) -> String {
     } else {
         (0, 0.0)
     };
-    let pct = UdpSample::lost_percent(lost.unsigned_abs(), total.unsigned_abs());
+    let pct = UdpSample::lost_percent(lost, total.unsigned_abs());
     format!(
         "  {:.3} ms  {lost}/{total} ({}%)",
         jitter * 1000.0,
@@ -275,8 +275,8 @@ pub fn json(port: u16, host: &str, o: &Outcome) -> Value {
         .iter()
         .enumerate()
         .map(|(k, (l, r))| {
-            json!({"socket": proto::stream_id(k), "local_host": l.ip().to_string(),
-                   "local_port": l.port(), "remote_host": r.ip().to_string(),
+            json!({"socket": proto::stream_id(k), "local_host": l.ip().to_canonical().to_string(),
+                   "local_port": l.port(), "remote_host": r.ip().to_canonical().to_string(),
                    "remote_port": r.port()})
         })
         .collect();

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -107,14 +107,28 @@ pub fn run(opt: &Opt, listener: TcpListener) -> anyhow::Result<()> {
                     *s = None;
                 }
             };
-            if let Err(e) = serve_test(ctrl, side, streams, &free) {
-                eprintln!("zcnet iperf3: the test ended early: {e:#}");
-            }
+            // A panic frees the slot too (else every later client is told busy); a reader
+            // of our output that went away ends the server, as SIGPIPE ends iperf3's.
+            let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                serve_test(ctrl, side, streams, &free)
+            }));
+            let printing = match served {
+                Ok(Ok(printing)) => printing,
+                Ok(Err(e)) => {
+                    eprintln!("zcnet iperf3: the test ended early: {e:#}");
+                    print_lock()
+                }
+                Err(p) if crate::interrupt::is_broken_pipe(p.as_ref()) => {
+                    std::process::exit(crate::interrupt::BROKEN_PIPE_EXIT.into())
+                }
+                Err(_) => print_lock(),
+            };
             free();
             if !one && !side.json {
                 let next = tests.fetch_add(1, Ordering::Relaxed) + 1;
                 output::server_listening(local.port(), next);
             }
+            drop(printing);
             if one {
                 let _ = ended_tx.send(());
                 // Wakes the accept loop, which sees the end.
@@ -190,16 +204,27 @@ fn read_cookie(conn: &mut TcpStream) -> Option<[u8; COOKIE_LEN]> {
     Some(cookie)
 }
 
-/// One test on control connection `ctrl`, its streams from `streams`.
+/// Held while a test prints its end (its summary, the next banner) and while a new test says it
+/// was accepted: two tests' lines do not interleave, though the next test may start as soon as
+/// the last one's client said `IPERF_DONE`.
+static PRINTING: Mutex<()> = Mutex::new(());
+
+fn print_lock() -> MutexGuard<'static, ()> {
+    PRINTING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One test on control connection `ctrl`, its streams from `streams`; returns holding the print
+/// lock, for the caller's banner.
 fn serve_test(
     mut ctrl: TcpStream,
     side: Side,
     streams: Receiver<Arrived>,
     done: &dyn Fn(),
-) -> anyhow::Result<()> {
+) -> anyhow::Result<MutexGuard<'static, ()>> {
     let json = side.json;
     let peer = ctrl.peer_addr()?;
     if !json {
+        let _printing = print_lock();
         println!(
             "Accepted connection from {}, port {}",
             peer.ip().to_canonical(),
@@ -340,6 +365,7 @@ fn serve_test(
     proto::send_state(&mut ctrl, State::DisplayResults)?;
     // IPERF_DONE, or the client's close.
     let _ = proto::read_state(&mut ctrl);
+    let printing = print_lock();
     done();
     if json {
         // As iperf3 -s -J: a document a test, this side's.
@@ -354,12 +380,13 @@ fn serve_test(
             streams: pairs,
             intervals: sampler.finish(),
         };
-        let doc = output::json(side.local.port(), &peer.ip().to_string(), &outcome);
+        let host = peer.ip().to_canonical().to_string();
+        let doc = output::json(side.local.port(), &host, &outcome);
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         output::server_summary(&running, &ours, seconds, &params);
     }
-    Ok(())
+    Ok(printing)
 }
 
 /// How long past its `-t` a test may run before the server ends it (iperf3's server ends a

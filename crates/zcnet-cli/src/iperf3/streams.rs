@@ -83,11 +83,9 @@ pub struct Tally {
 struct Live {
     bytes: AtomicU64,
     packets: AtomicU64,
-    /// A UDP receiver's counts as iperf3 keeps them: the highest packet number, the lost and
-    /// the jitter (`f64` bits, seconds).
-    highest: AtomicU64,
-    lost: AtomicU64,
-    jitter: AtomicU64,
+    /// A UDP receiver's counts as iperf3 keeps them, taken together (an interval reads all
+    /// three of one moment).
+    udp: std::sync::Mutex<UdpLive>,
 }
 
 /// A UDP receiver's counts so far, for an interval.
@@ -672,10 +670,11 @@ fn receive_udp(s: &UdpSocket, plan: Plan, shared: &Shared, live: &Live) -> io::R
                 live.packets.fetch_add(1, Ordering::Relaxed);
                 if let Some((sent, number)) = udp::read_header(&buf[..n]) {
                     counts.arrived(number, sent, udp::now());
-                    live.highest.store(counts.packets, Ordering::Relaxed);
-                    live.lost.store(counts.lost, Ordering::Relaxed);
-                    live.jitter
-                        .store(counts.jitter.to_bits(), Ordering::Relaxed);
+                    *live.udp.lock().unwrap_or_else(|p| p.into_inner()) = UdpLive {
+                        highest: counts.packets,
+                        lost: counts.lost,
+                        jitter: counts.jitter,
+                    };
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -767,11 +766,7 @@ impl Stream {
 
     /// A UDP receiver's counts so far.
     pub fn udp_live(&self) -> UdpLive {
-        UdpLive {
-            highest: self.live.highest.load(Ordering::Relaxed),
-            lost: self.live.lost.load(Ordering::Relaxed),
-            jitter: f64::from_bits(self.live.jitter.load(Ordering::Relaxed)),
-        }
+        *self.live.udp.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// What its thread did (once it ended).

@@ -51,16 +51,35 @@ pub fn bps(bytes: u64, seconds: f64) -> f64 {
     }
 }
 
-/// A share in percent as iperf3 prints its losses (`%.2g`).
+/// A share in percent as iperf3 prints its losses: C's `%.2g` (two significant digits,
+/// trailing zeros dropped, an exponent below 1e-4 and from 100 on: `0.5`, `2`, `12`, `1e+02`).
 pub fn percent(v: f64) -> String {
-    if v == 0.0 {
-        "0".to_owned()
-    } else if v >= 10.0 {
-        format!("{v:.0}")
-    } else if v >= 1.0 {
-        format!("{v:.1}")
+    if v == 0.0 || !v.is_finite() {
+        return if v == 0.0 {
+            "0".to_owned()
+        } else {
+            v.to_string()
+        };
+    }
+    // Rounded to two significant digits first: the exponent is the rounded value's.
+    let sci = format!("{v:.1e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..2).contains(&exp) {
+        let decimals = usize::try_from(1 - exp).unwrap_or(0);
+        trim_zeros(&format!("{v:.decimals$}"))
     } else {
-        format!("{:.1e}", v)
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim_zeros(mantissa), exp.abs())
+    }
+}
+
+/// `1.50` -> `1.5`, `2.0` -> `2`, `20` -> `20`.
+fn trim_zeros(s: &str) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        s.to_owned()
     }
 }
 
@@ -74,8 +93,20 @@ mod tests {
         assert_eq!(transfer(512.0 * 1024.0), " 512 KBytes");
         assert_eq!(rate(28.1e9), "28.1 Gbits/sec");
         assert_eq!(rate(0.0), "0.00 bits/sec");
-        assert_eq!(percent(0.0), "0");
-        assert_eq!(percent(12.34), "12");
-        assert_eq!(percent(1.25), "1.2");
+        // C's %.2g, as iperf3 prints a loss.
+        for (v, printed) in [
+            (0.0, "0"),
+            (0.5, "0.5"),
+            (2.0, "2"),
+            (12.34, "12"),
+            (9.96, "10"),
+            (99.96, "1e+02"),
+            (100.0, "1e+02"),
+            (0.000_01, "1e-05"),
+            (0.000_123, "0.00012"),
+            (-20.0, "-20"),
+        ] {
+            assert_eq!(percent(v), printed, "{v}");
+        }
     }
 }
