@@ -222,6 +222,24 @@ fn has_xdp_here() -> bool {
     String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
 }
 
+/// Whether the device's XDP program is gone within 2 s of its link's close. The kernel detaches
+/// it when the link file's last reference goes, and a child another test thread forked at that
+/// moment (its `ip`, before `exec` closes the O_CLOEXEC descriptors) holds a copy for a while:
+/// our close is not always the last (seen once in a full CI run: the program still attached
+/// right after the drop).
+fn xdp_gone_soon() -> bool {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        if !has_xdp_here() {
+            return true;
+        }
+        if std::time::Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn zero_copy_on_veth_falls_back_with_its_reason() {
     let Some(lab) = lab() else { return };
@@ -263,7 +281,7 @@ fn another_program_is_never_replaced_and_bad_input_is_refused() {
             assert!(matches!(refused, Err(XdpError::Busy { .. })), "{refused:?}");
             assert!(has_xdp_here(), "the other program stays");
             drop(other);
-            assert!(!has_xdp_here());
+            assert!(xdp_gone_soon());
             // A second socket: refused by the first one's program, or, without a program of
             // its own (TX only), by the queue the first one holds.
             let first = XdpSocket::new(VethLab::DEV_B, copy_config()).unwrap();
@@ -281,7 +299,7 @@ fn another_program_is_never_replaced_and_bad_input_is_refused() {
                 "{second:?}"
             );
             drop(first);
-            assert!(!has_xdp_here());
+            assert!(xdp_gone_soon());
             let none = XdpSocket::new("zcnet-none0", copy_config());
             assert!(matches!(none, Err(XdpError::NoInterface(_))), "{none:?}");
             let queue = XdpSocket::new(
@@ -295,7 +313,7 @@ fn another_program_is_never_replaced_and_bad_input_is_refused() {
                 panic!("{queue:?}")
             };
             assert!(why.contains("queue 7"), "{why}");
-            assert!(!has_xdp_here(), "nothing left attached by the refusals");
+            assert!(xdp_gone_soon(), "nothing left attached by the refusals");
         })
         .unwrap();
 }

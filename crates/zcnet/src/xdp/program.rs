@@ -23,7 +23,10 @@ const MAP: &str = "xsks_map";
 /// Entries of the XSKMAP: the queues a program can serve.
 pub const MAX_QUEUES: u32 = 64;
 
-/// The redirect program attached to an interface; detached (its link closed) on drop.
+/// The redirect program attached to an interface; detached (its link closed) on drop. The
+/// kernel detaches it when the link file's last reference goes: a child this process forks at
+/// that moment holds a copy until its `exec` closes it (the descriptor is `O_CLOEXEC`), so the
+/// program may outlive the drop by that long.
 pub(super) struct Program {
     // Dropping the Ebpf object drops the program, which detaches its links.
     ebpf: aya::Ebpf,
