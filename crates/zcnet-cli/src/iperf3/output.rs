@@ -1,5 +1,6 @@
-//! What `zcnet iperf3` prints: iperf3's lines (interval lines, the sender and receiver summary,
-//! `iperf Done.`) and its `-J` document, with one zcnet line (or object) added.
+//! What `zcnet iperf3` prints besides the interval lines ([`super::interval`]): iperf3's banner
+//! and stream lines, the sender and receiver summary, `iperf Done.`, and its `-J` document,
+//! with one zcnet line (or object) added.
 
 use std::net::SocketAddr;
 
@@ -264,7 +265,7 @@ pub fn server_summary(streams: &[Stream], ours: &Results, seconds: f64, params: 
 }
 
 /// iperf3's `-J` document of a test (a client's, or a server's: then `host` is the client's
-/// address and there are no intervals), and a `zcnet` object.
+/// address), and a `zcnet` object.
 pub fn json(port: u16, host: &str, o: &Outcome) -> Value {
     let (sent, received) = sides(o);
     let now = std::time::SystemTime::now()
